@@ -1,0 +1,105 @@
+"""What one trial needs to run (``TrialSpec``) and what it gives back (``TrialResult``).
+
+Every section is strict: an unknown key is an error that names the field path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+
+from harness.algorithms.config import AlgorithmConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskConfig(_Strict):
+    name: str = "addition"
+    n_train: PositiveInt = 2000
+    n_eval: PositiveInt = 128
+    min_digits: PositiveInt = 1
+    max_digits: PositiveInt = 2
+    path: str | None = Field(None, description="JSONL file for file-backed tasks (gsm8k_jsonl)")
+    eval_path: str | None = Field(None, description="held-out JSONL; default: a split of `path`")
+    reward: str | None = Field(
+        None, description="registered reward name or `module:function`; default: the task's own"
+    )
+
+
+class TinyModelConfig(_Strict):
+    hidden_size: PositiveInt = 64
+    layers: PositiveInt = 2
+    heads: PositiveInt = 4
+    intermediate_size: PositiveInt = 128
+
+
+class LoraConfig(_Strict):
+    r: PositiveInt = 8
+    alpha: PositiveInt = 16
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] | str = "all-linear"
+
+
+class ModelConfig(_Strict):
+    name: str = Field("tiny", description="'tiny' (built offline), a hub id, or a local folder")
+    tiny: TinyModelConfig = TinyModelConfig()
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    lora: LoraConfig | None = None
+    chat_template: bool = Field(True, description="wrap prompts in the tokenizer's chat template")
+
+
+class WarmStartConfig(_Strict):
+    enabled: bool = True
+    steps: NonNegativeInt = 300
+    batch_size: PositiveInt = 32
+    lr: PositiveFloat = 3e-3
+    seed: NonNegativeInt = Field(0, description="warm starts are shared across trial seeds")
+
+
+class TrainConfig(_Strict):
+    steps: PositiveInt = 30
+    prompts_per_step: PositiveInt = 8
+    max_new_tokens: PositiveInt = 8
+    temperature: PositiveFloat = 1.0
+    eval_every: NonNegativeInt = 10
+    eval_samples: PositiveInt = 4
+    max_eval_prompts: PositiveInt | None = None
+    threads: PositiveInt | None = Field(None, description="torch CPU threads; None keeps torch's")
+
+
+class TrialSpec(_Strict):
+    study: str = "adhoc"
+    arm: str
+    seed: NonNegativeInt = 0
+    task: TaskConfig = TaskConfig()
+    model: ModelConfig = ModelConfig()
+    warmstart: WarmStartConfig = WarmStartConfig()
+    train: TrainConfig = TrainConfig()
+    algorithm: AlgorithmConfig
+    cache_dir: str = ".cache/harness"
+
+    def config_hash(self) -> str:
+        """Hash of everything that changes the result (not where it is written)."""
+        payload = self.model_dump(mode="json", exclude={"cache_dir", "study"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.arm}-s{self.seed}-{self.config_hash()[:8]}"
+
+
+class TrialResult(_Strict):
+    trial_id: str
+    status: Literal["completed", "failed"] = "completed"
+    error: str | None = None
+    final: dict[str, float] = {}
+    history: list[dict[str, Any]] = Field(
+        default_factory=list, description="one dict per logged step: {'step': n, metric: value, ...}"
+    )
+    wall_time_s: float = 0.0
