@@ -3,6 +3,7 @@
 Each module below registers its commands on the shared ``app``.
 """
 
-from harness.cli.app import app
+from harness.cli import report_cmds, results_cmds, runner_cmds, study_cmds, trial  # noqa: F401
+from harness.cli.app import app, main
 
-__all__ = ["app"]
+__all__ = ["app", "main"]

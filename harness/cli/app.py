@@ -1,6 +1,10 @@
-"""The typer application that every command module registers on."""
+"""The typer application that every command module registers on, and the entry point."""
+
+import sys
 
 import typer
+
+from harness.errors import HarnessError
 
 app = typer.Typer(
     name="harness",
@@ -9,3 +13,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def main() -> None:
+    """Console entry point: user errors become one line on stderr and exit code 2."""
+    try:
+        app()
+    except HarnessError as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_BAD_INPUT)

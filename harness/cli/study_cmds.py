@@ -1,0 +1,3 @@
+"""Commands: study_cmds."""
+
+from harness.cli.app import app  # noqa: F401

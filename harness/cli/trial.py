@@ -1,0 +1,3 @@
+"""Commands: trial."""
+
+from harness.cli.app import app  # noqa: F401
