@@ -1,0 +1,170 @@
+"""Advantage estimators: from per-token rewards to per-token advantages.
+
+Every registered estimator has the signature ``fn(inputs, cfg) -> AdvantageOutput``. Each one
+computes only its own formula; the steps shared by all (zero on padding, optional whitening,
+degenerate-group flags, DAPO's row filter) are applied once, by the registration wrapper.
+
+Rows are ordered group by group: rows ``i*G .. (i+1)*G-1`` are prompt ``i``'s ``G`` samples.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.registry import Registry
+
+ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic"))
+
+DEGENERATE_TOL = 1e-6  # sequence returns closer than this count as equal
+
+
+@dataclass
+class AdvantageInputs:
+    token_rewards: Tensor  # [B, T]: score on the last real token, plus any per-token KL penalty
+    mask: Tensor  # [B, T] float: 1 on completion tokens (EOS included), 0 on padding
+    group_size: int
+    values: Tensor | None = None  # [B, T] critic values; only estimators that need a critic
+
+
+@dataclass
+class AdvantageOutput:
+    advantages: Tensor  # [B, T], exactly 0 on padding
+    returns: Tensor | None  # [B, T] critic targets (GAE only), before any whitening
+    degenerate: Tensor  # [n_groups] bool: every sequence return in the group is equal
+    keep_rows: Tensor  # [B] bool: False for rows of degenerate groups under drop_degenerate
+
+
+def compute_advantages(inputs: AdvantageInputs, cfg: AlgorithmConfig) -> AdvantageOutput:
+    """Run the estimator ``cfg.advantage`` names."""
+    return ADVANTAGES.get(cfg.advantage)(inputs, cfg)
+
+
+def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """``(x - mean) / std`` over the masked entries (Bessel std); 0 elsewhere."""
+    on = mask.bool()
+    vals = x[on]
+    if vals.numel() < 2:
+        return torch.zeros_like(x)
+    return torch.where(on, (x - vals.mean()) / torch.sqrt(vals.var() + eps), 0.0)
+
+
+def sequence_returns(inputs: AdvantageInputs) -> Tensor:
+    """Each row's return: its token rewards summed over the mask, shape [B]."""
+    return torch.where(inputs.mask.bool(), inputs.token_rewards, 0.0).sum(dim=1)
+
+
+def _estimator(name: str, *, needs_groups: bool, needs_critic: bool):
+    """Register ``core(inputs, cfg) -> (advantages, returns)`` wrapped with the shared steps."""
+
+    def decorate(core: Callable) -> Callable[[AdvantageInputs, AlgorithmConfig], AdvantageOutput]:
+        @functools.wraps(core)
+        def estimator(inputs: AdvantageInputs, cfg: AlgorithmConfig) -> AdvantageOutput:
+            batch, group = inputs.mask.shape[0], inputs.group_size
+            if batch % group:
+                raise ValueError(f"{batch} rows do not split into groups of {group}")
+            if needs_groups and group < 2:
+                raise ValueError(f"advantage {name!r} needs group_size >= 2, got {group}")
+            if needs_critic and inputs.values is None:
+                raise ValueError(f"advantage {name!r} needs critic values")
+            advantages, returns = core(inputs, cfg)
+            on = inputs.mask.bool()
+            advantages = torch.where(on, advantages, 0.0)
+            if cfg.whiten_advantages:
+                advantages = masked_whiten(advantages, inputs.mask)
+            degenerate = _degenerate_groups(sequence_returns(inputs), group)
+            dropped = degenerate.repeat_interleave(group) & cfg.drop_degenerate
+            return AdvantageOutput(
+                advantages=advantages,
+                returns=None if returns is None else torch.where(on, returns, 0.0),
+                degenerate=degenerate,
+                keep_rows=~dropped,
+            )
+
+        ADVANTAGES.register(name, needs_groups=needs_groups, needs_critic=needs_critic)(estimator)
+        return estimator
+
+    return decorate
+
+
+def _degenerate_groups(seq_returns: Tensor, group_size: int) -> Tensor:
+    if group_size == 1:
+        return torch.zeros_like(seq_returns, dtype=torch.bool)
+    grouped = seq_returns.view(-1, group_size)
+    return (grouped.amax(dim=1) - grouped.amin(dim=1)) <= DEGENERATE_TOL
+
+
+def _grouped_returns(inputs: AdvantageInputs) -> Tensor:
+    return sequence_returns(inputs).view(-1, inputs.group_size)
+
+
+def _per_token(seq_advantages: Tensor, inputs: AdvantageInputs) -> Tensor:
+    """Broadcast one advantage per sequence ([n_groups, G]) to every token ([B, T])."""
+    return seq_advantages.reshape(-1, 1).expand_as(inputs.mask)
+
+
+def _discounted_sums(x: Tensor, mask: Tensor, discount: float) -> Tensor:
+    """``out_t = x_t + discount * out_{t+1}`` over masked positions (unmasked ones are skipped)."""
+    out = torch.zeros_like(x)
+    running = torch.zeros_like(x[:, 0])
+    for t in reversed(range(x.shape[1])):
+        on = mask[:, t].bool()
+        running = torch.where(on, x[:, t] + discount * running, running)
+        out[:, t] = running
+    return out
+
+
+@_estimator("group_zscore", needs_groups=True, needs_critic=False)
+def group_zscore(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    """GRPO (Shao et al. 2024, DeepSeekMath): ``(r - mean) / (std + adv_eps)`` within each group.
+
+    Bessel-corrected std, as ``torch.std`` in verl and TRL.
+    """
+    r = _grouped_returns(inputs)
+    mean, std = r.mean(dim=1, keepdim=True), r.std(dim=1, keepdim=True)
+    return _per_token((r - mean) / (std + cfg.adv_eps), inputs), None
+
+
+@_estimator("group_mean", needs_groups=True, needs_critic=False)
+def group_mean(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): ``r - mean`` within each group, no std."""
+    r = _grouped_returns(inputs)
+    return _per_token(r - r.mean(dim=1, keepdim=True), inputs), None
+
+
+@_estimator("leave_one_out", needs_groups=True, needs_critic=False)
+def leave_one_out(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    """RLOO (Ahmadian et al. 2024): ``r_i`` minus the mean of the group's other ``G-1`` returns."""
+    r = _grouped_returns(inputs)
+    others_mean = (r.sum(dim=1, keepdim=True) - r) / (inputs.group_size - 1)
+    return _per_token(r - others_mean, inputs), None
+
+
+@_estimator("reinforce_pp", needs_groups=False, needs_critic=False)
+def reinforce_pp(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    """REINFORCE++ (Hu 2025, arXiv:2501.03262): reward-to-go, whitened over the whole batch."""
+    to_go = _discounted_sums(inputs.token_rewards, inputs.mask, cfg.gamma)
+    return masked_whiten(to_go, inputs.mask), None
+
+
+@_estimator("gae", needs_groups=False, needs_critic=True)
+def gae(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    """GAE (Schulman et al. 2016, arXiv:1506.02438): ``A_t = sum_l (gamma*lam)^l delta_{t+l}``.
+
+    ``delta_t = r_t + gamma * V_{t+1} - V_t``, with ``V = 0`` after the last real token.
+    Returns (the critic's targets) are ``A + V``.
+    """
+    rewards, values, mask = inputs.token_rewards, inputs.values, inputs.mask
+    next_values = torch.zeros_like(values)
+    running = torch.zeros_like(values[:, 0])
+    for t in reversed(range(values.shape[1])):
+        next_values[:, t] = running
+        running = torch.where(mask[:, t].bool(), values[:, t], running)
+    deltas = rewards + cfg.gamma * next_values - values
+    advantages = _discounted_sums(deltas, mask, cfg.gamma * cfg.lam)
+    return advantages, advantages + values

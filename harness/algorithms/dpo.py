@@ -1,0 +1,46 @@
+"""DPO (Rafailov et al. 2023, arXiv:2305.18290) on pairs built from the policy's own samples."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def dpo_loss(
+    policy_chosen_logps: Tensor,
+    policy_rejected_logps: Tensor,
+    ref_chosen_logps: Tensor,
+    ref_rejected_logps: Tensor,
+    beta: float,
+) -> tuple[Tensor, dict[str, float]]:
+    """``-log sigmoid(beta * [log pi/ref (chosen) - log pi/ref (rejected)])``, mean over pairs.
+
+    Inputs are per-pair sequence log-probability sums [P]. The implicit rewards are
+    ``beta * log pi/ref``; ``dpo_margin`` is their mean difference, ``dpo_pair_acc`` the share
+    of pairs where the chosen one's is higher.
+    """
+    chosen = beta * (policy_chosen_logps - ref_chosen_logps)
+    rejected = beta * (policy_rejected_logps - ref_rejected_logps)
+    margin = chosen - rejected
+    metrics = {
+        "dpo_margin": float(margin.detach().mean()),
+        "dpo_pair_acc": float((margin.detach() > 0).float().mean()),
+        "dpo_chosen_reward": float(chosen.detach().mean()),
+        "dpo_rejected_reward": float(rejected.detach().mean()),
+    }
+    return -F.logsigmoid(margin).mean(), metrics
+
+
+def build_pairs(rewards: Tensor) -> list[tuple[int, int, int]]:
+    """One (prompt, chosen, rejected) pair per prompt: its best sample against its worst.
+
+    ``rewards`` is [n_prompts, G]. Ties go to the lowest sample index, on both sides; a prompt
+    whose G rewards are all equal has no preference and gives no pair.
+    """
+    pairs = []
+    for prompt, row in enumerate(rewards):
+        best, worst = int(torch.argmax(row)), int(torch.argmin(row))
+        if row[best] > row[worst]:
+            pairs.append((prompt, best, worst))
+    return pairs

@@ -1,0 +1,283 @@
+"""Named algorithms as presets of orthogonal parts, and ``resolve_algorithm`` to apply overrides.
+
+Every preset is an ``AlgorithmConfig`` with its paper's choices, scaled to the testbed: the RL
+presets share one group size, learning rate and update schedule, so arms differ in their parts
+and published numbers, not in budget. Each carries a citation and how it departs from the paper.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.algorithms.advantages import ADVANTAGES
+from harness.algorithms.aggregation import AGGREGATIONS
+from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.losses import POLICY_LOSSES
+from harness.errors import ConfigError, unknown_name
+
+TESTBED_LR = 1e-3  # one learning rate for every arm; tuned on the testbed by the lead
+TESTBED_CRITIC_LR = 1e-3
+TESTBED_GROUP_SIZE = 8
+TESTBED_MINIBATCHES = 4  # several updates per batch, so ratios leave 1 and the clips matter
+
+_TESTBED = {"group_size": TESTBED_GROUP_SIZE, "lr": TESTBED_LR, "minibatches": TESTBED_MINIBATCHES}
+
+
+@dataclass(frozen=True)
+class Preset:
+    config: AlgorithmConfig
+    citation: str
+    departs: str  # how this preset departs from the paper
+
+
+def _variant(base: AlgorithmConfig, name: str, **changes: Any) -> AlgorithmConfig:
+    """``base`` with ``changes``, validated: a preset written as another preset plus a diff."""
+    return AlgorithmConfig.model_validate({**base.model_dump(), "name": name, **changes})
+
+
+_GRPO = AlgorithmConfig(
+    name="grpo",
+    advantage="group_zscore",
+    policy_loss="clipped",
+    aggregation="seq_mean_token_mean",
+    kl_estimator="k3",
+    kl_placement="loss",
+    kl_coef=0.04,
+    eps_low=0.2,
+    eps_high=0.2,
+    **_TESTBED,
+)
+_NO_KL = {"kl_placement": "none", "kl_coef": 0.0}
+
+PRESETS: dict[str, Preset] = {
+    "ppo": Preset(
+        AlgorithmConfig(
+            name="ppo",
+            advantage="gae",
+            critic="value_head",
+            critic_lr=TESTBED_CRITIC_LR,
+            policy_loss="clipped",
+            aggregation="token_mean",
+            kl_estimator="k1",
+            kl_placement="reward",
+            kl_coef=0.02,
+            whiten_advantages=True,
+            gamma=1.0,
+            lam=0.95,
+            **_TESTBED,
+        ),
+        "Schulman et al. 2017, PPO (arXiv:1707.06347), in the RLHF form of Ouyang et al. 2022 "
+        "(InstructGPT: per-token k1 KL in the reward, beta 0.02)",
+        "value head on the policy trunk instead of a separate value model; 8 samples per prompt "
+        "to match the other arms' budget; token-mean aggregation",
+    ),
+    "grpo": Preset(
+        _GRPO,
+        "Shao et al. 2024, DeepSeekMath (arXiv:2402.03300)",
+        "group size 8 (paper 64); the testbed's learning rate and update schedule",
+    ),
+    # Dr. GRPO is GRPO with exactly two parts switched: no std division, no 1/|o_i|.
+    "dr_grpo": Preset(
+        _variant(_GRPO, "dr_grpo", advantage="group_mean", aggregation="seq_mean_token_sum_norm"),
+        "Liu et al. 2025, Understanding R1-Zero-Like Training (arXiv:2503.20783)",
+        "keeps GRPO's k3 KL and every other setting, so it differs from grpo in the two parts only",
+    ),
+    "rloo": Preset(
+        AlgorithmConfig(
+            name="rloo",
+            advantage="leave_one_out",
+            policy_loss="is",
+            aggregation="seq_mean_token_sum_norm",
+            kl_estimator="k1",
+            kl_placement="reward",
+            kl_coef=0.05,
+            **_TESTBED,
+        ),
+        "Ahmadian et al. 2024, Back to Basics: REINFORCE-style optimization (arXiv:2402.14740)",
+        "minibatch reuse corrected by an unclipped importance ratio (the paper is on-policy); "
+        "the sequence-level loss is divided by the generation budget; KL coef 0.05 is ours",
+    ),
+    "reinforce_pp": Preset(
+        AlgorithmConfig(
+            name="reinforce_pp",
+            advantage="reinforce_pp",
+            policy_loss="clipped",
+            aggregation="token_mean",
+            kl_estimator="k1",
+            kl_placement="reward",
+            kl_coef=0.01,
+            gamma=1.0,
+            **_TESTBED,
+        ),
+        "Hu 2025, REINFORCE++ (arXiv:2501.03262)",
+        "8 samples per prompt to match the other arms' budget (the method needs only one); "
+        "KL coef 0.01 is ours",
+    ),
+    "cispo": Preset(
+        _variant(
+            _GRPO, "cispo", policy_loss="cispo", eps_low=1.0, eps_high=4.0,
+            aggregation="token_mean", **_NO_KL,
+        ),
+        "MiniMax 2025, MiniMax-M1 (arXiv:2506.13585)",
+        "ratio cap 5 (eps_high 4.0) from the seed tutorial; eps_low 1.0 puts the lower bound at 0, "
+        "i.e. none; GRPO's group size 8 and testbed schedule",
+    ),
+    "dpo": Preset(
+        AlgorithmConfig(name="dpo", kind="dpo", dpo_beta=0.1, group_size=8, lr=TESTBED_LR),
+        "Rafailov et al. 2023, Direct Preference Optimization (arXiv:2305.18290)",
+        "online: pairs are the best and worst of each group of the policy's own samples, ranked "
+        "by the verifier, not a fixed human preference set",
+    ),
+    "dapo": Preset(
+        _variant(
+            _GRPO, "dapo", eps_high=0.28, aggregation="token_mean", drop_degenerate=True,
+            **_NO_KL,
+        ),
+        "Yu et al. 2025, DAPO (arXiv:2503.14476)",
+        "no overlong reward shaping; degenerate groups are dropped, not resampled to refill "
+        "the batch; group size 8 (paper 16)",
+    ),
+    "gspo": Preset(
+        _variant(_GRPO, "gspo", policy_loss="gspo", eps_low=3e-4, eps_high=4e-4, **_NO_KL),
+        "Zheng et al. 2025, Group Sequence Policy Optimization (arXiv:2507.18071)",
+        "the paper's clip range (3e-4, 4e-4) at the testbed's group size and update schedule",
+    ),
+}
+
+
+def resolve_algorithm(name: str, overrides: Mapping[str, Any] | None = None) -> AlgorithmConfig:
+    """Preset ``name`` with ``overrides`` applied, type-checked and checked for contradictions.
+
+    Override values may be strings from ``--set key=value``: pydantic coerces them ("0.28",
+    "true"), and "none"/"null" mean None for the fields that accept None.
+    """
+    if name not in PRESETS:
+        raise unknown_name("algorithm preset", name, PRESETS)
+    fields = AlgorithmConfig.model_fields
+    values = PRESETS[name].config.model_dump()
+    for key, value in (overrides or {}).items():
+        if key == "name":
+            raise ConfigError("algorithm.name comes from the preset; choose a preset instead")
+        if key not in fields:
+            raise unknown_name("algorithm field", key, set(fields) - {"name"})
+        none_allowed = type(None) in typing.get_args(fields[key].annotation)
+        is_none = isinstance(value, str) and value.strip().lower() in {"none", "null"}
+        values[key] = None if none_allowed and is_none else value
+    try:
+        cfg = AlgorithmConfig.model_validate(values)
+    except ValidationError as err:
+        raise ConfigError("; ".join(
+            f"algorithm.{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})"
+            for e in err.errors()
+        )) from None
+    return check_algorithm(cfg)
+
+
+def check_algorithm(cfg: AlgorithmConfig) -> AlgorithmConfig:
+    """``cfg`` unchanged if its part names exist and its parts fit together; otherwise a
+    ``ConfigError`` naming each contradiction and what to change.
+    """
+    ADVANTAGES.get(cfg.advantage)
+    POLICY_LOSSES.get(cfg.policy_loss)
+    AGGREGATIONS.get(cfg.aggregation)
+    problems = _dpo_problems(cfg) if cfg.kind == "dpo" else _rl_problems(cfg)
+    if problems:
+        raise ConfigError(f"algorithm {cfg.name!r}: " + "; ".join(problems))
+    return cfg
+
+
+def _estimators(**meta: bool) -> str:
+    """Names of the advantage estimators whose metadata matches ``meta``."""
+    names = ADVANTAGES.names()
+    return ", ".join(n for n in names if all(ADVANTAGES.meta(n)[k] == v for k, v in meta.items()))
+
+
+def _rl_problems(cfg: AlgorithmConfig) -> list[str]:
+    meta, problems = ADVANTAGES.meta(cfg.advantage), []
+    if meta["needs_groups"] and cfg.group_size < 2:
+        problems.append(
+            f"advantage {cfg.advantage!r} compares the samples of a group and needs "
+            f"group_size >= 2; raise group_size or use one of: {_estimators(needs_groups=False)}"
+        )
+    if cfg.drop_degenerate and cfg.group_size < 2:
+        problems.append(
+            "drop_degenerate needs groups; set group_size >= 2 or drop_degenerate=false"
+        )
+    if meta["needs_critic"] and cfg.critic == "none":
+        problems.append(
+            f"advantage {cfg.advantage!r} needs a critic; set critic=value_head or value_model"
+        )
+    if not meta["needs_critic"] and cfg.critic != "none":
+        problems.append(
+            f"critic {cfg.critic!r} would be trained but advantage {cfg.advantage!r} never uses "
+            f"it; set critic=none or advantage to one of: {_estimators(needs_critic=True)}"
+        )
+    if cfg.kl_placement == "none" and cfg.kl_coef > 0:
+        problems.append(
+            f"kl_coef {cfg.kl_coef} is unused with kl_placement=none; set kl_coef=0, "
+            "or kl_placement=reward or loss"
+        )
+    if cfg.dual_clip is not None and cfg.policy_loss != "clipped":
+        problems.append(
+            f"dual_clip applies only to policy_loss=clipped, not {cfg.policy_loss!r}; "
+            "set dual_clip=none"
+        )
+    if cfg.loss_norm_constant is not None and cfg.aggregation != "seq_mean_token_sum_norm":
+        problems.append(
+            "loss_norm_constant applies only to aggregation=seq_mean_token_sum_norm; "
+            "set loss_norm_constant=none"
+        )
+    return problems
+
+
+def _dpo_problems(cfg: AlgorithmConfig) -> list[str]:
+    problems = []
+    if cfg.group_size < 2:
+        problems.append(
+            "dpo pairs the best and worst sample of a group, so with group_size 1 no pairs are "
+            "possible; set group_size >= 2"
+        )
+    if cfg.critic != "none":
+        problems.append(f"dpo trains no critic; set critic=none (got {cfg.critic!r})")
+    if cfg.kl_placement != "none" or cfg.kl_coef > 0:
+        problems.append(
+            "dpo's pull toward the reference is dpo_beta; set kl_placement=none and kl_coef=0"
+        )
+    return problems
+
+
+_PART_FIELDS = ("advantage", "policy_loss", "aggregation", "kl_estimator", "kl_placement", "critic")
+
+
+def describe_presets() -> list[dict[str, Any]]:
+    """One row per preset for ``harness algorithms``: name, parts, key numbers, citation and
+    departures. Key numbers are the group size, the learning rate and every field that differs
+    from ``AlgorithmConfig``'s default.
+    """
+    rows = []
+    for name, preset in PRESETS.items():
+        cfg = preset.config
+        if cfg.kind == "dpo":
+            parts = {"loss": "dpo", "pairs": "best vs worst of each group"}
+        else:
+            parts = {k: getattr(cfg, k) for k in _PART_FIELDS}
+        defaults = {k: f.default for k, f in AlgorithmConfig.model_fields.items()}
+        numbers = {
+            k: v
+            for k, v in cfg.model_dump(exclude={*_PART_FIELDS, "name", "kind"}).items()
+            if k in ("group_size", "lr") or v != defaults[k]
+        }
+        rows.append({
+            "name": name,
+            "kind": cfg.kind,
+            "parts": parts,
+            "hyperparameters": numbers,
+            "citation": preset.citation,
+            "departs": preset.departs,
+        })
+    return rows

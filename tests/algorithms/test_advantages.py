@@ -1,0 +1,198 @@
+import math
+
+import pytest
+import torch
+
+from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs
+from harness.algorithms.config import AlgorithmConfig
+
+GROUP_ESTIMATORS = ["group_zscore", "group_mean", "leave_one_out"]
+
+
+def cfg(**kw) -> AlgorithmConfig:
+    return AlgorithmConfig(name="test", **kw)
+
+
+def outcome_inputs(scores, lengths, group_size, T=4, values=None) -> AdvantageInputs:
+    """One verifier score per row on its last real token; padding holds garbage (99)."""
+    B = len(scores)
+    mask, rewards = torch.zeros(B, T), torch.full((B, T), 99.0)
+    for i, (score, n) in enumerate(zip(scores, lengths)):
+        mask[i, :n] = 1
+        rewards[i, :n] = 0
+        rewards[i, n - 1] = score
+    return AdvantageInputs(rewards, mask, group_size, values)
+
+
+def run(name, inputs, **kw):
+    return ADVANTAGES.get(name)(inputs, cfg(advantage=name, **kw))
+
+
+def test_group_zscore_reproduces_seed_000_groups():
+    # seeds/000 (Debugshala, "How GRPO computes advantages"): 3 prompts, G=4, eps 1e-4.
+    rewards = [[1.0, 0.0, 1.0, 0.0], [0.9, 0.7, 0.8, 0.2], [0.0, 0.0, 0.0, 0.0]]
+    lengths = [4, 2, 3, 1] * 3
+    inputs = outcome_inputs(sum(rewards, []), lengths, 4)
+    out = run("group_zscore", inputs)
+    # Bessel std (torch.std, as verl/TRL): row 0 std sqrt(1/3); row 1 std sqrt(0.29/3).
+    expected = torch.tensor([
+        [0.865875, -0.865875, 0.865875, -0.865875],
+        [0.803826, 0.160765, 0.482296, -1.446887],
+        [0.0, 0.0, 0.0, 0.0],
+    ]).reshape(-1)
+    first_tokens = out.advantages[:, 0]
+    assert torch.allclose(first_tokens, expected, atol=1e-5)
+    # The seed's own numbers use the population std (np.std): rescaling by sqrt(G/(G-1)) gives
+    # its [1, -1, 1, -1] and [0.93, 0.19, 0.56, -1.67] (to the eps).
+    seed_numbers = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.9281, 0.1856, 0.5569, -1.6706])
+    assert torch.allclose(first_tokens[:8] * math.sqrt(4 / 3), seed_numbers, atol=1e-3)
+    # every real token of a sequence carries its advantage; padding carries exactly 0
+    assert torch.equal(out.advantages, first_tokens[:, None] * inputs.mask)
+    assert out.degenerate.tolist() == [False, False, True]  # "degenerate groups: [2]"
+
+
+def test_group_mean_reproduces_seed_001_example():
+    # seeds/001 (PyTRIO GRPO, step 3): rewards [1, 0, 1, 0] -> advantages [+0.5, -0.5, +0.5, -0.5];
+    # [0, 0, 0, 0] and [1, 1, 1, 1] have no training signal.
+    scores = [1, 0, 1, 0] + [0, 0, 0, 0] + [1, 1, 1, 1]
+    out = run("group_mean", outcome_inputs(scores, [2] * 12, 4))
+    assert out.advantages[:, 0].tolist() == [0.5, -0.5, 0.5, -0.5] + [0.0] * 8
+    assert out.degenerate.tolist() == [False, True, True]
+
+
+@pytest.mark.parametrize("name", [*GROUP_ESTIMATORS, "reinforce_pp"])
+def test_equal_reward_group_gives_exactly_zero_advantage_and_is_flagged(name):
+    inputs = outcome_inputs([0.7] * 4 + [1, 0, 0, 0], [3, 1, 4, 2] * 2, 4)
+    out = run(name, inputs)
+    if name != "reinforce_pp":  # reward-to-go whitening is global, not per group
+        assert torch.all(out.advantages[:4] == 0)
+    assert out.degenerate.tolist() == [True, False]
+
+
+def test_drop_degenerate_keeps_only_rows_of_informative_groups():
+    inputs = outcome_inputs([1, 1] + [1, 0] + [0, 0], [2] * 6, 2)
+    assert run("group_zscore", inputs, drop_degenerate=True).keep_rows.tolist() == [
+        False, False, True, True, False, False,
+    ]
+    assert run("group_zscore", inputs).keep_rows.tolist() == [True] * 6
+
+
+def test_leave_one_out_is_g_over_g_minus_1_times_group_mean():
+    # seeds/002: RLOO advantage r_i - 1/(k-1) sum_{j != i} r_j.
+    scores = torch.randn(15, generator=torch.Generator().manual_seed(0)).tolist()
+    inputs = outcome_inputs(scores, [1, 2, 3, 4, 4] * 3, 5)
+    loo = run("leave_one_out", inputs).advantages
+    centred = run("group_mean", inputs).advantages
+    assert torch.allclose(loo, 5 / 4 * centred, atol=1e-6)
+    assert loo[0, 0].item() == pytest.approx(scores[0] - sum(scores[1:5]) / 4, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "lam, expected",
+    [(0.0, [0.1, 0.1, 0.3]), (0.5, [0.225, 0.25, 0.3]), (1.0, [0.5, 0.4, 0.3])],
+)
+def test_gae_reproduces_seed_003_table(lam, expected):
+    # seeds/003 ("Credit assignment: GAE"): gamma 1, r = (0, 0, 1), V = (0.5, 0.6, 0.7).
+    inputs = AdvantageInputs(
+        torch.tensor([[0.0, 0.0, 1.0]]), torch.ones(1, 3), 1, torch.tensor([[0.5, 0.6, 0.7]])
+    )
+    out = run("gae", inputs, gamma=1.0, lam=lam, critic="value_head")
+    assert out.advantages[0].tolist() == pytest.approx(expected, abs=1e-6)
+    assert out.returns[0].tolist() == pytest.approx(
+        [a + v for a, v in zip(expected, [0.5, 0.6, 0.7])], abs=1e-6
+    )
+
+
+def test_gae_reproduces_seed_000_ppo_example():
+    # seeds/000 ("How PPO uses a critic and GAE"): 5 tokens, KL penalty per token, score 1 at
+    # the end, gamma 1, lam 0.95. deltas = (0.04, 0.03, 0.09, 0.12, 0.43) by hand, then
+    # A_t = delta_t + 0.95 * A_{t+1}.
+    values = torch.tensor([[0.20, 0.25, 0.30, 0.40, 0.55]])
+    rewards = -torch.tensor([[0.01, 0.02, 0.01, 0.03, 0.02]])
+    rewards[0, -1] += 1.0
+    out = run("gae", AdvantageInputs(rewards, torch.ones(1, 5), 1, values), gamma=1.0, lam=0.95)
+    expected = [0.6028476875, 0.59247125, 0.592075, 0.5285, 0.43]
+    assert out.advantages[0].tolist() == pytest.approx(expected, abs=1e-6)
+    assert out.returns[0].tolist() == pytest.approx(
+        [0.8028476875, 0.84247125, 0.892075, 0.9285, 0.98], abs=1e-6
+    )
+
+
+def test_gae_on_a_padded_row_equals_the_unpadded_row():
+    values = torch.tensor([[0.2, 0.4, 0.1, 0.3], [0.2, 0.4, 99.0, 99.0]])
+    rewards = torch.tensor([[0.0, 0.1, -0.2, 1.0], [0.0, 1.0, 99.0, 99.0]])
+    mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0]])
+    padded = run("gae", AdvantageInputs(rewards, mask, 1, values), gamma=0.9, lam=0.8)
+    alone = run(
+        "gae", AdvantageInputs(rewards[1:, :2], mask[1:, :2], 1, values[1:, :2]), gamma=0.9, lam=0.8
+    )
+    assert torch.allclose(padded.advantages[1, :2], alone.advantages[0])
+    assert padded.advantages[1, 2:].tolist() == [0.0, 0.0]
+    assert padded.returns[1, 2:].tolist() == [0.0, 0.0]
+    # row 0 by hand: delta_3 = 1 - 0.3 = 0.7; delta_2 = -0.2 + 0.9 * 0.3 - 0.1 = -0.03
+    assert padded.advantages[0, 3].item() == pytest.approx(0.7)
+    assert padded.advantages[0, 2].item() == pytest.approx(-0.03 + 0.72 * 0.7)
+
+
+def test_reinforce_pp_whitens_the_reward_to_go_over_the_batch():
+    # reward-to-go with gamma 0.5: row 0 (0, 0, 1) -> (0.25, 0.5, 1); row 1 (0, 2) -> (1, 2).
+    # Batch of 5 tokens: mean 0.95, Bessel variance 1.8 / 4 = 0.45.
+    rewards = torch.tensor([[0.0, 0.0, 1.0], [0.0, 2.0, 0.0]])
+    mask = torch.tensor([[1.0, 1, 1], [1, 1, 0]])
+    out = run("reinforce_pp", AdvantageInputs(rewards, mask, 1), gamma=0.5)
+    to_go = torch.tensor([[0.25, 0.5, 1.0], [1.0, 2.0, 0.95]])
+    assert torch.allclose(out.advantages, (to_go - 0.95) / math.sqrt(0.45) * mask, atol=1e-5)
+    assert out.returns is None
+
+
+def test_whitening_is_applied_after_any_estimator_and_not_to_gae_returns():
+    inputs = outcome_inputs([3, 0, 1, 0, 2, 2, 5, 1], [4, 1, 2, 3] * 2, 4)
+    out = run("group_mean", inputs, whiten_advantages=True)
+    on = inputs.mask.bool()
+    assert out.advantages[on].mean().item() == pytest.approx(0, abs=1e-6)
+    assert out.advantages[on].std().item() == pytest.approx(1, abs=1e-4)
+    assert torch.all(out.advantages[~on] == 0)
+
+    values = torch.rand(8, 4, generator=torch.Generator().manual_seed(1))
+    gae_inputs = outcome_inputs([1, 0] * 4, [4, 1, 2, 3] * 2, 1, values=values)
+    raw = run("gae", gae_inputs)
+    whitened = run("gae", gae_inputs, whiten_advantages=True)
+    assert torch.equal(raw.returns, whitened.returns)
+    assert torch.allclose(raw.returns, (raw.advantages + values) * gae_inputs.mask)
+    assert not torch.allclose(raw.advantages, whitened.advantages)
+
+
+@pytest.mark.parametrize("name", ADVANTAGES.names())
+def test_padding_gets_exactly_zero_advantage(name):
+    values = torch.full((4, 4), 99.0)
+    inputs = outcome_inputs([1, 0, 0.5, 0.2], [4, 1, 2, 3], 2, values=values)
+    out = run(name, inputs, whiten_advantages=True)
+    assert torch.all(out.advantages[inputs.mask == 0] == 0)
+    assert torch.all(out.advantages[inputs.mask == 1] != 0)
+
+
+def test_group_size_one_flags_nothing_and_group_estimators_refuse_it():
+    inputs = outcome_inputs([1, 1, 1], [1, 2, 3], 1, values=torch.zeros(3, 4))
+    out = run("reinforce_pp", inputs)
+    assert out.degenerate.tolist() == [False, False, False]
+    assert out.keep_rows.tolist() == [True, True, True]
+    with pytest.raises(ValueError, match="group_zscore.*group_size >= 2"):
+        run("group_zscore", inputs)
+
+
+def test_input_errors_are_named():
+    with pytest.raises(ValueError, match="gae.*critic values"):
+        run("gae", outcome_inputs([1, 0], [1, 2], 1))
+    with pytest.raises(ValueError, match="5 rows do not split into groups of 2"):
+        run("group_mean", outcome_inputs([1, 0, 1, 0, 1], [1] * 5, 2))
+
+
+def test_estimators_declare_groups_and_critic_needs():
+    needs = {n: dict(ADVANTAGES.meta(n)) for n in ADVANTAGES.names()}
+    assert needs == {
+        "group_zscore": {"needs_groups": True, "needs_critic": False},
+        "group_mean": {"needs_groups": True, "needs_critic": False},
+        "leave_one_out": {"needs_groups": True, "needs_critic": False},
+        "reinforce_pp": {"needs_groups": False, "needs_critic": False},
+        "gae": {"needs_groups": False, "needs_critic": True},
+    }

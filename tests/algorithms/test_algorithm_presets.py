@@ -1,0 +1,228 @@
+import pytest
+import torch
+
+from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs, compute_advantages
+from harness.algorithms.aggregation import make_aggregator
+from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.critic import value_loss
+from harness.algorithms.kl import kl_estimate
+from harness.algorithms.losses import POLICY_LOSSES
+from harness.algorithms.presets import PRESETS, check_algorithm, describe_presets, resolve_algorithm
+from harness.errors import ConfigError
+
+NAMES = ["ppo", "grpo", "dr_grpo", "rloo", "reinforce_pp", "cispo", "dpo", "dapo", "gspo"]
+
+
+def differing_fields(a: AlgorithmConfig, b: AlgorithmConfig) -> set[str]:
+    return {k for k in AlgorithmConfig.model_fields if getattr(a, k) != getattr(b, k)}
+
+
+def test_every_named_preset_resolves_and_passes_its_own_checks():
+    assert sorted(PRESETS) == sorted(NAMES)
+    for name in NAMES:
+        cfg = resolve_algorithm(name)
+        assert cfg.name == name
+        assert check_algorithm(cfg) is cfg
+        assert PRESETS[name].citation and PRESETS[name].departs
+
+
+def test_preset_parts_follow_the_papers():
+    grpo = resolve_algorithm("grpo")
+    assert (grpo.advantage, grpo.aggregation, grpo.policy_loss) == (
+        "group_zscore", "seq_mean_token_mean", "clipped",
+    )
+    assert (grpo.kl_estimator, grpo.kl_placement, grpo.kl_coef) == ("k3", "loss", 0.04)
+    assert (grpo.eps_low, grpo.eps_high, grpo.group_size) == (0.2, 0.2, 8)
+
+    dapo = resolve_algorithm("dapo")
+    assert (dapo.eps_low, dapo.eps_high, dapo.aggregation) == (0.2, 0.28, "token_mean")
+    assert dapo.drop_degenerate and dapo.kl_placement == "none" and dapo.kl_coef == 0
+
+    ppo = resolve_algorithm("ppo")
+    assert (ppo.advantage, ppo.critic, ppo.kl_estimator, ppo.kl_placement) == (
+        "gae", "value_head", "k1", "reward",
+    )
+    assert ppo.whiten_advantages and ppo.critic_lr is not None
+
+    cispo = resolve_algorithm("cispo")
+    assert (cispo.policy_loss, cispo.advantage, cispo.aggregation) == (
+        "cispo", "group_zscore", "token_mean",
+    )
+    assert 1 + cispo.eps_high == 5.0 and 1 - cispo.eps_low <= 0  # cap 5, no lower bound
+
+    assert resolve_algorithm("gspo").policy_loss == "gspo"
+    assert resolve_algorithm("gspo").eps_high < 1e-3
+    assert resolve_algorithm("rloo").advantage == "leave_one_out"
+    assert resolve_algorithm("reinforce_pp").kl_placement == "reward"
+    dpo = resolve_algorithm("dpo")
+    assert (dpo.kind, dpo.dpo_beta) == ("dpo", 0.1)
+    rl_lrs = {resolve_algorithm(n).lr for n in NAMES}
+    assert len(rl_lrs) == 1  # one shared testbed learning rate
+
+
+def test_dr_grpo_is_grpo_with_exactly_two_parts_switched():
+    grpo, dr = resolve_algorithm("grpo"), resolve_algorithm("dr_grpo")
+    assert differing_fields(grpo, dr) == {"name", "advantage", "aggregation"}
+    assert (dr.advantage, dr.aggregation) == ("group_mean", "seq_mean_token_sum_norm")
+
+
+def test_dr_grpo_equals_grpo_without_std_division_and_length_normalisation():
+    # seeds/002 eq. (6): no division by the group std, no 1/|o_i|; a constant instead.
+    grpo, dr = resolve_algorithm("grpo"), resolve_algorithm("dr_grpo")
+    g = torch.Generator().manual_seed(0)
+    B, T, G = 16, 6, 8
+    mask = (torch.arange(T) < torch.randint(1, T + 1, (B, 1), generator=g)).float()
+    rewards = torch.zeros(B, T)
+    rewards[torch.arange(B), mask.sum(1).long() - 1] = torch.rand(B, generator=g)
+    inputs = AdvantageInputs(rewards, mask, G)
+    adv_grpo = ADVANTAGES.get(grpo.advantage)(inputs, grpo).advantages
+    adv_dr = ADVANTAGES.get(dr.advantage)(inputs, dr).advantages
+
+    std = rewards.sum(1).view(-1, G).std(dim=1) + grpo.adv_eps
+    assert torch.allclose(adv_dr, adv_grpo * std.repeat_interleave(G)[:, None], atol=1e-6)
+
+    logp = -torch.rand(B, T, generator=g)
+    old = logp - 0.3 * torch.randn(B, T, generator=g)  # off-policy, so the clip acts
+    loss = POLICY_LOSSES.get("clipped")
+    dr_loss, _ = loss(logp, old, adv_dr, mask, dr, make_aggregator(dr, T))
+    grpo_mean = make_aggregator(grpo, T)
+    undo_length_norm = lambda x, m: grpo_mean(x * m.sum(1, keepdim=True) / T, m)  # noqa: E731
+    grpo_undone, _ = loss(logp, old, adv_dr, mask, grpo, undo_length_norm)
+    assert dr_loss.item() == pytest.approx(grpo_undone.item(), rel=1e-5)
+    grpo_loss, _ = loss(logp, old, adv_grpo, mask, grpo, grpo_mean)
+    assert dr_loss.item() != pytest.approx(grpo_loss.item(), rel=1e-2)
+
+
+def test_unknown_preset_lists_the_presets():
+    with pytest.raises(ConfigError, match="unknown algorithm preset 'grpo2'; valid: cispo, dapo"):
+        resolve_algorithm("grpo2")
+
+
+def test_unknown_override_key_lists_the_fields():
+    with pytest.raises(ConfigError, match=r"unknown algorithm field 'eps_hi'; valid: .*eps_high"):
+        resolve_algorithm("grpo", {"eps_hi": 0.3})
+    with pytest.raises(ConfigError, match="algorithm.name comes from the preset"):
+        resolve_algorithm("grpo", {"name": "mine"})
+
+
+def test_wrong_type_names_the_field():
+    with pytest.raises(ConfigError, match=r"algorithm\.eps_high: .*number.*'lots'"):
+        resolve_algorithm("grpo", {"eps_high": "lots"})
+    with pytest.raises(ConfigError, match=r"algorithm\.group_size: .*greater than 0"):
+        resolve_algorithm("grpo", {"group_size": 0})
+    with pytest.raises(ConfigError, match=r"algorithm\.kl_placement: .*'reward', 'loss' or 'none'"):
+        resolve_algorithm("grpo", {"kl_placement": "both"})
+    with pytest.raises(ConfigError, match=r"algorithm\.eps_low: .*'none'"):
+        resolve_algorithm("grpo", {"eps_low": "none"})  # not an optional field
+
+
+def test_cli_strings_are_coerced():
+    cfg = resolve_algorithm(
+        "grpo",
+        {"eps_high": "0.28", "drop_degenerate": "true", "group_size": "4", "dual_clip": "3"},
+    )
+    assert (cfg.eps_high, cfg.drop_degenerate, cfg.group_size) == (0.28, True, 4)
+    assert cfg.dual_clip == 3.0
+    cfg = resolve_algorithm("grpo", {"dual_clip": "None", "kl_coef": "0"})
+    assert cfg.dual_clip is None and cfg.kl_coef == 0
+    ppo = resolve_algorithm("ppo", {"value_clip": "null", "critic_lr": "none"})
+    assert ppo.value_clip is None and ppo.critic_lr is None
+    # "none" is a real value of kl_placement, not None
+    assert resolve_algorithm("grpo", {"kl_placement": "none", "kl_coef": 0}).kl_placement == "none"
+
+
+def test_unknown_part_names_list_the_registry():
+    with pytest.raises(ConfigError, match="unknown advantage estimator 'zscore'; valid: gae, gro"):
+        resolve_algorithm("grpo", {"advantage": "zscore"})
+    with pytest.raises(ConfigError, match="unknown policy loss 'ppo'; valid: cispo, clipped, gsp"):
+        resolve_algorithm("grpo", {"policy_loss": "ppo"})
+    with pytest.raises(ConfigError, match="unknown aggregation 'mean'; valid: seq_mean_token_mean"):
+        resolve_algorithm("grpo", {"aggregation": "mean"})
+
+
+@pytest.mark.parametrize(
+    "preset, overrides, message",
+    [
+        ("grpo", {"group_size": 1},
+         r"advantage 'group_zscore' compares the samples of a group and needs group_size >= 2; "
+         r"raise group_size or use one of: reinforce_pp, gae"),
+        ("rloo", {"group_size": 1}, r"'leave_one_out' .* needs group_size >= 2"),
+        ("ppo", {"critic": "none"}, r"advantage 'gae' needs a critic; set critic=value_head"),
+        ("grpo", {"critic": "value_head"},
+         r"critic 'value_head' would be trained but advantage 'group_zscore' never uses it; "
+         r"set critic=none or advantage to one of: gae"),
+        ("dpo", {"group_size": 1}, r"no pairs are possible; set group_size >= 2"),
+        ("dpo", {"critic": "value_model"}, r"dpo trains no critic"),
+        ("dpo", {"kl_placement": "loss", "kl_coef": 0.1}, r"dpo's pull toward the reference"),
+        ("grpo", {"kl_placement": "none"},
+         r"kl_coef 0.04 is unused with kl_placement=none; set kl_coef=0"),
+        ("cispo", {"dual_clip": 3}, r"dual_clip applies only to policy_loss=clipped, not 'cispo'"),
+        ("grpo", {"loss_norm_constant": 16}, r"loss_norm_constant applies only to aggregation="),
+        ("reinforce_pp", {"group_size": 1, "drop_degenerate": True},
+         r"drop_degenerate needs groups"),
+    ],
+)
+def test_contradictions_fail_saying_what_to_change(preset, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve_algorithm(preset, overrides)
+
+
+def test_all_contradictions_are_reported_at_once():
+    with pytest.raises(ConfigError, match=r"^algorithm 'grpo': advantage .*; critic .*; kl_coef"):
+        resolve_algorithm("grpo", {"group_size": 1, "critic": "value_head", "kl_placement": "none"})
+
+
+def test_settings_that_are_not_contradictions_pass():
+    assert resolve_algorithm("reinforce_pp", {"group_size": 1}).group_size == 1
+    assert resolve_algorithm("grpo", {"kl_coef": 0}).kl_coef == 0  # KL logged but not applied
+    assert resolve_algorithm("dr_grpo", {"loss_norm_constant": 16}).loss_norm_constant == 16
+
+
+def test_describe_presets_lists_parts_numbers_citation_and_departures():
+    rows = {row["name"]: row for row in describe_presets()}
+    assert list(rows) == list(PRESETS)
+    grpo = rows["grpo"]
+    assert set(grpo) == {"name", "kind", "parts", "hyperparameters", "citation", "departs"}
+    assert grpo["parts"]["advantage"] == "group_zscore"
+    assert grpo["hyperparameters"]["kl_coef"] == 0.04
+    assert rows["dapo"]["hyperparameters"]["eps_high"] == 0.28
+    assert "DeepSeekMath" in grpo["citation"]
+    assert rows["dpo"]["parts"] == {"loss": "dpo", "pairs": "best vs worst of each group"}
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "dpo"])
+def test_every_rl_preset_runs_the_same_calls_end_to_end(name):
+    # The trainer's path, with no branch on the preset's name: a degenerate group included.
+    cfg = resolve_algorithm(name)
+    g = torch.Generator().manual_seed(0)
+    B, T, G = 3 * cfg.group_size, 5, cfg.group_size
+    mask = (torch.arange(T) < torch.randint(1, T + 1, (B, 1), generator=g)).float()
+    scores = torch.randint(0, 2, (B,), generator=g).float()
+    scores[:G] = 1.0
+    rewards = torch.zeros(B, T)
+    rewards[torch.arange(B), mask.sum(1).long() - 1] = scores
+    old_logp, ref_logp = -torch.rand(B, T, generator=g), -torch.rand(B, T, generator=g)
+    kl = kl_estimate(old_logp, ref_logp, cfg.kl_estimator)
+    if cfg.kl_placement == "reward":
+        rewards = rewards - cfg.kl_coef * kl * mask
+    values = torch.rand(B, T, generator=g) if cfg.critic != "none" else None
+    adv = compute_advantages(AdvantageInputs(rewards, mask, G, values), cfg)
+    assert adv.degenerate[0] == (cfg.kl_placement != "reward")  # KL makes returns differ
+    assert adv.keep_rows[:G].any() != cfg.drop_degenerate
+
+    aggregate = make_aggregator(cfg, T)
+    logp = (old_logp + 0.1 * torch.randn(B, T, generator=g)).requires_grad_()
+    loss, metrics = POLICY_LOSSES.get(cfg.policy_loss)(
+        logp, old_logp, adv.advantages, mask, cfg, aggregate
+    )
+    if cfg.kl_placement == "loss":
+        loss = loss + cfg.kl_coef * aggregate(kl_estimate(logp, ref_logp, cfg.kl_estimator), mask)
+    if values is not None:
+        new_values = values.clone().requires_grad_()
+        loss = loss + cfg.vf_coef * value_loss(
+            new_values, values, adv.returns, mask, cfg.value_clip, aggregate
+        )[0]
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+    assert logp.grad.abs().sum() > 0 and torch.all(logp.grad[mask == 0] == 0)
+    assert set(metrics) >= {"clip_frac", "ratio_mean"}

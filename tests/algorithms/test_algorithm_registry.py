@@ -1,0 +1,37 @@
+import pytest
+
+from harness.algorithms.registry import Registry
+from harness.errors import ConfigError
+
+
+def test_register_get_names_and_meta():
+    reg = Registry("widget", meta_keys=("fast",))
+
+    @reg.register("b", fast=True)
+    def b():
+        return "b"
+
+    reg.register("a", fast=False)(lambda: "a")
+    assert reg.get("b") is b and reg.get("a")() == "a"
+    assert reg.names() == ["b", "a"]
+    assert reg.meta("a") == {"fast": False}
+    assert "a" in reg and "c" not in reg
+
+
+def test_unknown_name_is_a_config_error_listing_valid_names():
+    reg = Registry("widget")
+    reg.register("beta")(len)
+    reg.register("alpha")(len)
+    with pytest.raises(ConfigError, match="unknown widget 'gamma'; valid: alpha, beta"):
+        reg.get("gamma")
+    with pytest.raises(ConfigError, match="unknown widget"):
+        reg.meta("gamma")
+
+
+def test_duplicates_and_missing_metadata_are_refused():
+    reg = Registry("widget", meta_keys=("fast",))
+    reg.register("a", fast=True)(len)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("a", fast=True)
+    with pytest.raises(TypeError, match=r"must declare exactly \['fast'\]"):
+        reg.register("b")

@@ -1,0 +1,183 @@
+import math
+
+import pytest
+import torch
+
+from harness.algorithms.aggregation import AGGREGATIONS
+from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.losses import POLICY_LOSSES
+
+
+def cfg(**kw) -> AlgorithmConfig:
+    return AlgorithmConfig(name="test", **kw)
+
+
+def total(per_token, mask):
+    """Sum over real tokens: makes each token's gradient its own term's derivative."""
+    return torch.where(mask.bool(), per_token, 0.0).sum()
+
+
+def token_grad(name, ratio, advantage, **kw):
+    """d loss / d logprob for one token at ``ratio`` = pi/pi_old."""
+    logp = torch.tensor([[math.log(0.3)]], requires_grad=True)
+    old = logp.detach() - math.log(ratio)
+    loss, _ = POLICY_LOSSES.get(name)(
+        logp, old, torch.tensor([[advantage]]), torch.ones(1, 1), cfg(**kw), total
+    )
+    loss.backward()
+    return logp.grad.item(), loss.item()
+
+
+def batch(seed=0, B=4, T=5):
+    g = torch.Generator().manual_seed(seed)
+    logp = (-torch.rand(B, T, generator=g) * 3).requires_grad_()
+    mask = torch.ones(B, T)
+    mask[1, 3:] = 0
+    mask[3, 1:] = 0
+    seq_adv = torch.randn(B, 1, generator=g)
+    return logp, mask, seq_adv * mask
+
+
+@pytest.mark.parametrize("name", POLICY_LOSSES.names())
+@pytest.mark.parametrize("aggregation", AGGREGATIONS.names())
+def test_at_ratio_one_every_loss_has_the_reinforce_gradient(name, aggregation):
+    # seeds/003 ("GRPO, assembled"): with one inner step every rho is 1, the clip never fires
+    # and the update is the plain on-policy one, grad of -A * log pi.
+    logp, mask, adv = batch()
+    aggregate = lambda x, m: AGGREGATIONS.get(aggregation)(x, m, 7)  # noqa: E731
+    loss, metrics = POLICY_LOSSES.get(name)(logp, logp.detach(), adv, mask, cfg(), aggregate)
+    (grad,) = torch.autograd.grad(loss, logp)
+    (reinforce,) = torch.autograd.grad(aggregate(-adv * logp, mask), logp)
+    assert torch.allclose(grad, reinforce, atol=1e-6)
+    assert grad.abs().sum() > 0
+    assert metrics["ratio_mean"] == pytest.approx(1.0)
+    assert metrics["clip_frac"] == 0.0
+
+
+def test_is_loss_reproduces_seed_003_exact_toy_gradient():
+    # seeds/003 ("Exact gradient on the toy"): vocabulary (0, 4, 5, 6, 15) with probabilities
+    # (0.1, 0.4, 0.2, 0.2, 0.1), reward 1 only for "5", baseline b = J = 0.2. The exact
+    # expectation over the five one-token answers gives grad J = (-0.02, -0.08, 0.16, -0.04, -0.02)
+    # and one ascent step with lr 1 moves pi(5) from 0.2 to about 0.2366.
+    probs = torch.tensor([0.1, 0.4, 0.2, 0.2, 0.1])
+    logits = probs.log().requires_grad_()
+    logp = torch.log_softmax(logits, dim=0)[:, None]  # one row per answer, one token each
+    advantages = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0])[:, None] - 0.2
+    expectation = lambda x, m: (x[:, 0] * probs).sum()  # noqa: E731
+    loss, _ = POLICY_LOSSES.get("is")(
+        logp, logp.detach(), advantages, torch.ones(5, 1), cfg(), expectation
+    )
+    loss.backward()
+    grad_j = -logits.grad
+    assert grad_j.tolist() == pytest.approx([-0.02, -0.08, 0.16, -0.04, -0.02], abs=1e-6)
+    stepped = torch.softmax(logits.detach() + grad_j, dim=0)
+    assert stepped[2].item() == pytest.approx(0.2366, abs=1e-4)
+
+
+def test_clipped_surrogate_reproduces_seed_003_numbers():
+    # seeds/003 ("The cheaper leash: PPO's clip"), eps 0.2. Objective = -loss; d loss / d logp.
+    # Good action A=+0.8 at rho=2.0: min(1.6, 0.96) = 0.96, flat (zero gradient).
+    assert token_grad("clipped", 2.0, 0.8) == pytest.approx((0.0, -0.96))
+    # Bad action A=-0.2 at rho=0.5: min(-0.10, -0.16) = -0.16, flat.
+    assert token_grad("clipped", 0.5, -0.2) == pytest.approx((0.0, 0.16))
+    # Bad action still over-liked, rho=2.0: min(-0.40, -0.24) = -0.40, unclipped, grows with rho.
+    assert token_grad("clipped", 2.0, -0.2) == pytest.approx((0.4, 0.4))
+
+
+# seeds/000 ("What is CISPO?"): per-token gradient weight of the objective for eps 0.2 (PPO)
+# and a ratio cap of 5 (CISPO; eps_high 4.0 here, eps_low 1.0 = no lower bound).
+RATIOS = (0.7, 1.0, 1.3, 2.0, 6.0)
+PPO_WEIGHTS = {+1.0: (0.7, 1.0, 0.0, 0.0, 0.0), -1.0: (0.0, -1.0, -1.3, -2.0, -6.0)}
+CISPO_WEIGHTS = {+1.0: (0.7, 1.0, 1.3, 2.0, 5.0), -1.0: (-0.7, -1.0, -1.3, -2.0, -5.0)}
+
+
+@pytest.mark.parametrize("advantage", [+1.0, -1.0])
+def test_ppo_and_cispo_gradient_weights_reproduce_seed_000_table(advantage):
+    ppo = [-token_grad("clipped", r, advantage)[0] for r in RATIOS]
+    cispo = [-token_grad("cispo", r, advantage, eps_low=1.0, eps_high=4.0)[0] for r in RATIOS]
+    assert ppo == pytest.approx(PPO_WEIGHTS[advantage], abs=1e-6)
+    assert cispo == pytest.approx(CISPO_WEIGHTS[advantage], abs=1e-6)
+
+
+def test_cispo_keeps_a_gradient_where_the_clipped_surrogate_has_none():
+    assert token_grad("clipped", 1.5, 1.0)[0] == 0.0
+    assert token_grad("cispo", 1.5, 1.0)[0] == pytest.approx(-1.2)  # weight clip(1.5) = 1.2
+    assert token_grad("clipped", 0.5, -1.0)[0] == 0.0
+    assert token_grad("cispo", 0.5, -1.0)[0] == pytest.approx(0.8)
+
+
+def test_dual_clip_bounds_the_loss_for_negative_advantages():
+    for ratio in (2.0, 5.0, 20.0):
+        assert token_grad("clipped", ratio, -1.0)[1] == pytest.approx(ratio)  # unbounded
+    assert token_grad("clipped", 2.0, -1.0, dual_clip=3.0) == pytest.approx((2.0, 2.0))
+    assert token_grad("clipped", 5.0, -1.0, dual_clip=3.0) == pytest.approx((0.0, 3.0))
+    assert token_grad("clipped", 20.0, -1.0, dual_clip=3.0) == pytest.approx((0.0, 3.0))
+    # positive advantages are untouched
+    assert token_grad("clipped", 5.0, 1.0, dual_clip=3.0) == pytest.approx((0.0, -1.2))
+
+
+def test_clip_bounds_are_asymmetric_eps_low_and_eps_high():
+    # DAPO's clip-higher: eps_high 0.28 lets a positive-advantage ratio of 1.25 keep its gradient.
+    assert token_grad("clipped", 1.25, 1.0)[0] == 0.0
+    assert token_grad("clipped", 1.25, 1.0, eps_high=0.28)[0] == pytest.approx(-1.25)
+    assert token_grad("clipped", 0.75, -1.0, eps_high=0.28)[0] == 0.0
+
+
+@pytest.mark.parametrize("name", POLICY_LOSSES.names())
+def test_padding_gets_zero_gradient_whatever_it_holds(name):
+    logp, mask, adv = batch(seed=1)
+    garbage = torch.where(mask.bool(), 0.0, 50.0)
+    logp_bad = (logp.detach() + garbage).requires_grad_()
+    old = logp.detach() - 0.1 * mask - garbage * 2  # ratios near 1.1 on real tokens, e^150 off
+    loss, metrics = POLICY_LOSSES.get(name)(
+        logp_bad, old, adv, mask, cfg(), lambda x, m: AGGREGATIONS.get("token_mean")(x, m, 1)
+    )
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert torch.all(logp_bad.grad[mask == 0] == 0)
+    assert torch.all(logp_bad.grad[mask == 1] != 0)
+    assert math.isfinite(metrics["ratio_mean"])
+
+
+def test_metrics_are_masked_means():
+    logp = torch.log(torch.tensor([[1.5, 1.0, 9.0]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    for name in ("clipped", "cispo"):
+        _, metrics = POLICY_LOSSES.get(name)(
+            logp, torch.zeros(1, 3), torch.ones(1, 3), mask, cfg(), total
+        )
+        assert metrics == pytest.approx({"clip_frac": 0.5, "ratio_mean": 1.25})
+    _, metrics = POLICY_LOSSES.get("is")(
+        logp, torch.zeros(1, 3), torch.ones(1, 3), mask, cfg(), total
+    )
+    assert metrics == pytest.approx({"clip_frac": 0.0, "ratio_mean": 1.25})
+
+
+def test_gspo_clips_the_sequence_ratio_not_token_ratios():
+    # Token log-ratios (+0.1, -0.1) average to 0: sequence ratio 1, inside even GSPO's tiny range,
+    # while the token-level clip cuts the first token (ratio e^0.1 > 1.0004).
+    narrow = {"eps_low": 3e-4, "eps_high": 4e-4}
+    logp = torch.zeros(1, 2, requires_grad=True)
+    old = torch.tensor([[-0.1, 0.1]])
+    adv, mask = torch.ones(1, 2), torch.ones(1, 2)
+    mean = lambda x, m: AGGREGATIONS.get("seq_mean_token_mean")(x, m, 1)  # noqa: E731
+    loss, metrics = POLICY_LOSSES.get("gspo")(logp, old, adv, mask, cfg(**narrow), mean)
+    loss.backward()
+    assert loss.item() == pytest.approx(-1.0)
+    assert metrics["clip_frac"] == 0.0
+    assert logp.grad[0].tolist() == pytest.approx([-0.5, -0.5])  # d s / d logp_t = s / |y|
+    _, token_metrics = POLICY_LOSSES.get("clipped")(logp, old, adv, mask, cfg(**narrow), mean)
+    assert token_metrics["clip_frac"] == 0.5
+    # both tokens up by 0.2: s = e^0.2, clipped to 1.0004, no gradient for A > 0
+    logp = torch.zeros(1, 2, requires_grad=True)
+    loss, metrics = POLICY_LOSSES.get("gspo")(
+        logp, torch.full((1, 2), -0.2), adv, mask, cfg(**narrow), mean
+    )
+    loss.backward()
+    assert loss.item() == pytest.approx(-1.0004)
+    assert metrics["clip_frac"] == 1.0
+    assert logp.grad.abs().sum() == 0
+
+
+def test_is_loss_is_minus_ratio_times_advantage_without_clip():
+    assert token_grad("is", 3.0, 2.0) == pytest.approx((-6.0, -6.0))
