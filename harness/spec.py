@@ -59,6 +59,9 @@ class WarmStartConfig(_Strict):
     steps: NonNegativeInt = 300
     batch_size: PositiveInt = 32
     lr: PositiveFloat = 3e-3
+    target_accuracy: float = Field(
+        0.4, gt=0, le=1, description="stop SFT once greedy accuracy on train-validation prompts reaches this"
+    )
     seed: NonNegativeInt = Field(0, description="warm starts are shared across trial seeds")
 
 

@@ -1,0 +1,40 @@
+"""A verifiable task: disjoint train and held-out prompts, and a reward that checks an answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+RewardFn = Callable[["Item", str], float]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One problem: the prompt shown to the model, the reference answer, and an optional
+    worked solution used as the supervised target in the warm start."""
+
+    prompt: str
+    answer: str
+    solution: str | None = None
+
+    @property
+    def target(self) -> str:
+        return self.solution if self.solution is not None else self.answer
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    train: tuple[Item, ...]
+    eval: tuple[Item, ...]
+    reward: RewardFn
+    alphabet: str = ""  # characters the testbed tokenizer must cover ("" for natural-language tasks)
+
+    def __post_init__(self):
+        overlap = {i.prompt for i in self.train} & {i.prompt for i in self.eval}
+        if overlap:
+            raise ValueError(f"task {self.name}: {len(overlap)} prompts are in both train and eval")
+
+
+class TaskBuilder(Protocol):
+    def __call__(self, config) -> Task: ...
