@@ -1,3 +1,144 @@
-"""Commands: results_cmds."""
+"""Commands: ``harness sync``, ``harness ui`` and ``harness results``.
 
-from harness.cli.app import app  # noqa: F401
+STUDY is a study YAML file or a study output folder (the one holding ``records/``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import EXIT_OK, EXIT_SOME_FAILED, app
+from harness.errors import HarnessError
+from harness.urls import redact_url
+
+StudyArg = Annotated[str, typer.Argument(help="study YAML file or study output folder", show_default=False)]
+TrackingOpt = Annotated[
+    str | None,
+    typer.Option("--tracking-uri", help="MLflow tracking URI; default: sqlite:///<study_dir>/mlflow.db"),
+]
+
+
+@app.command("sync")
+def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None) -> None:
+    """Send to MLflow every local trial record it does not fully hold yet."""
+    from harness.results import resolve_study_dir
+    from harness.tracking import sync
+
+    report = sync(resolve_study_dir(study), tracking_uri)
+    typer.echo(str(report))
+    raise typer.Exit(EXIT_SOME_FAILED if report.failed else EXIT_OK)
+
+
+def ui_command(
+    study_dir: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 5000, backend_uri: str | None = None
+) -> list[str]:
+    """The ``mlflow ui`` command line that serves a study's MLflow store (default: its own sqlite)."""
+    from harness.tracking import default_tracking_uri
+
+    return [
+        sys.executable, "-m", "mlflow", "ui",
+        "--backend-store-uri", backend_uri or default_tracking_uri(study_dir),
+        "--host", host, "--port", str(port),
+    ]
+
+
+@app.command("ui")
+def ui_cmd(
+    study: StudyArg,
+    port: Annotated[int, typer.Option(help="port to serve on")] = 5000,
+    host: Annotated[str, typer.Option(help="interface to bind; 0.0.0.0 exposes it to the network")] = "127.0.0.1",
+    tracking_uri: TrackingOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the command instead of running it")] = False,
+) -> None:
+    """Open the MLflow UI on the study's store (``mlflow ui --backend-store-uri ...``)."""
+    from harness.results import resolve_study_dir
+
+    if tracking_uri and tracking_uri.split(":", 1)[0] in {"http", "https"}:
+        typer.echo(f"this study is tracked on a server: open {redact_url(tracking_uri)}")
+        return
+    study_dir = resolve_study_dir(study)
+    if not tracking_uri and not (Path(study_dir) / "mlflow.db").is_file():
+        raise HarnessError(
+            f"no MLflow store at {Path(study_dir) / 'mlflow.db'} yet; run `harness sync {study}` "
+            "to build it from the local records"
+        )
+    command = ui_command(study_dir, host=host, port=port, backend_uri=tracking_uri)
+    shown = "localhost" if host in {"0.0.0.0", "::"} else host
+    typer.echo(f"MLflow UI for {study_dir}: http://{shown}:{port}  (Ctrl-C to stop)")
+    if dry_run:
+        typer.echo(" ".join(redact_url(part) if part == tracking_uri else part for part in command))
+        return
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": os.environ.get("MLFLOW_DISABLE_TELEMETRY", "true")}
+    try:
+        code = subprocess.run(command, env=env, check=False).returncode
+    except KeyboardInterrupt:
+        code = 0
+    raise typer.Exit(code)
+
+
+def _fmt(value, width: int = 0) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        text = "-"
+    elif isinstance(value, float):
+        text = f"{value:.4g}"
+    else:
+        text = str(value)
+    if width and len(text) > width:
+        text = text[: width - 3] + "..."
+    return text
+
+
+def format_table(results, *, max_error: int = 60) -> str:
+    """A compact text table of the trials, then one summary line per condition."""
+    trials, meta = results.trials, results.meta
+    metric = meta.get("primary_metric") or "eval/accuracy"
+    if trials.empty:
+        return f"study {meta.get('study')}: no trials yet"
+    headers = ["trial_id", "arm", "seed", "status"]
+    if metric and metric in trials.columns:
+        headers.append(metric)
+    headers += ["wall_time_s", "error"]
+    rows = [
+        [_fmt(r.get(h), max_error if h == "error" else 0) for h in headers]
+        for r in trials.to_dict("records")
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(meta.get("status_counts", {}).items()))
+    lines.append("")
+    lines.append(f"study {meta.get('study')}: {len(trials)} trials ({counts})")
+    if metric and metric in trials.columns:
+        done = trials[trials["status"] == "completed"]
+        for condition in meta.get("conditions") or sorted(trials["arm"].unique()):
+            values = done.loc[done["arm"] == condition, metric].dropna()
+            if len(values):
+                spread = f" +- {values.std(ddof=1):.4g} (sd)" if len(values) > 1 else ""
+                lines.append(f"  {condition}: {metric} {values.mean():.4g}{spread}, n={len(values)}")
+            else:
+                lines.append(f"  {condition}: no completed trials")
+    return "\n".join(lines)
+
+
+@app.command("results")
+def results_cmd(
+    study: StudyArg,
+    csv: Annotated[Path | None, typer.Option("--csv", help="write the trials frame here")] = None,
+    curves_csv: Annotated[Path | None, typer.Option("--curves-csv", help="write the per-step curves here")] = None,
+) -> None:
+    """Print a table of the study's trials; optionally write the trials and curves as CSV."""
+    from harness.results import load_results
+
+    results = load_results(study)
+    typer.echo(format_table(results))
+    for path, frame in ((csv, results.trials), (curves_csv, results.curves)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            frame.to_csv(path, index=False)
+            typer.echo(f"wrote {path} ({len(frame)} rows)")

@@ -1,0 +1,377 @@
+"""Results frames: what a study has produced so far, as pandas frames for stats and reports.
+
+The local trial records are authoritative. When ``<study_dir>/optuna.db`` exists, the Optuna
+storage adds trials that have no record yet (waiting, running, or failed without a record),
+matched by the ``trial_id`` user attribute of each Optuna trial.
+
+``load_results(study_or_dir) -> Results(trials, curves, meta)``; see STUDY_CONTRACT.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import types
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.errors import HarnessError
+from harness.records import TrialRecord, flatten, history_points, read_records
+
+BASE_COLUMNS = ["trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash"]
+CURVE_COLUMNS = ["trial_id", "arm", "seed", "step", "metric", "value"]
+# final metrics the trainer always reports come first, in this order; the rest are sorted
+FINAL_ORDER = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total", "time/total_s"]
+PARAM_PREFIX = "param/"
+
+
+@dataclass
+class Results:
+    """``trials``: one row per trial; ``curves``: long per-step frame; ``meta``: the study's frame."""
+
+    trials: pd.DataFrame
+    curves: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def completed(self) -> pd.DataFrame:
+        return self.trials[self.trials["status"] == "completed"]
+
+
+# --------------------------------------------------------------------------------------------
+# finding the study
+
+
+@dataclass
+class StudyRef:
+    """Where a study's outputs are, and what is known about it (a Study or its raw YAML)."""
+
+    dir: Path
+    study: Any = None  # harness.config.Study when harness.study could load it
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _study_module():
+    try:
+        from harness import study as study_module
+    except ImportError:
+        return None
+    return study_module
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise HarnessError(f"cannot read study file {path}: {err}") from err
+    if not isinstance(data, dict):
+        raise HarnessError(f"study file {path} is not a mapping")
+    return data
+
+
+def resolve_study(study_or_dir: Any) -> StudyRef:
+    """A study YAML path, a study folder (with or without study.yaml) or a Study object."""
+    study_module = _study_module()
+    if hasattr(study_or_dir, "arms") and hasattr(study_or_dir, "name"):
+        if study_module is None:
+            raise HarnessError("harness.study is not available to locate this Study's folder")
+        return StudyRef(Path(study_module.study_dir(study_or_dir)), study_or_dir)
+    path = Path(os.fspath(study_or_dir))
+    if path.is_dir():
+        snapshot = path / "study.yaml"
+        ref = StudyRef(path)
+        if snapshot.is_file():
+            ref.raw = _read_yaml(snapshot)
+            if study_module is not None:
+                try:
+                    ref.study = study_module.load_study(snapshot)
+                except (HarnessError, ValueError, OSError) as err:
+                    warnings.warn(f"{snapshot}: {err}; using its raw fields", stacklevel=3)
+        return ref
+    if path.is_file():
+        raw = _read_yaml(path)
+        if study_module is not None:
+            study = study_module.load_study(path)
+            return StudyRef(Path(study_module.study_dir(study)), study, raw)
+        name = raw.get("name")
+        if not isinstance(name, str):
+            raise HarnessError(f"study file {path} has no name")
+        return StudyRef(Path(raw.get("output_dir") or f"runs/{name}"), None, raw)
+    raise HarnessError(f"no study file or study folder at {path}")
+
+
+def resolve_study_dir(study_or_dir: Any) -> Path:
+    return resolve_study(study_or_dir).dir
+
+
+# --------------------------------------------------------------------------------------------
+# the Optuna view
+
+
+_SEED_IN_ID = re.compile(r"-s(\d+)-[0-9a-f]{8}$")
+_OPTUNA_STATUS = {"WAITING": "waiting", "RUNNING": "running", "FAIL": "failed", "COMPLETE": "completed",
+                  "PRUNED": "failed"}
+_PRECEDENCE = {"running": 0, "waiting": 1, "completed": 2, "failed": 3}
+
+
+def optuna_trials(study_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """``trial_id -> {status, arm, seed, phase, spec, error}`` from ``<study_dir>/optuna.db``.
+
+    Empty when there is no Optuna storage or it cannot be read (a warning says why).
+    """
+    path = Path(study_dir) / "optuna.db"
+    if not path.is_file():
+        return {}
+    try:
+        import optuna
+        from optuna.storages import RDBStorage
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        storage = RDBStorage(f"sqlite:///{path.resolve()}", skip_table_creation=True)
+        out: dict[str, dict[str, Any]] = {}
+        for frozen_study in storage.get_all_studies():
+            for trial in storage.get_all_trials(frozen_study._study_id, deepcopy=False):
+                attrs = trial.user_attrs
+                trial_id = attrs.get("trial_id")
+                if not isinstance(trial_id, str):
+                    continue
+                status = _OPTUNA_STATUS.get(trial.state.name)
+                if status is None:
+                    continue
+                entry = {
+                    "status": status,
+                    "arm": attrs.get("arm"),
+                    "seed": attrs.get("seed"),
+                    "phase": attrs.get("phase"),
+                    "spec": attrs.get("spec"),
+                    "error": attrs.get("error") or trial.system_attrs.get("fail_reason"),
+                }
+                old = out.get(trial_id)
+                if old is None or _PRECEDENCE[status] < _PRECEDENCE[old["status"]]:
+                    out[trial_id] = entry
+        try:
+            storage.engine.dispose()
+        except AttributeError:
+            pass
+        return out
+    except Exception as err:  # noqa: BLE001 - a broken queue must not hide the records
+        warnings.warn(f"cannot read the Optuna storage {path}: {type(err).__name__}: {err}; "
+                      "showing local records only", stacklevel=2)
+        return {}
+
+
+# --------------------------------------------------------------------------------------------
+# frames
+
+
+def _param_value(value: Any) -> Any:
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def _spec_dict(spec: Any) -> dict[str, Any] | None:
+    if isinstance(spec, dict):
+        return spec
+    if isinstance(spec, str):
+        try:
+            loaded = json.loads(spec)
+        except ValueError:
+            return None
+        return loaded if isinstance(loaded, dict) else None
+    return None
+
+
+def _seed_of(trial_id: str, seed: Any) -> int | None:
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        return seed
+    match = _SEED_IN_ID.search(trial_id)
+    return int(match.group(1)) if match else None
+
+
+def _final_order(keys: set[str]) -> list[str]:
+    return [k for k in FINAL_ORDER if k in keys] + sorted(keys - set(FINAL_ORDER))
+
+
+def trials_frame(
+    records: list[TrialRecord], queued: dict[str, dict[str, Any]] | None = None, *, phase: str | None = "compare"
+) -> pd.DataFrame:
+    """One row per trial: records first (authoritative), then Optuna-only trials."""
+    rows: list[dict[str, Any]] = []
+    finals: set[str] = set()
+    params: set[str] = set()
+    seen = set()
+    queued = queued or {}
+    for record in records:
+        if phase is not None and record.phase != phase:
+            continue
+        seen.add(record.trial_id)
+        status, error = record.status, record.error
+        live = queued.get(record.trial_id)
+        if status == "failed" and live and live["status"] in ("running", "waiting"):
+            status = live["status"]  # a retry of a failed attempt is under way
+        row = {
+            "trial_id": record.trial_id, "arm": record.arm, "seed": record.seed, "status": status,
+            "error": error, "wall_time_s": record.wall_time_s, "config_hash": record.config_hash,
+        }
+        if phase is None:
+            row["phase"] = record.phase
+        for key, value in record.final.items():
+            row[key] = float(value)
+            finals.add(key)
+        for key, value in flatten(record.spec).items():
+            row[PARAM_PREFIX + key] = _param_value(value)
+            params.add(PARAM_PREFIX + key)
+        rows.append(row)
+    for trial_id in sorted(queued):
+        info = queued[trial_id]
+        if trial_id in seen or (phase is not None and info.get("phase") not in (None, phase)):
+            continue
+        spec = _spec_dict(info.get("spec"))
+        arm = info.get("arm") or (spec or {}).get("arm") or trial_id.rsplit("-s", 1)[0]
+        error = info.get("error")
+        if info["status"] in ("completed", "failed") and not error:
+            error = f"Optuna marks this trial {info['status']} but it has no local record"
+        if info["status"] == "completed":
+            info = {**info, "status": "failed"}  # no record: no result to count
+        row = {
+            "trial_id": trial_id, "arm": arm, "seed": _seed_of(trial_id, info.get("seed")),
+            "status": info["status"], "error": error, "wall_time_s": float("nan"), "config_hash": None,
+        }
+        if phase is None:
+            row["phase"] = info.get("phase")
+        if spec:
+            try:
+                from harness.spec import TrialSpec
+
+                row["config_hash"] = TrialSpec.model_validate(spec).config_hash()
+            except Exception:  # noqa: BLE001 - an old or partial spec still gives params
+                pass
+            for key, value in flatten(spec).items():
+                row[PARAM_PREFIX + key] = _param_value(value)
+                params.add(PARAM_PREFIX + key)
+        rows.append(row)
+    columns = BASE_COLUMNS + (["phase"] if phase is None else []) + _final_order(finals) + sorted(params)
+    frame = pd.DataFrame(rows, columns=columns)
+    for key in finals:
+        frame[key] = frame[key].astype("float64")
+    frame["wall_time_s"] = frame["wall_time_s"].astype("float64")
+    frame["seed"] = frame["seed"].astype("int64" if frame["seed"].notna().all() else "Int64")
+    return frame.reset_index(drop=True)
+
+
+def curves_frame(records: list[TrialRecord], *, phase: str | None = "compare") -> pd.DataFrame:
+    """Long frame of every numeric history value: trial_id, arm, seed, step, metric, value."""
+    cols: dict[str, list] = {c: [] for c in CURVE_COLUMNS}
+    for record in records:
+        if phase is not None and record.phase != phase:
+            continue
+        for step, metric, value in history_points(record):
+            cols["trial_id"].append(record.trial_id)
+            cols["arm"].append(record.arm)
+            cols["seed"].append(record.seed)
+            cols["step"].append(step)
+            cols["metric"].append(metric)
+            cols["value"].append(value)
+    frame = pd.DataFrame(cols, columns=CURVE_COLUMNS)
+    return frame.astype({"seed": "int64", "step": "int64", "value": "float64"})
+
+
+# --------------------------------------------------------------------------------------------
+# meta
+
+
+def _seed_list(seeds: Any) -> list[int]:
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        return list(range(seeds))
+    if isinstance(seeds, (list, tuple)):
+        return [int(s) for s in seeds]
+    return []
+
+
+def _provenance(values: list[str | None]) -> str | None:
+    distinct = sorted({v for v in values if v})
+    return ", ".join(distinct) if distinct else None
+
+
+def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> dict[str, Any]:
+    study, raw = ref.study, ref.raw
+    study_module = _study_module() if study is not None else None
+
+    def pick(name: str, default: Any = None) -> Any:
+        if study is not None and hasattr(study, name):
+            return getattr(study, name)
+        return raw.get(name, default)
+
+    name = pick("name") or (Counter(r.study for r in records).most_common(1)[0][0] if records else ref.dir.name)
+    control = pick("control")
+    direction = pick("direction", "maximize")
+    direction = getattr(direction, "value", direction)
+    observed = sorted(set(trials["arm"].dropna().astype(str)))
+    if study is not None and hasattr(study, "conditions"):
+        conditions = list(study.conditions())
+    elif raw.get("arms") and not raw.get("grid"):
+        conditions = [a["name"] for a in raw["arms"] if isinstance(a, dict) and "name" in a]
+    else:
+        conditions = observed
+    conditions += [c for c in observed if c not in conditions]
+    if study_module is not None and hasattr(study_module, "comparisons"):
+        comparisons = [tuple(c) for c in study_module.comparisons(study)]
+    else:
+        comparisons = []
+        for condition in conditions:
+            arm, bracket, cell = condition.partition("[")
+            if control and arm != control:
+                comparisons.append((condition, f"{control}{bracket}{cell}"))
+    completed = trials[trials["status"] == "completed"]
+    seeds_by_condition = {
+        c: sorted(int(s) for s in completed.loc[completed["arm"] == c, "seed"].dropna()) for c in conditions
+    }
+    return {
+        "study": name,
+        "study_dir": str(ref.dir),
+        "primary_metric": pick("primary_metric"),
+        "direction": direction,
+        "control": control,
+        "conditions": conditions,
+        "comparisons": comparisons,
+        "seeds": _seed_list(pick("seeds")),
+        "seed_matched": len({tuple(v) for v in seeds_by_condition.values()}) <= 1,
+        "seeds_by_condition": seeds_by_condition,
+        "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
+        "harness_version": _provenance([r.harness_version for r in records]),
+        "git_commit": _provenance([r.git_commit for r in records]),
+    }
+
+
+def load_results(study_or_dir: Any, *, phase: str | None = "compare") -> Results:
+    """The study's results: trials (records + Optuna states), curves and meta.
+
+    ``phase="compare"`` (default) keeps the comparison trials, ``"tune"`` the tuning trials,
+    ``None`` both (with a ``phase`` column).
+    """
+    ref = resolve_study(study_or_dir)
+    records = read_records(ref.dir)
+    queued = optuna_trials(ref.dir)
+    trials = trials_frame(records, queued, phase=phase)
+    curves = curves_frame(records, phase=phase)
+    return Results(trials=trials, curves=curves, meta=_meta(ref, records, trials))
+
+
+class _CallableModule(types.ModuleType):
+    """``harness.results(study)`` keeps working once this module has replaced the lazy
+    ``harness.results`` function on the package (importing a submodule rebinds that name)."""
+
+    def __call__(self, study_or_dir: Any, **kw: Any) -> Results:
+        return load_results(study_or_dir, **kw)
+
+
+sys.modules[__name__].__class__ = _CallableModule
