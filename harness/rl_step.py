@@ -149,7 +149,7 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
     metrics = {
         "train/reward_mean": float(scores.mean()),
         "train/reward_std_in_group": float(grouped.std(dim=1).mean()) if group > 1 else 0.0,
-        "train/frac_degenerate": float(adv.degenerate.float().mean()),
+        "train/frac_degenerate": float((grouped.amax(1) == grouped.amin(1)).float().mean()) if group > 1 else 0.0,
         "train/kl_ref": _masked_mean(kl_tokens, completion_mask),
         "train/completion_len": float(completion_mask.sum(1).mean()),
         "tokens/generated": generated,

@@ -56,7 +56,7 @@ class ModelConfig(_Strict):
 
 class WarmStartConfig(_Strict):
     enabled: bool = True
-    steps: NonNegativeInt = 300
+    steps: NonNegativeInt = 1000
     batch_size: PositiveInt = 32
     lr: PositiveFloat = 3e-3
     target_accuracy: float = Field(

@@ -22,6 +22,14 @@ def exact_match(item: Item, completion: str) -> float:
     return float(completion.strip() == item.answer)
 
 
+@REWARDS.register("partial_match")
+def partial_match(item: Item, completion: str) -> float:
+    """Dense credit: characters in the right place, over the longer of answer and completion."""
+    text = completion.strip()
+    hits = sum(a == b for a, b in zip(text, item.answer))
+    return hits / max(len(text), len(item.answer), 1)
+
+
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _NUMBER = re.compile(r"^[-+]?[\d,]*\.?\d+$")
 

@@ -1,0 +1,94 @@
+import json
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.spec import TaskConfig
+from harness.tasks import build_task
+from harness.tasks.base import Item
+from harness.tasks.rewards import boxed_answer, exact_match, extract_boxed, partial_match, resolve_reward
+
+
+def reward_always_half(item, completion):
+    return 0.5
+
+
+@pytest.mark.parametrize("name", ["addition", "sorting"])
+def test_synthetic_tasks_have_disjoint_deterministic_splits(name):
+    config = TaskConfig(name=name, n_train=200, n_eval=50, max_digits=2)
+    task, again = build_task(config), build_task(config)
+    assert len(task.train) == 200 and len(task.eval) == 50
+    assert not {i.prompt for i in task.train} & {i.prompt for i in task.eval}
+    assert task.train == again.train and task.eval == again.eval
+    for item in task.train[:20]:
+        assert task.reward(item, item.answer) == 1.0
+        assert task.reward(item, item.answer + "1") == 0.0
+
+
+def test_addition_answers_are_aligned_sums():
+    task = build_task(TaskConfig(name="addition", n_train=50, n_eval=10, max_digits=2))
+    for item in task.train:
+        a, b = item.prompt.rstrip("=").split("+")
+        assert len(a) == len(b) == 2 and item.answer == f"{int(a) + int(b):03d}"
+
+
+def test_sorting_answers_are_sorted_digits():
+    task = build_task(TaskConfig(name="sorting", n_train=50, n_eval=10))
+    for item in task.eval:
+        digits = item.prompt.removeprefix("sort:").rstrip("=")
+        assert item.answer == "".join(sorted(digits))
+
+
+def test_too_many_prompts_is_a_clear_error():
+    with pytest.raises(ValueError, match="only 100 distinct prompts"):
+        build_task(TaskConfig(name="addition", n_train=100, n_eval=10, max_digits=1))
+
+
+def test_exact_match_and_boxed_rewards():
+    item = Item("q", "42")
+    assert exact_match(item, " 42 ") == 1.0 and exact_match(item, "41") == 0.0
+    assert extract_boxed(r"so \boxed{7} then \boxed{42}") == "42"
+    assert boxed_answer(item, r"The answer is \boxed{42}.") == 1.0
+    assert boxed_answer(item, r"\boxed{42.0}") == 1.0
+    assert boxed_answer(Item("q", "1234"), r"\boxed{1,234}") == 1.0
+    assert boxed_answer(item, "42") == 0.0
+    assert partial_match(Item("q", "042"), "042") == 1.0
+    assert partial_match(Item("q", "042"), "041") == pytest.approx(2 / 3)
+    assert partial_match(Item("q", "042"), "04211") == pytest.approx(3 / 5)
+    assert partial_match(Item("q", "042"), "") == 0.0
+
+
+def test_reward_by_import_path_and_bad_paths():
+    assert resolve_reward("tests.engine.test_tasks:reward_always_half")(Item("a", "b"), "") == 0.5
+    with pytest.raises(ConfigError, match="cannot import module"):
+        resolve_reward("no_such_module_xyz:f")
+    with pytest.raises(ConfigError, match="no callable 'nope'"):
+        resolve_reward("tests.engine.test_tasks:nope")
+    with pytest.raises(ConfigError, match="unknown reward 'nope'; valid: boxed_answer, exact_match, partial_match"):
+        resolve_reward("nope")
+
+
+def test_gsm8k_jsonl_task(tmp_path):
+    path = tmp_path / "gsm.jsonl"
+    lines = [{"question": f"What is {i} + 1?", "answer": f"{i} plus one. #### {i + 1}"} for i in range(30)]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    task = build_task(TaskConfig(name="gsm8k_jsonl", path=str(path), n_train=100, n_eval=5))
+    assert len(task.eval) == 5 and len(task.train) == 25
+    item = task.train[0]
+    assert "\\boxed{}" in item.prompt and item.solution.endswith(f"\\boxed{{{item.answer}}}")
+    assert task.reward(item, item.solution) == 1.0
+
+
+def test_gsm8k_jsonl_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="needs task.path"):
+        build_task(TaskConfig(name="gsm8k_jsonl"))
+    with pytest.raises(ConfigError, match="no such file"):
+        build_task(TaskConfig(name="gsm8k_jsonl", path=str(tmp_path / "missing.jsonl")))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answer": "#### 1"}\n{not json\n')
+    with pytest.raises(ConfigError, match="bad.jsonl:2: not valid JSON"):
+        build_task(TaskConfig(name="gsm8k_jsonl", path=str(bad)))
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text('{"prompt": "q"}\n')
+    with pytest.raises(ConfigError, match="needs 'question' and 'answer'"):
+        build_task(TaskConfig(name="gsm8k_jsonl", path=str(wrong)))
