@@ -331,10 +331,11 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
             arm, bracket, cell = condition.partition("[")
             if control and arm != control:
                 comparisons.append((condition, f"{control}{bracket}{cell}"))
-    completed = trials[trials["status"] == "completed"]
-    seeds_by_condition = {
-        c: sorted(int(s) for s in completed.loc[completed["arm"] == c, "seed"].dropna()) for c in conditions
-    }
+    def seeds_of(frame: pd.DataFrame) -> dict[str, list[int]]:
+        return {c: sorted({int(s) for s in frame.loc[frame["arm"] == c, "seed"].dropna()}) for c in conditions}
+
+    seeds_by_condition = seeds_of(trials[trials["status"] == "completed"])
+    designed_seeds = seeds_of(trials)  # whatever their state: a failed trial does not unpair the design
     return {
         "study": name,
         "study_dir": str(ref.dir),
@@ -344,7 +345,7 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         "conditions": conditions,
         "comparisons": comparisons,
         "seeds": _seed_list(pick("seeds")),
-        "seed_matched": len({tuple(v) for v in seeds_by_condition.values()}) <= 1,
+        "seed_matched": len({tuple(v) for v in designed_seeds.values()}) <= 1,
         "seeds_by_condition": seeds_by_condition,
         "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
         "harness_version": _provenance([r.harness_version for r in records]),

@@ -1,3 +1,120 @@
-"""Commands: report_cmds."""
+"""Commands: ``harness report``, ``harness compare``, ``harness noise-floor``.
 
-from harness.cli.app import app  # noqa: F401
+Thin: load the results frames, call ``harness.report``, print. The terminal shows the same
+numbers as the report (same functions, same formatting).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+import typer
+
+from harness.cli.app import app
+
+
+def _load(study: str):
+    """Results frames of a study (YAML file or study folder)."""
+    from harness.results import load_results
+
+    return load_results(study)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, pd.DataFrame):
+        return _jsonable(x.to_dict(orient="records"))
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if x is None or isinstance(x, (str, int)):
+        return x
+    if x is pd.NA or x is pd.NaT:
+        return None
+    return str(x)
+
+
+@app.command("report")
+def report(
+    study: str = typer.Argument(..., help="study YAML file or study output folder"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: reports/<study>/)"),
+    correction: str = typer.Option("holm", "--correction", help="multiple-comparison correction: holm | bh"),
+    alpha: float = typer.Option(0.05, "--alpha", help="significance level"),
+) -> None:
+    """Write index.html (+ plotly.min.js), summary.md and results.csv for a study."""
+    from harness.report import write_report
+    from harness.report.analysis import study_name
+
+    results = _load(study)
+    out_dir = out if out is not None else Path("reports") / study_name(results)
+    path = write_report(results, out_dir, correction=correction, alpha=alpha)
+    typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
+
+
+@app.command("compare")
+def compare(
+    study: str = typer.Argument(..., help="study YAML file or study output folder"),
+    arm_a: str = typer.Argument(..., help="condition to test"),
+    arm_b: str = typer.Argument(..., help="condition to test it against (the control)"),
+    metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
+    correction: str = typer.Option("holm", "--correction", help="holm | bh"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """ARM_A vs ARM_B on one metric: difference, CI, p, effect size, verdict, robustness checks."""
+    from harness.report.analysis import compare_pair
+    from harness.report.tables import fmt, fmt_p
+
+    row = compare_pair(_load(study), arm_a, arm_b, metric=metric, correction=correction)
+    if as_json:
+        typer.echo(json.dumps(_jsonable(row), indent=2))
+        return
+    design = f"paired over {row['n']} seeds" if row["paired"] else f"{row['n']} vs {row['n_control']} seeds"
+    lines = [
+        f"{row['condition']} vs {row['control']} on {row['metric']} ({row['direction']}), {design}",
+        f"  mean            {fmt(row['mean'])} vs {fmt(row['mean_control'])}",
+        f"  difference      {fmt(row['diff'])}  CI [{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
+        f"  test            {row['test'] or '—'}  p {fmt_p(row['p_value'])}",
+        f"  corrected p     {fmt_p(row['p_adjusted'])}  (correction: {row['correction']})",
+        f"  Hedges g        {fmt(row['hedges_g'], 3)}",
+        f"  P(improvement)  {fmt(row['prob_improvement'], 3)}",
+        f"  pairing r       {fmt(row['pair_correlation'], 3)}",
+        f"  verdict         {row['verdict']}  (seeds needed per arm: {fmt(row['seeds_needed'])})",
+    ]
+    if row["reason"]:
+        lines.append(f"  note            {row['reason']}")
+    if row["robustness"]:
+        lines.append("robustness checks:")
+        for chk in row["robustness"]:
+            lines.append(f"  {chk['check']:<14}  p {fmt_p(chk['p_value']):<8}  {chk['note'] or ''}".rstrip())
+    typer.echo("\n".join(lines))
+
+
+@app.command("noise-floor")
+def noise_floor(
+    study: str = typer.Argument(..., help="study YAML file or study output folder"),
+    metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Per condition: seed std (with CI), MDE at the seeds run, seeds needed for a 1-sd effect."""
+    from harness.report.analysis import check_metric, noise_floor_table
+    from harness.report.tables import noise_table_display
+
+    results = _load(study)
+    metric = check_metric(results, metric)
+    table = noise_floor_table(results, metric)
+    if as_json:
+        typer.echo(json.dumps(_jsonable({"metric": metric, "conditions": table}), indent=2))
+        return
+    typer.echo(f"noise floor of {metric}")
+    typer.echo(noise_table_display(table).to_string(index=False))

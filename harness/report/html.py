@@ -1,0 +1,131 @@
+"""Write ``index.html``: header, tables and plotly figures, readable offline.
+
+plotly.js is written once beside the page as ``plotly.min.js`` (from the installed plotly
+package) and loaded with a relative ``<script src>``; nothing is fetched from the network.
+"""
+
+from __future__ import annotations
+
+import html as _html
+from pathlib import Path
+
+import plotly.offline
+
+from harness.report.analysis import Analysis
+from harness.report.tables import Section, sections
+
+PLOTLY_JS = "plotly.min.js"
+
+_CSS = """
+body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2em auto; max-width: 1400px;
+       padding: 0 1em; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; }
+.caption { color: #555; font-size: 0.9em; max-width: 60em; }
+.state { background: #fff3cd; border: 1px solid #e0c36c; padding: 0.6em 1em; margin: 0.6em 0; font-weight: 600; }
+.meta td:first-child { font-weight: 600; }
+.figure { margin: 1em 0; }
+.scroll { overflow-x: auto; }
+.notes { font-size: 0.9em; color: #333; max-width: 70em; }
+"""
+
+
+def write_plotly_js(out_dir: Path) -> Path:
+    """Write plotly.js beside the page (once per report folder; rewritten only if it changed)."""
+    path = out_dir / PLOTLY_JS
+    js = plotly.offline.get_plotlyjs()
+    if not path.exists() or path.stat().st_size != len(js.encode("utf-8")):
+        path.write_text(js, encoding="utf-8")
+    return path
+
+
+def _esc(x) -> str:
+    return _html.escape(str(x))
+
+
+def _table(section: Section) -> str:
+    parts = [f'<h2 id="{section.key}">{_esc(section.title)}</h2>']
+    if section.caption:
+        parts.append(f'<p class="caption">{_esc(section.caption)}</p>')
+    if section.table is None or section.table.empty:
+        parts.append("<p><em>none</em></p>")
+    else:
+        body = section.table.to_html(index=False, escape=True, border=0, na_rep="—", classes=f"table-{section.key}")
+        parts.append(f'<div class="scroll">{body}</div>')
+    if section.notes:
+        parts.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in section.notes) + "</ul>")
+    return "\n".join(parts)
+
+
+def _header(h: dict) -> str:
+    rows = [
+        ("Compared", "; ".join(h["comparisons"]) or "(no comparisons)"),
+        ("Conditions", ", ".join(h["conditions"])),
+        ("Primary metric", f"{h['primary_metric']} ({h['direction']})"),
+        ("Control", h["control"]),
+        ("Seeds", ", ".join(str(s) for s in h["seeds"]) + (" (seed-matched)" if h["seed_matched"] else "")),
+        ("Correction", f"{h['correction']} (alpha={h['alpha']:g})"),
+        ("Trials", f"{h['n_completed']} completed, {h['n_failed']} failed, {h['n_pending']} running/waiting, "
+                   f"{h['n_trials']} in all"),
+        ("Harness", f"{h['harness_version']} (commit {h['git_commit']}); "
+                    f"report by harness {h['report_harness_version']}"),
+        ("Date", h["date"]),
+    ]
+    out = [f"<h1>Study report: {_esc(h['study'])}</h1>"]
+    if h.get("description"):
+        out.append(f"<p>{_esc(h['description'])}</p>")
+    for line in h["state"]:
+        out.append(f'<div class="state">{_esc(line)}</div>')
+    out.append('<table class="meta">' + "".join(
+        f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in rows) + "</table>")
+    return "\n".join(out)
+
+
+def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> str:
+    by_key = {s.key: s for s in sections(analysis)}
+    fig_html = {
+        div_id: (title, fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                                    config={"displaylogo": False, "responsive": True}))
+        for div_id, title, fig in figures
+    }
+
+    def figs(prefix: str) -> list[str]:
+        return [f'<h2 id="h-{k}">{_esc(t)}</h2><div class="figure">{body}</div>'
+                for k, (t, body) in fig_html.items() if k.startswith(prefix)]
+
+    order: list[str] = [_header(analysis.header)]
+    order.append(_table(by_key["verdicts"]))
+    order.append(_table(by_key["robustness"]))
+    order += figs("fig-forest")
+    order += figs("fig-strip")
+    order.append(_table(by_key["conditions"]))
+    order.append(_table(by_key["noise"]))
+    order += figs("fig-curve")
+    for key in ("cost", "failed", "pending", "config"):
+        if key in by_key:
+            order.append(_table(by_key[key]))
+    for note in analysis.notes:
+        order.append(f'<p class="caption">{_esc(note)}</p>')
+    trials = by_key["trials"]
+    order.append(f"<details><summary>{_esc(trials.title)} ({len(trials.table)} rows; also results.csv)</summary>"
+                 + _table(trials) + "</details>")
+    title = _esc(f"Study report: {analysis.header['study']}")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{title}</title>\n<script src=\"{PLOTLY_JS}\"></script>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(order)
+        + "\n</body>\n</html>\n"
+    )
+
+
+def write_html(analysis: Analysis, figures, out_dir: Path) -> Path:
+    out_dir = Path(out_dir)
+    write_plotly_js(out_dir)
+    path = out_dir / "index.html"
+    path.write_text(render_html(analysis, figures), encoding="utf-8")
+    return path
+
+
+__all__ = ["PLOTLY_JS", "render_html", "write_html", "write_plotly_js"]

@@ -1,0 +1,64 @@
+"""Write ``summary.md``: the header and the tables (figures are in index.html)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.report.analysis import Analysis
+from harness.report.tables import sections
+
+
+def _cell(x) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(df: pd.DataFrame) -> str:
+    if df is None or df.empty:
+        return "_none_"
+    cols = [_cell(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def render_markdown(analysis: Analysis) -> str:
+    h = analysis.header
+    out = [f"# Study report: {h['study']}", ""]
+    if h.get("description"):
+        out += [h["description"], ""]
+    for line in h["state"]:
+        out += [f"> **{line}**", ""]
+    out += [
+        f"- **Compared:** {'; '.join(h['comparisons']) or '(no comparisons)'}",
+        f"- **Primary metric:** {h['primary_metric']} ({h['direction']})",
+        f"- **Control:** {h['control']}",
+        f"- **Seeds:** {', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}",
+        f"- **Correction:** {h['correction']} (alpha={h['alpha']:g})",
+        f"- **Trials:** {h['n_completed']} completed, {h['n_failed']} failed, "
+        f"{h['n_pending']} running/waiting, {h['n_trials']} in all",
+        f"- **Harness:** {h['harness_version']} (commit {h['git_commit']}); "
+        f"report by harness {h['report_harness_version']}",
+        f"- **Date:** {h['date']}",
+        "",
+        "Figures (forest plot, per-seed values, learning curves) are in `index.html`; "
+        "the per-trial table is `results.csv`.",
+        "",
+    ]
+    for s in sections(analysis, include_trials=False):
+        out += [f"## {s.title}", ""]
+        if s.caption:
+            out += [s.caption, ""]
+        out += [md_table(s.table), ""]
+        if s.notes:
+            out += [f"- {n}" for n in s.notes] + [""]
+    for note in analysis.notes:
+        out += [f"_{note}_", ""]
+    return "\n".join(out)
+
+
+def write_markdown(analysis: Analysis, out_dir: Path) -> Path:
+    path = Path(out_dir) / "summary.md"
+    path.write_text(render_markdown(analysis), encoding="utf-8")
+    return path

@@ -1,0 +1,95 @@
+"""Synthetic Results frames for the report tests (no real study needed).
+
+Three conditions x five seeds (0..4), seed-matched: ``grpo`` (control), ``big`` (a planted large
+effect, +0.3 on eval/accuracy with small seed noise) and ``null`` (same distribution as the
+control). ``null`` seed 4 failed. Curves: 10 steps of train/reward_mean, eval/accuracy every
+3 steps, tokens/total cumulative (``big`` processes more tokens per step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+PRIMARY = "eval/accuracy"
+CONTROL = "grpo"
+CONDITIONS = ["grpo", "big", "null"]
+EFFECT = {"grpo": 0.0, "big": 0.3, "null": 0.0}
+TOKENS_PER_STEP = {"grpo": 100.0, "big": 130.0, "null": 100.0}
+PARAMS = {
+    "grpo": {"algorithm.eps_high": 0.2, "algorithm.loss_agg": "token-mean"},
+    "big": {"algorithm.eps_high": 0.28, "algorithm.loss_agg": "token-mean"},
+    "null": {"algorithm.eps_high": 0.2, "algorithm.loss_agg": "seq-mean-token-sum-norm"},
+}
+FAILED_ID = "null-s4"
+FAILED_REASON = "NonFiniteError: loss is nan at step 7"
+
+
+@dataclass
+class FakeResults:
+    trials: pd.DataFrame
+    curves: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+
+
+def make_results(
+    seeds=(0, 1, 2, 3, 4),
+    *,
+    failed: dict[str, str] | None = None,
+    pending: dict[str, str] | None = None,
+    noise: float = 0.02,
+) -> FakeResults:
+    """``failed``/``pending`` map trial ids (``<cond>-s<seed>``) to a reason / a status."""
+    failed = {FAILED_ID: FAILED_REASON} if failed is None else failed
+    pending = pending or {}
+    rng = np.random.default_rng(123)
+    seed_effect = {s: rng.normal(0, noise) for s in seeds}  # shared by all arms: pairing helps
+    trials, curves = [], []
+    for seed in seeds:
+        for cond in CONDITIONS:
+            tid = f"{cond}-s{seed}"
+            status = "failed" if tid in failed else pending.get(tid, "completed")
+            acc = 0.5 + EFFECT[cond] + seed_effect[seed] + rng.normal(0, noise)
+            tokens = TOKENS_PER_STEP[cond] * 10 + seed
+            row = {
+                "trial_id": tid, "arm": cond, "seed": seed, "status": status,
+                "error": failed.get(tid), "wall_time_s": 10.0 + seed + (5.0 if cond == "big" else 0.0),
+                "config_hash": f"h{cond}",
+                PRIMARY: acc if status == "completed" else np.nan,
+                "train/reward_mean": acc - 0.1 if status == "completed" else np.nan,
+                "tokens/total": tokens if status != "waiting" else np.nan,
+                "param/arm": cond, "param/seed": seed, "param/study": "synthetic",
+                "param/algorithm.lr": 0.001, "param/train.steps": 10,
+                **{f"param/{k}": v for k, v in PARAMS[cond].items()},
+            }
+            if status in ("waiting", "running"):
+                row["wall_time_s"] = np.nan
+            trials.append(row)
+            if status == "waiting":
+                continue
+            last = 7 if status == "failed" else (4 if status == "running" else 9)
+            for step in range(last + 1):
+                frac = (step + 1) / 10
+                curves.append((tid, cond, seed, step, "train/reward_mean", frac * (acc - 0.1) + rng.normal(0, 0.01)))
+                curves.append((tid, cond, seed, step, "tokens/total", TOKENS_PER_STEP[cond] * (step + 1) + seed))
+                if step % 3 == 0:
+                    curves.append((tid, cond, seed, step, PRIMARY, 0.4 + frac * (acc - 0.4)))
+    meta = {
+        "study": "synthetic", "primary_metric": PRIMARY, "direction": "maximize", "control": CONTROL,
+        "conditions": list(CONDITIONS), "comparisons": [("big", CONTROL), ("null", CONTROL)],
+        "seeds": list(seeds), "seed_matched": True, "harness_version": "0.1.0", "git_commit": "abc1234",
+    }
+    return FakeResults(
+        trials=pd.DataFrame(trials),
+        curves=pd.DataFrame(curves, columns=["trial_id", "arm", "seed", "step", "metric", "value"]),
+        meta=meta,
+    )
+
+
+def values(res: FakeResults, cond: str, metric: str = PRIMARY) -> pd.Series:
+    """Completed values of a condition indexed by seed, computed independently of the report."""
+    t = res.trials
+    t = t[(t["arm"] == cond) & (t["status"] == "completed")].sort_values("seed")
+    return pd.Series(t[metric].to_numpy(float), index=t["seed"].to_numpy())

@@ -1,0 +1,96 @@
+"""write_report writes index.html (+ plotly.min.js once, relative), summary.md and results.csv."""
+
+import re
+
+import pandas as pd
+import plotly.offline
+import pytest
+
+from harness.report import write_report
+
+from report_fakes import FAILED_ID, FAILED_REASON, make_results
+
+N_PERM = 2000
+
+
+def _write(res, tmp_path, **kw):
+    return write_report(res, tmp_path / "out", n_permutations=N_PERM, **kw)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """The report of the default synthetic study, written once for the read-only tests."""
+    return _write(make_results(), tmp_path_factory.mktemp("report"))
+
+
+def test_writes_all_files(written):
+    index = written
+    out = index.parent
+    assert index == out / "index.html"
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "plotly.min.js", "results.csv", "summary.md"]
+    csv = pd.read_csv(out / "results.csv")
+    assert len(csv) == 15 and set(csv["status"]) == {"completed", "failed"}
+    assert csv.loc[csv["trial_id"] == FAILED_ID, "error"].item() == FAILED_REASON
+
+
+def test_plotly_js_written_once_and_referenced_relatively(results, tmp_path):
+    index = _write(results, tmp_path)
+    _write(results, tmp_path)  # a second run reuses the folder
+    out = index.parent
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "plotly.min.js", "results.csv", "summary.md"]
+    js = out / "plotly.min.js"
+    assert js.read_text(encoding="utf-8") == plotly.offline.get_plotlyjs()
+    assert [p.name for p in out.rglob("*.js")] == ["plotly.min.js"]
+    page = index.read_text(encoding="utf-8")
+    srcs = re.findall(r"<script[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", page, flags=re.I)
+    assert srcs == ["plotly.min.js"]
+    assert not re.search(r"<script[^>]*src\s*=\s*[\"']?(https?:)?//", page, flags=re.I)
+    assert "cdn.plot.ly" not in page
+    assert len(page) < 1_000_000  # plotly.js is not inlined into the page
+    figure_divs = re.findall(r'<div id="(fig-[\w-]+)" class="plotly-graph-div"', page)
+    assert figure_divs[:2] == ["fig-forest", "fig-strip"] and len(figure_divs) == 6  # 2 + 2 metrics x 2 axes
+
+
+def test_header_and_tables_in_html_and_markdown(written):
+    index = written
+    page = index.read_text(encoding="utf-8")
+    md = (index.parent / "summary.md").read_text(encoding="utf-8")
+    for text in (page, md):
+        assert "synthetic" in text and "eval/accuracy (maximize)" in text
+        assert "big vs grpo; null vs grpo" in text
+        assert "abc1234" in text and "0.1.0" in text
+        assert FAILED_ID in text and "NonFiniteError: loss is nan at step 7" in text
+        assert "1 trial failed" in text
+        assert "STILL RUNNING" not in text
+        assert "clears noise floor" in text
+        assert "seq-mean-token-sum-norm" in text  # config-diff table
+        assert "Noise floor" in text and "Cost" in text
+    assert "## What differs between the arms" in md
+    assert "| param | grpo | big | null |" in md
+    assert "| algorithm.eps_high | 0.2 | 0.28 | 0.2 |" in md
+
+
+def test_still_running_header(make, tmp_path):
+    res = make(pending={"big-s4": "running", "null-s3": "waiting"})
+    index = _write(res, tmp_path)
+    page = index.read_text(encoding="utf-8")
+    md = (index.parent / "summary.md").read_text(encoding="utf-8")
+    for text in (page, md):
+        assert "STILL RUNNING: 2 of 15 trials are still running or waiting" in text
+        assert "drawn from the 12 completed trials" in text
+    assert '<div class="state">STILL RUNNING' in page
+    assert "Trials still running or waiting" in md
+
+
+def test_cannot_reject_wording(make, tmp_path):
+    index = _write(make(seeds=(0, 1, 2), failed={}), tmp_path)
+    md = (index.parent / "summary.md").read_text(encoding="utf-8")
+    assert "cannot reject at n=3" in md
+    assert "no effect" not in md.replace("not evidence of no effect", "")
+
+
+def test_html_escapes_reasons(make, tmp_path):
+    res = make(failed={"big-s1": "ValueError: <script>alert(1)</script>"})
+    page = _write(res, tmp_path).read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
