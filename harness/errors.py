@@ -12,3 +12,7 @@ class ConfigError(HarnessError, ValueError):
 def unknown_name(kind: str, name: str, valid) -> ConfigError:
     """The standard 'unknown X' error, listing the valid choices."""
     return ConfigError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(valid))}")
+
+
+class NonFiniteError(HarnessError):
+    """A loss or metric became NaN or infinite: the trial fails with this as its reason."""

@@ -66,7 +66,7 @@ class WarmStartConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    steps: PositiveInt = 30
+    steps: PositiveInt = 60
     prompts_per_step: PositiveInt = 8
     max_new_tokens: PositiveInt = 8
     temperature: PositiveFloat = 1.0
