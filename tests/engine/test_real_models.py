@@ -1,0 +1,95 @@
+"""The path real users take: a model folder with its tokenizer (and chat template), LoRA through
+peft, and a GSM8K-style JSONL task scored by its boxed answer. The model is tiny and saved to a
+temporary folder, since nothing can be downloaded here."""
+
+import json
+import string
+
+import pytest
+
+from harness.algorithms import resolve_algorithm
+from harness.errors import ConfigError
+from harness.models import build_tiny_model, char_tokenizer, load_pretrained
+from harness.reference import Reference
+from harness.spec import ModelConfig, TrialSpec
+from harness.trainer import run_trial
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-chat-model")
+    tokenizer = char_tokenizer(string.printable.strip() + " ")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    config = ModelConfig(tiny={"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64})
+    build_tiny_model(config, len(tokenizer), tokenizer, seed=0).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def gsm_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "gsm.jsonl"
+    rows = [{"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"} for i in range(40)]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return str(path)
+
+
+def _spec(model_dir, gsm_file, cache_dir, lora=True, warm_steps=0, algorithm="grpo"):
+    return TrialSpec(
+        arm=algorithm,
+        algorithm=resolve_algorithm(algorithm, {"group_size": 2}),
+        model={"name": model_dir, "lora": {"r": 4, "alpha": 8} if lora else None},
+        task={"name": "gsm8k_jsonl", "path": gsm_file, "n_train": 30, "n_eval": 4},
+        warmstart={"enabled": warm_steps > 0, "steps": warm_steps, "batch_size": 4},
+        train={"steps": 2, "prompts_per_step": 2, "max_new_tokens": 6, "eval_every": 0, "eval_samples": 1},
+        cache_dir=cache_dir,
+    )
+
+
+def test_loading_a_model_folder_uses_its_chat_template(model_dir):
+    lm = load_pretrained(model_dir, ModelConfig(name=model_dir))
+    assert lm.use_chat_template
+    assert lm.format_prompt("2+2?") == "<|user|>2+2?<|assistant|>"
+    assert lm.tokenizer.padding_side == "left"
+    plain = load_pretrained(model_dir, ModelConfig(name=model_dir, chat_template=False))
+    assert plain.format_prompt("2+2?") == "2+2?"
+
+
+def test_lora_trains_only_the_adapter_and_the_reference_is_the_base(model_dir):
+    lm = load_pretrained(model_dir, ModelConfig(name=model_dir, lora={"r": 4, "alpha": 8}))
+    trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    reference = Reference(lm.model)
+    assert reference._model is lm.model  # no copy: the adapter is switched off instead
+
+
+def test_missing_model_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot load it"):
+        load_pretrained(str(tmp_path / "nope"), ModelConfig(name=str(tmp_path / "nope")))
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_trial_on_a_model_folder_with_a_jsonl_task(model_dir, gsm_file, cache_dir, lora):
+    result = run_trial(_spec(model_dir, gsm_file, cache_dir, lora=lora))
+    assert result.status == "completed"
+    assert {"eval/accuracy", "train/kl_ref", "train/loss"} <= set(result.final)
+
+
+def test_warm_start_of_a_lora_model_is_merged_and_cached(model_dir, gsm_file, cache_dir):
+    from pathlib import Path
+
+    from harness.warmstart import cache_key
+
+    spec = _spec(model_dir, gsm_file, cache_dir, warm_steps=3)
+    result = run_trial(spec)
+    assert result.final["warmstart/steps"] == 3
+    folder = Path(cache_dir) / "warmstart" / cache_key(spec)
+    assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
+    assert not (folder / "adapter_config.json").exists(), "the adapter is merged into a full model"
+    reloaded = load_pretrained(str(folder), spec.model)
+    assert reloaded.use_chat_template  # the template travels with the cached tokenizer
