@@ -19,7 +19,7 @@ SECTIONS = ("task", "model", "warmstart", "train")
 
 
 def parse_assignments(pairs: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """``key=value`` pairs: bare keys override the algorithm, ``section.key`` a spec section.
+    """``key=value`` pairs: bare keys override the algorithm, ``section.key[.key]`` a spec section.
 
     Values are read as YAML scalars (``0.28``, ``true``, ``null``), never evaluated.
     """
@@ -30,13 +30,16 @@ def parse_assignments(pairs: list[str]) -> tuple[dict[str, Any], dict[str, dict[
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set eps_high=0.28")
         value = yaml.safe_load(raw) if raw else ""
-        head, dot, rest = key.partition(".")
-        if not dot:
+        head, *path = key.split(".")
+        if not path:
             algorithm[key] = value
-        elif head in SECTIONS:
-            sections.setdefault(head, {})[rest] = value
-        else:
+            continue
+        if head not in SECTIONS:
             raise ConfigError(f"--set {key!r}: unknown section {head!r}; valid: {', '.join(SECTIONS)}")
+        target = sections.setdefault(head, {})
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = value
     return algorithm, sections
 
 
