@@ -1,3 +1,172 @@
-"""Commands: study_cmds."""
+"""Commands: ``harness validate`` and ``harness plan`` (look at a study without running it)."""
 
-from harness.cli.app import app  # noqa: F401
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from harness.cli.app import EXIT_BAD_INPUT, app
+from harness.errors import HarnessError
+from harness.study import (
+    StudyPlan,
+    check_task,
+    comparisons,
+    describe_overrides,
+    format_duration,
+    load_study,
+    plan_study,
+    study_dir,
+    study_warnings,
+)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _seeds(seeds: list[int]) -> str:
+    if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]})"
+    return f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} {seeds}"
+
+
+def _summary(study) -> list[str]:
+    n_cond = len(study.conditions())
+    arms = f"{len(study.arms)} arm{'s' if len(study.arms) != 1 else ''}"
+    lines = []
+    if study.tuning is not None:
+        t = study.tuning
+        n_tune = len(study.arms) * t.n_trials * len(t.seeds)
+        lines.append(
+            f"study {study.name}: {arms}, control {study.control}; tuning {t.n_trials} trials/arm "
+            f"x {_seeds(t.seeds)} = {n_tune} trials on {', '.join(t.search_space)}; then each "
+            f"arm's best x {_seeds(study.seeds)} = {len(study.arms) * len(study.seeds)} trials"
+        )
+    else:
+        design = arms
+        if study.grid:
+            design += f" x {n_cond // len(study.arms)} grid cells = {n_cond} conditions"
+        lines.append(
+            f"study {study.name}: {design}, control {study.control}, {_seeds(study.seeds)} "
+            f"-> {n_cond * len(study.seeds)} trials"
+        )
+    lines.append(
+        f"primary metric {study.primary_metric} ({study.direction}); "
+        f"{len(comparisons(study))} comparison(s) vs control; output {study_dir(study)}"
+    )
+    return lines
+
+
+@app.command()
+def validate(
+    study_files: list[Path] = typer.Argument(..., help="one or more study YAML files", metavar="STUDY.yaml..."),
+) -> None:
+    """Check study files without running anything.
+
+    Checks schema, presets, overrides, grid, tuning and task; prints a summary
+    per file. A bad file prints one line naming the field and exits with 2.
+    """
+    failed = 0
+    for path in study_files:
+        try:
+            study = load_study(path)
+            n_train, n_eval = check_task(study)
+            warnings = study_warnings(study)
+        except HarnessError as err:
+            failed += 1
+            prefix = f"{path}: " if len(study_files) > 1 else ""
+            typer.echo(f"error: {prefix}{err}", err=True)
+            continue
+        typer.echo(f"ok: {path}")
+        for line in _summary(study):
+            typer.echo(f"  {line}")
+        typer.echo(f"  task {study.task.name}: {n_train} train / {n_eval} held-out prompts; model {study.model.name}")
+        for warning in warnings:
+            typer.echo(f"warning: {path}: {warning}", err=True)
+    if failed:
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def render_plan(plan: StudyPlan) -> str:
+    """The plan as text: the design, one row per condition, the totals and the estimate."""
+    lines = [f"study {plan.study}" + (f" ({plan.source})" if plan.source else "")]
+    lines.append(f"  primary metric: {plan.primary_metric} ({plan.direction}); control: {plan.control}")
+    lines.append(f"  output: {plan.output_dir}")
+    lines.append("")
+    if plan.tuning is not None:
+        t = plan.tuning
+        lines.append(
+            f"phase 1, tuning: {t.n_trials} trials per arm x {_seeds(t.seeds)} = {t.trials} trials "
+            f"({t.done} done), est. {format_duration(t.est_s)}"
+        )
+        for key, desc in t.search_space.items():
+            lines.append(f"  search {key}: {desc}")
+        lines.append(
+            f"phase 2, comparison: each arm's best configuration x {_seeds(plan.seeds)}"
+        )
+    else:
+        lines.append(f"seeds: {_seeds(plan.seeds)}, the same for every condition")
+    lines.append("")
+    rows = [["condition", "algorithm", "overrides", "trials", "done", "tokens/trial", "est/trial"]]
+    for c in plan.conditions:
+        name = c.name + (" (control)" if c.arm == plan.control and c.name == c.arm else "")
+        rows.append([
+            name, c.algorithm, describe_overrides(c.overrides), str(c.trials), str(c.done),
+            f"{c.tokens_per_trial:,}", format_duration(c.est_trial_s),
+        ])
+    lines += _table(rows, right={3, 4, 5, 6})
+    lines.append("")
+    if plan.comparisons:
+        lines.append(f"comparisons vs control ({len(plan.comparisons)}):")
+        lines += [f"  {a} vs {b}" for a, b in plan.comparisons]
+    else:
+        lines.append("comparisons: none (a single arm; the report gives its noise floor)")
+    lines.append("")
+    todo = plan.total_trials - plan.done_trials
+    lines.append(
+        f"total: {plan.total_trials} trials ({plan.done_trials} done, {todo} to run); "
+        f"estimated {format_duration(plan.est_remaining_s)} of compute"
+        + (
+            f", about {format_duration(plan.est_wall_s)} on {plan.workers} workers"
+            if plan.workers > 1
+            else " on 1 worker"
+        )
+    )
+    lines.append(f"estimate: {plan.rate_source}")
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+@app.command()
+def plan(
+    study_file: Path = typer.Argument(..., help="study YAML file", metavar="STUDY.yaml"),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, help="trials run at once"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
+) -> None:
+    """Print a study's design and estimated run time without running it.
+
+    Estimate: tokens (steps x prompts_per_step x group_size x max_new_tokens,
+    plus evaluation) x a rate measured from completed records in the study
+    folder, or else the documented default (harness.study.SECONDS_PER_TOKEN).
+    """
+    try:
+        result = plan_study(load_study(study_file), workers=workers)
+    except HarnessError as err:
+        _fail(str(err))
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        typer.echo(render_plan(result))

@@ -1,0 +1,207 @@
+"""``harness validate`` and ``harness plan``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness import records
+from harness.cli.app import EXIT_BAD_INPUT, app, main
+from harness.spec import TrialResult
+from harness.study import (
+    SECONDS_PER_TOKEN,
+    TRIAL_OVERHEAD_S,
+    expand,
+    format_duration,
+    load_study,
+    plan_study,
+    trial_tokens,
+    tuning_specs,
+)
+
+STUDIES = Path(__file__).resolve().parents[2] / "studies"
+MALFORMED = Path(__file__).parent / "malformed"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def small_study(folder: Path, extra: str = "") -> Path:
+    path = folder / "small.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: small
+        output_dir: {folder / "out"}
+        control: grpo
+        seeds: 3
+        train: {{steps: 10, prompts_per_step: 2, max_new_tokens: 4, eval_every: 5, eval_samples: 1}}
+        task: {{n_eval: 16}}
+        arms:
+          - {{name: grpo, algorithm: grpo}}
+          - {{name: rloo, algorithm: rloo}}
+        """) + extra)
+    return path
+
+
+def write_record(study_dir: Path, spec, wall: float, status: str = "completed", phase: str = "compare"):
+    result = TrialResult(trial_id=spec.trial_id, status=status, final={"eval/accuracy": 0.5}, wall_time_s=wall)
+    records.write_record(study_dir, records.make_record(spec, result, phase=phase))
+
+
+# --------------------------------------------------------------------------------------------
+# validate
+
+
+def test_validate_shipped_studies():
+    files = [str(STUDIES / f"{n}.yaml") for n in ("quickstart", "seven_algorithms", "grpo_normalisation", "tune_lr")]
+    result = invoke("validate", *files)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("ok: ") == 4
+    assert "study quickstart: 3 arms, control grpo, 3 seeds (0..2) -> 9 trials" in result.stdout
+    assert "study seven_algorithms: 7 arms, control grpo, 5 seeds (0..4) -> 35 trials" in result.stdout
+    assert "tuning 8 trials/arm x 2 seeds (100..101) = 32 trials on lr" in result.stdout
+    assert "task addition: 2000 train / 128 held-out prompts" in result.stdout
+    assert result.stderr == ""
+
+
+def test_validate_many_files_reports_each_bad_one_and_exits_2():
+    good = str(STUDIES / "quickstart.yaml")
+    bad = str(MALFORMED / "control_not_arm.yaml")
+    result = invoke("validate", good, bad)
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "ok: " in result.stdout
+    assert result.stderr.strip() == f"error: {bad}: control: 'ppo' is not an arm; arms: grpo, rloo"
+
+
+def test_validate_prints_warnings_on_stderr(tmp_path):
+    path = small_study(tmp_path)
+    path.write_text(path.read_text().replace("seeds: 3", "seeds: 1"))
+    result = invoke("validate", str(path))
+    assert result.exit_code == 0
+    assert "warning: " in result.stderr and "only 1 seed(s)" in result.stderr
+
+
+def test_validate_builds_the_task(tmp_path):
+    path = small_study(tmp_path, "")
+    path.write_text(path.read_text().replace("task: {n_eval: 16}", "task: {n_eval: 16, n_train: 99999}"))
+    result = invoke("validate", str(path))
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert result.stderr.startswith("error: task: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_main_maps_errors_to_one_line_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["harness", "plan", str(MALFORMED / "unknown_override_key.yaml")])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: arms[0].set.eps_hgh: unknown key")
+
+
+# --------------------------------------------------------------------------------------------
+# plan
+
+
+def test_plan_quickstart_prints_the_design():
+    result = invoke("plan", str(STUDIES / "quickstart.yaml"))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "study quickstart" in out
+    assert "seeds: 3 seeds (0..2), the same for every condition" in out
+    for arm in ("grpo (control)", "dr_grpo", "rloo"):
+        assert arm in out
+    assert "comparisons vs control (2):" in out and "rloo vs grpo" in out
+    assert "total: 9 trials (0 done, 9 to run)" in out
+    assert f"default {SECONDS_PER_TOKEN:g} s/token" in out
+
+
+def test_plan_default_estimate_is_tokens_times_the_documented_rate(tmp_path):
+    s = load_study(small_study(tmp_path))
+    plan = plan_study(s)
+    spec = expand(s)[0]
+    # 10 steps x 2 prompts x 8 samples x 4 tokens + 3 evals x 16 prompts x 1 sample x 4 tokens
+    assert trial_tokens(spec) == 10 * 2 * 8 * 4 + 3 * 16 * 1 * 4
+    per_trial = trial_tokens(spec) * SECONDS_PER_TOKEN + TRIAL_OVERHEAD_S
+    assert plan.total_trials == 6 and plan.done_trials == 0
+    assert plan.est_total_s == pytest.approx(6 * per_trial)
+    assert plan.conditions[0].est_trial_s == pytest.approx(per_trial)
+    assert plan_study(s, workers=3).est_wall_s == pytest.approx(2 * per_trial)
+
+
+def test_plan_uses_completed_records_when_present(tmp_path):
+    s = load_study(small_study(tmp_path))
+    specs = expand(s)
+    tokens = trial_tokens(specs[0])
+    write_record(tmp_path / "out", specs[0], wall=2.0)  # grpo, seed 0
+    write_record(tmp_path / "out", specs[1], wall=4.0)  # rloo, seed 0
+    write_record(tmp_path / "out", specs[2], wall=99.0, status="failed")  # ignored
+    (tmp_path / "out" / "records" / "junk.json").write_text("{not json")  # skipped, with a warning
+    with pytest.warns(UserWarning, match="junk.json"):
+        plan = plan_study(s)
+    by_name = {c.name: c for c in plan.conditions}
+    assert by_name["grpo"].est_trial_s == pytest.approx(2.0)  # per-arm rate x same tokens
+    assert by_name["rloo"].est_trial_s == pytest.approx(4.0)
+    assert by_name["grpo"].done == 1 and by_name["rloo"].done == 1
+    assert plan.done_trials == 2
+    assert plan.est_remaining_s == pytest.approx(2 * 2.0 + 2 * 4.0)
+    assert "measured from 2 completed record(s)" in plan.rate_source
+    assert tokens > 0
+
+    (tmp_path / "out" / "records" / "junk.json").unlink()
+    result = invoke("plan", str(tmp_path / "small.yaml"), "--workers", "2")
+    assert "total: 6 trials (2 done, 4 to run); estimated 12s of compute, about 6s on 2 workers" in result.stdout
+
+
+def test_plan_of_a_tuned_study_shows_both_phases():
+    result = invoke("plan", str(STUDIES / "tune_lr.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "phase 1, tuning: 8 trials per arm x 2 seeds (100..101) = 32 trials" in result.stdout
+    assert "search lr: log-uniform[0.0001, 0.01]" in result.stdout
+    assert "phase 2, comparison: each arm's best configuration x 5 seeds (0..4)" in result.stdout
+    assert "total: 42 trials" in result.stdout
+
+
+def test_plan_json():
+    result = invoke("plan", str(STUDIES / "grpo_normalisation.yaml"), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["total_trials"] == 20
+    assert [c["name"] for c in data["conditions"]] == ["grpo", "no_std", "token_sum", "no_std_token_sum"]
+    assert data["conditions"][1]["overrides"] == {"advantage": "group_mean", "aggregation": "seq_mean_token_mean"}
+    assert data["est_wall_s"] == data["est_remaining_s"]
+
+
+def test_plan_bad_study_exits_2_with_one_line():
+    result = invoke("plan", str(MALFORMED / "grid_unknown_key.yaml"))
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert result.stderr.strip().startswith("error: grid.lrr: unknown key")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "seconds, text", [(0, "0s"), (7.4, "7s"), (95, "1m35s"), (3725, "1h02m"), (3 * 86400 + 7200, "3d02h")]
+)
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_plan_of_a_tuned_study_counts_finished_tuning_trials(tmp_path):
+    path = small_study(tmp_path, textwrap.dedent("""\
+        tuning:
+          n_trials: 2
+          seeds: [100]
+          search_space: {lr: {low: 1.0e-4, high: 1.0e-2, log: true}}
+        """))
+    s = load_study(path)
+    write_record(tmp_path / "out", tuning_specs(s, "grpo", {"lr": 0.001}, 100), wall=3.0, phase="tune")
+    plan = plan_study(s)
+    assert plan.tuning.trials == 4 and plan.tuning.done == 1
+    assert plan.total_trials == 4 + 6 and plan.done_trials == 1
+    grpo = plan.conditions[0]
+    assert grpo.done == 0 and grpo.est_trial_s == pytest.approx(3.0)  # lr does not change tokens
