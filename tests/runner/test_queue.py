@@ -1,0 +1,156 @@
+"""The Optuna-storage queue: atomic claims, idempotent enqueue, retries, stale jobs, slots."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from harness import queue
+from harness.workers import plan_slots
+
+
+class _Spec:
+    """Just what enqueue_specs reads from a TrialSpec."""
+
+    def __init__(self, trial_id: str):
+        self.trial_id, self.arm = trial_id, trial_id.split("-")[0]
+
+    def model_dump(self, mode="json"):
+        return {"arm": self.arm, "trial_id": self.trial_id}
+
+
+@pytest.fixture
+def q(tmp_path):
+    url = queue.default_storage_url(tmp_path)
+    storage = queue.open_storage(url, create=True)
+    return queue.create_queue(storage, "s", "maximize"), url
+
+
+def test_enqueue_is_idempotent_and_requeues_failures(q):
+    study, _ = q
+    specs = [_Spec(f"a-s{i}") for i in range(4)]
+    first = queue.enqueue_specs(study, specs, phase="compare", retries=1)
+    again = queue.enqueue_specs(study, specs, phase="compare", retries=1)
+    assert (first.added, again.added, again.requeued) == (4, 0, 0)
+    assert len(study.get_trials()) == 4
+
+    job = queue.claim_next(study)
+    assert job is not None and job.attempt == 1 and job.max_attempt == 2
+    assert queue.fail(study, job, "RuntimeError: boom") is True  # budget left: re-queued
+    retry = [j for j in queue.jobs(study) if j.key == job.key and j.attempt == 2]
+    assert len(retry) == 1 and retry[0].state == TrialState.WAITING
+    assert queue.jobs(study)[0].reason == "RuntimeError: boom"
+
+    # the last attempt fails: no more retries this run; re-enqueueing gives a fresh budget
+    job2 = None
+    while job2 is None or job2.key != job.key:
+        job2 = queue.claim_next(study)
+        if job2.key != job.key:
+            queue.complete(study, job2, 0.5)
+    assert queue.fail(study, job2, "RuntimeError: boom") is False
+    report = queue.enqueue_specs(study, specs, phase="compare", retries=0)
+    assert (report.added, report.requeued) == (0, 1)
+    assert queue.latest(queue.jobs(study))[job.key].attempt == 3
+
+    # a waiting trial that left the design is cancelled, with a reason
+    assert job.key == "a-s0"
+    report = queue.enqueue_specs(study, specs[1:], phase="compare", retries=0)
+    assert report.cancelled == 1
+    gone = queue.latest(queue.jobs(study))[job.key]
+    assert gone.state == TrialState.FAIL and gone.reason == "no longer in the study design"
+
+
+def test_claim_is_atomic_across_connections(q):
+    """Many claimers with their own storage connections never claim the same job twice."""
+    study, url = q
+    queue.enqueue_specs(study, [_Spec(f"a-s{i}") for i in range(24)], phase="compare", retries=0)
+    claimed: list[str] = []
+    lock = threading.Lock()
+    errors = []
+
+    def claimer():
+        try:
+            mine = queue.load_queue(queue.open_storage(url), "s")
+            while (job := queue.claim_next(mine)) is not None:
+                with lock:
+                    claimed.append(job.key)
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=claimer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert sorted(claimed) == sorted(f"a-s{i}" for i in range(24))  # each exactly once
+
+
+def test_stale_job_is_failed_once_and_requeued(q):
+    study, url = q
+    queue.enqueue_specs(study, [_Spec("a-s0")], phase="compare", retries=0)
+    job = queue.claim_next(study)
+    assert queue.stale_jobs(study, 60) == []
+    time.sleep(2.2)  # the database clock has 1 s resolution on SQLite
+    other = queue.load_queue(queue.open_storage(url), "s")
+    handled = queue.fail_stale(other, 1)
+    assert [j.key for j in handled] == ["a-s0"]
+    assert queue.fail_stale(study, 1) == []  # exactly one process handles it
+    tries = queue.attempts(queue.jobs(study))["a-s0"]
+    assert [t.state for t in tries] == [TrialState.FAIL, TrialState.WAITING]
+    assert tries[0].reason.startswith("worker lost")
+    assert tries[1].max_attempt == 2  # a lost worker does not use up the retry budget
+    # the dead worker's late tell is refused; its job was handed on
+    assert queue.complete(study, job, 0.5) is False
+
+
+def test_release_puts_a_job_back(q):
+    study, _ = q
+    queue.enqueue_specs(study, [_Spec("a-s0")], phase="compare", retries=0)
+    job = queue.claim_next(study)
+    assert queue.claim_next(study) is None
+    assert queue.release(study, job)
+    again = queue.claim_next(study)
+    assert again is not None and again.optuna_id == job.optuna_id and again.attempt == 1
+
+
+def test_tuning_slots_are_an_exact_budget(q):
+    study, _ = q
+    assert queue.enqueue_slots(study, arm="a", n_trials=3, retries=0).added == 3
+    assert queue.enqueue_slots(study, arm="a", n_trials=3, retries=0).added == 0
+    job = queue.claim_next(study)
+    trial = optuna.trial.Trial(study, job.optuna_id)
+    lr = trial.suggest_float("lr", 1e-4, 1e-2, log=True)
+    job.params = {"lr": lr}
+    queue.fail(study, job, "boom")
+    report = queue.enqueue_slots(study, arm="a", n_trials=3, retries=0)
+    assert (report.added, report.requeued) == (0, 1)
+    retry = queue.latest(queue.jobs(study))[job.key]
+    assert retry.attempt == 2
+    claimed = None
+    while claimed is None or claimed.key != job.key:
+        claimed = queue.claim_next(study)
+    again = optuna.trial.Trial(study, claimed.optuna_id)
+    assert again.suggest_float("lr", 1e-4, 1e-2, log=True) == pytest.approx(lr)  # same configuration
+
+
+def test_plan_slots_pins_devices_and_splits_cores():
+    gpu = plan_slots(None, gpus=["0", "3"], cores=16)
+    assert [s.device for s in gpu] == ["cuda:0", "cuda:3"]
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in gpu] == ["0", "3"]
+    assert gpu[0].env["OMP_NUM_THREADS"] == "8"
+    cpu = plan_slots(3, gpus=[], cores=8)
+    assert [s.device for s in cpu] == ["cpu"] * 3 and cpu[0].env["OMP_NUM_THREADS"] == "2"
+    assert len(plan_slots(None, gpus=[], cores=4)) == 1
+
+
+def test_storage_errors_never_show_credentials(tmp_path):
+    with pytest.raises(queue.StorageError) as err:
+        queue.open_storage("postgresql://alice:s3cret-pw@127.0.0.1:1/db", create=True)
+    assert "s3cret-pw" not in str(err.value) and "alice:***@127.0.0.1" in str(err.value)
+    with pytest.raises(queue.StorageError, match="harness run"):
+        queue.open_storage(queue.default_storage_url(tmp_path / "missing"))
