@@ -134,6 +134,8 @@ def optuna_trials(study_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
         import optuna
         from optuna.storages import RDBStorage
 
+        from harness.queue import REASON
+
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage = RDBStorage(f"sqlite:///{path.resolve()}", skip_table_creation=True)
         out: dict[str, dict[str, Any]] = {}
@@ -152,7 +154,7 @@ def optuna_trials(study_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
                     "seed": attrs.get("seed"),
                     "phase": attrs.get("phase"),
                     "spec": attrs.get("spec"),
-                    "error": attrs.get("error") or trial.system_attrs.get("fail_reason"),
+                    "error": attrs.get(REASON) or trial.system_attrs.get("fail_reason"),
                 }
                 old = out.get(trial_id)
                 if old is None or _PRECEDENCE[status] < _PRECEDENCE[old["status"]]:

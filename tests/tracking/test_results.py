@@ -61,7 +61,7 @@ def filled(tmp_path_factory, make_record, make_spec):
     study.ask()  # the enqueued trial is now RUNNING
     failed = study.ask()  # a trial with no record: the worker died before writing one
     failed.set_user_attr("trial_id", "grpo-s7-0123abcd")
-    failed.set_user_attr("error", "worker lost (heartbeat stale)")
+    failed.set_user_attr("reason", "worker lost (heartbeat stale)")
     study.tell(failed, state=optuna.trial.TrialState.FAIL)
     study.enqueue_trial({}, user_attrs={"trial_id": waiting.trial_id, "arm": "grpo", "seed": 2})
     return folder, recs, {"waiting": waiting, "running": running}
