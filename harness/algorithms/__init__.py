@@ -1,53 +1,33 @@
 """The things being compared: advantage estimators, policy losses, aggregations, KL estimators,
-the critic and DPO losses, and the named presets built from them."""
+the critic and DPO losses, and the named presets built from them.
 
-from harness.algorithms.advantages import (
-    ADVANTAGES,
-    AdvantageInputs,
-    AdvantageOutput,
-    compute_advantages,
-    masked_whiten,
-    sequence_returns,
-)
-from harness.algorithms.aggregation import AGGREGATIONS, Aggregator, make_aggregator
-from harness.algorithms.config import AlgorithmConfig
-from harness.algorithms.critic import explained_variance, value_loss
-from harness.algorithms.dpo import build_pairs, dpo_loss
-from harness.algorithms.kl import KL_ESTIMATORS, kl_estimate
-from harness.algorithms.losses import POLICY_LOSSES
-from harness.algorithms.presets import (
-    PRESETS,
-    TESTBED_LR,
-    Preset,
-    check_algorithm,
-    describe_presets,
-    resolve_algorithm,
-)
-from harness.algorithms.registry import Registry
+Names are loaded on first use, so importing ``harness.algorithms.config`` (which every trial
+spec does) does not import torch: the runner, the queue and light CLI commands start fast.
+"""
 
-__all__ = [
-    "ADVANTAGES",
-    "AGGREGATIONS",
-    "KL_ESTIMATORS",
-    "POLICY_LOSSES",
-    "PRESETS",
-    "TESTBED_LR",
-    "AdvantageInputs",
-    "AdvantageOutput",
-    "Aggregator",
-    "AlgorithmConfig",
-    "Preset",
-    "Registry",
-    "build_pairs",
-    "check_algorithm",
-    "compute_advantages",
-    "describe_presets",
-    "dpo_loss",
-    "explained_variance",
-    "kl_estimate",
-    "make_aggregator",
-    "masked_whiten",
-    "resolve_algorithm",
-    "sequence_returns",
-    "value_loss",
-]
+from importlib import import_module
+
+_EXPORTS = {
+    "advantages": ["ADVANTAGES", "AdvantageInputs", "AdvantageOutput", "compute_advantages",
+                   "masked_whiten", "sequence_returns"],
+    "aggregation": ["AGGREGATIONS", "Aggregator", "make_aggregator"],
+    "config": ["AlgorithmConfig"],
+    "critic": ["explained_variance", "value_loss"],
+    "dpo": ["build_pairs", "dpo_loss"],
+    "kl": ["KL_ESTIMATORS", "kl_estimate"],
+    "losses": ["POLICY_LOSSES"],
+    "presets": ["PRESETS", "TESTBED_LR", "Preset", "check_algorithm", "describe_presets",
+                "resolve_algorithm"],
+    "registry": ["Registry"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness.algorithms' has no attribute {name!r}")
+    value = getattr(import_module(f"harness.algorithms.{module}"), name)
+    globals()[name] = value
+    return value
