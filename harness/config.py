@@ -5,7 +5,7 @@ override, a grid or a search space may touch, and how the sections agree with ea
 that need the presets (does ``arms[1].set`` make a valid GRPO?) live in ``harness.study``, which is
 also where a file is read, its ``include:`` merged, and a study expanded into trials.
 
-Every error carries the path of the field it is about; :func:`format_validation_error` turns a
+Every error carries the path of the field it is about; ``harness.field_errors`` turns a
 pydantic ``ValidationError`` into the one line the CLI prints, e.g.
 ``arms[1].set.eps_hgh: unknown key; valid: adv_eps, advantage, ...``.
 """
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import types
-import typing
 from collections.abc import Sequence
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -27,158 +25,9 @@ from pydantic import field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from harness.algorithms.config import AlgorithmConfig
+from harness.field_errors import FieldError, Loc, field_error, short_repr, unwrap_type
 from harness.spec import ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
 
-# --------------------------------------------------------------------------------------------
-# Field paths and one-line errors
-# --------------------------------------------------------------------------------------------
-
-Loc = tuple[str | int, ...]
-
-
-class FieldError(ValueError):
-    """A validation failure about a field below the one being validated.
-
-    Raised inside a validator, pydantic keeps the exception in the error's context;
-    :func:`format_validation_error` appends ``loc`` to pydantic's own location, so a check on the
-    whole study can still name ``control`` or ``arms[2].name``.
-    """
-
-    def __init__(self, loc: Loc, msg: str):
-        self.loc = tuple(loc)
-        self.msg = msg
-        super().__init__(f"{format_loc(self.loc)}: {msg}" if self.loc else msg)
-
-
-def format_loc(loc: Sequence[str | int]) -> str:
-    """``('arms', 1, 'set', 'lr')`` -> ``arms[1].set.lr``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-# pydantic puts the branch of a union into the location ('lora', 'target_modules', 'list[str]',
-# 0); such tags are never field names. The last part of an unknown-key error is the user's key,
-# whatever it looks like, and is always kept.
-_UNION_TAG = re.compile(r"[\[\]]|^(str|int|float|bool|list|dict|none|tuple)$")
-
-
-def _clean_loc(loc: Sequence[str | int], keep_last: bool = False) -> Loc:
-    loc = tuple(loc)
-    head, tail = (loc[:-1], loc[-1:]) if keep_last else (loc, ())
-    return tuple(p for p in head if isinstance(p, int) or not _UNION_TAG.search(p)) + tail
-
-
-def _model_at(root: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
-    """The pydantic model that a location points into (for listing a model's valid keys)."""
-    tp: Any = root
-    for part in loc:
-        tp = _unwrap(tp, want_model=True)
-        if isinstance(part, int):
-            args = typing.get_args(tp)
-            tp = args[0] if args else None
-        elif isinstance(tp, type) and issubclass(tp, BaseModel):
-            field = tp.model_fields.get(part)
-            if field is None:
-                return None
-            tp = field.annotation
-        elif typing.get_origin(tp) is dict:
-            tp = typing.get_args(tp)[1]
-        else:
-            return None
-    tp = _unwrap(tp, want_model=True)
-    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
-
-
-def _unwrap(tp: Any, want_model: bool = False) -> Any:
-    """Strip ``Annotated`` and ``Optional``; for other unions prefer a model branch."""
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
-            if want_model and models:
-                tp = models[0]
-            elif len(args) == 1:
-                tp = args[0]
-            else:
-                return tp
-        else:
-            return tp
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def error_parts(err: dict, root: type[BaseModel] | None = None) -> tuple[Loc, str]:
-    """One pydantic error (an item of ``ValidationError.errors()``) as (location, message)."""
-    kind = err.get("type", "")
-    loc = _clean_loc(err.get("loc", ()), keep_last=kind == "extra_forbidden")
-    exc = (err.get("ctx") or {}).get("error")
-    if isinstance(exc, FieldError):
-        loc, msg = loc + exc.loc, exc.msg
-    elif kind == "extra_forbidden":
-        model = _model_at(root, loc[:-1]) if root is not None else None
-        msg = "unknown key"
-        if model is not None:
-            msg += "; valid: " + ", ".join(model.model_fields)
-    elif kind == "missing":
-        msg = "required field is missing"
-    else:
-        msg = err.get("msg", "invalid value")
-        if msg.startswith(("Value error, ", "Assertion failed, ")):
-            msg = msg.split(", ", 1)[1]
-        if kind not in ("value_error", "assertion_error") and "input" in err:
-            msg += f" (got {_short(err['input'])})"
-    return loc, " ".join(str(msg).split())  # one line, whatever the message held
-
-
-def error_line(err: dict, root: type[BaseModel] | None = None, prefix: Loc = ()) -> str:
-    """One pydantic error as ``path: message``."""
-    loc, msg = error_parts(err, root)
-    loc = prefix + loc
-    return f"{format_loc(loc)}: {msg}" if loc else msg
-
-
-def field_error(exc: ValidationError, prefix: Loc, root: type[BaseModel] | None = None) -> FieldError:
-    """The first error of ``exc`` as a ``FieldError`` located under ``prefix``."""
-    loc, msg = error_parts(exc.errors()[0], root)
-    return FieldError(prefix + loc, msg)
-
-
-def format_validation_error(
-    exc: ValidationError, root: type[BaseModel] | None = None, prefix: Loc = ()
-) -> str:
-    """A ``ValidationError`` as one line: the first error, and how many more there are."""
-    errors = exc.errors()
-    first = errors[0]
-    if first["type"] == "missing":
-        # name every required field missing from the same section at once
-        parent = _clean_loc(first["loc"])[:-1]
-        missing = [e for e in errors if e["type"] == "missing" and _clean_loc(e["loc"])[:-1] == parent]
-        names = ", ".join(str(_clean_loc(e["loc"])[-1]) for e in missing)
-        loc = prefix + parent
-        line = (f"{format_loc(loc)}: " if loc else "") + (
-            f"required field missing: {names}" if len(missing) == 1 else f"required fields missing: {names}"
-        )
-        rest = len(errors) - len(missing)
-    else:
-        line, rest = error_line(first, root, prefix), len(errors) - 1
-    if rest:
-        line += f" (+{rest} more)"
-    return line
-
-
-# --------------------------------------------------------------------------------------------
-# Names
 # --------------------------------------------------------------------------------------------
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -187,7 +36,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 def check_name(value: Any, what: str) -> str:
     """Study and arm names become folder and file names: keep them to a safe alphabet."""
     if not isinstance(value, str):
-        raise ValueError(f"{what} must be a string, got {_short(value)}")
+        raise ValueError(f"{what} must be a string, got {short_repr(value)}")
     if "/" in value or "\\" in value:
         raise ValueError(f"{what} {value!r} must not contain a path separator")
     if ".." in value:
@@ -282,7 +131,7 @@ def coerce_override(key: str, value: Any, loc: Loc) -> Any:
 
 def numeric_kind(key: str) -> Literal["int", "float"] | None:
     """Whether a field holds an int, a float, or neither (a name, a flag)."""
-    tp = _unwrap(_field_info(key).annotation)
+    tp = unwrap_type(_field_info(key).annotation)
     if tp is bool:
         return None
     if tp is int:
@@ -385,7 +234,7 @@ class SearchParam(_Strict):
                 raise FieldError(("choices",), "must list at least one value")
             for i, c in enumerate(self.choices):
                 if not _is_scalar(c):
-                    raise FieldError(("choices", i), f"must be a number, string or bool, got {_short(c)}")
+                    raise FieldError(("choices", i), f"must be a number, string or bool, got {short_repr(c)}")
             dup = _distinct(self.choices)
             if dup is not None:
                 raise FieldError(("choices", dup), f"duplicate choice {self.choices[dup]!r}")
@@ -424,7 +273,7 @@ class Tuning(_Strict):
     @classmethod
     def _seeds(cls, v: Any) -> list[int]:
         if not isinstance(v, list):
-            raise ValueError(f"expected a list of distinct non-negative integers, got {_short(v)}")
+            raise ValueError(f"expected a list of distinct non-negative integers, got {short_repr(v)}")
         return _check_seed_list(v)
 
     @field_validator("search_space", mode="before")
@@ -468,7 +317,7 @@ def _check_seed_list(values: list[Any]) -> list[int]:
         raise ValueError("must list at least one seed")
     for i, s in enumerate(values):
         if isinstance(s, bool) or not isinstance(s, int):
-            raise ValueError(f"seed at index {i} must be an integer, got {_short(s)}")
+            raise ValueError(f"seed at index {i} must be an integer, got {short_repr(s)}")
         if s < 0:
             raise ValueError(f"seed at index {i} is negative ({s}); seeds are non-negative integers")
     dup = _distinct(values)
@@ -537,7 +386,7 @@ class Study(_Strict):
             return _check_seed_list(v)
         raise ValueError(
             f"expected a number of seeds (n means 0..n-1) or a list of distinct non-negative "
-            f"integers, got {_short(v)}"
+            f"integers, got {short_repr(v)}"
         )
 
     @field_validator("arms")
@@ -561,7 +410,7 @@ class Study(_Strict):
             for key, values in v.items():
                 check_override_key(key)
                 if not isinstance(values, list):
-                    raise FieldError((key,), f"expected a list of values, got {_short(values)}")
+                    raise FieldError((key,), f"expected a list of values, got {short_repr(values)}")
         return v
 
     @field_validator("grid")
@@ -573,7 +422,7 @@ class Study(_Strict):
                 raise FieldError((key,), "must list at least one value")
             for i, value in enumerate(values):
                 if not _is_scalar(value):
-                    raise FieldError((key, i), f"must be a number, string or bool, got {_short(value)}")
+                    raise FieldError((key, i), f"must be a number, string or bool, got {short_repr(value)}")
             values = [coerce_override(key, value, (key, i)) for i, value in enumerate(values)]
             dup = _distinct(values)
             if dup is not None:

@@ -31,16 +31,15 @@ from harness.algorithms.config import AlgorithmConfig
 from harness.config import (
     Arm,
     Condition,
-    FieldError,
     Study,
     coerce_override,
     condition_name,
-    format_validation_error,
     format_value,
     numeric_kind,
     split_key,
 )
 from harness.errors import ConfigError
+from harness.field_errors import FieldError, format_validation_error
 from harness.records import TrialRecord, read_records
 from harness.spec import TrainConfig, TrialSpec
 

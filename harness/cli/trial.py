@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from harness.algorithms import describe_presets, resolve_algorithm
 from harness.cli.app import app
-from harness.config import format_validation_error
+from harness.field_errors import format_validation_error
 from harness.errors import ConfigError
 from harness.spec import TrialSpec
 

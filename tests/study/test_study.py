@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import FieldError, Study, condition_name, format_loc
+from harness.config import Study, condition_name
+from harness.field_errors import FieldError, format_loc
 from harness.errors import ConfigError
 from harness.study import (
     apply_best,
