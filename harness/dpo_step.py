@@ -12,24 +12,22 @@ import torch
 
 from harness.algorithms import build_pairs, dpo_loss
 from harness.rl_step import Learner, MetricMean, apply_gradients
-from harness.rollout import completion_forward, decode_completions, encode_prompts
-from harness.tasks.base import Item, RewardFn
+from harness.rollout import completion_forward, decode_completions
+from harness.tasks.base import Item, RewardFn, score_groups
 
 
 def dpo_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, float]:
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     group = cfg.group_size
-    ids, mask = encode_prompts(lm, [i.prompt for i in items])
-    rollout = learner.reference.sample(
+    rollout = learner.reference.sample_groups(
         lm,
-        ids.repeat_interleave(group, 0),
-        mask.repeat_interleave(group, 0),
+        [i.prompt for i in items],
+        group,
         max_new_tokens=train.max_new_tokens,
         temperature=train.temperature,
         generator=learner.generator,
     )
-    texts = decode_completions(lm, rollout)
-    scores = torch.tensor([reward(items[row // group], text) for row, text in enumerate(texts)])
+    scores = torch.tensor(score_groups(items, decode_completions(lm, rollout), group, reward))
     pairs = build_pairs(scores.view(-1, group))
     metrics = {
         "train/reward_mean": float(scores.mean()),

@@ -13,7 +13,7 @@ from dataclasses import replace
 import torch
 
 from harness.models import LoadedModel
-from harness.rollout import Rollout, completion_forward, sample
+from harness.rollout import Rollout, completion_forward, sample_groups
 
 
 class Reference:
@@ -33,7 +33,7 @@ class Reference:
             return completion_forward(self._model, rollout, temperature=temperature).logprobs
 
     @torch.no_grad()
-    def sample(self, lm: LoadedModel, prompt_ids, prompt_mask, **kwargs) -> Rollout:
+    def sample_groups(self, lm: LoadedModel, prompts: list[str], group_size: int, **sampling) -> Rollout:
         """Completions from the reference policy (the warm start), with ``lm``'s tokenizer."""
         with self._frozen():
-            return sample(replace(lm, model=self._model), prompt_ids, prompt_mask, **kwargs)
+            return sample_groups(replace(lm, model=self._model), prompts, group_size, **sampling)

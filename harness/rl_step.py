@@ -23,9 +23,9 @@ from harness.algorithms import (
 from harness.errors import NonFiniteError
 from harness.models import LoadedModel
 from harness.reference import Reference
-from harness.rollout import Rollout, completion_forward, decode_completions, encode_prompts, sample
+from harness.rollout import Rollout, completion_forward, decode_completions, sample_groups
 from harness.spec import TrainConfig
-from harness.tasks.base import Item, RewardFn
+from harness.tasks.base import Item, RewardFn, score_groups
 from harness.value import Critic
 
 
@@ -98,12 +98,11 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
 
     # 1. rollout: G samples per prompt, rows grouped by prompt
     lm.model.eval()
-    ids, mask = encode_prompts(lm, [i.prompt for i in items])
     group = cfg.group_size
-    rollout = sample(
+    rollout = sample_groups(
         lm,
-        ids.repeat_interleave(group, 0),
-        mask.repeat_interleave(group, 0),
+        [i.prompt for i in items],
+        group,
         max_new_tokens=train.max_new_tokens,
         temperature=train.temperature,
         generator=learner.generator,
@@ -112,10 +111,7 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
 
     # 2. score with the verifier
     clock = time.perf_counter()
-    texts = decode_completions(lm, rollout)
-    scores = torch.tensor(
-        [reward(items[row // group], text) for row, text in enumerate(texts)], device=lm.device
-    )
+    scores = torch.tensor(score_groups(items, decode_completions(lm, rollout), group, reward), device=lm.device)
     timings["time/score_s"] = time.perf_counter() - clock
 
     # 3. reference log-probs (and old values for the critic)

@@ -111,6 +111,12 @@ def sample(
     )
 
 
+def sample_groups(lm: LoadedModel, prompts: list[str], group_size: int, **sampling) -> Rollout:
+    """``group_size`` completions per prompt, rows grouped by prompt (prompt i: rows i*G..i*G+G-1)."""
+    ids, mask = encode_prompts(lm, prompts)
+    return sample(lm, ids.repeat_interleave(group_size, 0), mask.repeat_interleave(group_size, 0), **sampling)
+
+
 @dataclass
 class Forward:
     logprobs: torch.Tensor  # [B, T] log-prob of each completion token (temperature-scaled)

@@ -26,7 +26,7 @@ from harness.models import (
     load_pretrained,
     pick_device,
 )
-from harness.rollout import encode_prompts, sample, decode_completions
+from harness.evaluation import greedy_accuracy
 from harness.spec import TrialSpec
 from harness.tasks.base import Item, Task
 
@@ -115,15 +115,6 @@ def _sft_batch(lm: LoadedModel, items: list[Item]) -> tuple[torch.Tensor, torch.
         attention[r, : len(seq)] = 1
         loss_mask[r, len(prompt) : len(seq)] = 1.0
     return ids.to(lm.device), attention.to(lm.device), loss_mask.to(lm.device)
-
-
-@torch.no_grad()
-def greedy_accuracy(lm: LoadedModel, items: list[Item], reward, max_new_tokens: int) -> float:
-    lm.model.eval()
-    ids, mask = encode_prompts(lm, [i.prompt for i in items])
-    rollout = sample(lm, ids, mask, max_new_tokens=max_new_tokens, temperature=1.0, generator=None, greedy=True)
-    texts = decode_completions(lm, rollout)
-    return sum(reward(item, text) for item, text in zip(items, texts)) / len(items)
 
 
 def supervised_fine_tune(lm: LoadedModel, task: Task, spec: TrialSpec) -> dict[str, float]:

@@ -36,5 +36,10 @@ class Task:
             raise ValueError(f"task {self.name}: {len(overlap)} prompts are in both train and eval")
 
 
+def score_groups(items: list[Item], completions: list[str], group_size: int, reward: RewardFn) -> list[float]:
+    """The verifier's score of each completion; completion j belongs to ``items[j // group_size]``."""
+    return [reward(items[j // group_size], text) for j, text in enumerate(completions)]
+
+
 class TaskBuilder(Protocol):
     def __call__(self, config) -> Task: ...
