@@ -162,7 +162,7 @@ def test_plan_of_a_tuned_study_shows_both_phases():
     result = invoke("plan", str(STUDIES / "tune_lr.yaml"))
     assert result.exit_code == 0, result.output
     assert "phase 1, tuning: 8 trials per arm x 2 seeds (100..101) = 32 trials" in result.stdout
-    assert "search lr: log-uniform[0.0001, 0.01]" in result.stdout
+    assert "search lr: log-uniform[3e-05, 0.001]" in result.stdout
     assert "phase 2, comparison: each arm's best configuration x 5 seeds (0..4)" in result.stdout
     assert "total: 42 trials" in result.stdout
 
