@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import time
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -104,14 +105,54 @@ def open_storage(url: str, *, create: bool = False) -> RDBStorage:
     else:
         engine_kwargs["pool_pre_ping"] = True
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=not create)
+        for attempt in range(_SCHEMA_RACE_TRIES):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=not create)
+            except Exception as err:  # noqa: BLE001
+                if attempt + 1 == _SCHEMA_RACE_TRIES or not _schema_race(err):
+                    raise
+                time.sleep(0.5 * (attempt + 1))  # another process is creating the schema
     except Exception as err:  # noqa: BLE001 - any driver error becomes one readable line
         message = redact_text(str(err).strip().splitlines()[0] if str(err).strip() else "", url)
+        if isinstance(err, ImportError) and url.startswith("postgres"):
+            message += " (for PostgreSQL: pip install 'harness[postgres]', which brings psycopg)"
+        elif not create and _schema_race(err):
+            raise StorageError(
+                f"the Optuna storage {redact_url(url)} is not set up for the harness yet; "
+                "start the study with `harness run` first"
+            ) from None
         raise StorageError(
             f"cannot open the Optuna storage {redact_url(url)}: {type(err).__name__}: {message}"
         ) from None
+
+
+_SCHEMA_RACE_TRIES = 6
+
+
+def _chain_text(err: BaseException) -> str:
+    """``err`` and the errors it came from (Optuna wraps driver errors), as lower-case text."""
+    parts, seen = [], err
+    for _ in range(5):
+        if seen is None:
+            break
+        parts.append(f"{type(seen).__name__} {seen}".lower())
+        seen = seen.__cause__ or seen.__context__
+    return " | ".join(parts)
+
+
+def _schema_race(err: BaseException) -> bool:
+    """Whether ``err`` may be two processes setting up a fresh database at once.
+
+    Opening an RDB storage writes its version tables even with ``skip_table_creation`` (Optuna's
+    alembic stamp), so a ``harness worker`` that opens a new PostgreSQL database while
+    ``harness run`` creates the schema either collides with it on a unique index or finds a
+    table missing; it simply tries again a moment later.
+    """
+    text = _chain_text(err)
+    return any(k in text for k in ("integrityerror", "uniqueviolation", "duplicate key", "already exists",
+                                   "undefinedtable", "does not exist", "no such table"))
 
 
 def create_queue(storage: RDBStorage, name: str, direction: str) -> optuna.Study:

@@ -1,8 +1,9 @@
 """Results frames: what a study has produced so far, as pandas frames for stats and reports.
 
-The local trial records are authoritative. When ``<study_dir>/optuna.db`` exists, the Optuna
-storage adds trials that have no record yet (waiting, running, or failed without a record),
-matched by the ``trial_id`` user attribute of each Optuna trial.
+The local trial records are authoritative. The Optuna storage (``<study_dir>/optuna.db``, or any
+storage URL, e.g. the PostgreSQL database of a study run on many machines) adds the records
+other machines stored there and the trials that have no record yet (waiting, running, or
+failed without a record), matched by the ``trial_id`` user attribute of each Optuna trial.
 
 ``load_results(study_or_dir) -> Results(trials, curves, meta)``; see STUDY_CONTRACT.md.
 """
@@ -122,25 +123,45 @@ _OPTUNA_STATUS = {"WAITING": "waiting", "RUNNING": "running", "FAIL": "failed", 
 _PRECEDENCE = {"running": 0, "waiting": 1, "completed": 2, "failed": 3}
 
 
-def optuna_trials(study_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """``trial_id -> {status, arm, seed, phase, spec, error}`` from ``<study_dir>/optuna.db``.
-
-    Empty when there is no Optuna storage or it cannot be read (a warning says why).
-    """
+def _storage_url(study_dir: str | os.PathLike, storage: str | None) -> str | None:
+    """``storage``, else the study's own ``optuna.db`` when it exists, else None."""
+    if storage:
+        return storage
     path = Path(study_dir) / "optuna.db"
-    if not path.is_file():
+    return f"sqlite:///{path.resolve()}" if path.is_file() else None
+
+
+def _ours(optuna_study: str, name: str | None) -> bool:
+    """Whether an Optuna study of a (shared) storage holds the comparison trials of ``name``:
+    ``<name>`` (or an older ``<name>/...``). Tuning queues hold no trial ids: never read."""
+    return name is None or optuna_study == name or optuna_study.startswith(f"{name}/")
+
+
+def optuna_trials(
+    study_dir: str | os.PathLike, *, storage: str | None = None, study: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """``trial_id -> {status, arm, seed, phase, spec, error}`` from the Optuna storage.
+
+    ``storage`` is any storage URL (PostgreSQL shared by many machines, ...); default: the
+    study's ``<study_dir>/optuna.db``. With ``study``, only that study's queues are read (a
+    shared database holds many studies). Empty when there is no storage or it cannot be read
+    (a warning says why, without credentials).
+    """
+    url = _storage_url(study_dir, storage)
+    if url is None:
         return {}
     try:
         import optuna
-        from optuna.storages import RDBStorage
 
-        from harness.queue import REASON
+        from harness.queue import REASON, open_storage
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        storage = RDBStorage(f"sqlite:///{path.resolve()}", skip_table_creation=True)
+        rdb = open_storage(url, create=False)
         out: dict[str, dict[str, Any]] = {}
-        for frozen_study in storage.get_all_studies():
-            for trial in storage.get_all_trials(frozen_study._study_id, deepcopy=False):
+        for frozen_study in rdb.get_all_studies():
+            if not _ours(frozen_study.study_name, study):
+                continue
+            for trial in rdb.get_all_trials(frozen_study._study_id, deepcopy=False):
                 attrs = trial.user_attrs
                 trial_id = attrs.get("trial_id")
                 if not isinstance(trial_id, str):
@@ -160,13 +181,33 @@ def optuna_trials(study_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
                 if old is None or _PRECEDENCE[status] < _PRECEDENCE[old["status"]]:
                     out[trial_id] = entry
         try:
-            storage.engine.dispose()
+            rdb.engine.dispose()
         except AttributeError:
             pass
         return out
     except Exception as err:  # noqa: BLE001 - a broken queue must not hide the records
-        warnings.warn(f"cannot read the Optuna storage {path}: {type(err).__name__}: {err}; "
-                      "showing local records only", stacklevel=2)
+        from harness.urls import redact_text, redact_url
+
+        warnings.warn(f"cannot read the Optuna storage {redact_url(url)}: {type(err).__name__}: "
+                      f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
+        return {}
+
+
+def stored_records(study_dir: str | os.PathLike, *, storage: str | None, study: str) -> dict[str, TrialRecord]:
+    """Each trial's current record as stored in the shared storage by any machine
+    (:mod:`harness.record_store`); empty without a storage (a warning when it cannot be read)."""
+    url = _storage_url(study_dir, storage)
+    if url is None:
+        return {}
+    try:
+        from harness.record_store import open_store
+
+        return open_store(url, study).latest()
+    except Exception as err:  # noqa: BLE001
+        from harness.urls import redact_text, redact_url
+
+        warnings.warn(f"cannot read the records stored in {redact_url(url)}: {type(err).__name__}: "
+                      f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
         return {}
 
 
@@ -355,15 +396,33 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
     }
 
 
-def load_results(study_or_dir: Any, *, phase: str | None = "compare") -> Results:
+def study_name(ref: StudyRef, records: list[TrialRecord]) -> str:
+    """The study's name: its Study, its raw YAML, its records, else its folder's name."""
+    if ref.study is not None:
+        return ref.study.name
+    if isinstance(ref.raw.get("name"), str):
+        return ref.raw["name"]
+    if records:
+        return Counter(r.study for r in records).most_common(1)[0][0]
+    return ref.dir.name
+
+
+def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: str | None = None) -> Results:
     """The study's results: trials (records + Optuna states), curves and meta.
 
     ``phase="compare"`` (default) keeps the comparison trials, ``"tune"`` the tuning trials,
-    ``None`` both (with a ``phase`` column).
+    ``None`` both (with a ``phase`` column). ``storage`` is the Optuna storage URL of the study
+    (default: ``<study_dir>/optuna.db``); the records other machines stored there complete the
+    local ones (a later attempt wins), so a study run on many machines reads whole anywhere.
+    Nothing is written: ``harness results --storage`` also copies them into the local folder.
     """
+    from harness.record_store import merge
+
     ref = resolve_study(study_or_dir)
     records = read_records(ref.dir)
-    queued = optuna_trials(ref.dir)
+    name = study_name(ref, records)
+    records = merge(records, stored_records(ref.dir, storage=storage, study=name))
+    queued = optuna_trials(ref.dir, storage=storage, study=name)
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
     return Results(trials=trials, curves=curves, meta=_meta(ref, records, trials))

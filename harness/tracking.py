@@ -22,6 +22,7 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import os
 import re
 import socket
@@ -50,6 +51,13 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+# MLflow's own INFO lines ("Creating initial MLflow database tables...") would interleave with
+# every worker's output; warnings and errors still show. The user's own level wins.
+_USER_MLFLOW_LEVEL = os.environ.get("MLFLOW_LOGGING_LEVEL")
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+# MLflow prints "View run ... at: <tracking URI>/#/..." on stdout after every run it ends, with
+# the URI as given: credentials in it would be printed in full. Never.
+os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
 ROLE_TAG = "harness.role"
 SYNCED_TAG = "harness.synced"
@@ -67,6 +75,19 @@ _TRUNCATED = "...[truncated; full value in config.json]"
 
 class TrackingWarning(UserWarning):
     """MLflow could not be reached or written; the local record is unaffected."""
+
+
+def quiet_mlflow() -> None:
+    """Silence MLflow's chatter, not harness's warnings: its loggers (and alembic's, which logs
+    its schema migrations) at WARNING unless ``MLFLOW_LOGGING_LEVEL`` was set, and the
+    deprecation/future warnings raised from inside MLflow and alembic.
+    :class:`TrackingWarning` is raised from this module, so it is never filtered."""
+    if _USER_MLFLOW_LEVEL is None:
+        for name in ("mlflow", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
+        for module in (r"mlflow(\.|$)", r"alembic(\.|$)"):
+            warnings.filterwarnings("ignore", category=category, module=module)
 
 
 def default_tracking_uri(study_dir: str | os.PathLike) -> str:
@@ -225,6 +246,8 @@ class Tracker:
     def client(self):
         if self._client is None:
             from mlflow import MlflowClient
+
+            quiet_mlflow()  # after MLflow's import, which configures its loggers
 
             if self.tracking_uri.startswith("sqlite:"):
                 # Creating a sqlite store runs MLflow's migrations; two workers doing it at once

@@ -15,7 +15,7 @@ the worker turns that into the trial record and tells Optuna. stdout/stderr go t
 log file.
 
 It imports nothing heavy of its own (no Optuna, no MLflow): the trial function brings what it
-needs. If the worker dies, the trial ends too (it watches its parent).
+needs. If the worker dies, the trial ends too (it watches the worker's pid).
 """
 
 from __future__ import annotations
@@ -57,24 +57,49 @@ def one_line(err: BaseException, limit: int = 500) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _die_with_parent() -> None:
-    """End this process when the worker that started it is gone (never leave orphans running)."""
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie waiting to be reaped counts as exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
+
+
+def _die_with_parent(worker_pid: int | None = None) -> None:
+    """End this process when the worker that started it is gone (never leave orphans running).
+
+    A forked trial's parent is the worker's forkserver, not the worker, and the forkserver
+    outlives a killed worker for as long as its children run (they hold its liveness pipe), so
+    such a trial watches the worker's pid itself (``worker_pid``).
+    """
     parent = os.getppid()
+    watched = worker_pid if worker_pid is not None else parent
     if sys.platform.startswith("linux"):
         try:  # the kernel kills us with the parent (PR_SET_PDEATHSIG = 1)
             import ctypes
 
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
         except (OSError, AttributeError):
             pass
 
+    def dead() -> bool:
+        return os.getppid() != parent or (watched != parent and _gone(watched))
+
     def watch() -> None:
         while True:
-            if os.getppid() != parent:
+            if dead():
                 os._exit(1)
             time.sleep(0.5)
 
-    if os.getppid() != parent:  # the parent died before prctl took effect
+    if dead():  # the parent (or the worker) died before prctl took effect
         os._exit(1)
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
@@ -116,7 +141,7 @@ def run(spec_path: Path, result_path: Path, trial_fn: str) -> int:
     return 0
 
 
-def child_main(spec_path: str, result_path: str, trial_fn: str, log_path: str) -> None:
+def child_main(spec_path: str, result_path: str, trial_fn: str, log_path: str, worker_pid: int | None = None) -> None:
     """Entry of a forked trial process: own session, output to the log, then :func:`run`."""
     os.setsid()
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -125,7 +150,7 @@ def child_main(spec_path: str, result_path: str, trial_fn: str, log_path: str) -
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    _die_with_parent()
+    _die_with_parent(worker_pid)
     code = run(Path(spec_path), Path(result_path), trial_fn)
     sys.stdout.flush()
     sys.stderr.flush()

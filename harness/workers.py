@@ -9,10 +9,13 @@ child process (``python -m harness.trial_process``) under a timeout, then
 3. tell Optuna (COMPLETE with the primary metric, or FAIL with the reason, re-queued while the
    retry budget lasts).
 
-Before running a job it looks for a completed local record of that trial: a worker that died
-after writing the record but before telling Optuna left exactly that, and the trial is not run
-again. While a job runs, a thread records Optuna heartbeats; jobs of dead workers are found by
-their stale heartbeats and re-queued (see :mod:`harness.queue`).
+Between 2 and 3 it stores the record in the shared storage as well (:mod:`harness.record_store`),
+so results reach every machine. Before running a job it looks for a completed record of that
+trial, locally and then in the shared storage: a worker that died after writing the record but
+before telling Optuna left exactly that (on any machine), and the trial is not run again.
+While a job runs, a thread records Optuna heartbeats; jobs of dead workers are found by their
+stale heartbeats and re-queued (see :mod:`harness.queue`). Starting and watching the trial's
+process is :mod:`harness.launch`.
 
 SIGINT/SIGTERM stop a worker cleanly: the running trial's process group is terminated and its
 job goes back to WAITING, so the next run resumes it. A worker started by ``harness run`` also
@@ -23,7 +26,6 @@ Entry point for the runner: ``python -m harness.workers CONFIG.json`` (a :class:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -38,11 +40,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from harness.launch import Outcome, prestart_forkserver, run_trial_process  # noqa: F401 (re-exported)
 from harness.trial_process import DEFAULT_TRIAL_FN, THREADS_ENV, one_line
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", THREADS_ENV)
+URL_ENV_VARS = ("HARNESS_STORAGE", "HARNESS_TRACKING_URI")  # what the CLI reads --storage etc. from
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,205 +113,6 @@ def plan_slots(workers: int | None = None, *, gpus: list[str] | None = None, cor
         Slot(name=f"cpu{i}", device="cpu", env={v: str(threads) for v in THREAD_VARS}, threads=threads)
         for i in range(n)
     ]
-
-
-# --------------------------------------------------------------------------------------------
-# one trial in a child process
-
-
-@dataclass
-class Outcome:
-    """What came back from a trial process: a result, a failure reason, or an interruption."""
-
-    result: dict[str, Any] | None = None  # TrialResult fields
-    reason: str | None = None
-    interrupted: bool = False
-    wall_time_s: float = 0.0
-
-
-START_ENV = "HARNESS_TRIAL_START"  # "fork" (default where available) or "exec"
-_forkserver = None
-
-
-def _start_method() -> str:
-    import multiprocessing
-
-    wanted = os.environ.get(START_ENV, "fork")
-    if wanted == "fork" and "forkserver" in multiprocessing.get_all_start_methods():
-        return "fork"
-    return "exec"
-
-
-def prestart_forkserver() -> None:
-    """Boot the forkserver now, so its imports overlap the worker's own (saves seconds)."""
-    if _start_method() == "fork":
-        from multiprocessing import forkserver
-
-        _fork_context()
-        forkserver.ensure_running()
-
-
-def _fork_context():
-    """This worker's forkserver, with the heavy, CUDA-free imports done once."""
-    global _forkserver
-    if _forkserver is None:
-        import importlib.util
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("forkserver")
-        preload = ["harness.trial_process", "harness.spec"]
-        if importlib.util.find_spec("torch") is not None:
-            preload.append("torch")  # importing torch never initialises CUDA
-        ctx.set_forkserver_preload(preload)
-        _forkserver = ctx
-    return _forkserver
-
-
-class _Child:
-    """A started trial process, however it was started: wait, kill its group, exit status."""
-
-    def __init__(self, handle, pid: int):
-        self.handle, self.pid = handle, pid
-
-    def wait(self, timeout: float) -> bool:
-        if isinstance(self.handle, subprocess.Popen):
-            try:
-                self.handle.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                return False
-            return True
-        self.handle.join(timeout)
-        return self.handle.exitcode is not None
-
-    @property
-    def returncode(self) -> int | None:
-        if isinstance(self.handle, subprocess.Popen):
-            return self.handle.returncode
-        return self.handle.exitcode
-
-    def kill_group(self, grace_s: float) -> None:
-        """SIGTERM the trial's process group, then SIGKILL what is left after ``grace_s``."""
-        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
-            self._signal(sig)
-            if self.wait(wait):
-                break
-        self._signal(signal.SIGKILL, quiet=True)  # stray children left in its group
-
-    def _signal(self, sig: int, quiet: bool = False) -> None:
-        try:
-            os.killpg(self.pid, sig)
-        except ProcessLookupError:
-            if not quiet and self.returncode is None:  # not yet its own group leader
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, sig)
-        except PermissionError:
-            pass
-
-
-def _start_child(spec_path: Path, result_path: Path, trial_fn: str, log_path: Path, env) -> _Child:
-    if _start_method() == "fork":
-        from harness.trial_process import child_main
-
-        proc = _fork_context().Process(
-            target=child_main, args=(str(spec_path), str(result_path), trial_fn, str(log_path)),
-            name="trial", daemon=False,
-        )
-        proc.start()
-        return _Child(proc, proc.pid)
-    cmd = [
-        sys.executable, "-m", "harness.trial_process",
-        "--spec", str(spec_path), "--result", str(result_path), "--trial-fn", trial_fn,
-    ]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, start_new_session=True,  # its own group: Ctrl-C reaches the worker only
-        )
-    return _Child(proc, proc.pid)
-
-
-def _signal_reason(returncode: int) -> str:
-    try:
-        name = signal.Signals(-returncode).name
-    except ValueError:
-        name = f"signal {-returncode}"
-    hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if name == "SIGKILL" else ""
-    return f"trial process killed by {name}{hint}"
-
-
-def _log_tail(log_path: Path, lines: int = 1) -> str:
-    try:
-        with open(log_path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 4096))
-            tail = fh.read().decode("utf-8", "replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(tail[-lines:])
-
-
-def run_trial_process(
-    spec_json: str,
-    *,
-    trial_fn: str,
-    work_dir: Path,
-    log_path: Path,
-    stem: str,
-    timeout_s: float | None = None,
-    stop: threading.Event | None = None,
-    env: dict[str, str] | None = None,
-    kill_grace_s: float = 10.0,
-    poll_s: float = 0.1,
-    header: str = "",
-) -> Outcome:
-    """Run one trial in a fresh process and wait for it (bounded by ``timeout_s`` and ``stop``)."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    spec_path = work_dir / f"{stem}.{os.getpid()}.spec.json"
-    result_path = work_dir / f"{stem}.{os.getpid()}.result.json"
-    result_path.unlink(missing_ok=True)
-    spec_path.write_text(spec_json, encoding="utf-8")
-    if header:
-        with open(log_path, "ab") as log:
-            log.write(header.encode() + b"\n")
-    timed_out = interrupted = False
-    try:
-        child = _start_child(spec_path, result_path, trial_fn, log_path, env)
-        started = time.monotonic()  # after start: a (first) forkserver boot is not trial time
-        while not child.wait(poll_s):
-            if stop is not None and stop.is_set():
-                interrupted = True
-            elif timeout_s is not None and time.monotonic() - started > timeout_s:
-                timed_out = True
-            if interrupted or timed_out:
-                child.kill_group(kill_grace_s)
-                break
-        wall = time.monotonic() - started
-        payload = None
-        if result_path.exists():
-            try:
-                payload = json.loads(result_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                payload = None
-        if payload is not None and payload.get("ok"):
-            return Outcome(result=payload["result"], wall_time_s=wall)  # finished, even if stopped
-        if interrupted:
-            return Outcome(interrupted=True, wall_time_s=wall)
-        if timed_out:
-            return Outcome(reason=f"timeout: exceeded --trial-timeout {timeout_s:g}s", wall_time_s=wall)
-        if payload is not None:
-            return Outcome(reason=str(payload.get("error") or "trial failed"), wall_time_s=wall)
-        code = child.returncode
-        if code is not None and code < 0:
-            return Outcome(reason=_signal_reason(code), wall_time_s=wall)
-        tail = _log_tail(log_path)
-        return Outcome(
-            reason=f"trial process exited with code {code}" + (f": {tail}" if tail else ""),
-            wall_time_s=wall,
-        )
-    finally:
-        spec_path.unlink(missing_ok=True)
-        result_path.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,6 +223,9 @@ class Worker:
             if q is None:
                 raise queue.StorageError(f"the storage holds no study {name!r}; start it with `harness run`")
             self.queues.append(q)
+        from harness.record_store import RecordStore
+
+        self.records = RecordStore.of(self.storage, self.study.name)
         self.stats = WorkerStats()
         self.identity = f"{socket.gethostname()}:{os.getpid()} {config.device}"
         self._tracker = None
@@ -526,20 +333,33 @@ class Worker:
     # ---- helpers -----------------------------------------------------------------------------
 
     def _completed_record(self, trial_id: str):
+        """A completed record of ``trial_id``: this machine's, else one that another machine
+        stored in the shared storage (written here too, so this folder holds it from now on)."""
         from harness.errors import HarnessError
-        from harness.records import read_record, record_path
+        from harness.records import read_record, record_path, write_record
 
         path = record_path(self.study_dir, trial_id)
-        if not path.exists():
-            return None
+        if path.exists():
+            try:
+                record = read_record(path)
+            except HarnessError:
+                record = None
+            if record is not None and self._usable(record):
+                return record
         try:
-            record = read_record(path)
-        except HarnessError:
+            record = self.records.completed(trial_id)
+        except Exception as err:  # noqa: BLE001 - the claim succeeded: the storage is back soon
+            self._say(f"could not look up {trial_id} in the shared storage: {one_line(err, 200)}")
             return None
+        if record is None or not self._usable(record):
+            return None
+        write_record(self.study_dir, record)
+        self._say(f"{trial_id}: completed record found in the shared storage (from {record.host})")
+        return record
+
+    def _usable(self, record) -> bool:
         value = record.final.get(self.study.primary_metric)
-        if record.status == "completed" and value is not None and math.isfinite(value):
-            return record
-        return None
+        return record.status == "completed" and value is not None and math.isfinite(value)
 
     def _execute(self, spec, *, attempt: int, phase: str):
         """Run one spec (or find its completed record); returns (record, skipped) or (None, False)
@@ -550,6 +370,7 @@ class Worker:
         existing = self._completed_record(spec.trial_id)
         if existing is not None:
             self.stats.skipped += 1
+            self._share(existing)  # it may have been written just before a crash
             return existing, True
         if self.stop.is_set():
             return None, False
@@ -585,6 +406,7 @@ class Worker:
         )
         write_record(self.study_dir, record)  # 1. the authoritative local record
         self._mirror(record)  # 2. MLflow (a failure only warns)
+        self._share(record)  # 3. the shared storage, for the other machines
         return record, False
 
     def _check_result(self, result) -> str | None:
@@ -609,6 +431,18 @@ class Worker:
             self._tracker.log_record(record)  # warns (TrackingWarning) and returns False on failure
         except Exception as err:  # noqa: BLE001 - the mirror never breaks a trial
             self._say(f"MLflow mirror failed for {record.trial_id}: {one_line(err, 300)}")
+
+    def _share(self, record) -> None:
+        try:
+            self.records.put(record)
+        except Exception as err:  # noqa: BLE001 - the local record is safe; sync sends it later
+            from harness.urls import redact_text
+
+            self._say(
+                f"could not store {record.trial_id}'s record in the shared storage "
+                f"({redact_text(one_line(err, 300), self.config.storage_url)}); it is safe in "
+                f"{self.study_dir / 'records'}; `harness sync --storage URL` sends it later"
+            )
 
     def _tell(self, q, job, record, skipped: bool) -> None:
         from harness import queue
@@ -671,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m harness.workers CONFIG.json", file=sys.stderr)
         return 2
     config = WorkerConfig.from_json(Path(argv[0]).read_text(encoding="utf-8"))
+    for var in (*WorkerConfig._SECRETS.values(), *URL_ENV_VARS):  # trial processes never see the URLs
+        os.environ.pop(var, None)
     prestart_forkserver()
     stop = threading.Event()
     install_stop_handlers(stop)

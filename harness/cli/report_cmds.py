@@ -18,11 +18,24 @@ import typer
 from harness.cli.app import app
 
 
-def _load(study: str):
-    """Results frames of a study (YAML file or study folder)."""
+_STORAGE_HELP = (
+    "the study's Optuna storage URL (e.g. PostgreSQL shared by many machines): first copy here "
+    "the records other machines stored there"
+)
+
+
+def _load(study: str, storage: str | None = None):
+    """Results frames of a study (YAML file or study folder), completed from ``storage``."""
+    from harness.cli.results_cmds import bring_records
     from harness.results import load_results
 
-    return load_results(study)
+    bring_records(study, storage)
+    return load_results(study, storage=storage)
+
+
+def _results(study: str, storage: str | None):
+    """``_load`` for a command; called with the study alone when no storage is given."""
+    return _load(study) if storage is None else _load(study, storage)
 
 
 def _jsonable(x: Any) -> Any:
@@ -51,12 +64,13 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: reports/<study>/)"),
     correction: str = typer.Option("holm", "--correction", help="multiple-comparison correction: holm | bh"),
     alpha: float = typer.Option(0.05, "--alpha", help="significance level"),
+    storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """Write index.html (+ plotly.min.js), summary.md and results.csv for a study."""
     from harness.report import write_report
     from harness.report.analysis import study_name
 
-    results = _load(study)
+    results = _results(study, storage)
     out_dir = out if out is not None else Path("reports") / study_name(results)
     path = write_report(results, out_dir, correction=correction, alpha=alpha)
     typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
@@ -70,12 +84,13 @@ def compare(
     metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
     correction: str = typer.Option("holm", "--correction", help="holm | bh"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """ARM_A vs ARM_B on one metric: difference, CI, p, effect size, verdict, robustness checks."""
     from harness.report.analysis import compare_pair
     from harness.report.tables import fmt, fmt_p
 
-    row = compare_pair(_load(study), arm_a, arm_b, metric=metric, correction=correction)
+    row = compare_pair(_results(study, storage), arm_a, arm_b, metric=metric, correction=correction)
     if as_json:
         typer.echo(json.dumps(_jsonable(row), indent=2))
         return
@@ -105,12 +120,13 @@ def noise_floor(
     study: str = typer.Argument(..., help="study YAML file or study output folder"),
     metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """Per condition: seed std (with CI), MDE at the seeds run, seeds needed for a 1-sd effect."""
     from harness.report.analysis import check_metric, noise_floor_table
     from harness.report.tables import noise_table_display
 
-    results = _load(study)
+    results = _results(study, storage)
     metric = check_metric(results, metric)
     table = noise_floor_table(results, metric)
     if as_json:

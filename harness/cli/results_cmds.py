@@ -20,17 +20,52 @@ from harness.urls import redact_url
 StudyArg = Annotated[str, typer.Argument(help="study YAML file or study output folder", show_default=False)]
 TrackingOpt = Annotated[
     str | None,
-    typer.Option("--tracking-uri", help="MLflow tracking URI; default: sqlite:///<study_dir>/mlflow.db"),
+    typer.Option(
+        "--tracking-uri", envvar="HARNESS_TRACKING_URI",
+        help="MLflow tracking URI; default: sqlite:///<study_dir>/mlflow.db",
+    ),
+]
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage", envvar="HARNESS_STORAGE",
+        help="the study's Optuna storage URL (e.g. the PostgreSQL database shared by many machines): "
+        "first copy here the records other machines stored there",
+    ),
 ]
 
 
+def bring_records(study: str, storage: str | None) -> None:
+    """``--storage URL``: import into this machine's study folder the records it lacks."""
+    if not storage:
+        return
+    from harness.record_store import import_for_study
+
+    folder, report = import_for_study(study, storage)
+    typer.echo(f"{folder}: {report}", err=True)
+
+
 @app.command("sync")
-def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None) -> None:
-    """Send to MLflow every local trial record it does not fully hold yet."""
+def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: StorageOpt = None) -> None:
+    """Send to MLflow every local trial record it does not fully hold yet.
+
+    With --storage, first import the records other machines stored in the shared storage, and
+    store there the local records it lacks, so every machine can see every result.
+    """
     from harness.results import resolve_study_dir
     from harness.tracking import sync
 
-    report = sync(resolve_study_dir(study), tracking_uri)
+    bring_records(study, storage)
+    folder = resolve_study_dir(study)
+    if storage:
+        from harness.record_store import open_store, publish_missing
+        from harness.results import resolve_study, study_name
+        from harness.records import read_records
+
+        store = open_store(storage, study_name(resolve_study(study), read_records(folder)))
+        sent = publish_missing(folder, store)
+        typer.echo(f"{folder}: {sent} local records stored in the shared storage", err=True)
+    report = sync(folder, tracking_uri)
     typer.echo(str(report))
     raise typer.Exit(EXIT_SOME_FAILED if report.failed else EXIT_OK)
 
@@ -131,11 +166,13 @@ def results_cmd(
     study: StudyArg,
     csv: Annotated[Path | None, typer.Option("--csv", help="write the trials frame here")] = None,
     curves_csv: Annotated[Path | None, typer.Option("--curves-csv", help="write the per-step curves here")] = None,
+    storage: StorageOpt = None,
 ) -> None:
     """Print a table of the study's trials; optionally write the trials and curves as CSV."""
     from harness.results import load_results
 
-    results = load_results(study)
+    bring_records(study, storage)
+    results = load_results(study, storage=storage)
     typer.echo(format_table(results))
     for path, frame in ((csv, results.trials), (curves_csv, results.curves)):
         if path is not None:

@@ -26,8 +26,8 @@ def _options(**kw):
 def run_cmd(
     study: Path = typer.Argument(..., help="study file (YAML)"),
     workers: int = typer.Option(None, "--workers", help="CPU worker processes (default 1); with GPUs: one per GPU"),
-    storage: str = typer.Option(None, "--storage", help=_STORAGE_HELP),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: sqlite:///<study_dir>/mlflow.db)"),
+    storage: str = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", envvar="HARNESS_TRACKING_URI", help="MLflow tracking URI (default: sqlite:///<study_dir>/mlflow.db)"),
     retries: int = typer.Option(0, "--retries", help="re-queue a failed trial up to N times"),
     trial_timeout: float = typer.Option(None, "--trial-timeout", help="fail a trial that runs longer than SECONDS"),
     trial_fn: str = typer.Option(DEFAULT_TRIAL_FN, "--trial-fn", hidden=True),
@@ -58,9 +58,9 @@ def run_cmd(
 @app.command("worker")
 def worker_cmd(
     study: Path = typer.Argument(..., help="study file (YAML) or its output folder"),
-    storage: str = typer.Option(None, "--storage", help=_STORAGE_HELP),
+    storage: str = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
     workers: int = typer.Option(None, "--workers", help="CPU worker processes (default 1); with GPUs: one per GPU"),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", envvar="HARNESS_TRACKING_URI", help="MLflow tracking URI"),
     trial_timeout: float = typer.Option(None, "--trial-timeout", help="fail a trial that runs longer than SECONDS"),
     trial_fn: str = typer.Option(DEFAULT_TRIAL_FN, "--trial-fn", hidden=True),
     no_tracking: bool = typer.Option(False, "--no-tracking", hidden=True),
@@ -88,9 +88,17 @@ def worker_cmd(
 @app.command("status")
 def status_cmd(
     study: Path = typer.Argument(..., help="study file (YAML) or its output folder"),
-    storage: str = typer.Option(None, "--storage", help=_STORAGE_HELP),
+    storage: str = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
-    """Show the study's trials by state (completed / running / waiting / failed) with failure reasons."""
+    """Show the study's trials by state (completed / running / waiting / failed) with failure reasons.
+
+    With --storage, the records other machines stored there are copied into this machine's
+    study folder first.
+    """
+    from harness.cli.results_cmds import bring_records
     from harness.runner import study_status
 
-    typer.echo(study_status(study, storage).format())
+    report = study_status(study, storage)
+    if storage and report.started:
+        bring_records(str(study), storage)
+    typer.echo(report.format())

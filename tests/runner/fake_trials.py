@@ -8,15 +8,19 @@ They behave by arm name, so one study can mix outcomes:
 - ``hang*``: sleep far past any test timeout;
 - ``flaky*``: fail on the first call for a trial id, succeed after;
 - ``die*``: kill its own process with SIGKILL (a crash or an OOM kill);
-- ``badmetric*``: return (not raise) a NaN primary metric.
+- ``badmetric*``: return (not raise) a NaN primary metric;
+- ``slowfirst*``: the first call for a trial id sleeps ``FAKE_SLOW_FIRST_S`` seconds (default
+  60) before succeeding, later calls succeed at once (a trial to kill its worker in).
 
 Every call appends a line to ``$FAKE_TRIALS_DIR/<trial_id>.started`` and, on success,
 ``<trial_id>.done``, so a test can count how often each trial ran. ``FAKE_TRIAL_SLEEP`` (seconds)
-makes successful trials slow.
+makes successful trials slow. With ``FAKE_TRIALS_DUMP_ENV`` set, each call also writes the
+trial process's environment to ``<trial_id>.env`` (JSON), to check what a trial can see.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -60,6 +64,8 @@ def _succeed(spec: TrialSpec) -> TrialResult:
 
 def by_arm(spec: TrialSpec) -> TrialResult:
     calls = _mark(spec, "started")
+    if os.environ.get("FAKE_TRIALS_DUMP_ENV"):
+        (_dir() / f"{spec.trial_id}.env").write_text(json.dumps(dict(os.environ)))
     arm = spec.arm
     if arm.startswith("raise"):
         raise RuntimeError(f"boom in {spec.trial_id}")
@@ -71,6 +77,8 @@ def by_arm(spec: TrialSpec) -> TrialResult:
         raise RuntimeError("transient failure")
     if arm.startswith("die"):
         os.kill(os.getpid(), signal.SIGKILL)
+    if arm.startswith("slowfirst") and calls == 1:
+        time.sleep(float(os.environ.get("FAKE_SLOW_FIRST_S", "60")))
     if arm.startswith("badmetric"):
         return TrialResult(trial_id=spec.trial_id, final={"eval/accuracy": float("nan")})
     return _succeed(spec)
