@@ -65,7 +65,7 @@ class Progress:
         print(self.line(c), file=self.stream, flush=True)
 
     def line(self, c) -> str:
-        from harness.study import format_duration
+        from harness.plan import format_duration
 
         text = (
             f"[{self.label}] {c.completed}/{c.total} done, {c.running} running, "

@@ -9,17 +9,8 @@ import typer
 
 from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import HarnessError
-from harness.study import (
-    StudyPlan,
-    check_task,
-    comparisons,
-    describe_overrides,
-    format_duration,
-    load_study,
-    plan_study,
-    study_dir,
-    study_warnings,
-)
+from harness.plan import StudyPlan, describe_overrides, format_duration, plan_study
+from harness.study import check_task, comparisons, load_study, study_dir, study_warnings
 
 
 def _fail(message: str) -> None:
@@ -160,7 +151,7 @@ def plan(
 
     Estimate: tokens (steps x prompts_per_step x group_size x max_new_tokens,
     plus evaluation) x a rate measured from completed records in the study
-    folder, or else the documented default (harness.study.SECONDS_PER_TOKEN).
+    folder, or else the documented default (harness.plan.SECONDS_PER_TOKEN).
     """
     try:
         result = plan_study(load_study(study_file), workers=workers)

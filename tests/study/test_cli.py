@@ -13,16 +13,8 @@ from typer.testing import CliRunner
 from harness import records
 from harness.cli.app import EXIT_BAD_INPUT, app, main
 from harness.spec import TrialResult
-from harness.study import (
-    SECONDS_PER_TOKEN,
-    TRIAL_OVERHEAD_S,
-    expand,
-    format_duration,
-    load_study,
-    plan_study,
-    trial_tokens,
-    tuning_specs,
-)
+from harness.plan import SECONDS_PER_TOKEN, TRIAL_OVERHEAD_S, format_duration, plan_study, trial_tokens
+from harness.study import expand, load_study, tuning_specs
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 MALFORMED = Path(__file__).parent / "malformed"
