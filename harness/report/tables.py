@@ -25,6 +25,8 @@ class Section:
 def fmt(x, digits: int = 4) -> str:
     if x is None:
         return DASH
+    if isinstance(x, str):  # a label (an arm may be called "nan"), never parsed as a number
+        return x or DASH
     if isinstance(x, (bool, np.bool_)):
         return "yes" if x else "no"
     if isinstance(x, (int, np.integer)):
@@ -32,7 +34,7 @@ def fmt(x, digits: int = 4) -> str:
     try:
         xf = float(x)
     except (TypeError, ValueError):
-        return str(x) if str(x) not in ("", "nan", "None") else DASH
+        return str(x)
     if not np.isfinite(xf):
         return DASH
     if xf.is_integer() and abs(xf) < 1e15 and digits >= 4:

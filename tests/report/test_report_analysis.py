@@ -208,3 +208,11 @@ def test_compare_pair_and_unknown_names(results, vals):
     with pytest.raises(ConfigError, match="unknown metric"):
         noise_floor_table(results, "nope")
     assert isinstance(noise_floor_table(results), pd.DataFrame)
+
+
+def test_labels_are_never_read_as_numbers():
+    from harness.report.tables import DASH, fmt
+
+    assert fmt("nan") == "nan" and fmt("1e-3") == "1e-3"
+    assert fmt(float("nan")) == DASH and fmt(None) == DASH and fmt("") == DASH
+    assert fmt(0.123456) == "0.1235"
