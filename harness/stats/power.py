@@ -186,6 +186,17 @@ def _normal_guess(effect: float, var_sum: float, alpha: float, power: float) -> 
     return z * z * var_sum / e2 if e2 > 0 else math.inf
 
 
+def _check_effect(effect: float, max_n: int) -> tuple[float, int]:
+    """``(|effect|, max_n)`` checked: a finite effect and a search bound of at least 2."""
+    max_n = int(max_n)
+    if max_n < 2:
+        raise ValueError(f"max_n must be >= 2; got {max_n}")
+    effect = abs(float(effect))
+    if not math.isfinite(effect):
+        raise ValueError(f"effect must be finite; got {effect}")
+    return effect, max_n
+
+
 def seeds_needed(effect: float, sd_a: float, sd_b: float | None = None, *, alpha: float = 0.05,
                  power: float = 0.8, max_n: int = 10_000, method: str = "welch") -> int:
     """Seeds per arm for a two-sided Welch test to detect ``effect`` with the given power.
@@ -199,12 +210,7 @@ def seeds_needed(effect: float, sd_a: float, sd_b: float | None = None, *, alpha
     _check_method(method)
     sd_a = _check_sd(sd_a, "sd_a")
     sd_b = sd_a if sd_b is None else _check_sd(sd_b, "sd_b")
-    max_n = int(max_n)
-    if max_n < 2:
-        raise ValueError(f"max_n must be >= 2; got {max_n}")
-    effect = abs(float(effect))
-    if not math.isfinite(effect):
-        raise ValueError(f"effect must be finite; got {effect}")
+    effect, max_n = _check_effect(effect, max_n)
     if effect == 0.0:
         return max_n + 1
     return _smallest_n(lambda n: power_two_sample(effect, n, sd_a, sd_b, alpha=alpha, method=method), power, max_n,
@@ -217,12 +223,7 @@ def seeds_needed_paired(effect: float, sd_diff: float, *, alpha: float = 0.05, p
     alpha = check_alpha(alpha)
     power = _check_power(power, alpha)
     sd_diff = _check_sd(sd_diff, "sd_diff")
-    max_n = int(max_n)
-    if max_n < 2:
-        raise ValueError(f"max_n must be >= 2; got {max_n}")
-    effect = abs(float(effect))
-    if not math.isfinite(effect):
-        raise ValueError(f"effect must be finite; got {effect}")
+    effect, max_n = _check_effect(effect, max_n)
     if effect == 0.0:
         return max_n + 1
     return _smallest_n(lambda n: power_paired(effect, n, sd_diff, alpha=alpha), power, max_n,
