@@ -19,14 +19,7 @@ from harness.tasks.base import Item, RewardFn, score_groups
 def dpo_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, float]:
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     group = cfg.group_size
-    rollout = learner.reference.sample_groups(
-        lm,
-        [i.prompt for i in items],
-        group,
-        max_new_tokens=train.max_new_tokens,
-        temperature=train.temperature,
-        generator=learner.generator,
-    )
+    rollout = learner.reference.sample_groups(lm, [i.prompt for i in items], group, **learner.sampling)
     scores = torch.tensor(score_groups(items, decode_completions(lm, rollout), group, reward))
     pairs = build_pairs(scores.view(-1, group))
     metrics = {

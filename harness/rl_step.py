@@ -42,6 +42,15 @@ class Learner:
     generator: torch.Generator  # sampling and minibatch order, seeded from the trial seed
 
     @property
+    def sampling(self) -> dict:
+        """How training rollouts are drawn: the budget, the temperature, the trial's generator."""
+        return {
+            "max_new_tokens": self.train.max_new_tokens,
+            "temperature": self.train.temperature,
+            "generator": self.generator,
+        }
+
+    @property
     def parameters(self) -> list[torch.nn.Parameter]:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
 
@@ -99,14 +108,7 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
     # 1. rollout: G samples per prompt, rows grouped by prompt
     lm.model.eval()
     group = cfg.group_size
-    rollout = sample_groups(
-        lm,
-        [i.prompt for i in items],
-        group,
-        max_new_tokens=train.max_new_tokens,
-        temperature=train.temperature,
-        generator=learner.generator,
-    )
+    rollout = sample_groups(lm, [i.prompt for i in items], group, **learner.sampling)
     timings["time/generate_s"] = time.perf_counter() - clock
 
     # 2. score with the verifier
