@@ -183,10 +183,15 @@ def compare_values(
     return PairResult(condition, control, metric, n_a, n_b, paired, comp, reason)
 
 
+#: the largest seed count the planner searches; beyond it "seeds needed" reads "> SEEDS_SEARCH_LIMIT"
+SEEDS_SEARCH_LIMIT = 10_000
+
+
 def _verdict_rows(pairs: list[PairResult], *, alpha, correction, direction, power) -> tuple[pd.DataFrame, pd.DataFrame]:
     tested = [p for p in pairs if p.comparison is not None]
     verdicts = stats.verdicts(
-        [p.comparison for p in tested], alpha=alpha, method=correction, direction=direction, power=power
+        [p.comparison for p in tested], alpha=alpha, method=correction, direction=direction, power=power,
+        max_n=SEEDS_SEARCH_LIMIT,
     ) if tested else []
     by_pair = {id(p): v for p, v in zip(tested, verdicts)}
     rows, checks = [], []

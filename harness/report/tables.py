@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.report.analysis import Analysis
+from harness.report.analysis import SEEDS_SEARCH_LIMIT, Analysis
 
 DASH = "—"
 
@@ -46,6 +46,13 @@ def fmt_p(p) -> str:
     return fmt(p, 3)
 
 
+def fmt_seeds(n) -> str:
+    """Seeds per arm; past the planner's search limit, the limit itself ("> 10000")."""
+    if n is not None and np.isfinite(n) and n > SEEDS_SEARCH_LIMIT:
+        return f"> {SEEDS_SEARCH_LIMIT}"
+    return fmt(n)
+
+
 def _ci(lo, hi) -> str:
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
         return DASH
@@ -77,7 +84,7 @@ def verdict_display(analysis: Analysis) -> pd.DataFrame:
             "P(improvement)": fmt(r["prob_improvement"], 3),
             "pairing r": fmt(r["pair_correlation"], 3),
             "verdict": r["verdict"],
-            "seeds needed": fmt(r["seeds_needed"]),
+            "seeds needed": fmt_seeds(r["seeds_needed"]),
         })
     return pd.DataFrame(rows)
 

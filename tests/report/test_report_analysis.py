@@ -216,3 +216,11 @@ def test_labels_are_never_read_as_numbers():
     assert fmt("nan") == "nan" and fmt("1e-3") == "1e-3"
     assert fmt(float("nan")) == DASH and fmt(None) == DASH and fmt("") == DASH
     assert fmt(0.123456) == "0.1235"
+
+
+def test_seeds_needed_past_the_search_limit_reads_as_more_than_it():
+    from harness.report.analysis import SEEDS_SEARCH_LIMIT
+    from harness.report.tables import DASH, fmt_seeds
+
+    assert fmt_seeds(SEEDS_SEARCH_LIMIT + 1) == f"> {SEEDS_SEARCH_LIMIT}"
+    assert fmt_seeds(17) == "17" and fmt_seeds(None) == DASH
