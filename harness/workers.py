@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.launch import Outcome, prestart_forkserver, run_trial_process  # noqa: F401 (re-exported)
+from harness.launch import prestart_forkserver, run_trial_process
 from harness.trial_process import DEFAULT_TRIAL_FN, THREADS_ENV, one_line
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", THREADS_ENV)
