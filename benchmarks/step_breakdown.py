@@ -22,11 +22,11 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import torch  # noqa: E402
 
 from harness.algorithms import resolve_algorithm  # noqa: E402
-from harness.models import LoadedModel, build_tiny_model, char_tokenizer  # noqa: E402
-from harness.reference import Reference  # noqa: E402
-from harness.rl_step import Learner, rl_step  # noqa: E402
-from harness.spec import ModelConfig, TaskConfig, TrainConfig  # noqa: E402
-from harness.tasks import build_task  # noqa: E402
+from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer  # noqa: E402
+from harness.engine.reference import Reference  # noqa: E402
+from harness.engine.rl_step import Learner, rl_step  # noqa: E402
+from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig  # noqa: E402
+from harness.engine.tasks import build_task  # noqa: E402
 
 PROMPTS, GROUP, NEW_TOKENS, KL_COEF = 8, 8, 8, 0.04
 PHASES = ("time/generate_s", "time/score_s", "time/reference_s", "time/update_s")
@@ -42,7 +42,7 @@ def _model_folder(task) -> str:
 
 def ours(folder: str, task, steps: int, warmup: int) -> list[dict[str, float]]:
     """Our GRPO with one optimiser step per batch (TRL's default schedule)."""
-    from harness.models import load_pretrained
+    from harness.engine.models import load_pretrained
 
     lm: LoadedModel = load_pretrained(folder, ModelConfig(name=folder, device="cpu"))
     algorithm = resolve_algorithm("grpo", {"minibatches": 1, "kl_coef": KL_COEF})

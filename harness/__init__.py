@@ -4,10 +4,10 @@ __version__ = "0.1.0"
 
 
 def results(study, **kw):
-    """The study's results frames (``harness.results.load_results``); imported lazily.
+    """The study's results frames (``harness.tracking.results.load_results``); imported lazily.
 
-    Importing ``harness.results`` rebinds this name to that module, which is callable too.
+    Importing ``harness.tracking.results`` rebinds this name to that module, which is callable too.
     """
-    from harness.results import load_results
+    from harness.tracking.results import load_results
 
     return load_results(study, **kw)

@@ -27,7 +27,7 @@ _STORAGE_HELP = (
 def _load(study: str, storage: str | None = None):
     """Results frames of a study (YAML file or study folder), completed from ``storage``."""
     from harness.cli.results_cmds import bring_records
-    from harness.results import load_results
+    from harness.tracking.results import load_results
 
     bring_records(study, storage)
     return load_results(study, storage=storage)

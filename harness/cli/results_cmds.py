@@ -15,7 +15,7 @@ import typer
 
 from harness.cli.app import EXIT_OK, EXIT_SOME_FAILED, app
 from harness.errors import HarnessError
-from harness.urls import redact_url
+from harness.tracking.urls import redact_url
 
 StudyArg = Annotated[str, typer.Argument(help="study YAML file or study output folder", show_default=False)]
 TrackingOpt = Annotated[
@@ -39,7 +39,7 @@ def bring_records(study: str, storage: str | None) -> None:
     """``--storage URL``: import into this machine's study folder the records it lacks."""
     if not storage:
         return
-    from harness.record_store import import_for_study
+    from harness.tracking.shared_records import import_for_study
 
     folder, report = import_for_study(study, storage)
     typer.echo(f"{folder}: {report}", err=True)
@@ -52,15 +52,15 @@ def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: Storage
     With --storage, first import the records other machines stored in the shared storage, and
     store there the local records it lacks, so every machine can see every result.
     """
-    from harness.results import resolve_study_dir
-    from harness.tracking import sync
+    from harness.tracking.study_ref import resolve_study_dir
+    from harness.tracking.mlflow_mirror import sync
 
     bring_records(study, storage)
     folder = resolve_study_dir(study)
     if storage:
-        from harness.record_store import open_store, publish_missing
-        from harness.results import resolve_study, study_name
-        from harness.records import read_records
+        from harness.tracking.shared_records import open_store, publish_missing
+        from harness.tracking.study_ref import resolve_study, study_name
+        from harness.tracking.records import read_records
 
         store = open_store(storage, study_name(resolve_study(study), read_records(folder)))
         sent = publish_missing(folder, store)
@@ -74,7 +74,7 @@ def ui_command(
     study_dir: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 5000, backend_uri: str | None = None
 ) -> list[str]:
     """The ``mlflow ui`` command line that serves a study's MLflow store (default: its own sqlite)."""
-    from harness.tracking import default_tracking_uri
+    from harness.tracking.mlflow_mirror import default_tracking_uri
 
     return [
         sys.executable, "-m", "mlflow", "ui",
@@ -92,7 +92,7 @@ def ui_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the command instead of running it")] = False,
 ) -> None:
     """Open the MLflow UI on the study's store (``mlflow ui --backend-store-uri ...``)."""
-    from harness.results import resolve_study_dir
+    from harness.tracking.study_ref import resolve_study_dir
 
     if tracking_uri and tracking_uri.split(":", 1)[0] in {"http", "https"}:
         typer.echo(f"this study is tracked on a server: open {redact_url(tracking_uri)}")
@@ -169,7 +169,7 @@ def results_cmd(
     storage: StorageOpt = None,
 ) -> None:
     """Print a table of the study's trials; optionally write the trials and curves as CSV."""
-    from harness.results import load_results
+    from harness.tracking.results import load_results
 
     bring_records(study, storage)
     results = load_results(study, storage=storage)

@@ -1,6 +1,6 @@
 """Commands: ``harness run``, ``harness worker`` and ``harness status``.
 
-Thin wrappers over :mod:`harness.runner`. Exit codes: 0 every trial completed; 1 some failed
+Thin wrappers over :mod:`harness.runner.run`. Exit codes: 0 every trial completed; 1 some failed
 (a summary says which and why); 2 bad input, nothing started; 130 interrupted (re-run resumes).
 """
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import typer
 
 from harness.cli.app import app
-from harness.trial_process import DEFAULT_TRIAL_FN
+from harness.runner.child import DEFAULT_TRIAL_FN
 
 _STORAGE_HELP = "Optuna storage URL (default: sqlite:///<study_dir>/optuna.db); PostgreSQL works for many machines"
 
 
 def _options(**kw):
-    from harness.runner import RunOptions
+    from harness.runner.options import RunOptions
 
     return RunOptions(**{k: v for k, v in kw.items() if v is not None})
 
@@ -38,7 +38,7 @@ def run_cmd(
     kill_grace: float = typer.Option(None, "--kill-grace", hidden=True),
 ) -> None:
     """Run a study: queue its trials (idempotently) and execute them; re-running resumes."""
-    from harness.runner import run_study
+    from harness.runner.run import run_study
 
     opts = _options(
         workers=workers, storage=storage, tracking_uri=tracking_uri, retries=retries,
@@ -69,7 +69,7 @@ def worker_cmd(
     poll_interval: float = typer.Option(None, "--poll-interval", hidden=True),
 ) -> None:
     """Join a running study from this machine: work on its queue until nothing is left."""
-    from harness.runner import run_worker
+    from harness.runner.run import run_worker
 
     opts = _options(
         workers=workers, storage=storage, tracking_uri=tracking_uri, trial_timeout=trial_timeout,
@@ -96,7 +96,7 @@ def status_cmd(
     study folder first.
     """
     from harness.cli.results_cmds import bring_records
-    from harness.runner import study_status
+    from harness.runner.run import study_status
 
     report = study_status(study, storage)
     if storage and report.started:

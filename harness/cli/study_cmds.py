@@ -9,8 +9,10 @@ import typer
 
 from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import HarnessError
-from harness.plan import StudyPlan, describe_overrides, format_duration, plan_study
-from harness.study import check_task, comparisons, load_study, study_dir, study_warnings
+from harness.tracking.records import read_records
+from harness.study.plan import StudyPlan, describe_overrides, format_duration, plan_study
+from harness.study.expand import comparisons, study_dir
+from harness.study.load import check_task, load_study, study_warnings
 
 
 def _fail(message: str) -> None:
@@ -151,10 +153,11 @@ def plan(
 
     Estimate: tokens (steps x prompts_per_step x group_size x max_new_tokens,
     plus evaluation) x a rate measured from completed records in the study
-    folder, or else the documented default (harness.plan.SECONDS_PER_TOKEN).
+    folder, or else the documented default (harness.study.plan.SECONDS_PER_TOKEN).
     """
     try:
-        result = plan_study(load_study(study_file), workers=workers)
+        study = load_study(study_file)
+        result = plan_study(study, workers=workers, records=read_records(study_dir(study)))
     except HarnessError as err:
         _fail(str(err))
     if as_json:

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from harness.algorithms import describe_presets, resolve_algorithm
 from harness.cli.app import app
-from harness.field_errors import format_validation_error
+from harness.study.field_errors import format_validation_error
 from harness.errors import ConfigError
-from harness.spec import TrialSpec
+from harness.engine.spec import TrialSpec
 
 SECTIONS = ("task", "model", "warmstart", "train")
 
@@ -82,7 +82,7 @@ def trial(
 ) -> None:
     """Run one training trial and print its final metrics."""
     spec = build_spec(algorithm, task, steps, seed, assignments)
-    from harness.trainer import run_trial
+    from harness.engine.trial import run_trial
 
     result = run_trial(spec)
     if as_json:

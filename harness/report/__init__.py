@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.report.analysis import Analysis, analyze, compare_pair, noise_floor_table
 from harness.report.figures import all_figures
-from harness.report.html import write_html
+from harness.report.html_report import write_html
 from harness.report.markdown import write_markdown
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harness.algorithms import resolve_algorithm
-from harness.spec import TrialSpec
+from harness.engine.spec import TrialSpec
 
 TINY = {
     "task": {"name": "addition", "max_digits": 2, "n_train": 300, "n_eval": 24, "reward": "partial_match"},

@@ -3,8 +3,8 @@
 import pytest
 
 from harness.algorithms import resolve_algorithm
-from harness.spec import TrialSpec
-from harness.trainer import run_trial
+from harness.engine.spec import TrialSpec
+from harness.engine.trial import run_trial
 
 
 @pytest.mark.slow

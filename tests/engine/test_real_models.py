@@ -9,10 +9,10 @@ import pytest
 
 from harness.algorithms import resolve_algorithm
 from harness.errors import ConfigError
-from harness.models import build_tiny_model, char_tokenizer, load_pretrained
-from harness.reference import Reference
-from harness.spec import ModelConfig, TrialSpec
-from harness.trainer import run_trial
+from harness.engine.models import build_tiny_model, char_tokenizer, load_pretrained
+from harness.engine.reference import Reference
+from harness.engine.spec import ModelConfig, TrialSpec
+from harness.engine.trial import run_trial
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
@@ -83,7 +83,7 @@ def test_trial_on_a_model_folder_with_a_jsonl_task(model_dir, gsm_file, cache_di
 def test_warm_start_of_a_lora_model_is_merged_and_cached(model_dir, gsm_file, cache_dir):
     from pathlib import Path
 
-    from harness.warmstart import cache_key
+    from harness.engine.warmstart import cache_key
 
     spec = _spec(model_dir, gsm_file, cache_dir, warm_steps=3)
     result = run_trial(spec)

@@ -1,8 +1,8 @@
 import torch
 
-from harness.models import LoadedModel, build_tiny_model, char_tokenizer
-from harness.rollout import completion_forward, decode_completions, encode_prompts, sample
-from harness.spec import ModelConfig
+from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
+from harness.engine.rollout import completion_forward, decode_completions, encode_prompts, sample
+from harness.engine.spec import ModelConfig
 
 
 def _tiny_lm(seed=0) -> LoadedModel:

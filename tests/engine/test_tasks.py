@@ -3,10 +3,10 @@ import json
 import pytest
 
 from harness.errors import ConfigError
-from harness.spec import TaskConfig
-from harness.tasks import build_task
-from harness.tasks.base import Item
-from harness.tasks.rewards import boxed_answer, exact_match, extract_boxed, partial_match, resolve_reward
+from harness.engine.spec import TaskConfig
+from harness.engine.tasks import build_task
+from harness.engine.tasks.base import Item
+from harness.engine.tasks.rewards import boxed_answer, exact_match, extract_boxed, partial_match, resolve_reward
 
 
 def reward_always_half(item, completion):

@@ -4,8 +4,8 @@ import pytest
 
 from harness.algorithms import PRESETS
 from harness.errors import ConfigError, NonFiniteError
-from harness.trainer import prompt_batches, run_trial
-from harness.warmstart import cache_key
+from harness.engine.trial import prompt_batches, run_trial
+from harness.engine.warmstart import cache_key
 
 COMMON = [
     "train/reward_mean", "train/reward_std_in_group", "train/frac_degenerate",

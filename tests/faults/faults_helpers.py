@@ -104,7 +104,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def trial_ids(study_path: Path) -> list[str]:
-    from harness.study import expand, load_study
+    from harness.study.expand import expand
+    from harness.study.load import load_study
 
     return [s.trial_id for s in expand(load_study(study_path))]
 
@@ -112,11 +113,12 @@ def trial_ids(study_path: Path) -> list[str]:
 def queue_jobs(storage_url: str, name: str):
     """Every Optuna trial (job) of the study's comparison queue in the shared storage
     (none while the storage is not set up yet)."""
-    from harness import queue
+    from harness.tracking import storage as study_db
+    from harness.runner import trial_queue as queue
 
     try:
-        storage = queue.open_storage(storage_url)
-    except queue.StorageError:
+        storage = study_db.open_storage(storage_url)
+    except study_db.StorageError:
         return []  # the runner is still creating the schema
     q = queue.load_queue(storage, name)
     jobs = [] if q is None else queue.jobs(q)

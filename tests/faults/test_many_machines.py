@@ -27,13 +27,15 @@ from faults_helpers import (
 )
 from optuna.trial import TrialState
 
-from harness import queue
-from harness.record_store import RecordStore, import_for_study
-from harness.records import make_record, read_record, read_records, write_record
-from harness.results import load_results
-from harness.runner import RunOptions, prepare, run_worker
-from harness.spec import TrialResult
-from harness.study import expand
+from harness.runner import trial_queue as queue
+from harness.tracking import storage as study_db
+from harness.tracking.shared_records import RecordStore, import_for_study
+from harness.tracking.records import make_record, read_record, read_records, write_record
+from harness.tracking.results import load_results
+from harness.runner.options import RunOptions
+from harness.runner.run import prepare, run_worker
+from harness.engine.spec import TrialResult
+from harness.study.expand import expand
 
 
 def _completes_per_key(jobs) -> Counter:
@@ -118,12 +120,12 @@ def test_sigkilled_worker_trial_is_found_stale_and_completed_by_another(tmp_path
             if not any(calls(fault_env, tid) for tid in slow):
                 return None
             running = [j for j in queue_jobs(pg_url, "killed")
-                       if j.state == TrialState.RUNNING and j.key in slow and j.attrs.get(queue.WORKER)]
+                       if j.state == TrialState.RUNNING and j.key in slow and j.attrs.get(study_db.WORKER)]
             return running[0] if running else None
 
         wait_for(lambda: running_slow_job() is not None, 90, "a slow trial to start")
         victim = running_slow_job()
-        worker_pid = int(victim.attrs[queue.WORKER].split(":")[1].split()[0])
+        worker_pid = int(victim.attrs[study_db.WORKER].split(":")[1].split()[0])
         trial_pid = calls(fault_env, victim.key)[0]
         assert pid_alive(worker_pid) and pid_alive(trial_pid)
         os.kill(worker_pid, signal.SIGKILL)
@@ -204,7 +206,7 @@ def test_machines_opening_a_fresh_database_at_once_all_get_in(postgres):
         def open_it(create: bool) -> None:
             barrier.wait()
             try:
-                queue.open_storage(url, create=create).engine.dispose()
+                study_db.open_storage(url, create=create).engine.dispose()
             except BaseException as err:  # noqa: BLE001
                 errors.append(err)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from faults_helpers import FAKE, write_study
 
-from harness.outdir import DEFAULT_MIN_FREE_MB
+from harness.runner.output_dir import DEFAULT_MIN_FREE_MB
 
 
 def _run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:

@@ -69,8 +69,8 @@ def test_no_eval_or_exec_in_the_harness():
 
 
 def test_reward_module_function_is_imported(tmp_path, monkeypatch):
-    from harness.tasks.base import Item
-    from harness.tasks.rewards import resolve_reward
+    from harness.engine.tasks.base import Item
+    from harness.engine.tasks.rewards import resolve_reward
 
     (tmp_path / "my_rewards.py").write_text(
         "from pathlib import Path\n"
@@ -92,7 +92,7 @@ def test_reward_module_function_is_imported(tmp_path, monkeypatch):
     "os:path.join",  # a dotted attribute is not a function name either
 ])
 def test_reward_strings_are_never_evaluated(tmp_path, fault_env, monkeypatch, capsys, text):
-    from harness.tasks.rewards import resolve_reward
+    from harness.engine.tasks.rewards import resolve_reward
 
     mark = tmp_path / "MARK"
     reward = text.format(mark=mark)

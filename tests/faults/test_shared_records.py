@@ -1,16 +1,17 @@
-"""The shared copy of the records in the storage database (harness.record_store), on SQLite:
+"""The shared copy of the records in the storage database (harness.tracking.shared_records), on SQLite:
 what importing into a machine's folder and publishing from it do, attempt by attempt."""
 
 from __future__ import annotations
 
 import optuna
 
-from harness import queue
+from harness.runner import trial_queue as queue
+from harness.tracking import storage as study_db
 from harness.algorithms.config import AlgorithmConfig
-from harness.record_store import RecordStore, import_records, merge, publish_missing
-from harness.records import make_record, read_failed_attempts, read_record, read_records, record_path, write_record
-from harness.results import load_results
-from harness.spec import TrainConfig, TrialResult, TrialSpec
+from harness.tracking.shared_records import RecordStore, import_records, merge, publish_missing
+from harness.tracking.records import make_record, read_failed_attempts, read_record, read_records, record_path, write_record
+from harness.tracking.results import load_results
+from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
 
 
 def _record(study: str, arm: str, seed: int, *, attempt: int = 1, ok: bool = True, value: float = 0.5):
@@ -26,7 +27,7 @@ def _record(study: str, arm: str, seed: int, *, attempt: int = 1, ok: bool = Tru
 
 def _store(tmp_path, study: str = "s") -> tuple[RecordStore, str]:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    storage = queue.open_storage(url, create=True)
+    storage = study_db.open_storage(url, create=True)
     return RecordStore.of(storage, study, create=True), url
 
 
@@ -83,7 +84,7 @@ def test_load_results_reads_any_storage_url_and_only_its_own_study(tmp_path):
     store, url = _store(tmp_path)
     done = _record("s", "a", 0)
     store.put(done)  # ran on another machine: only in the database
-    storage = queue.open_storage(url)
+    storage = study_db.open_storage(url)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     mine = queue.create_queue(storage, "s", "maximize")
     theirs = queue.create_queue(storage, "other", "maximize")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from faults_helpers import FAST, Machine, calls, queue_jobs, trial_ids, write_study
 from optuna.trial import TrialState
 
-from harness import queue
-from harness.records import read_records
+from harness.runner import trial_queue as queue
+from harness.tracking.records import read_records
 
 REASONS = {
     "nanloss": "NonFiniteError: loss is nan at step 3",  # what the trainer raises on a NaN loss

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from harness.errors import NonFiniteError
-from harness.spec import TrialResult, TrialSpec
+from harness.engine.spec import TrialResult, TrialSpec
 
 
 def _dir() -> Path:

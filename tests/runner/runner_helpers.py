@@ -26,7 +26,7 @@ def write_study(tmp_path: Path, arms: list[str], *, seeds=1, name="t", **extra) 
 
 
 def options(**kw):
-    from harness.runner import RunOptions
+    from harness.runner.options import RunOptions
 
     defaults = dict(
         trial_fn=FAKE, tracking=False, poll_interval=0.2, heartbeat_interval=1, grace_period=3,

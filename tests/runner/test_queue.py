@@ -9,8 +9,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from harness import queue
-from harness.workers import plan_slots
+from harness.runner import trial_queue as queue
+from harness.runner.worker import plan_slots
+from harness.tracking import storage as study_db
 
 
 class _Spec:
@@ -25,8 +26,8 @@ class _Spec:
 
 @pytest.fixture
 def q(tmp_path):
-    url = queue.default_storage_url(tmp_path)
-    storage = queue.open_storage(url, create=True)
+    url = study_db.default_storage_url(tmp_path)
+    storage = study_db.open_storage(url, create=True)
     return queue.create_queue(storage, "s", "maximize"), url
 
 
@@ -74,7 +75,7 @@ def test_claim_is_atomic_across_connections(q):
 
     def claimer():
         try:
-            mine = queue.load_queue(queue.open_storage(url), "s")
+            mine = queue.load_queue(study_db.open_storage(url), "s")
             while (job := queue.claim_next(mine)) is not None:
                 with lock:
                     claimed.append(job.key)
@@ -96,7 +97,7 @@ def test_stale_job_is_failed_once_and_requeued(q):
     job = queue.claim_next(study)
     assert queue.stale_jobs(study, 60) == []
     time.sleep(2.2)  # the database clock has 1 s resolution on SQLite
-    other = queue.load_queue(queue.open_storage(url), "s")
+    other = queue.load_queue(study_db.open_storage(url), "s")
     handled = queue.fail_stale(other, 1)
     assert [j.key for j in handled] == ["a-s0"]
     assert queue.fail_stale(study, 1) == []  # exactly one process handles it
@@ -149,8 +150,8 @@ def test_plan_slots_pins_devices_and_splits_cores():
 
 
 def test_storage_errors_never_show_credentials(tmp_path):
-    with pytest.raises(queue.StorageError) as err:
-        queue.open_storage("postgresql://alice:s3cret-pw@127.0.0.1:1/db", create=True)
+    with pytest.raises(study_db.StorageError) as err:
+        study_db.open_storage("postgresql://alice:s3cret-pw@127.0.0.1:1/db", create=True)
     assert "s3cret-pw" not in str(err.value) and "alice:***@127.0.0.1" in str(err.value)
-    with pytest.raises(queue.StorageError, match="harness run"):
-        queue.open_storage(queue.default_storage_url(tmp_path / "missing"))
+    with pytest.raises(study_db.StorageError, match="harness run"):
+        study_db.open_storage(study_db.default_storage_url(tmp_path / "missing"))

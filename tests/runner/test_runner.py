@@ -13,10 +13,12 @@ import pytest
 from runner_helpers import calls, options, write_study
 from optuna.trial import TrialState
 
-from harness import queue
-from harness.records import read_records, write_record
-from harness.runner import prepare, run_study, run_worker, study_status
-from harness.study import expand, load_study
+from harness.runner import trial_queue as queue
+from harness.tracking.records import read_records, write_record
+from harness.runner.run import prepare, run_study, run_worker, study_status
+from harness.study.expand import expand
+from harness.study.load import load_study
+from harness.tracking import storage as study_db
 
 HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
 
@@ -24,7 +26,7 @@ HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
 def _optuna_jobs(study_path: Path, name: str | None = None) -> list[queue.Job]:
     study = load_study(study_path)
     folder = Path(study.output_dir)
-    storage = queue.open_storage(queue.default_storage_url(folder))
+    storage = study_db.open_storage(study_db.default_storage_url(folder))
     return queue.jobs(queue.load_queue(storage, name or study.name))
 
 
@@ -121,8 +123,8 @@ def test_timeout_retries_and_crashes(tmp_path, fake_env):
 def test_stale_and_half_finished_trials_are_recovered_by_a_joining_worker(tmp_path, fake_env):
     """A dead worker left one trial RUNNING (heartbeat goes stale: re-queued and run) and one
     RUNNING with its completed record written (Optuna is told, the trial is not run again)."""
-    from harness.records import make_record
-    from harness.spec import TrialResult
+    from harness.tracking.records import make_record
+    from harness.engine.spec import TrialResult
     from fake_trials import metrics
 
     path = write_study(tmp_path, ["ok"], seeds=3)
@@ -272,8 +274,8 @@ def test_malformed_study_exits_2_with_nothing_created(tmp_path, fake_env, monkey
 def test_progress_line_gives_an_eta_from_the_median_trial_time():
     import io
 
-    from harness.pool import Progress
-    from harness.queue import Counts
+    from harness.runner.pool import Progress
+    from harness.runner.trial_queue import Counts
 
     progress = Progress("t", [], keys=None, workers=2, stream=io.StringIO(), every_s=60)
     line = progress.line(Counts(completed=3, running=2, waiting=3, failed=1, durations=[10.0, 30.0, 20.0]))

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness import records
+from harness.tracking import records
 from harness.cli.app import EXIT_BAD_INPUT, app, main
-from harness.spec import TrialResult
-from harness.plan import SECONDS_PER_TOKEN, TRIAL_OVERHEAD_S, format_duration, plan_study, trial_tokens
-from harness.study import expand, load_study, tuning_specs
+from harness.engine.spec import TrialResult
+from harness.study.plan import SECONDS_PER_TOKEN, TRIAL_OVERHEAD_S, format_duration, plan_study, trial_tokens
+from harness.study.expand import expand, tuning_specs
+from harness.study.load import load_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 MALFORMED = Path(__file__).parent / "malformed"
@@ -135,7 +136,7 @@ def test_plan_uses_completed_records_when_present(tmp_path):
     write_record(tmp_path / "out", specs[2], wall=99.0, status="failed")  # ignored
     (tmp_path / "out" / "records" / "junk.json").write_text("{not json")  # skipped, with a warning
     with pytest.warns(UserWarning, match="junk.json"):
-        plan = plan_study(s)
+        plan = plan_study(s, records=records.read_records(tmp_path / "out"))
     by_name = {c.name: c for c in plan.conditions}
     assert by_name["grpo"].est_trial_s == pytest.approx(2.0)  # per-arm rate x same tokens
     assert by_name["rloo"].est_trial_s == pytest.approx(4.0)
@@ -192,7 +193,7 @@ def test_plan_of_a_tuned_study_counts_finished_tuning_trials(tmp_path):
         """))
     s = load_study(path)
     write_record(tmp_path / "out", tuning_specs(s, "grpo", {"lr": 0.001}, 100), wall=3.0, phase="tune")
-    plan = plan_study(s)
+    plan = plan_study(s, records=records.read_records(tmp_path / "out"))
     assert plan.tuning.trials == 4 and plan.tuning.done == 1
     assert plan.total_trials == 4 + 6 and plan.done_trials == 1
     grpo = plan.conditions[0]

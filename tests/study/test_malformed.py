@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import ConfigError
-from harness.study import load_study
+from harness.study.load import load_study
 
 MALFORMED = Path(__file__).parent / "malformed"
 

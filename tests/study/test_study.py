@@ -1,4 +1,4 @@
-"""Loading, expanding and tuning studies (harness.config + harness.study)."""
+"""Loading, expanding and tuning studies (harness.study.schema + harness.study.load)."""
 
 from __future__ import annotations
 
@@ -8,24 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import Study, condition_name
-from harness.field_errors import FieldError, format_loc
+from harness.study.schema import Study, condition_name
+from harness.study.field_errors import FieldError, format_loc
 from harness.errors import ConfigError
-from harness.study import (
-    apply_best,
-    comparisons,
-    condition_spec,
-    dump_study,
-    expand,
-    load_study,
-    parse_study,
-    read_study_data,
-    search_distributions,
-    study_dir,
-    study_warnings,
-    suggest_params,
-    tuning_specs,
-)
+from harness.study.expand import apply_best, comparisons, condition_spec, expand, study_dir, tuning_specs
+from harness.study.load import dump_study, load_study, parse_study, read_study_data, study_warnings
+from harness.study.search_space import search_distributions, suggest_params
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 SHIPPED = ["quickstart", "seven_algorithms", "grpo_normalisation", "tune_lr"]

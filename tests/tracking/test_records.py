@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from harness import records
+from harness.tracking import records
 from harness.errors import HarnessError
-from harness.urls import redact_text, redact_url
+from harness.tracking.urls import redact_text, redact_url
 
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import records
-from harness.tracking import (
+from harness.tracking import records
+from harness.tracking.mlflow_mirror import (
     FINAL_PREFIX,
     MAX_PARAM_VALUE,
     SYNCED_TAG,

@@ -1,0 +1,122 @@
+"""Load a causal LM and its tokenizer: the tiny offline testbed model, or any local/hub model.
+
+The testbed model is a small Llama built from a config with a character-level tokenizer, so it
+needs no download. Real models load with ``AutoModelForCausalLM.from_pretrained`` (a hub id or a
+local folder), optionally wrapped in a LoRA adapter through peft.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
+
+from harness.errors import ConfigError
+from harness.engine.spec import ModelConfig
+
+SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>"]
+
+
+@dataclass
+class LoadedModel:
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerFast
+    device: torch.device
+    use_chat_template: bool
+
+    def format_prompt(self, prompt: str) -> str:
+        """The text the model sees: the chat template when it has one (and the config wants it)."""
+        if self.use_chat_template:
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+        return prompt
+
+
+def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
+    """A character-level tokenizer over ``alphabet`` (plus pad/bos/eos), built offline."""
+    chars = sorted(set(alphabet))
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + chars)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    core.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>"
+    )
+
+
+def build_tiny_model(config: ModelConfig, vocab_size: int, tokenizer, seed: int) -> PreTrainedModel:
+    tiny = config.tiny
+    llama = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=tiny.hidden_size,
+        intermediate_size=tiny.intermediate_size,
+        num_hidden_layers=tiny.layers,
+        num_attention_heads=tiny.heads,
+        num_key_value_heads=tiny.heads,
+        max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(llama)
+
+
+def pick_device(config: ModelConfig) -> torch.device:
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("model.device is 'cuda' but no CUDA device is visible; use 'auto' or 'cpu'")
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(config.device)
+
+
+def pick_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
+    if config.dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, config.dtype)
+
+
+def load_pretrained(source: str, config: ModelConfig) -> LoadedModel:
+    """A local folder or hub id, on the chosen device and dtype, with LoRA when configured."""
+    device = pick_device(config)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=pick_dtype(config, device))
+    except OSError as err:
+        raise ConfigError(
+            f"model.name {source!r}: cannot load it ({err}); give 'tiny', a local folder with "
+            "config.json and weights, or a hub id reachable from this machine"
+        ) from err
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    if config.lora is not None:
+        model = with_lora(model, config)
+    model.to(device)
+    use_chat = config.chat_template and getattr(tokenizer, "chat_template", None) is not None
+    return LoadedModel(model, tokenizer, device, use_chat)
+
+
+def with_lora(model: PreTrainedModel, config: ModelConfig) -> PreTrainedModel:
+    from peft import LoraConfig, get_peft_model
+
+    lora = config.lora
+    peft_config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, peft_config)

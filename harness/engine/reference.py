@@ -1,0 +1,39 @@
+"""The frozen reference policy: KL is measured against it, and DPO samples its pairs from it.
+
+For a LoRA policy the reference is the same network with the adapter switched off, so it costs
+no memory; otherwise it is a frozen copy of the starting weights.
+"""
+
+from __future__ import annotations
+
+import copy
+from contextlib import nullcontext
+from dataclasses import replace
+
+import torch
+
+from harness.engine.models import LoadedModel
+from harness.engine.rollout import Rollout, completion_forward, sample_groups
+
+
+class Reference:
+    def __init__(self, policy: torch.nn.Module):
+        self._adapter_off = getattr(policy, "disable_adapter", None)
+        if self._adapter_off is not None:
+            self._model = policy
+        else:
+            self._model = copy.deepcopy(policy).eval().requires_grad_(False)
+
+    def _frozen(self):
+        return self._adapter_off() if self._adapter_off is not None else nullcontext()
+
+    @torch.no_grad()
+    def logprobs(self, rollout: Rollout, temperature: float) -> torch.Tensor:
+        with self._frozen():
+            return completion_forward(self._model, rollout, temperature=temperature).logprobs
+
+    @torch.no_grad()
+    def sample_groups(self, lm: LoadedModel, prompts: list[str], group_size: int, **sampling) -> Rollout:
+        """Completions from the reference policy (the warm start), with ``lm``'s tokenizer."""
+        with self._frozen():
+            return sample_groups(replace(lm, model=self._model), prompts, group_size, **sampling)

@@ -1,0 +1,65 @@
+"""A GSM8K-style task read from local JSONL files, scored by the ``\\boxed{}`` answer.
+
+Each line: ``{"question": ..., "answer": ...}``. GSM8K's own answers end in ``#### 42``; that
+final number is the reference, and the text before it becomes the worked solution used by the
+warm start (ending in ``\\boxed{42}``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.engine.tasks.base import Item, Task
+from harness.engine.tasks.rewards import boxed_answer
+from harness.engine.tasks.synthetic import TASK_SEED
+
+INSTRUCTION = " Provide a numerical answer without units, written inside \\boxed{}."
+
+
+def _item(record: dict, where: str) -> Item:
+    try:
+        question, answer = str(record["question"]), str(record["answer"])
+    except (KeyError, TypeError) as err:
+        raise ConfigError(f"{where}: each line needs 'question' and 'answer' fields") from err
+    reasoning, sep, final = answer.rpartition("####")
+    if not sep:
+        return Item(question + INSTRUCTION, answer.strip())
+    final = final.strip().replace(",", "")
+    return Item(question + INSTRUCTION, final, f"{reasoning.strip()} \\boxed{{{final}}}")
+
+
+def read_jsonl(path: str) -> list[Item]:
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"task.path {path!r}: no such file; give a JSONL file of question/answer lines")
+    items = []
+    with file.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{path}:{number}: not valid JSON ({err.msg})") from err
+            items.append(_item(record, f"{path}:{number}"))
+    if not items:
+        raise ConfigError(f"task.path {path!r}: the file holds no problems")
+    return items
+
+
+def gsm8k_jsonl(config) -> Task:
+    if config.path is None:
+        raise ConfigError("task 'gsm8k_jsonl' needs task.path (a JSONL file of question/answer lines)")
+    items = read_jsonl(config.path)
+    if config.eval_path is not None:
+        train, held_out = items[: config.n_train], read_jsonl(config.eval_path)[: config.n_eval]
+    else:
+        random.Random(TASK_SEED).shuffle(items)
+        n_eval = min(config.n_eval, len(items) // 5 or 1)
+        held_out, train = items[:n_eval], items[n_eval : n_eval + config.n_train]
+    held_prompts = {i.prompt for i in held_out}
+    train = [i for i in train if i.prompt not in held_prompts]
+    return Task("gsm8k_jsonl", tuple(train), tuple(held_out), boxed_answer)

@@ -1,0 +1,72 @@
+"""Reward functions, chosen by registered name or by an explicit ``module:function`` path.
+
+Strings from a config are never evaluated: a path is imported with importlib and must name a
+callable ``(item, completion) -> float``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+from harness.algorithms.registry import Registry
+from harness.errors import ConfigError
+from harness.engine.tasks.base import Item, RewardFn
+
+REWARDS = Registry("reward")
+
+
+@REWARDS.register("exact_match")
+def exact_match(item: Item, completion: str) -> float:
+    """1 when the completion (whitespace-trimmed) is exactly the answer, else 0."""
+    return float(completion.strip() == item.answer)
+
+
+@REWARDS.register("partial_match")
+def partial_match(item: Item, completion: str) -> float:
+    """Dense credit: characters in the right place, over the longer of answer and completion."""
+    text = completion.strip()
+    hits = sum(a == b for a, b in zip(text, item.answer))
+    return hits / max(len(text), len(item.answer), 1)
+
+
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_NUMBER = re.compile(r"^[-+]?[\d,]*\.?\d+$")
+
+
+def extract_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` in ``text``, or None."""
+    matches = _BOXED.findall(text)
+    return matches[-1].strip() if matches else None
+
+
+def _normalise_number(text: str) -> str:
+    text = text.replace(",", "").replace("$", "").strip()
+    if _NUMBER.match(text):
+        value = float(text)
+        return str(int(value)) if value == int(value) else repr(value)
+    return text
+
+
+@REWARDS.register("boxed_answer")
+def boxed_answer(item: Item, completion: str) -> float:
+    """1 when the last ``\\boxed{}`` answer equals the reference (numbers compared as numbers)."""
+    found = extract_boxed(completion)
+    if found is None:
+        return 0.0
+    return float(_normalise_number(found) == _normalise_number(item.answer))
+
+
+def resolve_reward(name: str) -> RewardFn:
+    """A registered reward, or a ``module:function`` import path."""
+    if ":" not in name:
+        return REWARDS.get(name)
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"task.reward {name!r}: cannot import module {module_name!r} ({err})") from err
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"task.reward {name!r}: module {module_name!r} has no callable {attr!r}")
+    return fn

@@ -1,0 +1,175 @@
+"""One trial in its own process.
+
+The worker starts a process for every trial, so a crash, an out-of-memory kill, a NaN or a hang
+ends that process only. Two ways to start it, same behaviour:
+
+- ``fork`` (default on Linux/macOS): :func:`child_main` in a process forked from the worker's
+  multiprocessing *forkserver*, which has ``harness.engine.spec`` and torch imported already (never
+  CUDA: the server only imports), so a trial does not pay seconds of imports;
+- ``exec``: ``python -m harness.runner.child --spec S --result R --trial-fn M:F`` (a fresh
+  interpreter; set ``HARNESS_TRIAL_START=exec``).
+
+Either way the child is the leader of its own process group (the worker kills the whole group), It loads the spec, calls the trial function and writes a small JSON result
+file (``{"ok": true, "result": TrialResult}`` or ``{"ok": false, "error": "Type: message"}``);
+the worker turns that into the trial record and tells Optuna. stdout/stderr go to the trial's
+log file.
+
+It imports nothing heavy of its own (no Optuna, no MLflow): the trial function brings what it
+needs. If the worker dies, the trial ends too (it watches the worker's pid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from harness.engine.spec import TrialResult, TrialSpec
+
+THREADS_ENV = "HARNESS_TRIAL_THREADS"
+DEFAULT_TRIAL_FN = "harness.engine.trial:run_trial"
+
+
+def resolve_trial_fn(path: str):
+    """``module:function`` -> the function (ValueError when it cannot be found)."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"trial function must be 'module:function', got {path!r}")
+    module = importlib.import_module(module_name)
+    try:
+        fn = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no function {attr!r}") from None
+    if not callable(fn):
+        raise ValueError(f"{path!r} is not callable")
+    return fn
+
+
+def one_line(err: BaseException, limit: int = 500) -> str:
+    """``Type: message`` on one line (the reason recorded for a failed trial)."""
+    text = " ".join(str(err).split())
+    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie waiting to be reaped counts as exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
+
+
+def _die_with_parent(worker_pid: int | None = None) -> None:
+    """End this process when the worker that started it is gone (never leave orphans running).
+
+    A forked trial's parent is the worker's forkserver, not the worker, and the forkserver
+    outlives a killed worker for as long as its children run (they hold its liveness pipe), so
+    such a trial watches the worker's pid itself (``worker_pid``).
+    """
+    parent = os.getppid()
+    watched = worker_pid if worker_pid is not None else parent
+    if sys.platform.startswith("linux"):
+        try:  # the kernel kills us with the parent (PR_SET_PDEATHSIG = 1)
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+    def dead() -> bool:
+        return os.getppid() != parent or (watched != parent and _gone(watched))
+
+    def watch() -> None:
+        while True:
+            if dead():
+                os._exit(1)
+            time.sleep(0.5)
+
+    if dead():  # the parent (or the worker) died before prctl took effect
+        os._exit(1)
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _set_threads() -> None:
+    threads = os.environ.get(THREADS_ENV)
+    if threads and "torch" in sys.modules:  # only when the trial function uses torch
+        sys.modules["torch"].set_num_threads(int(threads))
+
+
+def _write(path: Path, payload: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, allow_nan=True, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run(spec_path: Path, result_path: Path, trial_fn: str) -> int:
+
+    try:
+        spec = TrialSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))
+        fn = resolve_trial_fn(trial_fn)
+        _set_threads()
+        started = time.perf_counter()
+        result = fn(spec)
+        if isinstance(result, dict):
+            result = TrialResult.model_validate(result)
+        if not isinstance(result, TrialResult):
+            raise TypeError(f"{trial_fn} returned {type(result).__name__}, not a TrialResult")
+        if not result.wall_time_s:
+            result.wall_time_s = time.perf_counter() - started
+        # NaN/inf survive the JSON round trip (allow_nan): the worker decides what they mean.
+        payload = {"ok": True, "result": result.model_dump(mode="python")}
+    except BaseException as err:  # noqa: BLE001 - every failure becomes the trial's reason
+        traceback.print_exc()
+        _write(result_path, {"ok": False, "error": one_line(err)})
+        return 1
+    _write(result_path, payload)
+    return 0
+
+
+def child_main(spec_path: str, result_path: str, trial_fn: str, log_path: str, worker_pid: int | None = None) -> None:
+    """Entry of a forked trial process: own session, output to the log, then :func:`run`."""
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    _die_with_parent(worker_pid)
+    code = run(Path(spec_path), Path(result_path), trial_fn)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.runner.child")
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--result", required=True, type=Path)
+    parser.add_argument("--trial-fn", default=DEFAULT_TRIAL_FN)
+    args = parser.parse_args(argv)
+    _die_with_parent()
+    code = run(args.spec, args.result, args.trial_fn)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Start one trial in a child process and wait for it, bounded by a timeout and a stop event.
+
+The worker side of :mod:`harness.runner.child`: the child is forked from a per-worker
+*forkserver* (torch and the spec module imported once) or exec'd fresh
+(``HARNESS_TRIAL_START=exec``); either way it leads its own process group, which is killed
+as a whole on timeout or stop. :func:`run_trial_process` returns an :class:`Outcome`: the
+trial's result, or the reason it failed (its error, a timeout, a signal, an exit code).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.runner.child import child_main
+
+@dataclass
+class Outcome:
+    """What came back from a trial process: a result, a failure reason, or an interruption."""
+
+    result: dict[str, Any] | None = None  # TrialResult fields
+    reason: str | None = None
+    interrupted: bool = False
+    wall_time_s: float = 0.0
+
+
+START_ENV = "HARNESS_TRIAL_START"  # "fork" (default where available) or "exec"
+_forkserver = None
+
+
+def _start_method() -> str:
+    import multiprocessing
+
+    wanted = os.environ.get(START_ENV, "fork")
+    if wanted == "fork" and "forkserver" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "exec"
+
+
+def prestart_forkserver() -> None:
+    """Boot the forkserver now, so its imports overlap the worker's own (saves seconds)."""
+    if _start_method() == "fork":
+        from multiprocessing import forkserver
+
+        _fork_context()
+        forkserver.ensure_running()
+
+
+def _fork_context():
+    """This worker's forkserver, with the heavy, CUDA-free imports done once."""
+    global _forkserver
+    if _forkserver is None:
+        import importlib.util
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("forkserver")
+        preload = ["harness.runner.child", "harness.engine.spec"]
+        if importlib.util.find_spec("torch") is not None:
+            preload.append("torch")  # importing torch never initialises CUDA
+        ctx.set_forkserver_preload(preload)
+        _forkserver = ctx
+    return _forkserver
+
+
+class _Child:
+    """A started trial process, however it was started: wait, kill its group, exit status."""
+
+    def __init__(self, handle, pid: int):
+        self.handle, self.pid = handle, pid
+
+    def wait(self, timeout: float) -> bool:
+        if isinstance(self.handle, subprocess.Popen):
+            try:
+                self.handle.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        self.handle.join(timeout)
+        return self.handle.exitcode is not None
+
+    @property
+    def returncode(self) -> int | None:
+        if isinstance(self.handle, subprocess.Popen):
+            return self.handle.returncode
+        return self.handle.exitcode
+
+    def kill_group(self, grace_s: float) -> None:
+        """SIGTERM the trial's process group, then SIGKILL what is left after ``grace_s``."""
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
+            self._signal(sig)
+            if self.wait(wait):
+                break
+        self._signal(signal.SIGKILL, quiet=True)  # stray children left in its group
+
+    def _signal(self, sig: int, quiet: bool = False) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            if not quiet and self.returncode is None:  # not yet its own group leader
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, sig)
+        except PermissionError:
+            pass
+
+
+def _start_child(spec_path: Path, result_path: Path, trial_fn: str, log_path: Path, env) -> _Child:
+    if _start_method() == "fork":
+
+        proc = _fork_context().Process(
+            target=child_main,
+            args=(str(spec_path), str(result_path), trial_fn, str(log_path), os.getpid()),
+            name="trial", daemon=False,
+        )
+        proc.start()
+        return _Child(proc, proc.pid)
+    cmd = [
+        sys.executable, "-m", "harness.runner.child",
+        "--spec", str(spec_path), "--result", str(result_path), "--trial-fn", trial_fn,
+    ]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, start_new_session=True,  # its own group: Ctrl-C reaches the worker only
+        )
+    return _Child(proc, proc.pid)
+
+
+def _signal_reason(returncode: int) -> str:
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if name == "SIGKILL" else ""
+    return f"trial process killed by {name}{hint}"
+
+
+def _log_tail(log_path: Path, lines: int = 1) -> str:
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4096))
+            tail = fh.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(tail[-lines:])
+
+
+def run_trial_process(
+    spec_json: str,
+    *,
+    trial_fn: str,
+    work_dir: Path,
+    log_path: Path,
+    stem: str,
+    timeout_s: float | None = None,
+    stop: threading.Event | None = None,
+    env: dict[str, str] | None = None,
+    kill_grace_s: float = 10.0,
+    poll_s: float = 0.1,
+    header: str = "",
+) -> Outcome:
+    """Run one trial in a fresh process and wait for it (bounded by ``timeout_s`` and ``stop``)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    spec_path = work_dir / f"{stem}.{os.getpid()}.spec.json"
+    result_path = work_dir / f"{stem}.{os.getpid()}.result.json"
+    result_path.unlink(missing_ok=True)
+    spec_path.write_text(spec_json, encoding="utf-8")
+    if header:
+        with open(log_path, "ab") as log:
+            log.write(header.encode() + b"\n")
+    timed_out = interrupted = False
+    try:
+        child = _start_child(spec_path, result_path, trial_fn, log_path, env)
+        started = time.monotonic()  # after start: a (first) forkserver boot is not trial time
+        while not child.wait(poll_s):
+            if stop is not None and stop.is_set():
+                interrupted = True
+            elif timeout_s is not None and time.monotonic() - started > timeout_s:
+                timed_out = True
+            if interrupted or timed_out:
+                child.kill_group(kill_grace_s)
+                break
+        wall = time.monotonic() - started
+        payload = None
+        if result_path.exists():
+            try:
+                payload = json.loads(result_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                payload = None
+        if payload is not None and payload.get("ok"):
+            return Outcome(result=payload["result"], wall_time_s=wall)  # finished, even if stopped
+        if interrupted:
+            return Outcome(interrupted=True, wall_time_s=wall)
+        if timed_out:
+            return Outcome(reason=f"timeout: exceeded --trial-timeout {timeout_s:g}s", wall_time_s=wall)
+        if payload is not None:
+            return Outcome(reason=str(payload.get("error") or "trial failed"), wall_time_s=wall)
+        code = child.returncode
+        if code is not None and code < 0:
+            return Outcome(reason=_signal_reason(code), wall_time_s=wall)
+        tail = _log_tail(log_path)
+        return Outcome(
+            reason=f"trial process exited with code {code}" + (f": {tail}" if tail else ""),
+            wall_time_s=wall,
+        )
+    finally:
+        spec_path.unlink(missing_ok=True)
+        result_path.unlink(missing_ok=True)
+
+

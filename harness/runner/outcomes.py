@@ -1,0 +1,209 @@
+"""What a study's trials came to: per-trial outcomes, the run summary and ``harness status``.
+
+Read from the Optuna storage (the latest attempt of each trial says where it stands; failed
+attempts keep their reasons). Split from :mod:`harness.runner.run` so the runner keeps only the
+running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.runner import trial_queue as queue
+from harness.study.expand import study_dir
+from harness.study.load import load_study
+from harness.tracking.urls import redact_url
+from harness.tracking import storage as study_db
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+# --------------------------------------------------------------------------------------------
+# summaries
+
+
+@dataclass
+class TrialOutcome:
+    phase: str  # "compare" or "tune"
+    key: str  # trial id, or "<arm> #<slot>" for tuning trials
+    status: str  # completed / running / waiting / failed / not queued
+    attempts: int = 0
+    reasons: list[tuple[int, str]] = field(default_factory=list)  # (attempt, why) of failures
+    worker: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        return self.reasons[-1][1] if self.reasons else None
+
+
+@dataclass
+class RunSummary:
+    study: str
+    study_dir: Path
+    storage_url: str
+    trials: list[TrialOutcome] = field(default_factory=list)
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def by_status(self, status: str, phase: str | None = None) -> list[TrialOutcome]:
+        return [t for t in self.trials if t.status == status and (phase is None or t.phase == phase)]
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        if self.trials and all(t.status == "completed" for t in self.trials) and not self.notes:
+            return EXIT_OK
+        return EXIT_SOME_FAILED
+
+    def format(self) -> str:
+        lines = []
+        for phase in ("tune", "compare"):
+            trials = [t for t in self.trials if t.phase == phase]
+            if not trials:
+                continue
+            what = "tuning trials" if phase == "tune" else "trials"
+            counts = ", ".join(
+                f"{n} {status}"
+                for status in ("completed", "failed", "running", "waiting", "not queued")
+                if (n := sum(t.status == status for t in trials))
+            )
+            lines.append(f"{self.study}: {len(trials)} {what}: {counts}")
+            for t in trials:
+                if t.status == "failed":
+                    lines.append(f"  failed {t.key} (attempt {t.attempts}): {t.reason}")
+        lines.extend(self.notes)
+        if self.interrupted:
+            lines.append(
+                "interrupted: running trials went back to the queue; "
+                "run the same command again to resume"
+            )
+        elif self.exit_code == EXIT_SOME_FAILED and any(t.status == "failed" for t in self.trials):
+            lines.append(
+                "run the same command again to retry the failed trials "
+                f"(logs: {self.study_dir / 'logs'})"
+            )
+        lines.append(f"records: {self.study_dir / 'records'}")
+        return "\n".join(lines)
+
+
+def _outcomes(q, phase: str, keys: list[str] | None = None, label=None) -> list[TrialOutcome]:
+
+    groups = queue.attempts(queue.jobs(q))
+    order = keys if keys is not None else sorted(groups)
+    out = []
+    for key in order:
+        tries = groups.get(key)
+        if not tries:
+            out.append(TrialOutcome(phase, label(key) if label else key, "not queued"))
+            continue
+        last = tries[-1]
+        reasons = [(j.attempt, str(j.reason)) for j in tries if j.status == "failed" and j.reason]
+        out.append(
+            TrialOutcome(
+                phase,
+                label(key) if label else key,
+                last.status,
+                attempts=last.attempt,
+                reasons=reasons,
+                worker=last.attrs.get(study_db.WORKER),
+            )
+        )
+    return out
+
+
+def _queue_outcomes(q, phase: str) -> list[TrialOutcome]:
+    """Every trial of one queue (tuning slots labelled ``<arm> #<slot>``)."""
+    if phase == "tune":
+        return _outcomes(q, phase, label=_slot_label(q.study_name.rsplit(".tune.", 1)[-1]))
+    return _outcomes(q, phase)
+
+
+def _slot_label(arm: str):
+    return lambda key: f"{arm} #{int(key[4:])}" if key.startswith("slot") else f"{arm} {key}"
+
+
+
+# --------------------------------------------------------------------------------------------
+# worker (join from anywhere) and status
+
+
+def _existing_queues(study, storage) -> list[tuple[str, Any]]:
+
+    names = []
+    if study.tuning is not None:
+        names += [("tune", study_db.tune_study_name(study.name, a.name)) for a in study.arms]
+    names.append(("compare", study_db.compare_study_name(study.name)))
+    return [(phase, q) for phase, name in names if (q := queue.load_queue(storage, name)) is not None]
+
+
+def _study_from(ref: str | Path):
+    """(study, its folder, its file) from a study file or a study folder holding ``study.yaml``."""
+
+    ref = Path(ref)
+    if ref.is_dir():
+        if not (ref / "study.yaml").exists():
+            raise ConfigError(f"{ref}: no study.yaml here; give the study file or its output folder")
+        return load_study(ref / "study.yaml"), ref, (ref / "study.yaml").resolve()
+    study = load_study(ref)
+    return study, study_dir(study), ref.resolve()
+
+
+@dataclass
+class StatusReport:
+    study: str
+    study_dir: Path
+    storage_url: str
+    trials: list[TrialOutcome] = field(default_factory=list)
+    started: bool = True
+
+    def format(self) -> str:
+        lines = [f"study {self.study} ({self.study_dir}), storage {redact_url(self.storage_url)}"]
+        if not self.started:
+            lines.append("not started: no trials queued yet (run `harness run` on the study file)")
+            return "\n".join(lines)
+        for phase in ("tune", "compare"):
+            trials = [t for t in self.trials if t.phase == phase]
+            if not trials:
+                continue
+            counts = {s: sum(t.status == s for t in trials) for s in ("completed", "running", "waiting", "failed")}
+            name = "tuning" if phase == "tune" else "comparison"
+            lines.append(
+                f"{name}: {len(trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+            )
+            for t in trials:
+                if t.status == "running":
+                    lines.append(f"  running  {t.key} (attempt {t.attempts}) on {t.worker or '?'}")
+            for t in trials:
+                if t.status == "failed":
+                    lines.append(f"  failed   {t.key} (attempt {t.attempts}): {t.reason}")
+                    for attempt, why in t.reasons[:-1]:
+                        lines.append(f"           earlier attempt {attempt}: {why}")
+                elif t.reasons:
+                    lines.append(f"  {t.status:<8} {t.key} (attempt {t.attempts}), earlier failures:")
+                    for attempt, why in t.reasons:
+                        lines.append(f"           attempt {attempt}: {why}")
+        return "\n".join(lines)
+
+
+def study_status(study_ref: str | Path, storage: str | None = None) -> StatusReport:
+    """``harness status``: every trial's state (latest attempt), failure reasons and attempts."""
+
+    study, folder, _ = _study_from(study_ref)
+    url = storage or study_db.default_storage_url(folder)
+    report = StatusReport(study.name, folder, url)
+    if storage is None and not (folder / "optuna.db").exists():
+        report.started = False
+        return report
+    st = study_db.open_storage(url, create=False)
+    found = _existing_queues(study, st)
+    if not found:
+        report.started = False
+        return report
+    for phase, q in found:
+        report.trials += _queue_outcomes(q, phase)
+    return report
+

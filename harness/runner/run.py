@@ -1,0 +1,307 @@
+"""Run a study: queue its trials in Optuna storage and execute them with a pool of workers.
+
+``run_study(path)`` is what ``harness run`` does:
+
+1. load and check the study (bad input raises ``ConfigError`` before anything is created);
+2. write ``<study_dir>/study.yaml`` (the resolved study) and create the Optuna storage once
+   (default ``sqlite:///<study_dir>/optuna.db``) before any worker opens it;
+3. queue the design idempotently: a trial id already queued, running or completed is not added
+   again; one whose last attempt failed is queued again (a re-run retries failures);
+4. start the workers (:mod:`harness.runner.worker`): one per GPU, or ``--workers`` CPU workers, each
+   a process that runs every trial in a child process of its own;
+5. print one progress line on stderr whenever the counts change (and every 30 s);
+6. return a :class:`RunSummary` whose ``exit_code`` is 0 (all completed), 1 (some failed or
+   not run) or 130 (interrupted; re-running resumes).
+
+With ``tuning:`` the tuning phase runs first: an Optuna study ``<name>.tune.<arm>`` per arm with
+exactly ``n_trials`` trials each (equal budget; completed ones count on resume), then the best
+parameters of each arm (``study.apply_best``) give the comparison trials, run like any study.
+
+Before anything is queued the study folder must be writable with some free space
+(:func:`harness.runner.output_dir.check_output_dir`; a clear error, exit 2, otherwise).
+
+``run_worker`` joins an existing study from any machine (no queueing). The pool of worker
+processes lives in :mod:`harness.runner.pool`, summaries and ``study_status`` in :mod:`harness.runner.outcomes`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.runner import trial_queue as queue
+from harness.runner.outcomes import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SOME_FAILED,
+    RunSummary,
+    StatusReport,
+    TrialOutcome,
+    _existing_queues,
+    _outcomes,
+    _queue_outcomes,
+    _slot_label,
+    _study_from,
+    study_status,
+)
+from harness.runner.options import RunOptions
+from harness.runner.output_dir import check_output_dir, make_output_dir
+from harness.runner.pool import Progress, run_pool
+from harness.runner.worker import plan_slots
+from harness.study.expand import apply_best, expand, study_dir
+from harness.study.load import dump_study, load_study
+from harness.tracking.shared_records import ensure_table
+from harness.tracking.urls import redact_url
+from harness.tracking import storage as study_db
+
+# --------------------------------------------------------------------------------------------
+# run
+
+
+@dataclass
+class _Setup:
+    study: Any
+    study_dir: Path
+    study_file: Path  # the snapshot the workers load
+    storage_url: str
+    storage: Any
+
+
+def _lock(study_dir: Path):
+    """An exclusive lock on the study folder while queueing (two `harness run` at once)."""
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        with open(study_dir / ".queue.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    return held()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
+    """Check everything, then create the study folder, its snapshot and the storage (once)."""
+
+    study = load_study(study_path)
+    if study.tuning is None:
+        expand(study)  # every trial must build (raises ConfigError)
+    opts.check()
+    folder = study_dir(study)
+    check_output_dir(folder, min_free_mb=opts.min_free_mb)  # a full disk fails before anything starts
+    storage = None
+    if opts.storage:  # a bad URL fails before anything is created locally
+        storage = study_db.open_storage(opts.storage, create=True)
+    make_output_dir(folder)
+    snapshot = folder / "study.yaml"
+    _write_atomic(snapshot, dump_study(study))
+    url = opts.storage or study_db.default_storage_url(folder)
+    if storage is None:
+        storage = study_db.open_storage(url, create=True)
+    ensure_table(storage.engine)  # the shared copy of the records (harness.tracking.shared_records)
+    return _Setup(study, folder, snapshot.resolve(), url, storage)
+
+
+def best_params(setup: _Setup) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Each arm's best tuning parameters (ties: the lowest slot), and notes for arms with none."""
+    from optuna.trial import TrialState
+
+
+    study = setup.study
+    best, notes = {}, []
+    sign = 1 if study.direction == "maximize" else -1
+    for arm in study.arms:
+        q = queue.load_queue(setup.storage, study_db.tune_study_name(study.name, arm.name))
+        done = [
+            j for j in queue.latest(queue.jobs(q)).values()
+            if j.state == TrialState.COMPLETE and j.value is not None
+        ]
+        if not done:
+            notes.append(f"arm {arm.name}: no completed tuning trial; its comparison trials were not run")
+            continue
+        top = max(done, key=lambda j: (sign * j.value, -int(j.attrs.get(study_db.SLOT, 0))))
+        best[arm.name] = dict(top.params)
+    return best, notes
+
+
+class _Phases:
+    """What ``harness run`` queues, in order: the tuning budget, then the comparison trials.
+
+    With tuning, the comparison trials are queued from inside the pool as soon as every tuning
+    job has finished, so the same workers carry on (no restart between phases).
+    """
+
+    def __init__(self, setup: _Setup, opts: RunOptions, workers: int):
+
+        self.setup, self.opts, self.out = setup, opts, opts.out()
+        study = setup.study
+        self.main_q = queue.create_queue(setup.storage, study_db.compare_study_name(study.name), study.direction)
+        self.tune: dict[str, Any] = {}
+        self.specs: list | None = None
+        self.notes: list[str] = []
+        self.progress = Progress(study.name, [self.main_q], keys=None, workers=workers,
+                                 stream=self.out, every_s=opts.progress_every)
+        self.hold_file = setup.study_dir / "tmp" / f"hold-{os.getpid()}"
+        if study.tuning is not None:
+            self.tune = {
+                a.name: queue.create_queue(setup.storage, study_db.tune_study_name(study.name, a.name), study.direction)
+                for a in study.arms
+            }
+
+    @property
+    def queues(self) -> list:
+        return [*self.tune.values(), self.main_q]
+
+    @property
+    def slot_keys(self) -> list[str]:
+        return [f"slot{i:04d}" for i in range(self.setup.study.tuning.n_trials)]
+
+    def start(self) -> None:
+
+        study = self.setup.study
+        if not self.tune:
+            self.queue_compare(expand(study))
+            return
+        with _lock(self.setup.study_dir):
+            for arm, q in self.tune.items():
+                report = queue.enqueue_slots(q, arm=arm, n_trials=study.tuning.n_trials, retries=self.opts.retries)
+                if report.added or report.requeued:
+                    print(f"[harness] tuning {arm}: queued {report}", file=self.out, flush=True)
+        self.progress.retarget(f"{study.name} tune", list(self.tune.values()), set(self.slot_keys))
+        self.hold_file.parent.mkdir(parents=True, exist_ok=True)
+        self.hold_file.touch()
+        self.tick()
+
+    def tick(self) -> None:
+        """Queue the comparison trials once tuning is over (called every poll of the pool)."""
+
+        if self.specs is not None or not self.tune or any(queue.has_work(q) for q in self.tune.values()):
+            return
+        best, self.notes = best_params(self.setup)
+        if self.notes:
+            self.specs = []
+        else:
+            for arm, params in best.items():
+                shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+                print(f"[harness] best {arm}: {shown}", file=self.out, flush=True)
+            self.queue_compare(apply_best(self.setup.study, best))
+        self.hold_file.unlink(missing_ok=True)
+
+    def queue_compare(self, specs: list) -> None:
+
+        with _lock(self.setup.study_dir):
+            report = queue.enqueue_specs(self.main_q, specs, phase="compare", retries=self.opts.retries)
+        print(f"[harness] queued {report} ({len(specs)} trials in the design)", file=self.out, flush=True)
+        self.specs = specs
+        self.progress.retarget(self.setup.study.name, [self.main_q], {s.trial_id for s in specs})
+
+    def pending(self) -> bool:
+        """Whether workers are needed: something waiting or running, or a phase still to queue."""
+
+        return self.specs is None or any(queue.has_work(q) for q in self.queues)
+
+    def close(self) -> None:
+        self.hold_file.unlink(missing_ok=True)
+
+
+def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSummary:
+    """``harness run``: queue the study's design and run it to the end (see the module doc)."""
+    opts = opts or RunOptions()
+    setup = prepare(study_path, opts)
+    study, out = setup.study, opts.out()
+    slots = plan_slots(opts.workers, gpus=opts.gpus)
+    print(
+        f"[harness] study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} "
+        f"| {len(slots)} worker(s) on {', '.join(s.device for s in slots)}",
+        file=out, flush=True,
+    )
+    summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
+    phases = _Phases(setup, opts, len(slots))
+    try:
+        phases.start()
+        if phases.pending():
+            summary.interrupted = run_pool(
+                study_file=setup.study_file, study_dir=setup.study_dir, storage_url=setup.storage_url,
+                queue_names=[q.study_name for q in phases.queues], slots=slots, opts=opts,
+                progress=phases.progress, hold_file=phases.hold_file if phases.specs is None else None,
+                on_tick=phases.tick,
+            )
+        else:
+            phases.progress.tick()
+            print("[harness] nothing to run: every trial has completed", file=out, flush=True)
+        if not summary.interrupted:
+            phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
+    finally:
+        phases.close()
+    for arm, q in phases.tune.items():
+        summary.trials += _outcomes(q, "tune", phases.slot_keys, label=_slot_label(arm))
+    summary.notes += phases.notes
+    if phases.specs is not None:
+        summary.trials += _outcomes(phases.main_q, "compare", [s.trial_id for s in phases.specs])
+    elif not summary.interrupted:
+        summary.notes.append("the comparison trials were not queued (tuning did not finish)")
+    return summary
+
+# --------------------------------------------------------------------------------------------
+# worker (join from anywhere)
+
+
+def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSummary:
+    """``harness worker``: work on an existing study's queue until nothing is left (no queueing)."""
+
+    opts = opts or RunOptions()
+    study, folder, study_file = _study_from(study_ref)
+    opts.check()
+    check_output_dir(folder, min_free_mb=opts.min_free_mb)
+    url = opts.storage or study_db.default_storage_url(folder)
+    storage = study_db.open_storage(url, create=False)
+    found = _existing_queues(study, storage)
+    if not found:
+        raise study_db.StorageError(
+            f"no study {study.name!r} in {redact_url(url)}; start it with `harness run` first"
+        )
+    make_output_dir(folder)
+    slots = plan_slots(opts.workers, gpus=opts.gpus)
+    out = opts.out()
+    print(f"[harness] worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
+          f"{', '.join(s.device for s in slots)}", file=out, flush=True)
+    progress = Progress(study.name, [q for _, q in found], keys=None, workers=len(slots),
+                        stream=out, every_s=opts.progress_every)
+    summary = RunSummary(study.name, folder, url)
+    summary.interrupted = run_pool(study_file=study_file, study_dir=folder, storage_url=url,
+                                   queue_names=[q.study_name for _, q in found], slots=slots,
+                                   opts=opts, progress=progress)
+    for phase, q in found:
+        summary.trials += _queue_outcomes(q, phase)
+    return summary
+
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_SOME_FAILED",
+    "Progress",
+    "RunOptions",
+    "RunSummary",
+    "StatusReport",
+    "TrialOutcome",
+    "prepare",
+    "run_pool",
+    "run_study",
+    "run_worker",
+    "study_status",
+]

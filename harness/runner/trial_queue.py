@@ -1,0 +1,449 @@
+"""The trial queue: an Optuna RDB storage used as a work queue shared by any number of workers.
+
+One Optuna study per queue: ``<name>`` holds the comparison trials, ``<name>.tune.<arm>`` the
+tuning trials of one arm. A *job* is one Optuna trial; its ``user_attrs`` carry everything a
+worker needs (the trial spec, the attempt number, the retry budget), so a worker on another
+machine needs only the storage URL and the study file.
+
+Identity is the trial id (``user_attrs["trial_id"]``; ``slot`` for tuning jobs), not the Optuna
+trial: Optuna cannot move a finished trial back to WAITING, so a retry is a new Optuna trial with
+the same key and ``attempt + 1``. The *latest* attempt of a key says where that trial stands.
+
+Two departures from plain Optuna, both because several processes share one queue:
+
+- **Atomic claim.** ``Study.ask`` pops a waiting trial with a read followed by a write
+  (``SELECT ... FOR UPDATE``, which SQLite ignores), so two processes can both pop the same
+  trial. :func:`claim` is one conditional ``UPDATE ... WHERE state = 'WAITING'``: atomic on
+  SQLite and PostgreSQL alike; the process that changed the row owns the job. The same
+  transaction writes the job's first heartbeat, so a claimed job is never without one.
+- **Stale jobs.** Workers record Optuna heartbeats (``trial_heartbeats``) for their jobs; a
+  RUNNING job whose heartbeat is older than the grace period belonged to a dead worker.
+  :func:`fail_stale` fails it with a conditional update (exactly one process wins) and re-queues
+  it, like ``optuna.storages.fail_stale_trials`` with a retry callback, but race-free.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.storages._rdb import models as _models
+from optuna.trial import TrialState, create_trial
+
+from harness.tracking.storage import TRIAL_ID, SLOT, ARM, SEED, PHASE, SPEC, ATTEMPT, MAX_ATTEMPT, REASON, WORKER, TRIAL_IDS, _STATE_NAMES, StorageError
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+def create_queue(storage: RDBStorage, name: str, direction: str) -> optuna.Study:
+    """Create (or load) the Optuna study ``name``; only the process that sets up a study does this."""
+    return optuna.create_study(
+        storage=storage, study_name=name, direction=direction, load_if_exists=True
+    )
+
+
+def load_queue(storage: RDBStorage, name: str, sampler: optuna.samplers.BaseSampler | None = None):
+    """Load an existing Optuna study (None when the storage has no study of that name)."""
+    try:
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    except KeyError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# jobs
+
+
+@dataclass
+class Job:
+    """One Optuna trial of a queue, as the runner sees it."""
+
+    optuna_id: int
+    number: int
+    state: TrialState
+    attrs: dict[str, Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    value: float | None = None
+    started: _dt.datetime | None = None
+    finished: _dt.datetime | None = None
+
+    @classmethod
+    def from_frozen(cls, trial: optuna.trial.FrozenTrial) -> Job:
+        return cls(
+            optuna_id=trial._trial_id,
+            number=trial.number,
+            state=trial.state,
+            attrs=dict(trial.user_attrs),
+            params=dict(trial.params),
+            value=trial.value if trial.state == TrialState.COMPLETE else None,
+            started=trial.datetime_start,
+            finished=trial.datetime_complete,
+        )
+
+    @property
+    def key(self) -> str:
+        if TRIAL_ID in self.attrs:
+            return str(self.attrs[TRIAL_ID])
+        if SLOT in self.attrs:
+            return f"slot{int(self.attrs[SLOT]):04d}"
+        return f"optuna{self.number}"
+
+    @property
+    def status(self) -> str:
+        return _STATE_NAMES.get(self.state, self.state.name.lower())
+
+    @property
+    def attempt(self) -> int:
+        return int(self.attrs.get(ATTEMPT, 1))
+
+    @property
+    def max_attempt(self) -> int:
+        return int(self.attrs.get(MAX_ATTEMPT, self.attempt))
+
+    @property
+    def reason(self) -> str | None:
+        return self.attrs.get(REASON)
+
+    @property
+    def phase(self) -> str:
+        return str(self.attrs.get(PHASE, "compare"))
+
+    @property
+    def wall_time_s(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return (self.finished - self.started).total_seconds()
+
+
+def jobs(study: optuna.Study, states: Sequence[TrialState] | None = None) -> list[Job]:
+    trials = study.get_trials(deepcopy=False, states=tuple(states) if states else None)
+    return [Job.from_frozen(t) for t in trials]
+
+
+def latest(all_jobs: Iterable[Job]) -> dict[str, Job]:
+    """The latest attempt of each key (ties: the later Optuna trial)."""
+    out: dict[str, Job] = {}
+    for job in all_jobs:
+        seen = out.get(job.key)
+        if seen is None or (job.attempt, job.number) > (seen.attempt, seen.number):
+            out[job.key] = job
+    return out
+
+
+def attempts(all_jobs: Iterable[Job]) -> dict[str, list[Job]]:
+    """Every attempt of each key, oldest first."""
+    out: dict[str, list[Job]] = {}
+    for job in sorted(all_jobs, key=lambda j: (j.attempt, j.number)):
+        out.setdefault(job.key, []).append(job)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# enqueue
+
+
+@dataclass
+class EnqueueReport:
+    added: int = 0  # keys never queued before
+    requeued: int = 0  # keys whose latest attempt had failed: queued again, with a fresh budget
+    cancelled: int = 0  # waiting keys no longer part of the design
+
+    def __str__(self) -> str:
+        parts = [f"{self.added} new"]
+        if self.requeued:
+            parts.append(f"{self.requeued} failed re-queued")
+        if self.cancelled:
+            parts.append(f"{self.cancelled} no longer in the design")
+        return ", ".join(parts)
+
+
+def _waiting_trial(attrs: dict[str, Any], params: dict[str, Any] | None = None):
+    return create_trial(
+        state=TrialState.WAITING, system_attrs={"fixed_params": dict(params or {})}, user_attrs=attrs
+    )
+
+
+def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int) -> EnqueueReport:
+    """Queue every spec whose trial is not queued, running or completed already (idempotent).
+
+    A trial whose latest attempt failed is queued again with a fresh retry budget: re-running a
+    study retries its failures. Waiting jobs whose trial id is not in ``specs`` (the study file
+    changed) are failed with a reason, so workers do not run trials that left the design.
+    """
+    report = EnqueueReport()
+    now = latest(jobs(study))
+    wanted = set()
+    new = []
+    for spec in specs:
+        trial_id = spec.trial_id
+        wanted.add(trial_id)
+        job = now.get(trial_id)
+        if job is None:
+            attempt = 1
+            report.added += 1
+        elif job.state == TrialState.FAIL:
+            attempt = job.attempt + 1
+            report.requeued += 1
+        else:
+            continue
+        attrs = {
+            TRIAL_ID: trial_id,
+            ARM: spec.arm,
+            SEED: getattr(spec, "seed", None),
+            PHASE: phase,
+            ATTEMPT: attempt,
+            MAX_ATTEMPT: attempt + retries,
+            SPEC: spec.model_dump(mode="json"),
+        }
+        new.append(_waiting_trial(attrs))
+    if new:
+        study.add_trials(new)
+    for key, job in now.items():
+        if job.state == TrialState.WAITING and TRIAL_ID in job.attrs and key not in wanted:
+            set_reason(study, job, "no longer in the study design")
+            if transition(study, job, TrialState.WAITING, TrialState.FAIL):
+                report.cancelled += 1
+    return report
+
+
+def enqueue_slots(study: optuna.Study, *, arm: str, n_trials: int, retries: int) -> EnqueueReport:
+    """Queue the tuning budget of one arm: exactly ``n_trials`` slots, whatever ran before.
+
+    A slot whose latest attempt failed is queued again with its parameters fixed (a retry of the
+    same configuration), with a fresh retry budget.
+    """
+    report = EnqueueReport()
+    now = latest(jobs(study))
+    new = []
+    for slot in range(n_trials):
+        job = now.get(f"slot{slot:04d}")
+        params: dict[str, Any] = {}
+        if job is None:
+            attempt = 1
+            report.added += 1
+        elif job.state == TrialState.FAIL:
+            attempt, params = job.attempt + 1, job.params
+            report.requeued += 1
+        else:
+            continue
+        attrs = {SLOT: slot, ARM: arm, PHASE: "tune", ATTEMPT: attempt, MAX_ATTEMPT: attempt + retries}
+        new.append(_waiting_trial(attrs, params))
+    if new:
+        study.add_trials(new)
+    return report
+
+
+def requeue(study: optuna.Study, job: Job, *, fresh_budget: bool = False) -> None:
+    """Queue the next attempt of a failed job (same key, same spec, same tuning parameters)."""
+    attrs = {k: v for k, v in job.attrs.items() if k not in (REASON, WORKER, TRIAL_IDS)}
+    attrs[ATTEMPT] = job.attempt + 1
+    attrs[MAX_ATTEMPT] = job.max_attempt + 1 if fresh_budget else job.max_attempt
+    study.add_trial(_waiting_trial(attrs, job.params))
+
+
+# --------------------------------------------------------------------------------------------
+# atomic state changes
+
+
+def _utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+
+
+def _backend(study: optuna.Study) -> RDBStorage:
+    storage = study._storage
+    backend = getattr(storage, "_backend", storage)
+    if not isinstance(backend, RDBStorage):
+        raise StorageError("the harness queue needs an RDB storage (sqlite:///..., postgresql://...)")
+    return backend
+
+
+def claim(study: optuna.Study, job: Job) -> bool:
+    """Atomically move ``job`` from WAITING to RUNNING and record its first heartbeat.
+
+    True when this process now owns the job; False when another process claimed it first.
+    """
+    import sqlalchemy as sa
+
+    trials = _models.TrialModel.__table__
+    beats = _models.TrialHeartbeatModel.__table__
+    with _backend(study).engine.begin() as conn:
+        changed = conn.execute(
+            sa.update(trials)
+            .where(trials.c.trial_id == job.optuna_id, trials.c.state == TrialState.WAITING)
+            .values(state=TrialState.RUNNING, datetime_start=_utcnow())
+        ).rowcount
+        if changed != 1:
+            return False
+        conn.execute(sa.delete(beats).where(beats.c.trial_id == job.optuna_id))
+        conn.execute(
+            sa.insert(beats).values(trial_id=job.optuna_id, heartbeat=sa.func.current_timestamp())
+        )
+    return True
+
+
+def claim_next(study: optuna.Study) -> Job | None:
+    """Claim the oldest waiting job of the queue, or None when nothing is waiting."""
+    for job in jobs(study, states=(TrialState.WAITING,)):
+        if claim(study, job):
+            job.state = TrialState.RUNNING
+            return job
+    return None
+
+
+def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: TrialState) -> bool:
+    """Change the job's state only if it is still ``from_state`` (atomic; True if it changed)."""
+    import sqlalchemy as sa
+
+    trials = _models.TrialModel.__table__
+    values: dict[str, Any] = {"state": to_state}
+    if to_state.is_finished():
+        values["datetime_complete"] = _utcnow()
+    if to_state == TrialState.WAITING:
+        values["datetime_start"] = None
+    with _backend(study).engine.begin() as conn:
+        changed = conn.execute(
+            sa.update(trials)
+            .where(trials.c.trial_id == job.optuna_id, trials.c.state == from_state)
+            .values(**values)
+        ).rowcount
+    if changed == 1:
+        job.state = to_state
+    return changed == 1
+
+
+def heartbeat(study: optuna.Study, job: Job) -> None:
+    _backend(study).record_heartbeat(job.optuna_id)
+
+
+def set_attr(study: optuna.Study, job: Job, key: str, value: Any) -> bool:
+    """Set a user attribute (False when the job was finished meanwhile: attrs are then frozen)."""
+    try:
+        study._storage.set_trial_user_attr(job.optuna_id, key, value)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
+    job.attrs[key] = value
+    return True
+
+
+def set_reason(study: optuna.Study, job: Job, reason: str) -> bool:
+    return set_attr(study, job, REASON, reason)
+
+
+def complete(study: optuna.Study, job: Job, value: float) -> bool:
+    """Tell Optuna the job completed with ``value`` (False if it was finished meanwhile)."""
+    if not math.isfinite(value):
+        raise ValueError(f"cannot complete a trial with a non-finite value {value!r}")
+    try:
+        study.tell(job.number, value)
+    except (ValueError, RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
+        return False
+    job.state, job.value = TrialState.COMPLETE, value
+    return True
+
+
+def fail(study: optuna.Study, job: Job, reason: str, *, retry: bool = True) -> bool:
+    """Fail the job with ``reason``; re-queue it while its retry budget lasts.
+
+    Returns True when a next attempt was queued.
+    """
+    set_reason(study, job, reason)
+    if not transition(study, job, TrialState.RUNNING, TrialState.FAIL):
+        return False  # someone else finished or failed it (e.g. as stale) and handled the retry
+    if retry and job.attempt < job.max_attempt:
+        requeue(study, job)
+        return True
+    return False
+
+
+def release(study: optuna.Study, job: Job) -> bool:
+    """Put a claimed job back to WAITING (an interrupted worker): the next worker resumes it."""
+    return transition(study, job, TrialState.RUNNING, TrialState.WAITING)
+
+
+def stale_jobs(study: optuna.Study, grace_period_s: float) -> list[Job]:
+    """RUNNING jobs whose last heartbeat is older than ``grace_period_s`` (by the database clock)."""
+    import sqlalchemy as sa
+
+    trials = _models.TrialModel.__table__
+    beats = _models.TrialHeartbeatModel.__table__
+    with _backend(study).engine.connect() as conn:
+        now = conn.execute(sa.select(sa.func.current_timestamp())).scalar()
+        rows = conn.execute(
+            sa.select(trials.c.trial_id, beats.c.heartbeat)
+            .join(beats, beats.c.trial_id == trials.c.trial_id)
+            .where(trials.c.study_id == study._study_id, trials.c.state == TrialState.RUNNING)
+        ).all()
+    if isinstance(now, str):  # some drivers hand back text
+        now = _dt.datetime.fromisoformat(now)
+    now = now.replace(tzinfo=None)
+    stale_ids = {tid for tid, beat in rows if beat is not None and (now - beat).total_seconds() > grace_period_s}
+    if not stale_ids:
+        return []
+    return [j for j in jobs(study, states=(TrialState.RUNNING,)) if j.optuna_id in stale_ids]
+
+
+def fail_stale(study: optuna.Study, grace_period_s: float) -> list[Job]:
+    """Fail the jobs of dead workers and queue them again; returns the jobs this process handled.
+
+    A lost worker is not the trial's fault, so the re-queued attempt keeps its retry budget.
+    """
+    handled = []
+    for job in stale_jobs(study, grace_period_s):
+        reason = f"worker lost: no heartbeat for more than {grace_period_s:g}s"
+        # Attributes are frozen once a trial is finished: the reason goes first.
+        if set_reason(study, job, reason) and transition(
+            study, job, TrialState.RUNNING, TrialState.FAIL
+        ):
+            requeue(study, job, fresh_budget=True)
+            handled.append(job)
+    return handled
+
+
+# --------------------------------------------------------------------------------------------
+# counts
+
+
+@dataclass
+class Counts:
+    completed: int = 0
+    running: int = 0
+    waiting: int = 0
+    failed: int = 0
+    durations: list[float] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.completed + self.running + self.waiting + self.failed
+
+    def add(self, other: Counts) -> Counts:
+        return Counts(
+            self.completed + other.completed,
+            self.running + other.running,
+            self.waiting + other.waiting,
+            self.failed + other.failed,
+            self.durations + other.durations,
+        )
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.completed, self.running, self.waiting, self.failed)
+
+
+def count(study: optuna.Study, keys: set[str] | None = None) -> Counts:
+    """Trials by the state of their latest attempt (only ``keys`` when given)."""
+    out = Counts()
+    for key, job in latest(jobs(study)).items():
+        if keys is not None and key not in keys:
+            continue
+        setattr(out, job.status, getattr(out, job.status) + 1)
+        if job.state == TrialState.COMPLETE and job.wall_time_s is not None:
+            out.durations.append(job.wall_time_s)
+    return out
+
+
+def has_work(study: optuna.Study) -> bool:
+    """Whether any job is waiting or running (a running one may still fail and be retried)."""
+    return bool(jobs(study, states=(TrialState.WAITING, TrialState.RUNNING)))

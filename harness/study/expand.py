@@ -1,0 +1,164 @@
+"""A study becomes trials: each condition (arm x grid cell) at each seed is one ``TrialSpec``.
+
+``expand(study)`` gives the comparison trials, seed-major: for seed in seeds, for condition in
+conditions. A study stopped early therefore has every condition at its lowest seeds. A study
+with a tuning phase has no fixed comparison trials; ``tuning_specs`` builds its tuning trials
+and ``apply_best`` the comparison trials once each arm's best parameters are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.presets import resolve_algorithm
+from harness.engine.spec import TrainConfig, TrialSpec
+from harness.errors import ConfigError
+from harness.study.field_errors import FieldError, format_validation_error
+from harness.study.schema import Arm, Condition, Study, coerce_override, condition_name, split_key
+
+
+def resolve_arm(arm: Arm, extra: Mapping[str, Any], where: str) -> AlgorithmConfig:
+    """The arm's preset with its ``set`` and ``extra`` applied; errors are prefixed ``where``."""
+    try:
+        return resolve_algorithm(arm.algorithm, {**arm.set, **extra})
+    except ValidationError as err:
+        raise ConfigError(f"{where}: {format_validation_error(err, AlgorithmConfig)}") from None
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def arm_train(study: Study, arm: Arm, extra: Mapping[str, Any], where: str) -> TrainConfig:
+    try:
+        return TrainConfig.model_validate({**study.train.model_dump(), **arm.train, **extra})
+    except ValidationError as err:
+        raise ConfigError(f"{where}: {format_validation_error(err, TrainConfig)}") from None
+
+
+def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Grid-cell or search-space keys, split into (algorithm overrides, train overrides)."""
+    algorithm, train = {}, {}
+    for key, value in params.items():
+        section, name = split_key(key)
+        (train if section == "train" else algorithm)[name] = value
+    return algorithm, train
+
+
+def study_dir(study: Study) -> Path:
+    """Where the study's records, logs and storages live: ``output_dir`` or ``runs/<name>``."""
+    return Path(study.output_dir) if study.output_dir else Path("runs") / study.name
+
+
+def _spec(
+    study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: int, where: str
+) -> TrialSpec:
+    algorithm, train = split_params(params)
+    return TrialSpec(
+        study=study.name,
+        arm=name,
+        seed=seed,
+        task=study.task.model_copy(deep=True),
+        model=study.model.model_copy(deep=True),
+        warmstart=study.warmstart.model_copy(deep=True),
+        train=arm_train(study, arm, train, where),
+        algorithm=resolve_arm(arm, algorithm, where),
+    )
+
+
+def condition_spec(study: Study, condition: str | Condition, seed: int) -> TrialSpec:
+    """The comparison trial of one condition (by name) at one seed."""
+    if isinstance(condition, str):
+        by_name = {c.name: c for c in study.iter_conditions()}
+        if condition not in by_name:
+            raise ConfigError(
+                f"unknown condition {condition!r}; valid: {', '.join(by_name)}"
+            )
+        condition = by_name[condition]
+    return _spec(study, study.arm(condition.arm), condition.name, condition.cell, seed, condition.name)
+
+
+def expand(study: Study) -> list[TrialSpec]:
+    """The comparison trials, seed-major (for seed in seeds: for condition in conditions)."""
+    if study.tuning is not None:
+        raise ConfigError(
+            f"study {study.name!r} has a tuning phase: its comparison trials are known only "
+            "after tuning; build them with apply_best(study, best)"
+        )
+    first = [condition_spec(study, c, study.seeds[0]) for c in study.iter_conditions()]
+    return [spec.model_copy(update={"seed": seed}, deep=True) for seed in study.seeds for spec in first]
+
+
+def comparisons(study: Study) -> list[tuple[str, str]]:
+    """Pre-registered comparisons: (condition, the control arm's condition at the same cell)."""
+    return [
+        (c.name, condition_name(study.control, c.cell))
+        for c in study.iter_conditions()
+        if c.arm != study.control
+    ]
+
+
+def _tuning_params(study: Study, params: Mapping[str, Any], where: str) -> dict[str, Any]:
+    if study.tuning is None:
+        raise ConfigError(f"study {study.name!r} has no tuning section")
+    space = study.tuning.search_space
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of parameter values, got {params!r}")
+    out = {}
+    for key, value in params.items():
+        if key not in space:
+            raise ConfigError(
+                f"{where}.{key}: not in tuning.search_space; valid: {', '.join(space)}"
+            )
+        try:
+            out[key] = coerce_override(key, value, ())
+        except FieldError as err:
+            raise ConfigError(f"{where}.{key}: {err.msg}") from None
+    return out
+
+
+def _arm_or_error(study: Study, arm_name: str, where: str) -> Arm:
+    try:
+        return study.arm(arm_name)
+    except KeyError:
+        valid = ", ".join(a.name for a in study.arms)
+        raise ConfigError(f"{where}: unknown arm {arm_name!r}; valid: {valid}") from None
+
+
+def tuning_specs(study: Study, arm_name: str, params: Mapping[str, Any], seed: int) -> TrialSpec:
+    """One tuning trial: ``arm_name`` with sampled ``params`` (search-space keys) at a tuning seed.
+
+    ``TrialSpec.arm`` is the arm name; the record's ``phase`` ("tune") tells tuning trials apart,
+    and the parameters are part of the config hash, so every sampled point has its own trial id.
+    """
+    arm = _arm_or_error(study, arm_name, "arm")
+    values = _tuning_params(study, params, "params")
+    if seed not in study.tuning.seeds:
+        raise ConfigError(
+            f"seed: {seed} is not a tuning seed; tuning.seeds: {study.tuning.seeds}"
+        )
+    return _spec(study, arm, arm.name, values, seed, f"tuning trial of {arm.name}")
+
+
+def apply_best(study: Study, best: Mapping[str, Mapping[str, Any]]) -> list[TrialSpec]:
+    """Comparison trials of a tuned study: each arm at its best parameters, over ``seeds``.
+
+    ``best`` maps every arm name to its chosen parameters (search-space keys). Seed-major order,
+    like ``expand``.
+    """
+    if study.tuning is None:
+        raise ConfigError(f"study {study.name!r} has no tuning section; use expand(study)")
+    for name in best:
+        _arm_or_error(study, name, "best")
+    missing = [a.name for a in study.arms if a.name not in best]
+    if missing:
+        raise ConfigError(f"best: no parameters for arm(s) {', '.join(missing)}")
+    params = {a.name: _tuning_params(study, best[a.name], f"best.{a.name}") for a in study.arms}
+    return [
+        _spec(study, arm, arm.name, params[arm.name], seed, f"best.{arm.name}")
+        for seed in study.seeds
+        for arm in study.arms
+    ]

@@ -1,0 +1,519 @@
+"""The study file as pydantic models: ``Study``, ``Arm``, ``Tuning`` and its ``SearchParam`` entries.
+
+Everything here is structural and needs no algorithm registry: types, names, seeds, which keys an
+override, a grid or a search space may touch, and how the sections agree with each other. Checks
+that need the presets (does ``arms[1].set`` make a valid GRPO?) live in ``harness.study.load``, which is
+also where a file is read, its ``include:`` merged, and a study expanded into trials.
+
+Every error carries the path of the field it is about; ``harness.study.field_errors`` turns a
+pydantic ``ValidationError`` into the one line the CLI prints, e.g.
+``arms[1].set.eps_hgh: unknown key; valid: adv_eps, advantage, ...``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from functools import cache
+from typing import Annotated, Any, Literal
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, TypeAdapter, ValidationError
+from pydantic import field_validator, model_validator
+from pydantic.fields import FieldInfo
+
+from harness.algorithms.config import AlgorithmConfig
+from harness.study.field_errors import FieldError, Loc, field_error, short_repr, unwrap_type
+from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
+
+# --------------------------------------------------------------------------------------------
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def check_name(value: Any, what: str) -> str:
+    """Study and arm names become folder and file names: keep them to a safe alphabet."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string, got {short_repr(value)}")
+    if "/" in value or "\\" in value:
+        raise ValueError(f"{what} {value!r} must not contain a path separator")
+    if ".." in value:
+        raise ValueError(f"{what} {value!r} must not contain '..'")
+    if not NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"{what} {value!r} must match [A-Za-z0-9][A-Za-z0-9_.-]* "
+            "(letters, digits, '_', '.', '-'; starting with a letter or digit)"
+        )
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Override keys: which fields an arm, a grid or a search space may set
+# --------------------------------------------------------------------------------------------
+
+#: AlgorithmConfig fields that identify a preset rather than configure it.
+_NOT_OVERRIDABLE = frozenset({"name"})
+
+#: Final metrics the trainer reports (see the study contract); ``primary_metric`` must be one.
+FINAL_METRICS: tuple[str, ...] = (
+    "eval/accuracy",
+    "eval/mean_reward",
+    "eval/accuracy_start",
+    "tokens/total",
+    "time/total_s",
+    "train/reward_mean",
+    "train/reward_std_in_group",
+    "train/frac_degenerate",
+    "train/kl_ref",
+    "train/entropy",
+    "train/clip_frac",
+    "train/ratio_mean",
+    "train/completion_len",
+    "train/loss",
+    "train/grad_norm",
+    "train/value_loss",
+    "train/explained_var",
+    "train/dpo_margin",
+    "train/dpo_pair_acc",
+)
+
+
+def algorithm_keys() -> list[str]:
+    """Keys an arm's ``set:`` may override (AlgorithmConfig fields)."""
+    return [k for k in AlgorithmConfig.model_fields if k not in _NOT_OVERRIDABLE]
+
+
+def train_keys() -> list[str]:
+    return list(TrainConfig.model_fields)
+
+
+def override_keys() -> list[str]:
+    """Keys a grid or a search space may vary: AlgorithmConfig fields and ``train.<field>``."""
+    return algorithm_keys() + [f"train.{k}" for k in train_keys()]
+
+
+def split_key(key: str) -> tuple[Literal["algorithm", "train"], str]:
+    """``'lr'`` -> ``('algorithm', 'lr')``; ``'train.steps'`` -> ``('train', 'steps')``."""
+    if key.startswith("train."):
+        return "train", key[len("train.") :]
+    return "algorithm", key
+
+
+def _field_info(key: str) -> FieldInfo:
+    section, name = split_key(key)
+    model = TrainConfig if section == "train" else AlgorithmConfig
+    return model.model_fields[name]
+
+
+@cache
+def _adapter(key: str) -> TypeAdapter:
+    info = _field_info(key)
+    if not info.metadata:
+        return TypeAdapter(info.annotation)
+    return TypeAdapter(Annotated[info.annotation, *info.metadata])
+
+
+def check_override_key(key: Any) -> str:
+    if not isinstance(key, str) or key not in override_keys():
+        raise FieldError((str(key),), "unknown key; valid: " + ", ".join(override_keys()))
+    return key
+
+
+def coerce_override(key: str, value: Any, loc: Loc) -> Any:
+    """Validate one value for an override key against the field's type and bounds."""
+    try:
+        return _adapter(key).validate_python(value)
+    except ValidationError as err:
+        raise field_error(err, loc) from None
+
+
+def numeric_kind(key: str) -> Literal["int", "float"] | None:
+    """Whether a field holds an int, a float, or neither (a name, a flag)."""
+    tp = unwrap_type(_field_info(key).annotation)
+    if tp is bool:
+        return None
+    if tp is int:
+        return "int"
+    if tp is float:
+        return "float"
+    return None
+
+
+def format_value(value: Any) -> str:
+    """Values in condition names: ``0.001``, ``8``, ``true``, ``group_mean``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _distinct(values: Sequence[Any]) -> int | None:
+    """Index of the first repeated value (``True`` and ``1`` count as different), else None."""
+    seen: set[tuple[type, Any]] = set()
+    for i, v in enumerate(values):
+        token = (type(v), v)
+        if token in seen:
+            return i
+        seen.add(token)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Arm(_Strict):
+    """One thing being compared: a preset, with optional algorithm and train overrides."""
+
+    name: str
+    algorithm: str = Field(description="preset name (see harness.algorithms.presets)")
+    description: str = ""
+    set: dict[str, Any] = Field(default_factory=dict, description="AlgorithmConfig overrides")
+    train: dict[str, Any] = Field(default_factory=dict, description="TrainConfig overrides")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: Any) -> str:
+        return check_name(v, "arm name")
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, v: str) -> str:
+        if not v:
+            raise ValueError("preset name must not be empty")
+        return v
+
+    @field_validator("set")
+    @classmethod
+    def _set(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            if key not in algorithm_keys():
+                hint = " (the preset is chosen by `algorithm`)" if key == "name" else ""
+                raise FieldError((key,), "unknown key; valid: " + ", ".join(algorithm_keys()) + hint)
+        return {key: coerce_override(key, value, (key,)) for key, value in v.items()}
+
+    @field_validator("train")
+    @classmethod
+    def _train(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            if key not in train_keys():
+                raise FieldError((key,), "unknown key; valid: " + ", ".join(train_keys()))
+        return {key: coerce_override(f"train.{key}", value, (key,)) for key, value in v.items()}
+
+
+class SearchParam(_Strict):
+    """One search-space entry: a range ``{low, high[, log][, step]}`` or ``{choices: [...]}``."""
+
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = Field(None, gt=0)
+    choices: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> SearchParam:
+        ranged = self.low is not None or self.high is not None
+        if self.choices is not None:
+            if ranged or self.log or self.step is not None:
+                raise ValueError("give either {low, high[, log, step]} or {choices: [...]}, not both")
+            if not self.choices:
+                raise FieldError(("choices",), "must list at least one value")
+            for i, c in enumerate(self.choices):
+                if not _is_scalar(c):
+                    raise FieldError(("choices", i), f"must be a number, string or bool, got {short_repr(c)}")
+            dup = _distinct(self.choices)
+            if dup is not None:
+                raise FieldError(("choices", dup), f"duplicate choice {self.choices[dup]!r}")
+            return self
+        if self.low is None or self.high is None:
+            missing = "low" if self.low is None else "high"
+            raise FieldError((missing,), "required: give {low, high[, log, step]} or {choices: [...]}")
+        for end in ("low", "high"):
+            if not math.isfinite(getattr(self, end)):
+                raise FieldError((end,), "must be a finite number")
+        if not self.low < self.high:
+            raise FieldError(("low",), f"low ({self.low:g}) must be less than high ({self.high:g})")
+        if self.log and self.low <= 0:
+            raise FieldError(("low",), f"a log-uniform range needs low > 0, got {self.low:g}")
+        if self.log and self.step is not None:
+            raise FieldError(("step",), "cannot be combined with log: true")
+        return self
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "one of [" + ", ".join(format_value(c) for c in self.choices) + "]"
+        kind = "log-uniform" if self.log else "uniform"
+        step = f" step {self.step:g}" if self.step is not None else ""
+        return f"{kind}[{self.low:g}, {self.high:g}]{step}"
+
+
+class Tuning(_Strict):
+    """An Optuna tuning phase: the same number of trials for every arm, on its own seeds."""
+
+    n_trials: PositiveInt = Field(description="tuning trials per arm")
+    seeds: list[int] = Field(description="seeds used while tuning; disjoint from the study's seeds")
+    sampler_seed: int = Field(0, ge=0)
+    search_space: dict[str, SearchParam]
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, v: Any) -> list[int]:
+        if not isinstance(v, list):
+            raise ValueError(f"expected a list of distinct non-negative integers, got {short_repr(v)}")
+        return _check_seed_list(v)
+
+    @field_validator("search_space", mode="before")
+    @classmethod
+    def _space_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("must name at least one parameter to tune")
+            for key in v:
+                check_override_key(key)
+        return v
+
+    @field_validator("search_space")
+    @classmethod
+    def _space_values(cls, v: dict[str, SearchParam]) -> dict[str, SearchParam]:
+        for key, param in v.items():
+            kind = numeric_kind(key)
+            if param.choices is not None:
+                param.choices = [
+                    coerce_override(key, c, (key, "choices", i)) for i, c in enumerate(param.choices)
+                ]
+                continue
+            if kind is None:
+                raise FieldError(
+                    (key,), "is not numeric: give {choices: [...]} instead of a low/high range"
+                )
+            for end in ("low", "high"):
+                value = getattr(param, end)
+                if kind == "int":
+                    if value != int(value):
+                        raise FieldError((key, end), f"{key} is an integer field; got {value:g}")
+                    value = int(value)
+                coerce_override(key, value, (key, end))
+            if kind == "int" and param.step is not None and param.step != int(param.step):
+                raise FieldError((key, "step"), f"{key} is an integer field; got {param.step:g}")
+        return v
+
+
+def _check_seed_list(values: list[Any]) -> list[int]:
+    if not values:
+        raise ValueError("must list at least one seed")
+    for i, s in enumerate(values):
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ValueError(f"seed at index {i} must be an integer, got {short_repr(s)}")
+        if s < 0:
+            raise ValueError(f"seed at index {i} is negative ({s}); seeds are non-negative integers")
+    dup = _distinct(values)
+    if dup is not None:
+        raise ValueError(f"duplicate seed {values[dup]} at index {dup}; seeds must be distinct")
+    return list(values)
+
+
+class Study(_Strict):
+    """A pre-registered comparison: arms x (grid cells) x seeds, against a control arm.
+
+    ``seeds`` is always a list after validation (``seeds: 3`` means ``[0, 1, 2]``).
+    """
+
+    name: str
+    description: str = ""
+    output_dir: str | None = Field(None, description="default: runs/<name>, relative to the CWD")
+    task: TaskConfig = TaskConfig()
+    model: ModelConfig = ModelConfig()
+    warmstart: WarmStartConfig = WarmStartConfig()
+    train: TrainConfig = TrainConfig()
+    primary_metric: str = "eval/accuracy"
+    direction: Literal["maximize", "minimize"] = "maximize"
+    control: str | None = Field(None, description="required with more than one arm")
+    seeds: list[int]
+    arms: list[Arm]
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    tuning: Tuning | None = None
+
+    #: the file it was loaded from (not part of the study; set by ``load_study``)
+    _source: Path | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    # -- field checks -----------------------------------------------------------------------
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: Any) -> str:
+        return check_name(v, "study name")
+
+    @field_validator("output_dir")
+    @classmethod
+    def _output_dir(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must not be empty (leave it out for runs/<name>)")
+        return v
+
+    @field_validator("primary_metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        if v not in FINAL_METRICS:
+            raise ValueError(f"unknown metric {v!r}; valid: {', '.join(FINAL_METRICS)}")
+        return v
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, v: Any) -> list[int]:
+        if isinstance(v, int) and not isinstance(v, bool):
+            if v < 1:
+                raise ValueError(f"the number of seeds must be at least 1, got {v}")
+            return list(range(v))
+        if isinstance(v, list):
+            return _check_seed_list(v)
+        raise ValueError(
+            f"expected a number of seeds (n means 0..n-1) or a list of distinct non-negative "
+            f"integers, got {short_repr(v)}"
+        )
+
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, v: list[Arm]) -> list[Arm]:
+        if not v:
+            raise ValueError("at least one arm is required")
+        first: dict[str, int] = {}
+        for i, arm in enumerate(v):
+            if arm.name in first:
+                raise FieldError(
+                    (i, "name"), f"duplicate arm name {arm.name!r} (also arms[{first[arm.name]}])"
+                )
+            first[arm.name] = i
+        return v
+
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _grid_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for key, values in v.items():
+                check_override_key(key)
+                if not isinstance(values, list):
+                    raise FieldError((key,), f"expected a list of values, got {short_repr(values)}")
+        return v
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_values(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        out = {}
+        for key, values in v.items():
+            if not values:
+                raise FieldError((key,), "must list at least one value")
+            for i, value in enumerate(values):
+                if not _is_scalar(value):
+                    raise FieldError((key, i), f"must be a number, string or bool, got {short_repr(value)}")
+            values = [coerce_override(key, value, (key, i)) for i, value in enumerate(values)]
+            dup = _distinct(values)
+            if dup is not None:
+                raise FieldError((key, dup), f"duplicate value {values[dup]!r}")
+            out[key] = values
+        return out
+
+    # -- cross-field checks -----------------------------------------------------------------
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Study:
+        names = [a.name for a in self.arms]
+        if self.control is None:
+            if len(self.arms) > 1:
+                raise FieldError(
+                    ("control",),
+                    "required when the study has more than one arm; one of: " + ", ".join(names),
+                )
+            self.control = names[0]
+        elif self.control not in names:
+            raise FieldError(
+                ("control",), f"{self.control!r} is not an arm; arms: " + ", ".join(names)
+            )
+
+        varied: dict[str, str] = {k: "grid" for k in self.grid}
+        if self.tuning is not None:
+            if self.grid:
+                raise FieldError(
+                    ("tuning",),
+                    "cannot be combined with grid; tune those keys in tuning.search_space instead",
+                )
+            shared = sorted(set(self.tuning.seeds) & set(self.seeds))
+            if shared:
+                raise FieldError(
+                    ("tuning", "seeds"),
+                    f"{', '.join(map(str, shared))} also in the study's seeds; tuning seeds must "
+                    "be disjoint from the comparison seeds",
+                )
+            varied = {k: "tuning.search_space" for k in self.tuning.search_space}
+        for key, where in varied.items():
+            section, field = split_key(key)
+            for i, arm in enumerate(self.arms):
+                fixed = arm.set if section == "algorithm" else arm.train
+                if field in fixed:
+                    raise FieldError(
+                        (*where.split("."), key),
+                        f"also fixed by arms[{i}].{'set' if section == 'algorithm' else 'train'}"
+                        f".{field}; a value cannot be both fixed and varied, remove one",
+                    )
+        return self
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def arm(self, name: str) -> Arm:
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(name)
+
+    def grid_cells(self) -> list[dict[str, Any]]:
+        """Every combination of grid values (keys sorted); ``[{}]`` without a grid."""
+        keys = sorted(self.grid)
+        cells: list[dict[str, Any]] = [{}]
+        for key in keys:
+            cells = [{**cell, key: value} for cell in cells for value in self.grid[key]]
+        return cells
+
+    def iter_conditions(self) -> list[Condition]:
+        """(arm, grid cell) pairs in order: arms as listed, then grid cells."""
+        return [
+            Condition(name=condition_name(arm.name, cell), arm=arm.name, cell=cell)
+            for arm in self.arms
+            for cell in self.grid_cells()
+        ]
+
+    def conditions(self) -> list[str]:
+        """Condition names: the arm name, or ``arm[key=value,...]`` with a grid (keys sorted)."""
+        return [c.name for c in self.iter_conditions()]
+
+
+class Condition(BaseModel):
+    """One arm at one grid cell; ``TrialSpec.arm`` holds ``name``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    arm: str
+    cell: dict[str, Any] = {}
+
+
+def condition_name(arm: str, cell: dict[str, Any]) -> str:
+    if not cell:
+        return arm
+    return arm + "[" + ",".join(f"{k}={format_value(cell[k])}" for k in sorted(cell)) + "]"

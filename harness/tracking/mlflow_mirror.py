@@ -1,0 +1,575 @@
+"""The MLflow mirror of trial records ("records before mirrors").
+
+The local record (``harness.tracking.records``) is the truth; MLflow is a mirror that can always be
+rebuilt from it with ``harness sync``. Layout in MLflow:
+
+- one experiment per study name (default store: ``sqlite:///<study_dir>/mlflow.db`` with
+  artifacts in ``<study_dir>/mlartifacts``);
+- one parent run per study, tagged ``harness.role=study`` and found again by that tag;
+- one child run per trial (``mlflow.parentRunId``), tagged ``harness.role=trial`` and
+  ``trial_id``, holding the flattened spec as params, the per-step history as metrics
+  (with their step numbers), the final metrics as ``final/<name>``, and artifacts
+  ``config.json``, ``config.yaml``, ``history.json``, ``history.csv``, ``record.json``.
+
+A child run is complete only when it carries ``harness.synced=1`` (set last) and
+``harness.record_sha`` equal to the record's fingerprint; anything else is replaced.
+Tracking failures never raise: :meth:`Tracker.log_record` warns and returns False.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import logging
+import os
+import re
+import socket
+import tempfile
+import time
+import urllib.request
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.tracking.records import (
+    TrialRecord,
+    flatten,
+    history_points,
+    iso_to_ms,
+    read_records,
+    record_path,
+)
+from harness.tracking.urls import redact_text, redact_url
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# A dead tracking server must not stall a trial for minutes (MLflow's defaults: 7 retries with
+# exponential backoff, 120 s per request). The user's own settings win.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+# MLflow's own INFO lines ("Creating initial MLflow database tables...") would interleave with
+# every worker's output; warnings and errors still show. The user's own level wins.
+_USER_MLFLOW_LEVEL = os.environ.get("MLFLOW_LOGGING_LEVEL")
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+# MLflow prints "View run ... at: <tracking URI>/#/..." on stdout after every run it ends, with
+# the URI as given: credentials in it would be printed in full. Never.
+os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+
+ROLE_TAG = "harness.role"
+SYNCED_TAG = "harness.synced"
+RECORD_SHA_TAG = "harness.record_sha"
+PARENT_TAG = "mlflow.parentRunId"
+FINAL_PREFIX = "final/"
+
+MAX_PARAM_VALUE = 6000  # MLflow's MAX_PARAM_VAL_LENGTH
+MAX_TAG_VALUE = 8000  # MLflow's MAX_TAG_VAL_LENGTH
+PARAMS_PER_BATCH = 100  # MLflow's MAX_PARAMS_TAGS_PER_BATCH
+METRICS_PER_BATCH = 1000  # MLflow's MAX_METRICS_PER_BATCH
+CONNECT_TIMEOUT_S = 3.0
+_TRUNCATED = "...[truncated; full value in config.json]"
+
+
+class TrackingWarning(UserWarning):
+    """MLflow could not be reached or written; the local record is unaffected."""
+
+
+def quiet_mlflow() -> None:
+    """Silence MLflow's chatter, not harness's warnings: its loggers (and alembic's, which logs
+    its schema migrations) at WARNING unless ``MLFLOW_LOGGING_LEVEL`` was set, and the
+    deprecation/future warnings raised from inside MLflow and alembic.
+    :class:`TrackingWarning` is raised from this module, so it is never filtered."""
+    if _USER_MLFLOW_LEVEL is None:
+        for name in ("mlflow", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
+        for module in (r"mlflow(\.|$)", r"alembic(\.|$)"):
+            warnings.filterwarnings("ignore", category=category, module=module)
+
+
+def default_tracking_uri(study_dir: str | os.PathLike) -> str:
+    """The study's own MLflow store: ``sqlite:///<abs study_dir>/mlflow.db``."""
+    return f"sqlite:///{Path(study_dir).resolve() / 'mlflow.db'}"
+
+
+def default_artifact_location(study_dir: str | os.PathLike) -> str:
+    return (Path(study_dir).resolve() / "mlartifacts").as_uri()
+
+
+def _is_local_store(uri: str) -> bool:
+    scheme = urlsplit(uri).scheme
+    return scheme in {"", "file", "sqlite"}
+
+
+def _quotable(value: str) -> bool:
+    return "'" not in value and "\\" not in value and "\n" not in value
+
+
+def mlflow_key(name: str) -> str:
+    """``name`` as MLflow accepts a metric or param key: characters it rejects become ``_``
+    (``eval/pass@1`` -> ``eval/pass_1``); valid names are unchanged."""
+    try:
+        from mlflow.utils.validation import path_not_unique, validate_param_and_metric_name
+    except ImportError:  # pragma: no cover - MLflow moved its validators
+        return name
+    if validate_param_and_metric_name(name) and not path_not_unique(name):
+        return name
+    cleaned = re.sub(r"[^\w\-. /]", "_", name)
+    cleaned = "/".join(part if part not in {"", ".", ".."} else "_" for part in cleaned.split("/"))
+    return cleaned[:250]
+
+
+def param_items(spec: dict[str, Any]) -> dict[str, str]:
+    """The flattened spec as MLflow params: strings, JSON for lists, cut to MLflow's limit."""
+    out = {}
+    for key, value in flatten(spec).items():
+        if isinstance(value, (list, dict)):
+            text = json.dumps(value, sort_keys=True)
+        else:
+            text = str(value)
+        if len(text) > MAX_PARAM_VALUE:
+            text = text[: MAX_PARAM_VALUE - len(_TRUNCATED)] + _TRUNCATED
+        out[mlflow_key(key)[:250]] = text
+    return out
+
+
+def trial_tags(record: TrialRecord) -> dict[str, str]:
+    """The tags of a trial's child run (everything but the completeness marker)."""
+    tags = {
+        ROLE_TAG: "trial",
+        "study": record.study,
+        "arm": record.arm,
+        "seed": str(record.seed),
+        "trial_id": record.trial_id,
+        "config_hash": record.config_hash,
+        "git_commit": record.git_commit or "unknown",
+        "harness_version": record.harness_version,
+        "device": record.device,
+        "host": record.host,
+        "status": record.status,
+        "phase": record.phase,
+        "attempt": str(record.attempt),
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        RECORD_SHA_TAG: record.fingerprint(),
+    }
+    if record.git_commit:
+        tags["mlflow.source.git.commit"] = record.git_commit
+    if record.error:
+        tags["error"] = record.error[:MAX_TAG_VALUE]
+    return tags
+
+
+def _history_timestamps(record: TrialRecord) -> dict[int, int]:
+    """A wall-clock time (ms) per history step: cumulative ``time/step_s`` when logged,
+    else spread evenly between the trial's start and finish."""
+    start, end = iso_to_ms(record.started_at), iso_to_ms(record.finished_at)
+    steps = []
+    for index, row in enumerate(record.history):
+        try:
+            steps.append(int(row.get("step", index)))
+        except (TypeError, ValueError):
+            steps.append(index)
+    out: dict[int, int] = {}
+    if record.history and all(isinstance(r.get("time/step_s"), (int, float)) for r in record.history):
+        elapsed = 0.0
+        for step, row in zip(steps, record.history):
+            elapsed += float(row["time/step_s"])
+            out.setdefault(step, start + int(elapsed * 1000))
+        return out
+    n = max(len(steps), 1)
+    for index, step in enumerate(steps):
+        out.setdefault(step, start + int((end - start) * (index + 1) / n))
+    return out
+
+
+def _history_csv(record: TrialRecord) -> str:
+    keys: list[str] = []
+    for row in record.history:
+        for key in row:
+            if key not in keys:
+                keys.append(key)
+    if "step" in keys:
+        keys.remove("step")
+    keys = ["step", *keys]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    writer.writeheader()
+    for index, row in enumerate(record.history):
+        writer.writerow({"step": row.get("step", index), **{k: v for k, v in row.items() if k != "step"}})
+    return buf.getvalue()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    """An exclusive advisory lock (fcntl) for find-or-create races between local workers."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+class TrackingUnavailable(Exception):
+    """The tracking server did not answer (raised internally, never out of log_record)."""
+
+
+class Tracker:
+    """Mirrors trial records of one study into MLflow.
+
+    ``tracking_uri=None`` means the study's own sqlite store (see :func:`default_tracking_uri`).
+    Nothing connects until the first :meth:`log_record`.
+    """
+
+    def __init__(self, tracking_uri: str | None, study_dir: str | os.PathLike, study_name: str):
+        self.study_dir = Path(study_dir)
+        self.study_name = study_name
+        self.explicit_uri = tracking_uri is not None
+        self.tracking_uri = tracking_uri if tracking_uri is not None else default_tracking_uri(study_dir)
+        self._client = None
+        self._experiment_id: str | None = None
+        self._parent_run_id: str | None = None
+
+    # ---- connection -------------------------------------------------------------------------
+
+    @property
+    def client(self):
+        if self._client is None:
+            from mlflow import MlflowClient
+
+            quiet_mlflow()  # after MLflow's import, which configures its loggers
+
+            if self.tracking_uri.startswith("sqlite:"):
+                # Creating a sqlite store runs MLflow's migrations; two workers doing it at once
+                # can collide, so the first use is serialised through a lock file.
+                self.study_dir.mkdir(parents=True, exist_ok=True)
+                with _file_lock(self.study_dir / ".mlflow-store.lock"):
+                    client = MlflowClient(tracking_uri=self.tracking_uri)
+                    client.search_experiments(max_results=1)
+            else:
+                client = MlflowClient(tracking_uri=self.tracking_uri)
+            self._client = client
+        return self._client
+
+    def prepare(self) -> bool:
+        """Create the store, the experiment and the parent run now (call once before workers
+        start). Never raises: returns False with a :class:`TrackingWarning` on failure."""
+        try:
+            self._preflight()
+            self.parent_run_id()
+            return True
+        except Exception as err:  # noqa: BLE001
+            self._warn_failure(None, err)
+            return False
+
+    def _preflight(self) -> None:
+        """Fail in seconds, not minutes, when an HTTP tracking server is not listening."""
+        parts = urlsplit(self.tracking_uri)
+        if parts.scheme not in {"http", "https"}:
+            return
+        if urllib.request.getproxies().get(parts.scheme) and not urllib.request.proxy_bypass(parts.hostname or ""):
+            return  # reached through a proxy: a direct connect proves nothing; MLflow's timeouts apply
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as err:
+            raise TrackingUnavailable(f"bad port in tracking URI: {err}") from None
+        try:
+            with socket.create_connection((parts.hostname or "localhost", port), timeout=CONNECT_TIMEOUT_S):
+                pass
+        except OSError as err:
+            raise TrackingUnavailable(
+                f"cannot connect to {parts.hostname}:{port} ({err.strerror or err})"
+            ) from None
+
+    def experiment_id(self) -> str:
+        """The study's experiment, created (with the study's artifact folder) if missing."""
+        if self._experiment_id is not None:
+            return self._experiment_id
+        client = self.client
+        experiment = client.get_experiment_by_name(self.study_name)
+        if experiment is None:
+            artifact_location = (
+                default_artifact_location(self.study_dir) if _is_local_store(self.tracking_uri) else None
+            )
+            try:
+                experiment_id = client.create_experiment(
+                    self.study_name,
+                    artifact_location=artifact_location,
+                    tags={"harness.study.load": self.study_name},
+                )
+            except Exception:  # noqa: BLE001 - most likely another worker created it first
+                experiment = client.get_experiment_by_name(self.study_name)
+                if experiment is None:
+                    raise
+                experiment_id = experiment.experiment_id
+        else:
+            experiment_id = experiment.experiment_id
+            if experiment.lifecycle_stage == "deleted":
+                client.restore_experiment(experiment_id)
+        self._experiment_id = experiment_id
+        return experiment_id
+
+    def _search(self, filter_string: str, *, order_by: list[str] | None = None) -> list:
+        client, out, token = self.client, [], None
+        while True:
+            page = client.search_runs(
+                [self.experiment_id()], filter_string, max_results=1000, order_by=order_by, page_token=token
+            )
+            out.extend(page)
+            token = page.token
+            if not token:
+                return out
+
+    def parent_run_id(self) -> str:
+        """The study's parent run: found by tag ``harness.role=study``, created once.
+
+        Workers on one machine serialise creation with a lock file in the study folder; if
+        workers elsewhere still race, everyone settles on the oldest parent and a worker
+        deletes the duplicate it made itself.
+        """
+        if self._parent_run_id is not None:
+            return self._parent_run_id
+        query = f"tags.`{ROLE_TAG}` = 'study'"
+        runs = self._search(query)
+        created = None
+        if not runs:
+            with _file_lock(self.study_dir / ".mlflow.lock"):
+                runs = self._search(query)
+                if not runs:
+                    created = self.client.create_run(
+                        self.experiment_id(),
+                        run_name=self.study_name,
+                        tags={ROLE_TAG: "study", "study": self.study_name},
+                    )
+                    self._describe_parent(created.info.run_id)
+                    runs = self._search(query)
+                    if created.info.run_id not in {r.info.run_id for r in runs}:
+                        runs.append(created)
+        chosen = min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+        if created is not None and created.info.run_id != chosen.info.run_id:
+            self.client.delete_run(created.info.run_id)
+        self._parent_run_id = chosen.info.run_id
+        return self._parent_run_id
+
+    def _describe_parent(self, run_id: str) -> None:
+        snapshot = self.study_dir / "study.yaml"
+        if snapshot.is_file():
+            self.client.log_artifact(run_id, str(snapshot))
+        self.client.set_terminated(run_id, "FINISHED")
+
+    # ---- reading back -----------------------------------------------------------------------
+
+    def trial_runs(self, trial_id: str | None = None) -> dict[str, list]:
+        """Active child runs by trial id (all trials, or one)."""
+        query = f"tags.`{ROLE_TAG}` = 'trial'"
+        if trial_id is not None and _quotable(trial_id):
+            query += f" and tags.`trial_id` = '{trial_id}'"
+        out: dict[str, list] = {}
+        for run in self._search(query):
+            tid = run.data.tags.get("trial_id")
+            if tid is not None and (trial_id is None or tid == trial_id):
+                out.setdefault(tid, []).append(run)
+        return out
+
+    def find_trial_run(self, trial_id: str):
+        """The complete child run that mirrors ``trial_id``'s record, or None."""
+        runs = self.trial_runs(trial_id).get(trial_id, [])
+        complete = [r for r in runs if r.data.tags.get(SYNCED_TAG) == "1"]
+        return max(complete, key=lambda r: r.info.start_time or 0) if complete else None
+
+    @staticmethod
+    def holds(runs: list, record: TrialRecord) -> bool:
+        """Whether one of ``runs`` is a complete mirror of exactly this record."""
+        sha = record.fingerprint()
+        return any(
+            r.data.tags.get(SYNCED_TAG) == "1" and r.data.tags.get(RECORD_SHA_TAG) == sha for r in runs
+        )
+
+    # ---- writing ----------------------------------------------------------------------------
+
+    def log_record(self, record: TrialRecord, *, _existing: list | None = None) -> bool:
+        """Mirror one record into MLflow. Idempotent; never raises on tracking failure.
+
+        Returns True when MLflow holds the record completely (already, or now), False when
+        tracking failed (a :class:`TrackingWarning` says why and how to replay).
+        """
+        delays = [0.5, 1.0, 2.0]
+        while True:
+            try:
+                self._log_record(record, _existing)
+                return True
+            except Exception as err:  # noqa: BLE001 - the mirror must never break a trial
+                if delays and "locked" in str(err).lower():
+                    time.sleep(delays.pop(0))  # a busy sqlite store: try again shortly
+                    _existing = None
+                    continue
+                self._warn_failure(record.trial_id, err)
+                return False
+
+    def _warn_failure(self, trial_id: str | None, err: BaseException) -> None:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        message = redact_text(message, self.tracking_uri)
+        if len(message) > 300:
+            message = message[:300] + "..."
+        command = f"harness sync {self.study_dir.resolve()}"
+        if self.explicit_uri:
+            command += f" --tracking-uri {redact_url(self.tracking_uri)}"
+        if trial_id is None:
+            what, safe = "", f"The local records are safe ({self.study_dir / 'records'})"
+        else:
+            what = f" for trial {trial_id}"
+            safe = f"The local record is safe ({record_path(self.study_dir, trial_id)})"
+        warnings.warn(
+            f"MLflow tracking at {redact_url(self.tracking_uri)} failed{what}: "
+            f"{type(err).__name__}: {message}. {safe}; run `{command}` to send it later.",
+            TrackingWarning,
+            stacklevel=3,
+        )
+
+    def _log_record(self, record: TrialRecord, existing: list | None) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        self._preflight()
+        client = self.client
+        if existing is None:
+            existing = self.trial_runs(record.trial_id).get(record.trial_id, [])
+        if self.holds(existing, record):
+            return
+        parent = self.parent_run_id()
+        tags = trial_tags(record)
+        tags[PARENT_TAG] = parent
+        run = client.create_run(
+            self.experiment_id(),
+            start_time=iso_to_ms(record.started_at),
+            tags=tags,
+            run_name=record.trial_id,
+        )
+        run_id = run.info.run_id
+
+        params = [Param(k, v) for k, v in param_items(record.spec).items()]
+        for i in range(0, len(params), PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=params[i : i + PARAMS_PER_BATCH], synchronous=True)
+
+        stamps = _history_timestamps(record)
+        end_ms = iso_to_ms(record.finished_at)
+        metrics = [
+            Metric(mlflow_key(key), value, stamps.get(step, end_ms), step) for step, key, value in history_points(record)
+        ]
+        last_step = max(stamps, default=0)
+        metrics += [
+            Metric(mlflow_key(FINAL_PREFIX + key), float(value), end_ms, last_step) for key, value in record.final.items()
+        ]
+        metrics.append(Metric("wall_time_s", float(record.wall_time_s), end_ms, last_step))
+        for i in range(0, len(metrics), METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=metrics[i : i + METRICS_PER_BATCH], synchronous=True)
+
+        with tempfile.TemporaryDirectory(prefix="harness-artifacts-") as tmp:
+            self._write_artifacts(record, Path(tmp))
+            client.log_artifacts(run_id, tmp)
+
+        client.set_terminated(run_id, "FINISHED" if record.status == "completed" else "FAILED", end_time=end_ms)
+        client.log_batch(run_id, tags=[RunTag(SYNCED_TAG, "1")], synchronous=True)  # complete: set last
+
+        for stale in existing:  # partial or out-of-date mirrors of this trial
+            if stale.info.run_id != run_id:
+                client.delete_run(stale.info.run_id)
+
+    @staticmethod
+    def _write_artifacts(record: TrialRecord, folder: Path) -> None:
+        import yaml
+
+        (folder / "config.json").write_text(json.dumps(record.spec, indent=2, sort_keys=True) + "\n")
+        (folder / "config.yaml").write_text(yaml.safe_dump(record.spec, sort_keys=True))
+        (folder / "history.json").write_text(json.dumps(record.history, indent=1) + "\n")
+        (folder / "history.csv").write_text(_history_csv(record))
+        (folder / "record.json").write_text(record.model_dump_json(indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------------------------
+# sync
+
+
+@dataclass
+class SyncReport:
+    """What ``sync`` did: records already mirrored, newly sent, and failed (by trial id)."""
+
+    tracking_uri: str
+    already_present: int = 0
+    sent: int = 0
+    failed: int = 0
+    failed_ids: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.already_present + self.sent + self.failed
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def __str__(self) -> str:
+        text = (
+            f"sync to {redact_url(self.tracking_uri)}: {self.total} records; "
+            f"{self.already_present} already present, {self.sent} sent, {self.failed} failed"
+        )
+        if self.failed_ids:
+            shown = ", ".join(self.failed_ids[:10])
+            more = f" (+{len(self.failed_ids) - 10} more)" if len(self.failed_ids) > 10 else ""
+            text += f" [{shown}{more}]"
+        return text
+
+
+def study_name_of(study_dir: str | os.PathLike, records: list[TrialRecord] | None = None) -> str:
+    """The study's name: its study.yaml snapshot, else its records, else the folder name."""
+    snapshot = Path(study_dir) / "study.yaml"
+    if snapshot.is_file():
+        import yaml
+
+        try:
+            data = yaml.safe_load(snapshot.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            return data["name"]
+    if records:
+        names = [r.study for r in records]
+        return max(sorted(set(names)), key=names.count)
+    return Path(study_dir).resolve().name
+
+
+def sync(study_dir: str | os.PathLike, tracking_uri: str | None = None) -> SyncReport:
+    """Send every local record that MLflow does not fully hold; never raises on tracking failure."""
+    study_dir = Path(study_dir)
+    records = read_records(study_dir)
+    tracker = Tracker(tracking_uri, study_dir, study_name_of(study_dir, records))
+    report = SyncReport(tracking_uri=tracker.tracking_uri)
+    if not records:
+        return report
+    try:
+        tracker._preflight()
+        held = tracker.trial_runs()
+    except Exception as err:  # noqa: BLE001
+        tracker._warn_failure(None, err)
+        report.failed = len(records)
+        report.failed_ids = [r.trial_id for r in records]
+        return report
+    for record in records:
+        runs = held.get(record.trial_id, [])
+        if Tracker.holds(runs, record):
+            report.already_present += 1
+        elif tracker.log_record(record, _existing=runs):
+            report.sent += 1
+        else:
+            report.failed += 1
+            report.failed_ids.append(record.trial_id)
+    return report

@@ -1,0 +1,363 @@
+"""Trial records: the authoritative, local result of one trial ("records before mirrors").
+
+A trial writes ``<study_dir>/records/<trial_id>.json`` atomically (temporary file, fsync,
+rename) *before* it tells MLflow or Optuna, so a crashed mirror never loses a result and can be
+replayed with ``harness sync``. A retried trial keeps only its latest attempt there; the failed
+records of earlier attempts are archived as ``records/failed/<trial_id>.<attempt>.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import os
+import socket
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness import __version__
+from harness.engine.spec import TrialResult, TrialSpec
+from harness.errors import HarnessError
+
+RECORDS_DIR = "records"
+FAILED_DIR = "failed"
+SUPERSEDED_DIR = "superseded"
+
+
+class TrialRecord(BaseModel):
+    """One trial's outcome with its provenance; the JSON layout is fixed by STUDY_CONTRACT.md."""
+
+    # Unknown keys are ignored on read so a newer harness's records stay readable.
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="constants")
+
+    trial_id: str
+    study: str
+    arm: str
+    seed: int
+    config_hash: str
+    spec: dict[str, Any]
+    status: Literal["completed", "failed"]
+    error: str | None = None
+    final: dict[str, float] = {}
+    history: list[dict[str, Any]] = []
+    wall_time_s: float = 0.0
+    started_at: str
+    finished_at: str
+    host: str
+    device: str
+    git_commit: str | None = None
+    harness_version: str
+    attempt: int = 1
+    phase: Literal["compare", "tune"] = "compare"
+
+    def fingerprint(self) -> str:
+        """Short hash of the whole record: MLflow holds this record iff its run carries it."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------
+# provenance
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with an explicit offset."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def to_iso(when: _dt.datetime | str | float | int | None) -> str:
+    """A datetime, an epoch in seconds or an ISO string, as an ISO string (None: now)."""
+    if when is None:
+        return now_iso()
+    if isinstance(when, str):
+        return _dt.datetime.fromisoformat(when).isoformat(timespec="milliseconds")
+    if isinstance(when, (int, float)):
+        when = _dt.datetime.fromtimestamp(float(when), _dt.timezone.utc)
+    if when.tzinfo is None:
+        when = when.astimezone()  # a naive datetime is local time
+    return when.isoformat(timespec="milliseconds")
+
+
+def iso_to_ms(when: str) -> int:
+    """An ISO timestamp as epoch milliseconds (MLflow's time unit)."""
+    parsed = _dt.datetime.fromisoformat(when)
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone()
+    return int(parsed.timestamp() * 1000)
+
+
+def host() -> str:
+    return socket.gethostname()
+
+
+def harness_version() -> str:
+
+    return __version__
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the harness checkout this code runs from, or None (not a git checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha or None
+
+
+# --------------------------------------------------------------------------------------------
+# building records
+
+
+def make_record(
+    spec: TrialSpec,
+    result: TrialResult,
+    *,
+    attempt: int = 1,
+    phase: Literal["compare", "tune"] = "compare",
+    started_at: _dt.datetime | str | float | None = None,
+    device: str = "cpu",
+    study: str | None = None,
+    finished_at: _dt.datetime | str | float | None = None,
+) -> TrialRecord:
+    """The record of one finished (or failed) trial; provenance is filled in here.
+
+    ``started_at``/``finished_at`` accept a datetime, an epoch in seconds or an ISO string;
+    ``finished_at`` defaults to now and ``study`` to ``spec.study``.
+    """
+    return TrialRecord(
+        trial_id=spec.trial_id,
+        study=study or spec.study,
+        arm=spec.arm,
+        seed=spec.seed,
+        config_hash=spec.config_hash(),
+        spec=spec.model_dump(mode="json"),
+        status=result.status,
+        error=result.error,
+        final=dict(result.final),
+        history=[_jsonable_step(step) for step in result.history],
+        wall_time_s=float(result.wall_time_s),
+        started_at=to_iso(started_at),
+        finished_at=to_iso(finished_at),
+        host=host(),
+        device=str(device),
+        git_commit=git_commit(),
+        harness_version=harness_version(),
+        attempt=int(attempt),
+        phase=phase,
+    )
+
+
+def failure_result(
+    spec: TrialSpec, error: BaseException | str, *, wall_time_s: float = 0.0, history: list | None = None
+) -> TrialResult:
+    """The result of a trial that raised: ``error`` becomes ``"TypeName: message"``."""
+
+    if isinstance(error, BaseException):
+        error = f"{type(error).__name__}: {error}"
+    return TrialResult(
+        trial_id=spec.trial_id, status="failed", error=str(error), history=list(history or []),
+        wall_time_s=float(wall_time_s),
+    )
+
+
+def _jsonable_step(step: dict[str, Any]) -> dict[str, Any]:
+    """Numbers stay numbers (tensors and numpy scalars become floats); anything else is kept."""
+    out = {}
+    for key, value in step.items():
+        if hasattr(value, "item") and callable(value.item):
+            value = value.item()
+        out[str(key)] = value
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# reading and writing
+
+
+def records_dir(study_dir: str | os.PathLike) -> Path:
+    return Path(study_dir) / RECORDS_DIR
+
+
+def _file_stem(trial_id: str) -> str:
+    """A trial id as a file name: path separators and NULs become '_' (ids are never paths)."""
+    stem = trial_id.replace("/", "_").replace("\\", "_").replace("\0", "_")
+    if stem in {"", ".", ".."}:
+        raise HarnessError(f"trial id {trial_id!r} cannot name a record file")
+    return stem
+
+
+def record_path(study_dir: str | os.PathLike, trial_id: str) -> Path:
+    return records_dir(study_dir) / f"{_file_stem(trial_id)}.json"
+
+
+def failed_record_path(study_dir: str | os.PathLike, trial_id: str, attempt: int) -> Path:
+    return records_dir(study_dir) / FAILED_DIR / f"{_file_stem(trial_id)}.{attempt}.json"
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def _dump(record: TrialRecord) -> str:
+    return record.model_dump_json(indent=1) + "\n"
+
+
+def archive_failed(study_dir: str | os.PathLike, record: TrialRecord) -> Path:
+    """Keep a failed attempt's record under ``records/failed/<trial_id>.<attempt>.json``."""
+    path = failed_record_path(study_dir, record.trial_id, record.attempt)
+    _atomic_write_text(path, _dump(record))
+    return path
+
+
+def write_record(study_dir: str | os.PathLike, record: TrialRecord) -> Path:
+    """Write ``records/<trial_id>.json`` atomically; returns its path.
+
+    If the file already holds the record of another attempt, that record is archived first
+    (a failed one to ``records/failed/<trial_id>.<attempt>.json``, a completed one that is
+    being re-run to ``records/superseded/``), so no attempt's outcome is ever lost.
+    """
+    path = record_path(study_dir, record.trial_id)
+    if path.exists():
+        try:
+            previous = read_record(path)
+        except HarnessError:
+            previous = None
+        if previous is not None and previous.attempt != record.attempt:
+            if previous.status == "failed":
+                archive_failed(study_dir, previous)
+            else:
+                superseded = records_dir(study_dir) / SUPERSEDED_DIR / (
+                    f"{_file_stem(previous.trial_id)}.{previous.attempt}.json"
+                )
+                _atomic_write_text(superseded, _dump(previous))
+    _atomic_write_text(path, _dump(record))
+    return path
+
+
+def read_record(path: str | os.PathLike) -> TrialRecord:
+    path = Path(path)
+    try:
+        return TrialRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, ValidationError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise HarnessError(f"unreadable trial record {path}: {first}") from err
+
+
+def read_records(study_dir: str | os.PathLike, *, strict: bool = False) -> list[TrialRecord]:
+    """Every trial's latest record, sorted by trial id.
+
+    An unreadable file is skipped with a warning naming it (``strict=True`` raises instead).
+    """
+    folder = records_dir(study_dir)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        if path.name.startswith("."):
+            continue
+        try:
+            out.append(read_record(path))
+        except HarnessError as err:
+            if strict:
+                raise
+            warnings.warn(f"{err}; skipped", stacklevel=2)
+    out.sort(key=lambda r: r.trial_id)
+    return out
+
+
+def read_failed_attempts(study_dir: str | os.PathLike) -> list[TrialRecord]:
+    """The archived failed attempts, sorted by (trial id, attempt)."""
+    folder = records_dir(study_dir) / FAILED_DIR
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        if not path.name.startswith("."):
+            try:
+                out.append(read_record(path))
+            except HarnessError as err:
+                warnings.warn(f"{err}; skipped", stacklevel=2)
+    out.sort(key=lambda r: (r.trial_id, r.attempt))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# helpers shared by the mirror and the results frames
+
+
+def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algorithm": {"lr": 1e-3}}`` -> ``{"algorithm.lr": 1e-3}``; lists stay values."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def numeric(value: Any) -> float | None:
+    """A metric value as a float, or None when it is not a number (bools count as 0/1)."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            return numeric(value.item())
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def history_points(record: TrialRecord) -> list[tuple[int, str, float]]:
+    """(step, metric, value) for every numeric value of the history, in record order."""
+    points = []
+    for index, row in enumerate(record.history):
+        step = row.get("step", index)
+        try:
+            step = int(step)
+        except (TypeError, ValueError):
+            step = index
+        for key, value in row.items():
+            if key == "step":
+                continue
+            number = numeric(value)
+            if number is not None:
+                points.append((step, key, number))
+    return points

@@ -1,0 +1,345 @@
+"""Results frames: what a study has produced so far, as pandas frames for stats and reports.
+
+The local trial records are authoritative. The Optuna storage (``<study_dir>/optuna.db``, or any
+storage URL, e.g. the PostgreSQL database of a study run on many machines) adds the records
+other machines stored there and the trials that have no record yet (waiting, running, or
+failed without a record), matched by the ``trial_id`` user attribute of each Optuna trial.
+
+``load_results(study_or_dir) -> Results(trials, curves, meta)``; ``harness.results(study)`` is the same call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.engine.spec import TrialSpec
+from harness.study.expand import comparisons as comparisons_of
+from harness.tracking.study_ref import StudyRef, resolve_study, study_name
+from harness.tracking.records import TrialRecord, flatten, history_points, read_records
+from harness.tracking.shared_records import merge, open_store
+from harness.tracking.storage import REASON, open_storage
+from harness.tracking.urls import redact_text, redact_url
+
+BASE_COLUMNS = ["trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash"]
+CURVE_COLUMNS = ["trial_id", "arm", "seed", "step", "metric", "value"]
+# final metrics the trainer always reports come first, in this order; the rest are sorted
+FINAL_ORDER = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total", "time/total_s"]
+PARAM_PREFIX = "param/"
+
+
+@dataclass
+class Results:
+    """``trials``: one row per trial; ``curves``: long per-step frame; ``meta``: the study's frame."""
+
+    trials: pd.DataFrame
+    curves: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def completed(self) -> pd.DataFrame:
+        return self.trials[self.trials["status"] == "completed"]
+
+
+# --------------------------------------------------------------------------------------------
+# the Optuna view
+
+
+_SEED_IN_ID = re.compile(r"-s(\d+)-[0-9a-f]{8}$")
+_OPTUNA_STATUS = {"WAITING": "waiting", "RUNNING": "running", "FAIL": "failed", "COMPLETE": "completed",
+                  "PRUNED": "failed"}
+_PRECEDENCE = {"running": 0, "waiting": 1, "completed": 2, "failed": 3}
+
+
+def _storage_url(study_dir: str | os.PathLike, storage: str | None) -> str | None:
+    """``storage``, else the study's own ``optuna.db`` when it exists, else None."""
+    if storage:
+        return storage
+    path = Path(study_dir) / "optuna.db"
+    return f"sqlite:///{path.resolve()}" if path.is_file() else None
+
+
+def _ours(optuna_study: str, name: str | None) -> bool:
+    """Whether an Optuna study of a (shared) storage holds the comparison trials of ``name``:
+    ``<name>`` (or an older ``<name>/...``). Tuning queues hold no trial ids: never read."""
+    return name is None or optuna_study == name or optuna_study.startswith(f"{name}/")
+
+
+def optuna_trials(
+    study_dir: str | os.PathLike, *, storage: str | None = None, study: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """``trial_id -> {status, arm, seed, phase, spec, error}`` from the Optuna storage.
+
+    ``storage`` is any storage URL (PostgreSQL shared by many machines, ...); default: the
+    study's ``<study_dir>/optuna.db``. With ``study``, only that study's queues are read (a
+    shared database holds many studies). Empty when there is no storage or it cannot be read
+    (a warning says why, without credentials).
+    """
+    url = _storage_url(study_dir, storage)
+    if url is None:
+        return {}
+    try:
+        import optuna
+
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        rdb = open_storage(url, create=False)
+        out: dict[str, dict[str, Any]] = {}
+        for frozen_study in rdb.get_all_studies():
+            if not _ours(frozen_study.study_name, study):
+                continue
+            for trial in rdb.get_all_trials(frozen_study._study_id, deepcopy=False):
+                attrs = trial.user_attrs
+                trial_id = attrs.get("trial_id")
+                if not isinstance(trial_id, str):
+                    continue
+                status = _OPTUNA_STATUS.get(trial.state.name)
+                if status is None:
+                    continue
+                entry = {
+                    "status": status,
+                    "arm": attrs.get("arm"),
+                    "seed": attrs.get("seed"),
+                    "phase": attrs.get("phase"),
+                    "spec": attrs.get("spec"),
+                    "error": attrs.get(REASON) or trial.system_attrs.get("fail_reason"),
+                }
+                old = out.get(trial_id)
+                if old is None or _PRECEDENCE[status] < _PRECEDENCE[old["status"]]:
+                    out[trial_id] = entry
+        try:
+            rdb.engine.dispose()
+        except AttributeError:
+            pass
+        return out
+    except Exception as err:  # noqa: BLE001 - a broken queue must not hide the records
+
+        warnings.warn(f"cannot read the Optuna storage {redact_url(url)}: {type(err).__name__}: "
+                      f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
+        return {}
+
+
+def stored_records(study_dir: str | os.PathLike, *, storage: str | None, study: str) -> dict[str, TrialRecord]:
+    """Each trial's current record as stored in the shared storage by any machine
+    (:mod:`harness.tracking.shared_records`); empty without a storage (a warning when it cannot be read)."""
+    url = _storage_url(study_dir, storage)
+    if url is None:
+        return {}
+    try:
+
+        return open_store(url, study).latest()
+    except Exception as err:  # noqa: BLE001
+
+        warnings.warn(f"cannot read the records stored in {redact_url(url)}: {type(err).__name__}: "
+                      f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
+        return {}
+
+
+# --------------------------------------------------------------------------------------------
+# frames
+
+
+def _param_value(value: Any) -> Any:
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def _spec_dict(spec: Any) -> dict[str, Any] | None:
+    if isinstance(spec, dict):
+        return spec
+    if isinstance(spec, str):
+        try:
+            loaded = json.loads(spec)
+        except ValueError:
+            return None
+        return loaded if isinstance(loaded, dict) else None
+    return None
+
+
+def _seed_of(trial_id: str, seed: Any) -> int | None:
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        return seed
+    match = _SEED_IN_ID.search(trial_id)
+    return int(match.group(1)) if match else None
+
+
+def _final_order(keys: set[str]) -> list[str]:
+    return [k for k in FINAL_ORDER if k in keys] + sorted(keys - set(FINAL_ORDER))
+
+
+def trials_frame(
+    records: list[TrialRecord], queued: dict[str, dict[str, Any]] | None = None, *, phase: str | None = "compare"
+) -> pd.DataFrame:
+    """One row per trial: records first (authoritative), then Optuna-only trials."""
+    rows: list[dict[str, Any]] = []
+    finals: set[str] = set()
+    params: set[str] = set()
+    seen = set()
+    queued = queued or {}
+    for record in records:
+        if phase is not None and record.phase != phase:
+            continue
+        seen.add(record.trial_id)
+        status, error = record.status, record.error
+        live = queued.get(record.trial_id)
+        if status == "failed" and live and live["status"] in ("running", "waiting"):
+            status = live["status"]  # a retry of a failed attempt is under way
+        row = {
+            "trial_id": record.trial_id, "arm": record.arm, "seed": record.seed, "status": status,
+            "error": error, "wall_time_s": record.wall_time_s, "config_hash": record.config_hash,
+        }
+        if phase is None:
+            row["phase"] = record.phase
+        for key, value in record.final.items():
+            row[key] = float(value)
+            finals.add(key)
+        for key, value in flatten(record.spec).items():
+            row[PARAM_PREFIX + key] = _param_value(value)
+            params.add(PARAM_PREFIX + key)
+        rows.append(row)
+    for trial_id in sorted(queued):
+        info = queued[trial_id]
+        if trial_id in seen or (phase is not None and info.get("phase") not in (None, phase)):
+            continue
+        spec = _spec_dict(info.get("spec"))
+        arm = info.get("arm") or (spec or {}).get("arm") or trial_id.rsplit("-s", 1)[0]
+        error = info.get("error")
+        if info["status"] in ("completed", "failed") and not error:
+            error = f"Optuna marks this trial {info['status']} but it has no local record"
+        if info["status"] == "completed":
+            info = {**info, "status": "failed"}  # no record: no result to count
+        row = {
+            "trial_id": trial_id, "arm": arm, "seed": _seed_of(trial_id, info.get("seed")),
+            "status": info["status"], "error": error, "wall_time_s": float("nan"), "config_hash": None,
+        }
+        if phase is None:
+            row["phase"] = info.get("phase")
+        if spec:
+            try:
+
+                row["config_hash"] = TrialSpec.model_validate(spec).config_hash()
+            except Exception:  # noqa: BLE001 - an old or partial spec still gives params
+                pass
+            for key, value in flatten(spec).items():
+                row[PARAM_PREFIX + key] = _param_value(value)
+                params.add(PARAM_PREFIX + key)
+        rows.append(row)
+    columns = BASE_COLUMNS + (["phase"] if phase is None else []) + _final_order(finals) + sorted(params)
+    frame = pd.DataFrame(rows, columns=columns)
+    for key in finals:
+        frame[key] = frame[key].astype("float64")
+    frame["wall_time_s"] = frame["wall_time_s"].astype("float64")
+    frame["seed"] = frame["seed"].astype("int64" if frame["seed"].notna().all() else "Int64")
+    return frame.reset_index(drop=True)
+
+
+def curves_frame(records: list[TrialRecord], *, phase: str | None = "compare") -> pd.DataFrame:
+    """Long frame of every numeric history value: trial_id, arm, seed, step, metric, value."""
+    cols: dict[str, list] = {c: [] for c in CURVE_COLUMNS}
+    for record in records:
+        if phase is not None and record.phase != phase:
+            continue
+        for step, metric, value in history_points(record):
+            cols["trial_id"].append(record.trial_id)
+            cols["arm"].append(record.arm)
+            cols["seed"].append(record.seed)
+            cols["step"].append(step)
+            cols["metric"].append(metric)
+            cols["value"].append(value)
+    frame = pd.DataFrame(cols, columns=CURVE_COLUMNS)
+    return frame.astype({"seed": "int64", "step": "int64", "value": "float64"})
+
+
+# --------------------------------------------------------------------------------------------
+# meta
+
+
+def _seed_list(seeds: Any) -> list[int]:
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        return list(range(seeds))
+    if isinstance(seeds, (list, tuple)):
+        return [int(s) for s in seeds]
+    return []
+
+
+def _provenance(values: list[str | None]) -> str | None:
+    distinct = sorted({v for v in values if v})
+    return ", ".join(distinct) if distinct else None
+
+
+def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> dict[str, Any]:
+    study, raw = ref.study, ref.raw
+
+    def pick(name: str, default: Any = None) -> Any:
+        if study is not None and hasattr(study, name):
+            return getattr(study, name)
+        return raw.get(name, default)
+
+    name = pick("name") or (Counter(r.study for r in records).most_common(1)[0][0] if records else ref.dir.name)
+    control = pick("control")
+    direction = pick("direction", "maximize")
+    direction = getattr(direction, "value", direction)
+    observed = sorted(set(trials["arm"].dropna().astype(str)))
+    if study is not None and hasattr(study, "conditions"):
+        conditions = list(study.conditions())
+    elif raw.get("arms") and not raw.get("grid"):
+        conditions = [a["name"] for a in raw["arms"] if isinstance(a, dict) and "name" in a]
+    else:
+        conditions = observed
+    conditions += [c for c in observed if c not in conditions]
+    if study is not None:
+        comparisons = [tuple(c) for c in comparisons_of(study)]
+    else:
+        comparisons = []
+        for condition in conditions:
+            arm, bracket, cell = condition.partition("[")
+            if control and arm != control:
+                comparisons.append((condition, f"{control}{bracket}{cell}"))
+    def seeds_of(frame: pd.DataFrame) -> dict[str, list[int]]:
+        return {c: sorted({int(s) for s in frame.loc[frame["arm"] == c, "seed"].dropna()}) for c in conditions}
+
+    seeds_by_condition = seeds_of(trials[trials["status"] == "completed"])
+    designed_seeds = seeds_of(trials)  # whatever their state: a failed trial does not unpair the design
+    return {
+        "study": name,
+        "study_dir": str(ref.dir),
+        "primary_metric": pick("primary_metric"),
+        "direction": direction,
+        "control": control,
+        "conditions": conditions,
+        "comparisons": comparisons,
+        "seeds": _seed_list(pick("seeds")),
+        "seed_matched": len({tuple(v) for v in designed_seeds.values()}) <= 1,
+        "seeds_by_condition": seeds_by_condition,
+        "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
+        "harness_version": _provenance([r.harness_version for r in records]),
+        "git_commit": _provenance([r.git_commit for r in records]),
+    }
+
+
+def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: str | None = None) -> Results:
+    """The study's results: trials (records + Optuna states), curves and meta.
+
+    ``phase="compare"`` (default) keeps the comparison trials, ``"tune"`` the tuning trials,
+    ``None`` both (with a ``phase`` column). ``storage`` is the Optuna storage URL of the study
+    (default: ``<study_dir>/optuna.db``); the records other machines stored there complete the
+    local ones (a later attempt wins), so a study run on many machines reads whole anywhere.
+    Nothing is written: ``harness results --storage`` also copies them into the local folder.
+    """
+
+    ref = resolve_study(study_or_dir)
+    records = read_records(ref.dir)
+    name = study_name(ref, records)
+    records = merge(records, stored_records(ref.dir, storage=storage, study=name))
+    queued = optuna_trials(ref.dir, storage=storage, study=name)
+    trials = trials_frame(records, queued, phase=phase)
+    curves = curves_frame(records, phase=phase)
+    return Results(trials=trials, curves=curves, meta=_meta(ref, records, trials))

@@ -1,0 +1,271 @@
+"""Trial records in the shared storage, so that results reach every machine.
+
+A worker writes each trial's record to the study folder of the machine it runs on (the
+authoritative copy there, :mod:`harness.tracking.records`). When a study runs on several machines, each
+folder holds only that machine's trials. So that they come together anywhere, a worker also
+stores every record it writes in the study's Optuna storage database (a table of its own,
+``harness_records``, next to Optuna's), *after* the local write and *before* it tells Optuna:
+
+1. local record (``records/<trial_id>.json``), 2. MLflow mirror, 3. this table, 4. Optuna state.
+
+- :func:`import_records` copies the records a local folder lacks from the table (idempotent):
+  ``harness sync/results/report/status --storage URL`` do it.
+- :meth:`RecordStore.completed` lets a worker skip a trial whose completed record exists on any
+  machine (it died after writing the record but before telling Optuna).
+- :func:`publish_missing` sends local records the table lacks (a worker that lost its database
+  connection between steps 1 and 3); ``harness sync --storage URL`` does it.
+
+Every attempt is kept (unique by study, trial id and attempt); the highest attempt of a trial
+is its current record, as in the local folder.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from harness.errors import HarnessError
+from harness.tracking.records import (
+    TrialRecord,
+    archive_failed,
+    failed_record_path,
+    read_failed_attempts,
+    read_record,
+    read_records,
+    record_path,
+    write_record,
+)
+from harness.tracking.study_ref import resolve_study, study_name
+from harness.tracking.storage import open_storage
+
+TABLE = "harness_records"
+_METADATA = sa.MetaData()
+RECORDS = sa.Table(
+    TABLE,
+    _METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("study", sa.String(512), nullable=False),
+    sa.Column("trial_id", sa.String(512), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("phase", sa.String(16), nullable=False),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("record", sa.Text, nullable=False),
+    sa.Column("written_at", sa.DateTime, server_default=sa.func.current_timestamp()),
+    sa.UniqueConstraint("study", "trial_id", "attempt", name="uq_harness_records_attempt"),
+)
+
+
+def ensure_table(engine: sa.Engine) -> None:
+    """Create the table if missing (safe when several processes try at once)."""
+    if sa.inspect(engine).has_table(TABLE):
+        return
+    try:
+        _METADATA.create_all(engine, checkfirst=True)
+    except sa.exc.SQLAlchemyError:
+        # Another process created it between the check and the CREATE (PostgreSQL raises then).
+        if not sa.inspect(engine).has_table(TABLE):
+            raise
+
+
+def _newer(a: TrialRecord, b: TrialRecord | None) -> bool:
+    """Whether ``a`` supersedes ``b``: a later attempt; for the same attempt, a completed one."""
+    if b is None:
+        return True
+    return (a.attempt, a.status == "completed") > (b.attempt, b.status == "completed")
+
+
+class RecordStore:
+    """The records of one study in a storage database (an SQLAlchemy engine)."""
+
+    def __init__(self, engine: sa.Engine, study: str, *, create: bool = False):
+        self.engine, self.study = engine, study
+        if create:
+            ensure_table(engine)
+        self._exists = create or None
+
+    @classmethod
+    def of(cls, storage, study: str, *, create: bool = False) -> RecordStore:
+        """The store living in an Optuna ``RDBStorage``'s database."""
+        return cls(storage.engine, study, create=create)
+
+    def exists(self) -> bool:
+        if not self._exists:
+            self._exists = sa.inspect(self.engine).has_table(TABLE)
+        return bool(self._exists)
+
+    def put(self, record: TrialRecord) -> None:
+        """Store ``record`` (replaces a stored copy of the same attempt)."""
+        if not self.exists():
+            ensure_table(self.engine)
+            self._exists = True
+        t = RECORDS
+        key = (t.c.study == self.study, t.c.trial_id == record.trial_id, t.c.attempt == record.attempt)
+        values = {
+            "study": self.study, "trial_id": record.trial_id, "attempt": record.attempt,
+            "status": record.status, "phase": record.phase, "fingerprint": record.fingerprint(),
+            "record": record.model_dump_json(),
+        }
+        try:
+            with self.engine.begin() as conn:
+                held = conn.execute(sa.select(t.c.fingerprint).where(*key)).scalar()
+                if held == values["fingerprint"]:
+                    return
+                if held is not None:
+                    conn.execute(sa.delete(t).where(*key))
+                conn.execute(sa.insert(t).values(**values))
+        except sa.exc.IntegrityError:
+            pass  # another process stored this attempt at the same moment
+
+    def _select(self, *where) -> list[TrialRecord]:
+        if not self.exists():
+            return []
+        t = RECORDS
+        query = sa.select(t.c.record).where(t.c.study == self.study, *where).order_by(t.c.trial_id, t.c.attempt)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).scalars().all()
+        out = []
+        for text in rows:
+            try:
+                out.append(TrialRecord.model_validate_json(text))
+            except ValueError:
+                continue  # a record this version cannot read: the local copy, if any, stays
+        return out
+
+    def completed(self, trial_id: str) -> TrialRecord | None:
+        """The latest completed record of ``trial_id`` stored by any machine, or None."""
+        done = self._select(RECORDS.c.trial_id == trial_id, RECORDS.c.status == "completed")
+        return done[-1] if done else None
+
+    def all_attempts(self) -> list[TrialRecord]:
+        """Every stored record of the study, by (trial id, attempt)."""
+        return self._select()
+
+    def latest(self) -> dict[str, TrialRecord]:
+        """Each trial's current record (its highest attempt)."""
+        out: dict[str, TrialRecord] = {}
+        for record in self.all_attempts():
+            if _newer(record, out.get(record.trial_id)):
+                out[record.trial_id] = record
+        return out
+
+    def fingerprints(self) -> set[tuple[str, int, str]]:
+        if not self.exists():
+            return set()
+        t = RECORDS
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(t.c.trial_id, t.c.attempt, t.c.fingerprint).where(t.c.study == self.study)
+            ).all()
+        return {(r[0], int(r[1]), r[2]) for r in rows}
+
+
+def merge(local: list[TrialRecord], stored: dict[str, TrialRecord]) -> list[TrialRecord]:
+    """Local records, completed by stored ones they lack or that are newer (a later attempt ran
+    on another machine); sorted by trial id."""
+    out = {r.trial_id: r for r in local}
+    for trial_id, record in stored.items():
+        if _newer(record, out.get(trial_id)):
+            out[trial_id] = record
+    return [out[k] for k in sorted(out)]
+
+
+# --------------------------------------------------------------------------------------------
+# import / publish
+
+
+@dataclass
+class ImportReport:
+    imported: int = 0  # current records written to records/
+    archived: int = 0  # earlier failed attempts written to records/failed/
+    present: int = 0  # already in the local folder
+
+    def __str__(self) -> str:
+        text = f"{self.imported} records imported from the storage, {self.present} already here"
+        if self.archived:
+            text += f", {self.archived} earlier failed attempts archived"
+        return text
+
+
+def _local(path: Path) -> TrialRecord | None:
+    if not path.exists():
+        return None
+    try:
+        return read_record(path)
+    except HarnessError:
+        return None
+
+
+def import_records(study_dir: str | os.PathLike, store: RecordStore) -> ImportReport:
+    """Write into ``<study_dir>/records`` every stored record the folder lacks (idempotent).
+
+    A trial's current record is replaced only by a later attempt (``write_record`` archives the
+    old one); earlier failed attempts go to ``records/failed/`` like local ones.
+    """
+    report = ImportReport()
+    attempts = store.all_attempts()
+    current: dict[str, TrialRecord] = {}
+    for record in attempts:
+        if _newer(record, current.get(record.trial_id)):
+            current[record.trial_id] = record
+    for trial_id, record in current.items():
+        here = _local(record_path(study_dir, trial_id))
+        if here is not None and not _newer(record, here):
+            report.present += 1
+            continue
+        write_record(study_dir, record)
+        report.imported += 1
+    for record in attempts:
+        if record.status != "failed" or current.get(record.trial_id) is record:
+            continue
+        if not failed_record_path(study_dir, record.trial_id, record.attempt).exists():
+            archive_failed(study_dir, record)
+            report.archived += 1
+    return report
+
+
+def publish_missing(study_dir: str | os.PathLike, store: RecordStore) -> int:
+    """Store every local record (current and archived failed attempts) the table lacks."""
+    held = store.fingerprints()
+    sent = 0
+    for record in [*read_records(study_dir), *read_failed_attempts(study_dir)]:
+        if (record.trial_id, record.attempt, record.fingerprint()) not in held:
+            store.put(record)
+            sent += 1
+    return sent
+
+
+def open_store(storage_url: str, study: str) -> RecordStore:
+    """The record store in the database at ``storage_url`` (StorageError, redacted, if unreachable)."""
+
+    return RecordStore.of(open_storage(storage_url, create=False), study)
+
+
+def import_from_storage(study_dir: str | os.PathLike, storage_url: str, study: str) -> ImportReport:
+    """``--storage URL`` on the result commands: bring this machine's folder up to date."""
+    return import_records(study_dir, open_store(storage_url, study))
+
+
+def import_for_study(study_or_dir, storage_url: str) -> tuple[Path, ImportReport]:
+    """``harness results/report/status/sync --storage URL``: the study's folder on this machine
+    (a study file or folder, as those commands take it) brought up to date from the storage."""
+
+    ref = resolve_study(study_or_dir)
+    name = study_name(ref, read_records(ref.dir))
+    return ref.dir, import_from_storage(ref.dir, storage_url, name)
+
+
+__all__ = [
+    "RecordStore",
+    "ImportReport",
+    "ensure_table",
+    "import_records",
+    "import_for_study",
+    "import_from_storage",
+    "merge",
+    "open_store",
+    "publish_missing",
+]

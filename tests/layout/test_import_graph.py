@@ -1,0 +1,116 @@
+"""The package layout holds: every module imports on its own, and imports run one way.
+
+The rule is written once, in ``MAY_IMPORT``: each part of ``harness`` lists the parts it may
+import. A part may always import its own modules, ``harness.errors`` and the package root
+(``__version__``). The engine is reached
+from outside only through its spec and its tasks (the study checks task names) and, by a
+``module:function`` string in a child process, through ``harness.engine.trial``.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+HARNESS = Path(__file__).resolve().parents[2] / "harness"
+
+#: part -> the parts it may import (besides itself and harness.errors)
+MAY_IMPORT: dict[str, set[str]] = {
+    "harness": {"tracking"},  # the root: the harness.results(...) shortcut
+    "algorithms": set(),
+    "stats": set(),
+    "engine": {"algorithms"},
+    "study": {"algorithms", "engine.spec", "engine.tasks"},
+    "tracking": {"study", "engine.spec", "harness"},
+    "runner": {"study", "tracking", "engine.spec"},
+    "report": {"stats", "tracking"},
+    "cli": {"algorithms", "engine.spec", "engine.trial", "report", "runner", "study", "stats", "tracking"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(HARNESS.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def part_of(module: str) -> str:
+    """``harness.runner.pool`` -> ``runner``; ``harness.errors`` -> ``errors``; the root -> ``harness``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "harness"
+
+
+def allowed(importer: str, imported: str) -> bool:
+    here, there = part_of(importer), part_of(imported)
+    if there in (here, "errors", "harness"):
+        return True
+    targets = MAY_IMPORT[here]
+    sub = ".".join(imported.split(".")[1:3])  # e.g. engine.spec
+    return there in targets or any(sub == t or sub.startswith(t + ".") for t in targets if "." in t)
+
+
+def harness_imports(path: Path) -> list[tuple[int, str]]:
+    """Every ``harness`` module ``path`` imports, at any depth (function-level imports count)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "harness"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == "harness":
+                # `from harness.runner import trial_queue` imports harness.runner.trial_queue
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    where = HARNESS.parent / Path(*full.split("."))
+                    is_module = where.with_suffix(".py").exists() or (where / "__init__.py").exists()
+                    out.append((node.lineno, full if is_module else node.module))
+    return out
+
+
+MODULES = sorted(HARNESS.rglob("*.py"))
+
+
+def test_every_part_is_listed_in_the_rule():
+    parts = {part_of(module_name(p)) for p in MODULES} - {"errors"}
+    assert parts == set(MAY_IMPORT)
+
+
+def test_imports_run_one_way():
+    offenders = [
+        f"{module_name(path)}:{line} imports {target}"
+        for path in MODULES
+        for line, target in harness_imports(path)
+        if not allowed(module_name(path), target)
+    ]
+    assert offenders == []
+
+
+def test_the_rule_catches_a_backward_import():
+    assert not allowed("harness.tracking.records", "harness.runner.trial_queue")
+    assert not allowed("harness.study.load", "harness.engine.rollout")
+    assert not allowed("harness.stats.compare", "harness.report.tables")
+    assert allowed("harness.study.load", "harness.engine.spec")
+    assert allowed("harness.runner.worker", "harness.tracking.records")
+
+
+def test_no_module_shadows_the_standard_library():
+    stdlib = set(sys.stdlib_module_names)
+    assert [p for p in MODULES if p.stem in stdlib and p.stem != "__init__"] == []
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    """Import each module with no other harness module loaded: a cycle fails here whichever
+    module a process happens to import first. One interpreter, harness modules dropped between."""
+    names = [module_name(p) for p in MODULES]
+    script = (
+        "import importlib, sys\n"
+        f"failed = []\nfor name in {names!r}:\n"
+        "    for key in [k for k in sys.modules if k == 'harness' or k.startswith('harness.')]:\n"
+        "        del sys.modules[key]\n"
+        "    try:\n        importlib.import_module(name)\n"
+        "    except Exception as err:\n        failed.append(f'{name}: {type(err).__name__}: {err}')\n"
+        "print('\\n'.join(failed))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
