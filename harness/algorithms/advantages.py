@@ -16,10 +16,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import RLConfig
 from harness.algorithms.registry import Registry
 
-ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic"))
+#: ``reads``: the config fields an estimator reads besides the shared ``whiten_advantages`` and
+#: ``drop_degenerate`` (see ``parts.py``)
+ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic", "reads"))
 
 DEGENERATE_TOL = 1e-6  # sequence returns closer than this count as equal
 
@@ -40,7 +42,7 @@ class AdvantageOutput:
     keep_rows: Tensor  # [B] bool: False for rows of degenerate groups under drop_degenerate
 
 
-def compute_advantages(inputs: AdvantageInputs, cfg: AlgorithmConfig) -> AdvantageOutput:
+def compute_advantages(inputs: AdvantageInputs, cfg: RLConfig) -> AdvantageOutput:
     """Run the estimator ``cfg.advantage`` names."""
     return ADVANTAGES.get(cfg.advantage)(inputs, cfg)
 
@@ -59,12 +61,12 @@ def sequence_returns(inputs: AdvantageInputs) -> Tensor:
     return torch.where(inputs.mask.bool(), inputs.token_rewards, 0.0).sum(dim=1)
 
 
-def _estimator(name: str, *, needs_groups: bool, needs_critic: bool):
+def _estimator(name: str, *, needs_groups: bool, needs_critic: bool, reads: tuple[str, ...] = ()):
     """Register ``core(inputs, cfg) -> (advantages, returns)`` wrapped with the shared steps."""
 
-    def decorate(core: Callable) -> Callable[[AdvantageInputs, AlgorithmConfig], AdvantageOutput]:
+    def decorate(core: Callable) -> Callable[[AdvantageInputs, RLConfig], AdvantageOutput]:
         @functools.wraps(core)
-        def estimator(inputs: AdvantageInputs, cfg: AlgorithmConfig) -> AdvantageOutput:
+        def estimator(inputs: AdvantageInputs, cfg: RLConfig) -> AdvantageOutput:
             batch, group = inputs.mask.shape[0], inputs.group_size
             if batch % group:
                 raise ValueError(f"{batch} rows do not split into groups of {group}")
@@ -86,7 +88,7 @@ def _estimator(name: str, *, needs_groups: bool, needs_critic: bool):
                 keep_rows=~dropped,
             )
 
-        ADVANTAGES.register(name, needs_groups=needs_groups, needs_critic=needs_critic)(estimator)
+        ADVANTAGES.register(name, needs_groups=needs_groups, needs_critic=needs_critic, reads=reads)(estimator)
         return estimator
 
     return decorate
@@ -119,8 +121,8 @@ def _discounted_sums(x: Tensor, mask: Tensor, discount: float) -> Tensor:
     return out
 
 
-@_estimator("group_zscore", needs_groups=True, needs_critic=False)
-def group_zscore(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+@_estimator("group_zscore", needs_groups=True, needs_critic=False, reads=("adv_eps",))
+def group_zscore(inputs: AdvantageInputs, cfg: RLConfig):
     """GRPO (Shao et al. 2024, DeepSeekMath): ``(r - mean) / (std + adv_eps)`` within each group.
 
     Bessel-corrected std, as ``torch.std`` in verl and TRL.
@@ -131,29 +133,29 @@ def group_zscore(inputs: AdvantageInputs, cfg: AlgorithmConfig):
 
 
 @_estimator("group_mean", needs_groups=True, needs_critic=False)
-def group_mean(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+def group_mean(inputs: AdvantageInputs, cfg: RLConfig):
     """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): ``r - mean`` within each group, no std."""
     r = _grouped_returns(inputs)
     return _per_token(r - r.mean(dim=1, keepdim=True), inputs), None
 
 
 @_estimator("leave_one_out", needs_groups=True, needs_critic=False)
-def leave_one_out(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+def leave_one_out(inputs: AdvantageInputs, cfg: RLConfig):
     """RLOO (Ahmadian et al. 2024): ``r_i`` minus the mean of the group's other ``G-1`` returns."""
     r = _grouped_returns(inputs)
     others_mean = (r.sum(dim=1, keepdim=True) - r) / (inputs.group_size - 1)
     return _per_token(r - others_mean, inputs), None
 
 
-@_estimator("reinforce_pp", needs_groups=False, needs_critic=False)
-def reinforce_pp(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+@_estimator("reinforce_pp", needs_groups=False, needs_critic=False, reads=("gamma",))
+def reinforce_pp(inputs: AdvantageInputs, cfg: RLConfig):
     """REINFORCE++ (Hu 2025, arXiv:2501.03262): reward-to-go, whitened over the whole batch."""
     to_go = _discounted_sums(inputs.token_rewards, inputs.mask, cfg.gamma)
     return masked_whiten(to_go, inputs.mask), None
 
 
-@_estimator("gae", needs_groups=False, needs_critic=True)
-def gae(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+@_estimator("gae", needs_groups=False, needs_critic=True, reads=("gamma", "lam"))
+def gae(inputs: AdvantageInputs, cfg: RLConfig):
     """GAE (Schulman et al. 2016, arXiv:1506.02438): ``A_t = sum_l (gamma*lam)^l delta_{t+l}``.
 
     ``delta_t = r_t + gamma * V_{t+1} - V_t``, with ``V = 0`` after the last real token.

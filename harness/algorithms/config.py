@@ -1,30 +1,23 @@
 """The resolved configuration of one algorithm: which part fills each slot, and its numbers.
 
-A preset (see ``presets.py``) is an ``AlgorithmConfig`` with published defaults; a study arm or
-``--set key=value`` overrides any field. Part names are checked against the registries when the
-config is resolved, so an unknown name fails before any work with the list of valid names.
+An RL algorithm and DPO are different config types, told apart by ``kind`` (a discriminated
+union, ``AlgorithmConfig``): a DPO arm has no clip bounds and an RL arm no ``dpo_beta``. A preset
+(see ``presets.py``) is one of these with published defaults; a study arm or ``--set key=value``
+overrides its fields, never its ``name`` or ``kind``. Which RL fields a configuration may set
+depends on its parts: each part declares the fields it reads (``parts.py``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 
-class AlgorithmConfig(BaseModel):
+class _Common(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     name: str = Field(description="preset this config started from")
-    kind: Literal["rl", "dpo"] = "rl"
-
-    # --- parts (registry names) ---
-    advantage: str = "group_zscore"
-    policy_loss: str = "clipped"
-    aggregation: str = "token_mean"
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    kl_placement: Literal["reward", "loss", "none"] = "none"
-    critic: Literal["none", "value_head", "value_model"] = "none"
 
     # --- sampling and optimisation ---
     group_size: PositiveInt = 8
@@ -32,6 +25,21 @@ class AlgorithmConfig(BaseModel):
     epochs: PositiveInt = 1
     minibatches: PositiveInt = 1
     max_grad_norm: PositiveFloat = 1.0
+
+
+class RLConfig(_Common):
+    """Policy-gradient algorithms: PPO, GRPO, Dr. GRPO, RLOO, REINFORCE++, CISPO, DAPO, GSPO."""
+
+    kind: Literal["rl"] = "rl"
+
+    # --- parts (registry names; see parts.SLOTS) ---
+    advantage: str = "group_zscore"
+    policy_loss: str = "clipped"
+    aggregation: str = "token_mean"
+    kl_estimator: str = "k3"
+    kl_placement: str = "none"
+    critic: str = "none"
+
     entropy_coef: float = Field(0.0, ge=0)
 
     # --- policy loss numbers ---
@@ -59,5 +67,15 @@ class AlgorithmConfig(BaseModel):
     value_clip: PositiveFloat | None = 0.2
     critic_lr: PositiveFloat | None = None
 
-    # --- DPO ---
+
+class DPOConfig(_Common):
+    """Direct preference optimisation on pairs of the policy's own samples."""
+
+    kind: Literal["dpo"] = "dpo"
     dpo_beta: PositiveFloat = 0.1
+
+
+AlgorithmConfig = Annotated[RLConfig | DPOConfig, Field(discriminator="kind")]
+
+#: kind -> its config type
+CONFIG_TYPES: dict[str, type[RLConfig] | type[DPOConfig]] = {"rl": RLConfig, "dpo": DPOConfig}

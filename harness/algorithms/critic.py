@@ -1,11 +1,59 @@
-"""The PPO critic's loss and its fit diagnostic."""
+"""PPO's critic: the kinds (a registry), the value module, its loss and its fit diagnostic.
+
+A kind builds the critic for a policy: ``none`` (no critic), ``value_head`` (a linear head on
+the policy's own last hidden state) or ``value_model`` (the head on a separate copy of the
+policy). The engine gives the critic the hidden states of its trunk (``trunk is None``: the
+policy's); ``values(hidden, mask)`` is V(s_t) at each completion position.
+"""
 
 from __future__ import annotations
 
+import copy
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from harness.algorithms.aggregation import Aggregator
+from harness.algorithms.config import RLConfig
+from harness.algorithms.registry import Registry
+
+
+class ValueCritic(nn.Module):
+    def __init__(self, policy: nn.Module, *, own_trunk: bool):
+        super().__init__()
+        self.trunk = copy.deepcopy(policy) if own_trunk else None
+        self.head = nn.Linear(policy.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+        self.head.to(next(policy.parameters()).device)
+
+    def values(self, hidden: Tensor, mask: Tensor) -> Tensor:
+        return self.head(hidden.float()).squeeze(-1) * mask
+
+
+#: ``reads``: the config fields a critic kind reads (see ``parts.py``); ``trained``: whether
+#: there is a critic at all
+CRITICS = Registry("critic", meta_keys=("reads", "trained"))
+_VALUE_FIELDS = ("vf_coef", "value_clip", "critic_lr")
+
+
+@CRITICS.register("none", reads=(), trained=False)
+def no_critic(policy: nn.Module) -> ValueCritic | None:
+    return None
+
+
+@CRITICS.register("value_head", reads=_VALUE_FIELDS, trained=True)
+def value_head(policy: nn.Module) -> ValueCritic | None:
+    return ValueCritic(policy, own_trunk=False)
+
+
+@CRITICS.register("value_model", reads=_VALUE_FIELDS, trained=True)
+def value_model(policy: nn.Module) -> ValueCritic | None:
+    return ValueCritic(policy, own_trunk=True)
+
+
+def build_critic(cfg: RLConfig, policy: nn.Module) -> ValueCritic | None:
+    return CRITICS.get(cfg.critic)(policy)
 
 
 def value_loss(

@@ -1,32 +1,39 @@
-"""Per-token estimators of KL(pi || ref) from tokens sampled from pi (Schulman, "Approximating
-KL Divergence", 2020). With ``d = ref_logp - logp``: k1 = -d (unbiased, can be negative),
-k2 = d^2 / 2 (biased, low variance), k3 = exp(d) - d - 1 (unbiased and never negative; GRPO's).
+"""KL(pi || ref): per-token estimators, and where the estimate goes.
 
-Where the estimate goes is the caller's: in the reward, ``token_rewards -= kl_coef * k`` with no
-gradient (InstructGPT); in the loss, ``loss += kl_coef * aggregate(k, mask)`` (GRPO).
+Estimators (Schulman, "Approximating KL Divergence", 2020), from tokens sampled from pi, with
+``d = ref_logp - logp``: k1 = -d (unbiased, can be negative), k2 = d^2 / 2 (biased, low
+variance), k3 = exp(d) - d - 1 (unbiased and never negative; GRPO's).
+
+Placements: in the ``reward``, ``token_rewards -= kl_coef * k`` with no gradient (InstructGPT);
+in the ``loss``, ``loss += kl_coef * aggregate(k, mask)`` (GRPO); or ``none``. A placement is a
+registry entry giving the two weights, so the step applies both and never asks which it is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
+from harness.algorithms.config import RLConfig
 from harness.algorithms.registry import Registry
 
-KL_ESTIMATORS = Registry("KL estimator")
+#: estimators read no field of their own (``reads`` is for the parts table, see ``parts.py``)
+KL_ESTIMATORS = Registry("KL estimator", meta_keys=("reads",))
 
 
-@KL_ESTIMATORS.register("k1")
+@KL_ESTIMATORS.register("k1", reads=())
 def k1(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     return logprobs - ref_logprobs
 
 
-@KL_ESTIMATORS.register("k2")
+@KL_ESTIMATORS.register("k2", reads=())
 def k2(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     return 0.5 * (logprobs - ref_logprobs) ** 2
 
 
-@KL_ESTIMATORS.register("k3")
+@KL_ESTIMATORS.register("k3", reads=())
 def k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     d = ref_logprobs - logprobs
     return torch.expm1(d) - d
@@ -35,3 +42,35 @@ def k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
 def kl_estimate(logprobs: Tensor, ref_logprobs: Tensor, kind: str) -> Tensor:
     """Per-token estimate [B, T] of KL(pi || ref) by estimator ``kind`` (k1, k2 or k3)."""
     return KL_ESTIMATORS.get(kind)(logprobs, ref_logprobs)
+
+
+@dataclass(frozen=True)
+class KLWeights:
+    """How much of the KL estimate goes into the token rewards and into the loss."""
+
+    in_reward: float
+    in_loss: float
+
+
+#: ``reads``: the config fields a placement reads (see ``parts.py``)
+KL_PLACEMENTS = Registry("KL placement", meta_keys=("reads",))
+_KL_FIELDS = ("kl_coef", "kl_estimator")
+
+
+@KL_PLACEMENTS.register("none", reads=())
+def no_kl(cfg: RLConfig) -> KLWeights:
+    return KLWeights(in_reward=0.0, in_loss=0.0)
+
+
+@KL_PLACEMENTS.register("reward", reads=_KL_FIELDS)
+def kl_in_reward(cfg: RLConfig) -> KLWeights:
+    return KLWeights(in_reward=cfg.kl_coef, in_loss=0.0)
+
+
+@KL_PLACEMENTS.register("loss", reads=_KL_FIELDS)
+def kl_in_loss(cfg: RLConfig) -> KLWeights:
+    return KLWeights(in_reward=0.0, in_loss=cfg.kl_coef)
+
+
+def kl_weights(cfg: RLConfig) -> KLWeights:
+    return KL_PLACEMENTS.get(cfg.kl_placement)(cfg)

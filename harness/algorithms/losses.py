@@ -13,10 +13,11 @@ import torch
 from torch import Tensor
 
 from harness.algorithms.aggregation import Aggregator
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import RLConfig
 from harness.algorithms.registry import Registry
 
-POLICY_LOSSES = Registry("policy loss")
+#: ``reads``: the config fields a loss reads (see ``parts.py``)
+POLICY_LOSSES = Registry("policy loss", meta_keys=("reads",))
 
 
 def _log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
@@ -25,7 +26,7 @@ def _log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
 
 
 def _clip_surrogate(
-    ratio: Tensor, advantages: Tensor, cfg: AlgorithmConfig
+    ratio: Tensor, advantages: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, Tensor]:
     """``min(r * A, clip(r, 1-eps_low, 1+eps_high) * A)`` and where the clipped branch won."""
     unclipped = ratio * advantages
@@ -42,13 +43,13 @@ def _metrics(ratio: Tensor, clipped: Tensor, mask: Tensor) -> dict[str, float]:
     }
 
 
-@POLICY_LOSSES.register("clipped")
+@POLICY_LOSSES.register("clipped", reads=("eps_low", "eps_high", "dual_clip"))
 def clipped(
     logprobs: Tensor,
     old_logprobs: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    cfg: AlgorithmConfig,
+    cfg: RLConfig,
     aggregate: Aggregator,
 ) -> tuple[Tensor, dict[str, float]]:
     """PPO clipped surrogate (Schulman et al. 2017), bounds ``[1-eps_low, 1+eps_high]`` (DAPO's
@@ -64,13 +65,13 @@ def clipped(
     return aggregate(-surrogate, mask), _metrics(ratio, clipped_tokens, mask)
 
 
-@POLICY_LOSSES.register("cispo")
+@POLICY_LOSSES.register("cispo", reads=("eps_low", "eps_high"))
 def cispo(
     logprobs: Tensor,
     old_logprobs: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    cfg: AlgorithmConfig,
+    cfg: RLConfig,
     aggregate: Aggregator,
 ) -> tuple[Tensor, dict[str, float]]:
     """CISPO (MiniMax-M1, arXiv:2506.13585): ``-sg(clip(ratio)) * A * logprob``.
@@ -84,13 +85,13 @@ def cispo(
     return aggregate(per_token, mask), _metrics(ratio, weight != ratio, mask)
 
 
-@POLICY_LOSSES.register("gspo")
+@POLICY_LOSSES.register("gspo", reads=("eps_low", "eps_high"))
 def gspo(
     logprobs: Tensor,
     old_logprobs: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    cfg: AlgorithmConfig,
+    cfg: RLConfig,
     aggregate: Aggregator,
 ) -> tuple[Tensor, dict[str, float]]:
     """GSPO (Zheng et al. 2025, arXiv:2507.18071): the clipped surrogate on the sequence ratio
@@ -103,13 +104,13 @@ def gspo(
     return aggregate(-surrogate, mask), _metrics(log_ratio.exp(), clipped_tokens, mask)
 
 
-@POLICY_LOSSES.register("is")
+@POLICY_LOSSES.register("is", reads=())
 def importance_sampling(
     logprobs: Tensor,
     old_logprobs: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    cfg: AlgorithmConfig,
+    cfg: RLConfig,
     aggregate: Aggregator,
 ) -> tuple[Tensor, dict[str, float]]:
     """Importance-sampled policy gradient ``-ratio * A``, no clip; REINFORCE when on-policy

@@ -1,6 +1,6 @@
 """Named algorithms as presets of orthogonal parts, and ``resolve_algorithm`` to apply overrides.
 
-Every preset is an ``AlgorithmConfig`` with its paper's choices, scaled to the testbed: the RL
+Every preset is an ``RLConfig`` or a ``DPOConfig`` with its paper's choices, scaled to the testbed: the RL
 presets share one group size, learning rate and update schedule, so arms differ in their parts
 and published numbers, not in budget. Each carries a citation and how it departs from the paper.
 """
@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.algorithms.advantages import ADVANTAGES
-from harness.algorithms.aggregation import AGGREGATIONS
-from harness.algorithms.config import AlgorithmConfig
-from harness.algorithms.losses import POLICY_LOSSES
+from harness.algorithms.config import CONFIG_TYPES, DPOConfig, RLConfig
+from harness.algorithms.critic import CRITICS
+from harness.algorithms.parts import SLOTS, check_part_names, fields_read, unread_non_defaults, unread_problem
 from harness.errors import ConfigError, unknown_name
 
 TESTBED_LR = 1e-4  # GRPO at 1e-4 lifts the addition testbed by ~0.15 in 60 steps; 3e-4 was unstable
@@ -30,17 +30,17 @@ _TESTBED = {"group_size": TESTBED_GROUP_SIZE, "lr": TESTBED_LR, "minibatches": T
 
 @dataclass(frozen=True)
 class Preset:
-    config: AlgorithmConfig
+    config: RLConfig | DPOConfig
     citation: str
     departs: str  # how this preset departs from the paper
 
 
-def _variant(base: AlgorithmConfig, name: str, **changes: Any) -> AlgorithmConfig:
+def _variant(base: RLConfig, name: str, **changes: Any) -> RLConfig:
     """``base`` with ``changes``, validated: a preset written as another preset plus a diff."""
-    return AlgorithmConfig.model_validate({**base.model_dump(), "name": name, **changes})
+    return RLConfig.model_validate({**base.model_dump(exclude_unset=True), "name": name, **changes})
 
 
-_GRPO = AlgorithmConfig(
+_GRPO = RLConfig(
     name="grpo",
     advantage="group_zscore",
     policy_loss="clipped",
@@ -56,7 +56,7 @@ _NO_KL = {"kl_placement": "none", "kl_coef": 0.0}
 
 PRESETS: dict[str, Preset] = {
     "ppo": Preset(
-        AlgorithmConfig(
+        RLConfig(
             name="ppo",
             advantage="gae",
             critic="value_head",
@@ -88,7 +88,7 @@ PRESETS: dict[str, Preset] = {
         "keeps GRPO's k3 KL and every other setting, so it differs from grpo in the two parts only",
     ),
     "rloo": Preset(
-        AlgorithmConfig(
+        RLConfig(
             name="rloo",
             advantage="leave_one_out",
             policy_loss="is",
@@ -103,7 +103,7 @@ PRESETS: dict[str, Preset] = {
         "the sequence-level loss is divided by the generation budget; KL coef 0.05 is ours",
     ),
     "reinforce_pp": Preset(
-        AlgorithmConfig(
+        RLConfig(
             name="reinforce_pp",
             advantage="reinforce_pp",
             policy_loss="clipped",
@@ -128,7 +128,7 @@ PRESETS: dict[str, Preset] = {
         "i.e. none; GRPO's group size 8 and testbed schedule",
     ),
     "dpo": Preset(
-        AlgorithmConfig(name="dpo", kind="dpo", dpo_beta=0.1, group_size=8, lr=TESTBED_LR),
+        DPOConfig(name="dpo", dpo_beta=0.1, group_size=8, lr=TESTBED_LR),
         "Rafailov et al. 2023, Direct Preference Optimization (arXiv:2305.18290)",
         "online: pairs are the best and worst of each group of the policy's own samples, ranked "
         "by the verifier, not a fixed human preference set",
@@ -150,45 +150,79 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def resolve_algorithm(name: str, overrides: Mapping[str, Any] | None = None) -> AlgorithmConfig:
+def resolve_algorithm(name: str, overrides: Mapping[str, Any] | None = None) -> RLConfig | DPOConfig:
     """Preset ``name`` with ``overrides`` applied, type-checked and checked for contradictions.
 
     Override values may be strings from ``--set key=value``: pydantic coerces them ("0.28",
-    "true"), and "none"/"null" mean None for the fields that accept None.
+    "true"), and "none"/"null" mean None for the fields that accept None. An override of a field
+    that no chosen part reads is an error naming the parts that would; a field the preset set
+    for a part the overrides switched off goes back to its default (``kl_placement=none`` on
+    GRPO drops GRPO's ``kl_coef``).
     """
     if name not in PRESETS:
         raise unknown_name("algorithm preset", name, PRESETS)
-    fields = AlgorithmConfig.model_fields
-    values = PRESETS[name].config.model_dump()
-    for key, value in (overrides or {}).items():
-        if key == "name":
-            raise ConfigError("algorithm.name comes from the preset; choose a preset instead")
+    preset = PRESETS[name].config
+    config_type = type(preset)
+    fields = config_type.model_fields
+    values = preset.model_dump(exclude_unset=True)
+    overrides = dict(overrides or {})
+    for key, value in overrides.items():
+        if key in ("name", "kind"):
+            raise ConfigError(f"algorithm.{key} comes from the preset; choose a preset instead")
         if key not in fields:
-            raise unknown_name("algorithm field", key, set(fields) - {"name"})
+            raise _not_a_field(name, preset, key)
         none_allowed = type(None) in typing.get_args(fields[key].annotation)
         is_none = isinstance(value, str) and value.strip().lower() in {"none", "null"}
         values[key] = None if none_allowed and is_none else value
+    cfg = _validate(config_type, values)
+    unread: list[str] = []
+    if isinstance(cfg, RLConfig):
+        check_part_names(cfg)
+        read = fields_read(cfg)
+        unread = [unread_problem(cfg, key) for key in overrides if key not in read]
+        cfg = _validate(config_type, {k: v for k, v in values.items() if k in read})
+    problems = _problems(cfg) + unread
+    if problems:
+        raise ConfigError(f"algorithm {name!r}: " + "; ".join(problems))
+    return cfg
+
+
+def _not_a_field(name: str, preset: RLConfig | DPOConfig, key: str) -> ConfigError:
+    for kind, other in CONFIG_TYPES.items():
+        if kind != preset.kind and key in other.model_fields:
+            owners = ", ".join(n for n, p in PRESETS.items() if p.config.kind == kind)
+            return ConfigError(
+                f"algorithm field {key!r} belongs to {kind.upper()} algorithms ({owners}); "
+                f"preset {name!r} is of kind {preset.kind.upper()}, which has no {key}"
+            )
+    return unknown_name("algorithm field", key, set(type(preset).model_fields) - {"name", "kind"})
+
+
+def _validate(config_type: type[RLConfig] | type[DPOConfig], values: dict[str, Any]) -> RLConfig | DPOConfig:
     try:
-        cfg = AlgorithmConfig.model_validate(values)
+        return config_type.model_validate(values)
     except ValidationError as err:
         raise ConfigError("; ".join(
             f"algorithm.{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})"
             for e in err.errors()
         )) from None
-    return check_algorithm(cfg)
 
 
-def check_algorithm(cfg: AlgorithmConfig) -> AlgorithmConfig:
+def check_algorithm(cfg: RLConfig | DPOConfig) -> RLConfig | DPOConfig:
     """``cfg`` unchanged if its part names exist and its parts fit together; otherwise a
     ``ConfigError`` naming each contradiction and what to change.
     """
-    ADVANTAGES.get(cfg.advantage)
-    POLICY_LOSSES.get(cfg.policy_loss)
-    AGGREGATIONS.get(cfg.aggregation)
-    problems = _dpo_problems(cfg) if cfg.kind == "dpo" else _rl_problems(cfg)
+    problems = _problems(cfg)
     if problems:
         raise ConfigError(f"algorithm {cfg.name!r}: " + "; ".join(problems))
     return cfg
+
+
+def _problems(cfg: RLConfig | DPOConfig) -> list[str]:
+    if isinstance(cfg, DPOConfig):
+        return _dpo_problems(cfg)
+    check_part_names(cfg)
+    return _rl_problems(cfg) + [unread_problem(cfg, f) for f in unread_non_defaults(cfg)]
 
 
 def _estimators(**meta: bool) -> str:
@@ -197,7 +231,7 @@ def _estimators(**meta: bool) -> str:
     return ", ".join(n for n in names if all(ADVANTAGES.meta(n)[k] == v for k, v in meta.items()))
 
 
-def _rl_problems(cfg: AlgorithmConfig) -> list[str]:
+def _rl_problems(cfg: RLConfig) -> list[str]:
     meta, problems = ADVANTAGES.meta(cfg.advantage), []
     if meta["needs_groups"] and cfg.group_size < 2:
         problems.append(
@@ -208,56 +242,32 @@ def _rl_problems(cfg: AlgorithmConfig) -> list[str]:
         problems.append(
             "drop_degenerate needs groups; set group_size >= 2 or drop_degenerate=false"
         )
-    if meta["needs_critic"] and cfg.critic == "none":
+    trained = CRITICS.meta(cfg.critic)["trained"]
+    if meta["needs_critic"] and not trained:
         problems.append(
             f"advantage {cfg.advantage!r} needs a critic; set critic=value_head or value_model"
         )
-    if not meta["needs_critic"] and cfg.critic != "none":
+    if not meta["needs_critic"] and trained:
         problems.append(
             f"critic {cfg.critic!r} would be trained but advantage {cfg.advantage!r} never uses "
             f"it; set critic=none or advantage to one of: {_estimators(needs_critic=True)}"
         )
-    if cfg.kl_placement == "none" and cfg.kl_coef > 0:
-        problems.append(
-            f"kl_coef {cfg.kl_coef} is unused with kl_placement=none; set kl_coef=0, "
-            "or kl_placement=reward or loss"
-        )
-    if cfg.dual_clip is not None and cfg.policy_loss != "clipped":
-        problems.append(
-            f"dual_clip applies only to policy_loss=clipped, not {cfg.policy_loss!r}; "
-            "set dual_clip=none"
-        )
-    if cfg.loss_norm_constant is not None and cfg.aggregation != "seq_mean_token_sum_norm":
-        problems.append(
-            "loss_norm_constant applies only to aggregation=seq_mean_token_sum_norm; "
-            "set loss_norm_constant=none"
-        )
     return problems
 
 
-def _dpo_problems(cfg: AlgorithmConfig) -> list[str]:
-    problems = []
+def _dpo_problems(cfg: DPOConfig) -> list[str]:
     if cfg.group_size < 2:
-        problems.append(
+        return [
             "dpo pairs the best and worst sample of a group, so with group_size 1 no pairs are "
             "possible; set group_size >= 2"
-        )
-    if cfg.critic != "none":
-        problems.append(f"dpo trains no critic; set critic=none (got {cfg.critic!r})")
-    if cfg.kl_placement != "none" or cfg.kl_coef > 0:
-        problems.append(
-            "dpo's pull toward the reference is dpo_beta; set kl_placement=none and kl_coef=0"
-        )
-    return problems
-
-
-_PART_FIELDS = ("advantage", "policy_loss", "aggregation", "kl_estimator", "kl_placement", "critic")
+        ]
+    return []
 
 
 def describe_presets() -> list[dict[str, Any]]:
     """One row per preset for ``harness algorithms``: name, parts, key numbers, citation and
     departures. Key numbers are the group size, the learning rate and every field that differs
-    from ``AlgorithmConfig``'s default.
+    from its config type's default.
     """
     rows = []
     for name, preset in PRESETS.items():
@@ -265,11 +275,11 @@ def describe_presets() -> list[dict[str, Any]]:
         if cfg.kind == "dpo":
             parts = {"loss": "dpo", "pairs": "best vs worst of each group"}
         else:
-            parts = {k: getattr(cfg, k) for k in _PART_FIELDS}
-        defaults = {k: f.default for k, f in AlgorithmConfig.model_fields.items()}
+            parts = {k: getattr(cfg, k) for k in SLOTS}
+        defaults = {k: f.default for k, f in type(cfg).model_fields.items()}
         numbers = {
             k: v
-            for k, v in cfg.model_dump(exclude={*_PART_FIELDS, "name", "kind"}).items()
+            for k, v in cfg.model_dump(exclude={*SLOTS, "name", "kind"}).items()
             if k in ("group_size", "lr") or v != defaults[k]
         }
         rows.append({

@@ -1,36 +1,19 @@
-"""PPO's critic: a value head on the policy's last hidden state, or a separate value model.
-
-``values(rollout, policy_hidden)`` gives V(s_t) for each completion position, where s_t is the
-state that predicts token t (the same position whose logits give token t's log-prob).
+"""The critic's values for a rollout: V(s_t) for each completion position, where s_t is the state
+that predicts token t (the same position whose logits give token t's log-prob).
 """
 
 from __future__ import annotations
 
-import copy
+from torch import Tensor
 
-import torch
-from torch import nn
-
+from harness.algorithms.critic import ValueCritic
 from harness.engine.rollout import Rollout, completion_forward
 
 
-class Critic(nn.Module):
-    def __init__(self, policy: nn.Module, kind: str):
-        super().__init__()
-        self.kind = kind
-        self.trunk = copy.deepcopy(policy) if kind == "value_model" else None
-        self.head = nn.Linear(policy.config.hidden_size, 1)
-        nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
-        self.head.to(next(policy.parameters()).device)
-
-    @property
-    def needs_policy_hidden(self) -> bool:
-        return self.trunk is None
-
-    def forward(self, rollout: Rollout, policy_hidden: torch.Tensor | None, temperature: float) -> torch.Tensor:
-        if self.trunk is None:
-            hidden = policy_hidden
-        else:
-            hidden = completion_forward(self.trunk, rollout, temperature=temperature, want_hidden=True).hidden
-        return self.head(hidden.float()).squeeze(-1) * rollout.completion_mask
+def critic_values(critic: ValueCritic, rollout: Rollout, policy_hidden: Tensor | None, temperature: float) -> Tensor:
+    """Values on the critic's trunk: the policy's hidden states when it has none of its own."""
+    if critic.trunk is None:
+        hidden = policy_hidden
+    else:
+        hidden = completion_forward(critic.trunk, rollout, temperature=temperature, want_hidden=True).hidden
+    return critic.values(hidden, rollout.completion_mask)

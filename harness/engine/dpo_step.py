@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from harness.algorithms import build_pairs, dpo_loss
-from harness.engine.rl_step import Learner, MetricMean, apply_gradients
+from harness.engine.learner import Learner, MetricMean, apply_gradients
 from harness.engine.rollout import completion_forward, decode_completions
 from harness.engine.tasks.base import Item, RewardFn, score_groups
 

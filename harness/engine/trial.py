@@ -12,15 +12,17 @@ import time
 
 import torch
 
-from harness.algorithms import check_algorithm
+from harness.algorithms.config import RLConfig
+from harness.algorithms.critic import build_critic
+from harness.algorithms.presets import check_algorithm
 from harness.engine.dpo_step import dpo_step
 from harness.engine.evaluation import evaluate
 from harness.engine.reference import Reference
-from harness.engine.rl_step import Learner, rl_step
+from harness.engine.learner import Learner
+from harness.engine.rl_step import rl_step
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item
-from harness.engine.critic import Critic
 from harness.engine.warmstart import load_policy
 
 STEPS = {"rl": rl_step, "dpo": dpo_step}
@@ -48,9 +50,8 @@ def prompt_batches(items: tuple[Item, ...], per_step: int, steps: int, seed: int
 def _learner(spec: TrialSpec, lm) -> Learner:
     cfg = spec.algorithm
     groups = [{"params": [p for p in lm.model.parameters() if p.requires_grad], "lr": cfg.lr}]
-    critic = None
-    if cfg.critic != "none":
-        critic = Critic(lm.model, cfg.critic)
+    critic = build_critic(cfg, lm.model) if isinstance(cfg, RLConfig) else None
+    if critic is not None:
         groups.append({"params": list(critic.parameters()), "lr": cfg.critic_lr or cfg.lr})
     generator = torch.Generator(device=lm.device).manual_seed(spec.seed)
     return Learner(

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.spec import TrainConfig, TrialSpec
 from harness.errors import ConfigError
@@ -22,12 +22,10 @@ from harness.study.field_errors import FieldError, format_validation_error
 from harness.study.schema import Arm, Condition, Study, coerce_override, condition_name, split_key
 
 
-def resolve_arm(arm: Arm, extra: Mapping[str, Any], where: str) -> AlgorithmConfig:
+def resolve_arm(arm: Arm, extra: Mapping[str, Any], where: str) -> RLConfig | DPOConfig:
     """The arm's preset with its ``set`` and ``extra`` applied; errors are prefixed ``where``."""
     try:
         return resolve_algorithm(arm.algorithm, {**arm.set, **extra})
-    except ValidationError as err:
-        raise ConfigError(f"{where}: {format_validation_error(err, AlgorithmConfig)}") from None
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, Typ
 from pydantic import field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import CONFIG_TYPES
 from harness.study.field_errors import FieldError, Loc, field_error, short_repr, unwrap_type
 from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
 
@@ -53,8 +53,8 @@ def check_name(value: Any, what: str) -> str:
 # Override keys: which fields an arm, a grid or a search space may set
 # --------------------------------------------------------------------------------------------
 
-#: AlgorithmConfig fields that identify a preset rather than configure it.
-_NOT_OVERRIDABLE = frozenset({"name"})
+#: Algorithm config fields that identify a preset rather than configure it.
+_NOT_OVERRIDABLE = frozenset({"name", "kind"})
 
 #: Final metrics the trainer reports (see the study contract); ``primary_metric`` must be one.
 FINAL_METRICS: tuple[str, ...] = (
@@ -80,9 +80,18 @@ FINAL_METRICS: tuple[str, ...] = (
 )
 
 
+def _algorithm_fields() -> dict[str, FieldInfo]:
+    """The fields of every algorithm config type (RL and DPO), in declaration order."""
+    fields: dict[str, FieldInfo] = {}
+    for config_type in CONFIG_TYPES.values():
+        fields.update({k: v for k, v in config_type.model_fields.items() if k not in fields})
+    return fields
+
+
 def algorithm_keys() -> list[str]:
-    """Keys an arm's ``set:`` may override (AlgorithmConfig fields)."""
-    return [k for k in AlgorithmConfig.model_fields if k not in _NOT_OVERRIDABLE]
+    """Keys an arm's ``set:`` may override: fields of an algorithm config (which of them a given
+    preset reads is checked when the arm resolves)."""
+    return [k for k in _algorithm_fields() if k not in _NOT_OVERRIDABLE]
 
 
 def train_keys() -> list[str]:
@@ -90,7 +99,7 @@ def train_keys() -> list[str]:
 
 
 def override_keys() -> list[str]:
-    """Keys a grid or a search space may vary: AlgorithmConfig fields and ``train.<field>``."""
+    """Keys a grid or a search space may vary: algorithm config fields and ``train.<field>``."""
     return algorithm_keys() + [f"train.{k}" for k in train_keys()]
 
 
@@ -103,8 +112,7 @@ def split_key(key: str) -> tuple[Literal["algorithm", "train"], str]:
 
 def _field_info(key: str) -> FieldInfo:
     section, name = split_key(key)
-    model = TrainConfig if section == "train" else AlgorithmConfig
-    return model.model_fields[name]
+    return TrainConfig.model_fields[name] if section == "train" else _algorithm_fields()[name]
 
 
 @cache
@@ -182,7 +190,7 @@ class Arm(_Strict):
     name: str
     algorithm: str = Field(description="preset name (see harness.algorithms.presets)")
     description: str = ""
-    set: dict[str, Any] = Field(default_factory=dict, description="AlgorithmConfig overrides")
+    set: dict[str, Any] = Field(default_factory=dict, description="algorithm config overrides")
     train: dict[str, Any] = Field(default_factory=dict, description="TrainConfig overrides")
 
     @field_validator("name")

@@ -4,13 +4,13 @@ import pytest
 import torch
 
 from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import RLConfig
 
 GROUP_ESTIMATORS = ["group_zscore", "group_mean", "leave_one_out"]
 
 
-def cfg(**kw) -> AlgorithmConfig:
-    return AlgorithmConfig(name="test", **kw)
+def cfg(**kw) -> RLConfig:
+    return RLConfig(name="test", **kw)
 
 
 def outcome_inputs(scores, lengths, group_size, T=4, values=None) -> AdvantageInputs:
@@ -190,9 +190,9 @@ def test_input_errors_are_named():
 def test_estimators_declare_groups_and_critic_needs():
     needs = {n: dict(ADVANTAGES.meta(n)) for n in ADVANTAGES.names()}
     assert needs == {
-        "group_zscore": {"needs_groups": True, "needs_critic": False},
-        "group_mean": {"needs_groups": True, "needs_critic": False},
-        "leave_one_out": {"needs_groups": True, "needs_critic": False},
-        "reinforce_pp": {"needs_groups": False, "needs_critic": False},
-        "gae": {"needs_groups": False, "needs_critic": True},
+        "group_zscore": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
+        "group_mean": {"needs_groups": True, "needs_critic": False, "reads": ()},
+        "leave_one_out": {"needs_groups": True, "needs_critic": False, "reads": ()},
+        "reinforce_pp": {"needs_groups": False, "needs_critic": False, "reads": ("gamma",)},
+        "gae": {"needs_groups": False, "needs_critic": True, "reads": ("gamma", "lam")},
     }

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from harness.algorithms.aggregation import AGGREGATIONS, make_aggregator
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import RLConfig
 
 PER_TOKEN = torch.tensor([[1.0, 2.0, 3.0], [4.0, float("nan"), 99.0], [7.0, 7.0, 7.0]])
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # row 2: dropped
@@ -21,10 +21,10 @@ def test_aggregations_by_hand(name, expected):
 
 
 def test_make_aggregator_uses_the_configured_constant_or_the_budget():
-    by_budget = make_aggregator(AlgorithmConfig(name="t", aggregation="seq_mean_token_sum_norm"), 8)
+    by_budget = make_aggregator(RLConfig(name="t", aggregation="seq_mean_token_sum_norm"), 8)
     assert by_budget(PER_TOKEN, MASK).item() == pytest.approx((6 / 8 + 4 / 8) / 2)
     fixed = make_aggregator(
-        AlgorithmConfig(name="t", aggregation="seq_mean_token_sum_norm", loss_norm_constant=2), 8
+        RLConfig(name="t", aggregation="seq_mean_token_sum_norm", loss_norm_constant=2), 8
     )
     assert fixed(PER_TOKEN, MASK).item() == pytest.approx((6 / 2 + 4 / 2) / 2)
 

@@ -3,7 +3,7 @@ import torch
 
 from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs, compute_advantages
 from harness.algorithms.aggregation import make_aggregator
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import value_loss
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.losses import POLICY_LOSSES
@@ -13,8 +13,8 @@ from harness.errors import ConfigError
 NAMES = ["ppo", "grpo", "dr_grpo", "rloo", "reinforce_pp", "cispo", "dpo", "dapo", "gspo"]
 
 
-def differing_fields(a: AlgorithmConfig, b: AlgorithmConfig) -> set[str]:
-    return {k for k in AlgorithmConfig.model_fields if getattr(a, k) != getattr(b, k)}
+def differing_fields(a: RLConfig, b: RLConfig) -> set[str]:
+    return {k for k in RLConfig.model_fields if getattr(a, k) != getattr(b, k)}
 
 
 def test_every_named_preset_resolves_and_passes_its_own_checks():
@@ -110,8 +110,10 @@ def test_wrong_type_names_the_field():
         resolve_algorithm("grpo", {"eps_high": "lots"})
     with pytest.raises(ConfigError, match=r"algorithm\.group_size: .*greater than 0"):
         resolve_algorithm("grpo", {"group_size": 0})
-    with pytest.raises(ConfigError, match=r"algorithm\.kl_placement: .*'reward', 'loss' or 'none'"):
+    with pytest.raises(ConfigError, match=r"unknown KL placement 'both'; valid: loss, none, reward"):
         resolve_algorithm("grpo", {"kl_placement": "both"})
+    with pytest.raises(ConfigError, match=r"unknown critic 'big'; valid: none, value_head, value_model"):
+        resolve_algorithm("ppo", {"critic": "big"})
     with pytest.raises(ConfigError, match=r"algorithm\.eps_low: .*'none'"):
         resolve_algorithm("grpo", {"eps_low": "none"})  # not an optional field
 
@@ -128,7 +130,7 @@ def test_cli_strings_are_coerced():
     ppo = resolve_algorithm("ppo", {"value_clip": "null", "critic_lr": "none"})
     assert ppo.value_clip is None and ppo.critic_lr is None
     # "none" is a real value of kl_placement, not None
-    assert resolve_algorithm("grpo", {"kl_placement": "none", "kl_coef": 0}).kl_placement == "none"
+    assert resolve_algorithm("grpo", {"kl_placement": "none"}).kl_placement == "none"
 
 
 def test_unknown_part_names_list_the_registry():
@@ -152,12 +154,21 @@ def test_unknown_part_names_list_the_registry():
          r"critic 'value_head' would be trained but advantage 'group_zscore' never uses it; "
          r"set critic=none or advantage to one of: gae"),
         ("dpo", {"group_size": 1}, r"no pairs are possible; set group_size >= 2"),
-        ("dpo", {"critic": "value_model"}, r"dpo trains no critic"),
-        ("dpo", {"kl_placement": "loss", "kl_coef": 0.1}, r"dpo's pull toward the reference"),
-        ("grpo", {"kl_placement": "none"},
-         r"kl_coef 0.04 is unused with kl_placement=none; set kl_coef=0"),
-        ("cispo", {"dual_clip": 3}, r"dual_clip applies only to policy_loss=clipped, not 'cispo'"),
-        ("grpo", {"loss_norm_constant": 16}, r"loss_norm_constant applies only to aggregation="),
+        ("dpo", {"critic": "value_model"}, r"'critic' belongs to RL algorithms .* kind DPO, which has no critic"),
+        ("dpo", {"kl_coef": 0.1}, r"'kl_coef' belongs to RL algorithms"),
+        ("grpo", {"dpo_beta": 0.2}, r"'dpo_beta' belongs to DPO algorithms \(dpo\); preset 'grpo' is of kind RL"),
+        ("cispo", {"kind": "dpo"}, r"algorithm.kind comes from the preset"),
+        ("grpo", {"kl_placement": "none", "kl_coef": 0.1},
+         r"kl_coef is read by none of this algorithm's parts .*kl_placement=none.*; it is read only "
+         r"with kl_placement=reward or kl_placement=loss"),
+        ("cispo", {"dual_clip": 3}, r"dual_clip is read by none .*policy_loss=cispo.*read only with policy_loss=clipped"),
+        ("grpo", {"loss_norm_constant": 16}, r"loss_norm_constant is read by .*read only with aggregation=seq_mean_token_sum_norm"),
+        ("grpo", {"vf_coef": 1.0}, r"vf_coef is read by .*read only with critic=value_head or critic=value_model"),
+        ("grpo", {"critic_lr": 1e-3}, r"critic_lr is read by .*critic=none"),
+        ("rloo", {"lam": 0.9}, r"lam is read by .*read only with advantage=gae"),
+        ("grpo", {"gamma": 0.99}, r"gamma is read by .*read only with advantage=reinforce_pp or advantage=gae"),
+        ("rloo", {"eps_high": 0.28}, r"eps_high is read by .*policy_loss=is"),
+        ("cispo", {"kl_estimator": "k1"}, r"kl_estimator is read by .*read only with kl_placement=reward"),
         ("reinforce_pp", {"group_size": 1, "drop_degenerate": True},
          r"drop_degenerate needs groups"),
     ],
@@ -169,7 +180,7 @@ def test_contradictions_fail_saying_what_to_change(preset, overrides, message):
 
 def test_all_contradictions_are_reported_at_once():
     with pytest.raises(ConfigError, match=r"^algorithm 'grpo': advantage .*; critic .*; kl_coef"):
-        resolve_algorithm("grpo", {"group_size": 1, "critic": "value_head", "kl_placement": "none"})
+        resolve_algorithm("grpo", {"group_size": 1, "critic": "value_head", "kl_placement": "none", "kl_coef": 0.1})
 
 
 def test_settings_that_are_not_contradictions_pass():

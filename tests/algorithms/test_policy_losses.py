@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from harness.algorithms.aggregation import AGGREGATIONS
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import RLConfig
 from harness.algorithms.losses import POLICY_LOSSES
 
 
-def cfg(**kw) -> AlgorithmConfig:
-    return AlgorithmConfig(name="test", **kw)
+def cfg(**kw) -> RLConfig:
+    return RLConfig(name="test", **kw)
 
 
 def total(per_token, mask):

@@ -7,7 +7,7 @@ import optuna
 
 from harness.runner import trial_queue as queue
 from harness.tracking import storage as study_db
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import RLConfig
 from harness.tracking.shared_records import RecordStore, import_records, merge, publish_missing
 from harness.tracking.records import make_record, read_failed_attempts, read_record, read_records, record_path, write_record
 from harness.tracking.results import load_results
@@ -16,7 +16,7 @@ from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
 
 def _record(study: str, arm: str, seed: int, *, attempt: int = 1, ok: bool = True, value: float = 0.5):
     spec = TrialSpec(study=study, arm=arm, seed=seed, train=TrainConfig(steps=2),
-                     algorithm=AlgorithmConfig(name="grpo"))
+                     algorithm=RLConfig(name="grpo"))
     result = TrialResult(
         trial_id=spec.trial_id, status="completed" if ok else "failed",
         error=None if ok else "RuntimeError: boom", final={"eval/accuracy": value} if ok else {},
@@ -88,10 +88,10 @@ def test_load_results_reads_any_storage_url_and_only_its_own_study(tmp_path):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     mine = queue.create_queue(storage, "s", "maximize")
     theirs = queue.create_queue(storage, "other", "maximize")
-    waiting = TrialSpec(study="s", arm="a", seed=1, train=TrainConfig(steps=2), algorithm=AlgorithmConfig(name="grpo"))
+    waiting = TrialSpec(study="s", arm="a", seed=1, train=TrainConfig(steps=2), algorithm=RLConfig(name="grpo"))
     queue.enqueue_specs(mine, [waiting], phase="compare", retries=0)
     stranger = TrialSpec(study="other", arm="z", seed=0, train=TrainConfig(steps=2),
-                         algorithm=AlgorithmConfig(name="grpo"))
+                         algorithm=RLConfig(name="grpo"))
     queue.enqueue_specs(theirs, [stranger], phase="compare", retries=0)
     folder = tmp_path / "machine" / "s"
     folder.mkdir(parents=True)

@@ -23,7 +23,7 @@ EXPECTED: dict[str, str] = {
     "unknown_nested_key.yaml": "train.stepz: unknown key; valid: steps, prompts_per_step",
     "unknown_deep_key.yaml": "model.tiny.hidden: unknown key; valid: hidden_size",
     "unknown_arm_key.yaml": "arms[1].algo: unknown key; valid: name, algorithm",
-    "unknown_override_key.yaml": "arms[0].set.eps_hgh: unknown key; valid: kind, advantage",
+    "unknown_override_key.yaml": "arms[0].set.eps_hgh: unknown key; valid: group_size, lr, epochs",
     "override_preset_name.yaml": "arms[0].set.name: unknown key",
     # wrong types
     "wrong_type_steps.yaml": "train.steps: Input should be a valid integer",
@@ -32,7 +32,7 @@ EXPECTED: dict[str, str] = {
     "override_wrong_type.yaml": "arms[0].set.lr: Input should be a valid number",
     # algorithms: unknown preset, contradictions found by the presets
     "unknown_algorithm.yaml": "arms[1].algorithm: unknown algorithm 'rlooo'; valid: ",
-    "override_contradiction.yaml": "arms[1].set: algorithm 'cispo': kl_coef 0.1 is unused",
+    "override_contradiction.yaml": "arms[1].set: algorithm 'cispo': kl_coef is read by none of this algorithm's parts",
     "group_size_one_grpo.yaml": "arms[0].set: algorithm 'grpo': advantage 'group_zscore'",
     # arms and control
     "empty_arms.yaml": "arms: at least one arm is required",
