@@ -10,6 +10,7 @@ import typer
 from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import HarnessError
 from harness.tracking.records import read_records
+from harness.study.noop import check_arms_differ
 from harness.study.plan import StudyPlan, describe_overrides, format_duration, plan_study
 from harness.study.expand import comparisons, study_dir
 from harness.study.load import check_task, load_study, study_warnings
@@ -59,14 +60,15 @@ def validate(
 ) -> None:
     """Check study files without running anything.
 
-    Checks schema, presets, overrides, grid, tuning and task; prints a summary
-    per file. A bad file prints one line naming the field and exits with 2.
+    Checks schema, presets, overrides, grid, tuning and task, and that arms
+    which differ in the file compute different losses; prints a summary per file. A bad file prints one line naming the field and exits with 2.
     """
     failed = 0
     for path in study_files:
         try:
             study = load_study(path)
             n_train, n_eval = check_task(study)
+            check_arms_differ(study)
             warnings = study_warnings(study)
         except HarnessError as err:
             failed += 1
@@ -157,6 +159,7 @@ def plan(
     """
     try:
         study = load_study(study_file)
+        check_arms_differ(study)
         result = plan_study(study, workers=workers, records=read_records(study_dir(study)))
     except HarnessError as err:
         _fail(str(err))

@@ -53,6 +53,7 @@ from harness.runner.output_dir import check_output_dir, make_output_dir
 from harness.runner.pool import Progress, run_pool
 from harness.runner.worker import plan_slots
 from harness.study.expand import apply_best, expand, study_dir
+from harness.study.noop import check_arms_differ
 from harness.study.load import dump_study, load_study
 from harness.tracking.shared_records import ensure_table
 from harness.tracking.urls import redact_url
@@ -99,6 +100,7 @@ def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
     study = load_study(study_path)
     if study.tuning is None:
         expand(study)  # every trial must build (raises ConfigError)
+    check_arms_differ(study)  # a no-op arm would spend its seeds measuring noise
     opts.check()
     folder = study_dir(study)
     check_output_dir(folder, min_free_mb=opts.min_free_mb)  # a full disk fails before anything starts

@@ -1,0 +1,102 @@
+"""The no-op probe: run an algorithm's advantages and update loss on one fixed batch, so two arms
+that differ in the study file but compute the same thing can be told apart from real ablations.
+
+A well-known trainer once shipped a loss variant numerically identical to its baseline; a study
+comparing the two spends its seeds measuring noise. ``probe(cfg, max_new_tokens)`` gives the
+loss and its gradient (with respect to the log-probs, the entropies and the critic's values) on
+a batch of random log-probs, rewards and masks, drawn once from a fixed seed in float64 with
+ratios well outside every clip range, so clip bounds, dual clips, estimators, placements and
+aggregations all leave a mark. It reads nothing of the model: the optimiser's numbers (``lr``,
+``epochs``, ``minibatches``, ``max_grad_norm``, ``critic_lr``) and the group size are outside
+its view (``UNPROBED``), and two configs differing there are never called the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+from torch import Tensor
+
+from harness.algorithms.advantages import AdvantageInputs, compute_advantages
+from harness.algorithms.aggregation import make_aggregator
+from harness.algorithms.config import RLConfig
+from harness.algorithms.kl import kl_estimate
+from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
+
+#: fields the probe cannot see: two configs that differ in one of these are different arms
+UNPROBED = frozenset({"name", "lr", "epochs", "minibatches", "max_grad_norm", "critic_lr", "group_size"})
+#: loss and gradient closer than this (absolute, float64) count as the same computation
+TOLERANCE = 1e-7
+PROMPTS, LENGTH, SEED = 6, 10, 20240601
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    loss: float
+    gradient: Tensor  # flattened gradients w.r.t. log-probs, entropies and values
+
+    def same_as(self, other: ProbeResult) -> bool:
+        return (
+            abs(self.loss - other.loss) <= TOLERANCE
+            and self.gradient.shape == other.gradient.shape
+            and bool((self.gradient - other.gradient).abs().max() <= TOLERANCE)
+        )
+
+
+@cache
+def _batch(group_size: int) -> dict[str, Tensor]:
+    """The fixed probe batch for one group size: ``PROMPTS`` groups of ``LENGTH``-token rows."""
+    g = torch.Generator().manual_seed(SEED)
+    rows = PROMPTS * group_size
+    lengths = torch.randint(2, LENGTH + 1, (rows,), generator=g)
+    mask = (torch.arange(LENGTH)[None, :] < lengths[:, None]).double()
+    old = -torch.rand(rows, LENGTH, generator=g, dtype=torch.float64) * 3 - 0.05
+    # heavy-tailed log-ratios (Student t, 2 dof): ratios from ~0.05 to ~20, so every clip acts
+    chi2 = (torch.randn(2, rows, LENGTH, generator=g, dtype=torch.float64) ** 2).sum(0)
+    t = torch.randn(rows, LENGTH, generator=g, dtype=torch.float64) / torch.sqrt(chi2 / 2)
+    logprobs = old + 0.4 * t.clamp(-8, 8)
+    ref = old + 0.3 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)
+    scores = (torch.rand(rows, generator=g, dtype=torch.float64) < 0.5).double()
+    scores[:group_size] = 1.0  # one degenerate group, so drop_degenerate matters
+    old_values = torch.randn(rows, LENGTH, generator=g, dtype=torch.float64) * 0.5
+    values = old_values + 0.4 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)
+    entropy = torch.rand(rows, LENGTH, generator=g, dtype=torch.float64) * 2
+    return {"mask": mask, "old": old, "logprobs": logprobs.clamp(max=0.0), "ref": ref, "scores": scores,
+            "old_values": old_values, "values": values, "entropy": entropy}
+
+
+def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
+    """Loss and gradient of ``cfg``'s update on the fixed batch of its group size."""
+    data = _batch(cfg.group_size)
+    mask = data["mask"]
+    with torch.no_grad():
+        kl = kl_estimate(data["old"], data["ref"], cfg.kl_estimator)
+        rewards = token_rewards(data["scores"], mask, kl, cfg)
+    adv = compute_advantages(AdvantageInputs(rewards, mask, cfg.group_size, data["old_values"]), cfg)
+    keep = adv.keep_rows.double()[:, None]
+    leaves = {k: data[k].clone().requires_grad_(True) for k in ("logprobs", "entropy", "values")}
+    with_critic = adv.returns is not None
+    loss, _ = update_loss(UpdateBatch(
+        logprobs=leaves["logprobs"],
+        old_logprobs=data["old"],
+        ref_logprobs=data["ref"],
+        advantages=adv.advantages,
+        mask=mask * keep,
+        entropy=leaves["entropy"],
+        values=leaves["values"] if with_critic else None,
+        old_values=data["old_values"] if with_critic else None,
+        returns=adv.returns,
+    ), cfg, make_aggregator(cfg, max_new_tokens))
+    grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+    flat = torch.cat([
+        (torch.zeros_like(leaf) if grad is None else grad).flatten()
+        for leaf, grad in zip(leaves.values(), grads)
+    ])
+    return ProbeResult(loss=float(loss.detach()), gradient=flat.detach())
+
+
+def differing_fields(a: RLConfig, b: RLConfig) -> list[str]:
+    """Fields where two RL configs differ, in declaration order."""
+    return [k for k in RLConfig.model_fields if getattr(a, k) != getattr(b, k)]
