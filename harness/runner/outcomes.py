@@ -48,9 +48,6 @@ class RunSummary:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
 
-    def by_status(self, status: str, phase: str | None = None) -> list[TrialOutcome]:
-        return [t for t in self.trials if t.status == status and (phase is None or t.phase == phase)]
-
     @property
     def exit_code(self) -> int:
         if self.interrupted:

@@ -12,11 +12,9 @@ Map:
     multiple   adjust_pvalues ("holm", "bh")
     verdict    verdicts -> [Verdict]
     bootstrap  Interval, bootstrap_ci (reporting only)
-    aggregate  iqm, aggregate_across_tasks, probability_of_improvement (rliable)
     curves     curve_band, align_on_grid
 """
 
-from .aggregate import aggregate_across_tasks, iqm, probability_of_improvement
 from .bootstrap import Interval, bootstrap_ci, bootstrap_diff_ci
 from .compare import (
     Check,
@@ -46,9 +44,9 @@ from .verdict import LABELS, Verdict, clears_noise_floor, verdicts
 
 __all__ = [
     "Check", "Comparison", "Interval", "LABELS", "NoiseFloor", "TTest", "Verdict",
-    "adjust_pvalues", "aggregate_across_tasks", "align_on_grid", "bootstrap_ci", "bootstrap_diff_ci",
-    "clears_noise_floor", "compare", "curve_band", "hedges_g", "iqm", "mann_whitney_check",
+    "adjust_pvalues", "align_on_grid", "bootstrap_ci", "bootstrap_diff_ci",
+    "clears_noise_floor", "compare", "curve_band", "hedges_g", "mann_whitney_check",
     "minimal_detectable_effect", "noise_floor", "paired_test", "permutation_check", "power_paired",
-    "power_two_sample", "prob_improvement", "probability_of_improvement", "seeds_needed",
+    "power_two_sample", "prob_improvement", "seeds_needed",
     "seeds_needed_paired", "sign_flip_check", "std_interval", "verdicts", "welch_test", "yuen_test",
 ]

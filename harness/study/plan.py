@@ -104,7 +104,7 @@ def _rates(records: list[Any]) -> tuple[dict[str, float], float | None]:
     return {name: w / t for name, (w, t) in per_condition.items()}, overall
 
 
-def _overrides(study: Study, arm: Arm, cell: Mapping[str, Any]) -> dict[str, Any]:
+def _overrides(arm: Arm, cell: Mapping[str, Any]) -> dict[str, Any]:
     return {**arm.set, **{f"train.{k}": v for k, v in arm.train.items()}, **cell}
 
 
@@ -152,7 +152,7 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
             done = sum(s.trial_id in done_ids for s in specs)
             arm = study.arm(c.arm)
             planned.append(PlannedCondition(
-                c.name, c.arm, arm.algorithm, _overrides(study, arm, c.cell), len(specs), done,
+                c.name, c.arm, arm.algorithm, _overrides(arm, c.cell), len(specs), done,
                 trial_tokens(specs[0]), est,
             ))
             total_s += est * len(specs)
@@ -172,7 +172,7 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
             tune_remaining += est * (per_arm_trials - done)
             compare_done = min(len(study.seeds), ran.count("compare"))
             planned.append(PlannedCondition(
-                arm.name, arm.name, arm.algorithm, _overrides(study, arm, {}), len(study.seeds),
+                arm.name, arm.name, arm.algorithm, _overrides(arm, {}), len(study.seeds),
                 compare_done, trial_tokens(base), est,
             ))
             total_s += est * len(study.seeds)

@@ -1,11 +1,8 @@
-"""A tuning phase's search space, as Optuna sees it: sampled through a ``Trial`` or given as
-distributions for ``Study.ask``."""
+"""A tuning phase's search space, as Optuna samples it: through a ``Trial``'s suggest calls."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import optuna.distributions as od
 
 from harness.errors import ConfigError
 from harness.study.schema import Study, numeric_kind
@@ -25,19 +22,4 @@ def suggest_params(study: Study, trial: Any) -> dict[str, Any]:
             )
         else:
             out[key] = trial.suggest_float(key, p.low, p.high, log=p.log, step=p.step)
-    return out
-
-
-def search_distributions(study: Study) -> dict[str, Any]:
-    """The search space as Optuna distributions (for ``optuna_study.ask(distributions)``)."""
-    if study.tuning is None:
-        raise ConfigError(f"study {study.name!r} has no tuning section")
-    out: dict[str, Any] = {}
-    for key, p in study.tuning.search_space.items():
-        if p.choices is not None:
-            out[key] = od.CategoricalDistribution(p.choices)
-        elif numeric_kind(key) == "int":
-            out[key] = od.IntDistribution(int(p.low), int(p.high), log=p.log, step=int(p.step or 1))
-        else:
-            out[key] = od.FloatDistribution(p.low, p.high, log=p.log, step=p.step)
     return out

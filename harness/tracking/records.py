@@ -160,19 +160,6 @@ def make_record(
     )
 
 
-def failure_result(
-    spec: TrialSpec, error: BaseException | str, *, wall_time_s: float = 0.0, history: list | None = None
-) -> TrialResult:
-    """The result of a trial that raised: ``error`` becomes ``"TypeName: message"``."""
-
-    if isinstance(error, BaseException):
-        error = f"{type(error).__name__}: {error}"
-    return TrialResult(
-        trial_id=spec.trial_id, status="failed", error=str(error), history=list(history or []),
-        wall_time_s=float(wall_time_s),
-    )
-
-
 def _jsonable_step(step: dict[str, Any]) -> dict[str, Any]:
     """Numbers stay numbers (tensors and numpy scalars become floats); anything else is kept."""
     out = {}

@@ -32,7 +32,6 @@ REASON = "reason"  # why the job failed (or was re-queued)
 WORKER = "worker"  # who ran it: host/pid and device
 TRIAL_IDS = "trial_ids"  # tune jobs: the trial ids of its per-seed runs
 
-STATES = ("completed", "running", "waiting", "failed")
 _STATE_NAMES = {
     TrialState.COMPLETE: "completed",
     TrialState.RUNNING: "running",

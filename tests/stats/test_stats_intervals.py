@@ -9,13 +9,10 @@ from scipy import stats
 
 from harness.stats import (
     Interval,
-    aggregate_across_tasks,
     align_on_grid,
     bootstrap_ci,
     bootstrap_diff_ci,
     curve_band,
-    iqm,
-    probability_of_improvement,
 )
 
 
@@ -47,59 +44,6 @@ def test_bootstrap_diff_ci():
     assert (iv.point, iv.low, iv.high) == (1.0, 1.0, 1.0)
     iv = bootstrap_diff_ci([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], rng=0)
     assert iv.point == -3.0 and -5.0 <= iv.low < -3.0 < iv.high <= -1.0
-
-
-def test_iqm_by_hand():
-    assert iqm(np.arange(1.0, 9.0)) == pytest.approx(4.5)  # mean of 3, 4, 5, 6
-    assert iqm([[1.0, 100.0], [2.0, 3.0]]) == pytest.approx(2.5)  # over all values: mean of 2, 3
-    assert iqm([5.0]) == 5.0
-
-
-def test_aggregate_point_estimates_and_degenerate_interval():
-    scores = np.array([[0.1, 0.5], [0.1, 0.5], [0.1, 0.5]])  # no run-to-run variation
-    agg = aggregate_across_tasks(scores, rng=0)
-    assert set(agg) == {"iqm", "mean"}
-    assert agg["mean"] == Interval(0.3, 0.3, 0.3)
-    assert agg["iqm"].low == agg["iqm"].high == agg["iqm"].point == pytest.approx(iqm(scores))
-
-
-def test_aggregate_bootstrap_is_stratified_by_task():
-    # Every run (row) has mean 0.5, so resampling whole runs could never move the mean;
-    # resampling runs independently within each task does.
-    scores = np.array([[0.0, 1.0], [1.0, 0.0]])
-    agg = aggregate_across_tasks(scores, n_boot=2000, rng=0)
-    assert agg["mean"].point == 0.5
-    assert agg["mean"].low == 0.0 and agg["mean"].high == 1.0  # all four runs of one kind happen (1/16)
-
-
-def test_aggregate_interval_contains_point_and_is_reproducible():
-    rng = np.random.default_rng(1)
-    scores = rng.normal(size=(10, 5))
-    a = aggregate_across_tasks(scores, rng=np.random.default_rng(2))
-    b = aggregate_across_tasks(scores, rng=np.random.default_rng(2))
-    assert a == b
-    for iv in a.values():
-        assert iv.low < iv.point < iv.high
-
-
-def test_probability_of_improvement_by_hand():
-    iv = probability_of_improvement([[1.0], [2.0]], [[0.0], [1.5]], rng=0)
-    assert iv.point == pytest.approx(0.75)  # 3 of the 4 pairs
-    assert probability_of_improvement([[1.0]], [[1.0]]).point == 0.5  # a tie counts half
-    # two tasks: 1.0 on the first, 0.0 on the second -> 0.5 averaged
-    iv = probability_of_improvement([[1.0, 0.0]], [[0.0, 1.0]])
-    assert (iv.point, iv.low, iv.high) == (0.5, 0.5, 0.5)
-
-
-def test_probability_of_improvement_matches_mann_whitney_u_per_task():
-    rng = np.random.default_rng(5)
-    x, y = rng.normal(0.5, 1, size=(6, 3)), rng.normal(0, 1, size=(8, 3))
-    expected = np.mean([stats.mannwhitneyu(x[:, t], y[:, t]).statistic / (6 * 8) for t in range(3)])
-    iv = probability_of_improvement(x, y, n_boot=500, rng=1)
-    assert iv.point == pytest.approx(expected)
-    assert 0.0 <= iv.low < iv.point < iv.high <= 1.0
-    with pytest.raises(ValueError, match="same tasks"):
-        probability_of_improvement(x, y[:, :2])
 
 
 def test_curve_band_by_hand_with_missing_points():

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from harness.tracking import records
+from harness.engine.spec import TrialResult
 from harness.errors import HarnessError
 from harness.tracking.urls import redact_text, redact_url
 
@@ -111,7 +112,7 @@ def test_redact_text_masks_url_and_secret_everywhere():
 
 def test_failure_result_for_a_trial_that_raised(tmp_path, make_spec):
     spec = make_spec("grpo", 3)
-    result = records.failure_result(spec, ValueError("loss is nan"), wall_time_s=2.0)
+    result = TrialResult(trial_id=spec.trial_id, status="failed", error="ValueError: loss is nan", wall_time_s=2.0)
     rec = records.make_record(spec, result, attempt=2, phase="compare", started_at=0.0, device="cuda:1")
     assert (rec.status, rec.error, rec.attempt, rec.device) == ("failed", "ValueError: loss is nan", 2, "cuda:1")
     assert rec.started_at.startswith("1970-01-01T00:00:00")

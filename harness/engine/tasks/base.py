@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable
 
 RewardFn = Callable[["Item", str], float]
 
@@ -40,6 +40,3 @@ def score_groups(items: list[Item], completions: list[str], group_size: int, rew
     """The verifier's score of each completion; completion j belongs to ``items[j // group_size]``."""
     return [reward(items[j // group_size], text) for j, text in enumerate(completions)]
 
-
-class TaskBuilder(Protocol):
-    def __call__(self, config) -> Task: ...
