@@ -22,9 +22,9 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import torch  # noqa: E402
 
 from harness.algorithms import resolve_algorithm  # noqa: E402
+from harness.engine.learner import Learner  # noqa: E402
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer  # noqa: E402
 from harness.engine.reference import Reference  # noqa: E402
-from harness.engine.learner import Learner  # noqa: E402
 from harness.engine.rl_step import rl_step  # noqa: E402
 from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig  # noqa: E402
 from harness.engine.tasks import build_task  # noqa: E402

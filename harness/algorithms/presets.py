@@ -17,7 +17,13 @@ from pydantic import ValidationError
 from harness.algorithms.advantages import ADVANTAGES
 from harness.algorithms.config import CONFIG_TYPES, DPOConfig, RLConfig
 from harness.algorithms.critic import CRITICS
-from harness.algorithms.parts import SLOTS, check_part_names, fields_read, unread_non_defaults, unread_problem
+from harness.algorithms.parts import (
+    SLOTS,
+    check_part_names,
+    fields_read,
+    unread_non_defaults,
+    unread_problem,
+)
 from harness.errors import ConfigError, unknown_name
 
 TESTBED_LR = 1e-4  # GRPO at 1e-4 lifts the addition testbed by ~0.15 in 60 steps; 3e-4 was unstable

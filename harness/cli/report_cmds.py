@@ -17,7 +17,6 @@ import typer
 
 from harness.cli.app import app
 
-
 _STORAGE_HELP = (
     "the study's Optuna storage URL (e.g. PostgreSQL shared by many machines): first copy here "
     "the records other machines stored there"

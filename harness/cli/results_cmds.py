@@ -52,15 +52,15 @@ def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: Storage
     With --storage, first import the records other machines stored in the shared storage, and
     store there the local records it lacks, so every machine can see every result.
     """
-    from harness.tracking.study_ref import resolve_study_dir
     from harness.tracking.mlflow_mirror import sync
+    from harness.tracking.study_ref import resolve_study_dir
 
     bring_records(study, storage)
     folder = resolve_study_dir(study)
     if storage:
+        from harness.tracking.records import read_records
         from harness.tracking.shared_records import open_store, publish_missing
         from harness.tracking.study_ref import resolve_study, study_name
-        from harness.tracking.records import read_records
 
         store = open_store(storage, study_name(resolve_study(study), read_records(folder)))
         sent = publish_missing(folder, store)

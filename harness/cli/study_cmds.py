@@ -9,11 +9,16 @@ import typer
 
 from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import HarnessError
-from harness.tracking.records import read_records
-from harness.study.noop import check_arms_differ
-from harness.study.plan import StudyPlan, describe_overrides, format_duration, plan_study
 from harness.study.expand import comparisons, study_dir
 from harness.study.load import check_task, load_study, study_warnings
+from harness.study.noop import check_arms_differ
+from harness.study.plan import (
+    StudyPlan,
+    describe_overrides,
+    format_duration,
+    plan_study,
+)
+from harness.tracking.records import read_records
 
 
 def _fail(message: str) -> None:

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from harness.algorithms import describe_presets, resolve_algorithm
 from harness.cli.app import app
-from harness.study.field_errors import format_validation_error
-from harness.errors import ConfigError
 from harness.engine.spec import TrialSpec
+from harness.errors import ConfigError
+from harness.study.field_errors import format_validation_error
 
 SECTIONS = ("task", "model", "warmstart", "train")
 

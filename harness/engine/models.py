@@ -20,8 +20,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from harness.errors import ConfigError
 from harness.engine.spec import ModelConfig
+from harness.errors import ConfigError
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>"]
 

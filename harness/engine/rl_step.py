@@ -17,7 +17,12 @@ from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.engine.critic import critic_values
 from harness.engine.learner import Learner, MetricMean, apply_gradients
-from harness.engine.rollout import Rollout, completion_forward, decode_completions, sample_groups
+from harness.engine.rollout import (
+    Rollout,
+    completion_forward,
+    decode_completions,
+    sample_groups,
+)
 from harness.engine.tasks.base import Item, RewardFn, score_groups
 
 

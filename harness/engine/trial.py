@@ -17,8 +17,8 @@ from harness.algorithms.critic import build_critic
 from harness.algorithms.presets import check_algorithm
 from harness.engine.dpo_step import dpo_step
 from harness.engine.evaluation import evaluate
-from harness.engine.reference import Reference
 from harness.engine.learner import Learner
+from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.engine.tasks import build_task

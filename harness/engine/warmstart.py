@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from harness.engine.evaluation import greedy_accuracy
 from harness.engine.models import (
     LoadedModel,
     build_tiny_model,
@@ -26,7 +27,6 @@ from harness.engine.models import (
     load_pretrained,
     pick_device,
 )
-from harness.engine.evaluation import greedy_accuracy
 from harness.engine.spec import TrialSpec
 from harness.engine.tasks.base import Item, Task
 

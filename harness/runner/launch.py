@@ -23,6 +23,7 @@ from typing import Any
 
 from harness.runner.child import child_main
 
+
 @dataclass
 class Outcome:
     """What came back from a trial process: a result, a failure reason, or an interruption."""

@@ -15,8 +15,8 @@ from harness.errors import ConfigError
 from harness.runner import trial_queue as queue
 from harness.study.expand import study_dir
 from harness.study.load import load_study
-from harness.tracking.urls import redact_url
 from harness.tracking import storage as study_db
+from harness.tracking.urls import redact_url
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 

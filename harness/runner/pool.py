@@ -24,7 +24,6 @@ from harness.runner.options import RunOptions
 from harness.runner.worker import Slot, WorkerConfig
 from harness.study.plan import format_duration
 
-
 # --------------------------------------------------------------------------------------------
 # progress
 

@@ -32,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from optuna.trial import TrialState
+
 from harness.runner import trial_queue as queue
+from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -48,16 +51,15 @@ from harness.runner.outcomes import (
     _study_from,
     study_status,
 )
-from harness.runner.options import RunOptions
 from harness.runner.output_dir import check_output_dir, make_output_dir
 from harness.runner.pool import Progress, run_pool
 from harness.runner.worker import plan_slots
 from harness.study.expand import apply_best, expand, study_dir
-from harness.study.noop import check_arms_differ
 from harness.study.load import dump_study, load_study
+from harness.study.noop import check_arms_differ
+from harness.tracking import storage as study_db
 from harness.tracking.shared_records import ensure_table
 from harness.tracking.urls import redact_url
-from harness.tracking import storage as study_db
 
 # --------------------------------------------------------------------------------------------
 # run
@@ -119,8 +121,6 @@ def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
 
 def best_params(setup: _Setup) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Each arm's best tuning parameters (ties: the lowest slot), and notes for arms with none."""
-    from optuna.trial import TrialState
-
 
     study = setup.study
     best, notes = {}, []

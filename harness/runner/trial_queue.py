@@ -31,13 +31,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+import sqlalchemy as sa
 from optuna.storages import RDBStorage
 from optuna.storages._rdb import models as _models
 from optuna.trial import TrialState, create_trial
 
-from harness.tracking.storage import TRIAL_ID, SLOT, ARM, SEED, PHASE, SPEC, ATTEMPT, MAX_ATTEMPT, REASON, WORKER, TRIAL_IDS, _STATE_NAMES, StorageError
+from harness.tracking.storage import (
+    ARM,
+    ATTEMPT,
+    MAX_ATTEMPT,
+    PHASE,
+    REASON,
+    SEED,
+    SLOT,
+    SPEC,
+    STATE_NAMES,
+    TRIAL_ID,
+    TRIAL_IDS,
+    WORKER,
+    StorageError,
+)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+
 
 def create_queue(storage: RDBStorage, name: str, direction: str) -> optuna.Study:
     """Create (or load) the Optuna study ``name``; only the process that sets up a study does this."""
@@ -94,7 +110,7 @@ class Job:
 
     @property
     def status(self) -> str:
-        return _STATE_NAMES.get(self.state, self.state.name.lower())
+        return STATE_NAMES.get(self.state, self.state.name.lower())
 
     @property
     def attempt(self) -> int:
@@ -266,8 +282,6 @@ def claim(study: optuna.Study, job: Job) -> bool:
 
     True when this process now owns the job; False when another process claimed it first.
     """
-    import sqlalchemy as sa
-
     trials = _models.TrialModel.__table__
     beats = _models.TrialHeartbeatModel.__table__
     with _backend(study).engine.begin() as conn:
@@ -296,8 +310,6 @@ def claim_next(study: optuna.Study) -> Job | None:
 
 def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: TrialState) -> bool:
     """Change the job's state only if it is still ``from_state`` (atomic; True if it changed)."""
-    import sqlalchemy as sa
-
     trials = _models.TrialModel.__table__
     values: dict[str, Any] = {"state": to_state}
     if to_state.is_finished():
@@ -366,8 +378,6 @@ def release(study: optuna.Study, job: Job) -> bool:
 
 def stale_jobs(study: optuna.Study, grace_period_s: float) -> list[Job]:
     """RUNNING jobs whose last heartbeat is older than ``grace_period_s`` (by the database clock)."""
-    import sqlalchemy as sa
-
     trials = _models.TrialModel.__table__
     beats = _models.TrialHeartbeatModel.__table__
     with _backend(study).engine.connect() as conn:

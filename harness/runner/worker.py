@@ -41,6 +41,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import optuna
+
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError
 from harness.runner import trial_queue as queue
@@ -49,11 +51,17 @@ from harness.runner.launch import prestart_forkserver, run_trial_process
 from harness.study.expand import tuning_specs
 from harness.study.load import load_study
 from harness.study.search_space import suggest_params
+from harness.tracking import storage as study_db
 from harness.tracking.mlflow_mirror import Tracker
-from harness.tracking.records import make_record, now_iso, read_record, record_path, write_record
+from harness.tracking.records import (
+    make_record,
+    now_iso,
+    read_record,
+    record_path,
+    write_record,
+)
 from harness.tracking.shared_records import RecordStore
 from harness.tracking.urls import redact_text
-from harness.tracking import storage as study_db
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", THREADS_ENV)
 URL_ENV_VARS = ("HARNESS_STORAGE", "HARNESS_TRACKING_URI")  # what the CLI reads --storage etc. from
@@ -300,8 +308,6 @@ class Worker:
         self._tell(q, job, record, skipped)
 
     def _run_tune_job(self, q, job) -> None:
-        import optuna
-
 
         arm = str(job.attrs[study_db.ARM])
         slot = int(job.attrs[study_db.SLOT])

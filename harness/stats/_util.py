@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+
 def as_sample(values, name: str = "values", *, min_n: int = 1) -> np.ndarray:
     """A 1-D float array of finite numbers (one value per seed), or a clear ValueError.
 

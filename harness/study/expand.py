@@ -19,7 +19,14 @@ from harness.algorithms.presets import resolve_algorithm
 from harness.engine.spec import TrainConfig, TrialSpec
 from harness.errors import ConfigError
 from harness.study.field_errors import FieldError, format_validation_error
-from harness.study.schema import Arm, Condition, Study, coerce_override, condition_name, split_key
+from harness.study.schema import (
+    Arm,
+    Condition,
+    Study,
+    coerce_override,
+    condition_name,
+    split_key,
+)
 
 
 def resolve_arm(arm: Arm, extra: Mapping[str, Any], where: str) -> RLConfig | DPOConfig:

@@ -26,7 +26,6 @@ from harness.study.expand import arm_train, condition_spec, resolve_arm, split_p
 from harness.study.field_errors import format_validation_error
 from harness.study.schema import Study, format_value, numeric_kind
 
-
 # --------------------------------------------------------------------------------------------
 # Reading YAML: safe, strict about duplicate keys, YAML 1.2 floats
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,13 @@ schedule, group size, train settings) are never flagged.
 from __future__ import annotations
 
 from harness.algorithms.config import RLConfig
-from harness.algorithms.probe import TOLERANCE, UNPROBED, ProbeResult, differing_fields, probe
+from harness.algorithms.probe import (
+    TOLERANCE,
+    UNPROBED,
+    ProbeResult,
+    differing_fields,
+    probe,
+)
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError
 from harness.study.expand import condition_spec, tuning_specs

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from harness.study.schema import Arm, Study, format_value
-from harness.errors import ConfigError
 from harness.engine.spec import TrialSpec
+from harness.errors import ConfigError
 from harness.study.expand import comparisons, condition_spec, study_dir, tuning_specs
 from harness.study.load import study_warnings
+from harness.study.schema import Arm, Study, format_value
 
 #: Seconds per generated token when nothing has been measured yet: the tiny testbed model on
 #: one CPU core, rollouts plus the update. Any completed record in the study folder replaces it.
@@ -80,8 +80,6 @@ class StudyPlan:
         return self.est_remaining_s / self.workers
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {**asdict(self), "est_wall_s": self.est_wall_s}
 
 

@@ -16,17 +16,31 @@ import math
 import re
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, TypeAdapter, ValidationError
-from pydantic import field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from harness.algorithms.config import CONFIG_TYPES
-from harness.study.field_errors import FieldError, Loc, field_error, short_repr, unwrap_type
 from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
+from harness.study.field_errors import (
+    FieldError,
+    Loc,
+    field_error,
+    short_repr,
+    unwrap_type,
+)
 
 # --------------------------------------------------------------------------------------------
 

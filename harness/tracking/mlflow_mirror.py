@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
+
 from harness.tracking.records import (
     TrialRecord,
     flatten,
@@ -112,7 +114,10 @@ def mlflow_key(name: str) -> str:
     """``name`` as MLflow accepts a metric or param key: characters it rejects become ``_``
     (``eval/pass@1`` -> ``eval/pass_1``); valid names are unchanged."""
     try:
-        from mlflow.utils.validation import path_not_unique, validate_param_and_metric_name
+        from mlflow.utils.validation import (
+            path_not_unique,
+            validate_param_and_metric_name,
+        )
     except ImportError:  # pragma: no cover - MLflow moved its validators
         return name
     if validate_param_and_metric_name(name) and not path_not_unique(name):
@@ -486,8 +491,6 @@ class Tracker:
 
     @staticmethod
     def _write_artifacts(record: TrialRecord, folder: Path) -> None:
-        import yaml
-
         (folder / "config.json").write_text(json.dumps(record.spec, indent=2, sort_keys=True) + "\n")
         (folder / "config.yaml").write_text(yaml.safe_dump(record.spec, sort_keys=True))
         (folder / "history.json").write_text(json.dumps(record.history, indent=1) + "\n")
@@ -533,8 +536,6 @@ def study_name_of(study_dir: str | os.PathLike, records: list[TrialRecord] | Non
     """The study's name: its study.yaml snapshot, else its records, else the folder name."""
     snapshot = Path(study_dir) / "study.yaml"
     if snapshot.is_file():
-        import yaml
-
         try:
             data = yaml.safe_load(snapshot.read_text(encoding="utf-8"))
         except yaml.YAMLError:

@@ -23,10 +23,10 @@ import pandas as pd
 
 from harness.engine.spec import TrialSpec
 from harness.study.expand import comparisons as comparisons_of
-from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 from harness.tracking.records import TrialRecord, flatten, history_points, read_records
 from harness.tracking.shared_records import merge, open_store
 from harness.tracking.storage import REASON, open_storage
+from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 from harness.tracking.urls import redact_text, redact_url
 
 BASE_COLUMNS = ["trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash"]

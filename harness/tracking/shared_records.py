@@ -38,8 +38,8 @@ from harness.tracking.records import (
     record_path,
     write_record,
 )
-from harness.tracking.study_ref import resolve_study, study_name
 from harness.tracking.storage import open_storage
+from harness.tracking.study_ref import resolve_study, study_name
 
 TABLE = "harness_records"
 _METADATA = sa.MetaData()

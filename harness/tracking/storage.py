@@ -32,7 +32,7 @@ REASON = "reason"  # why the job failed (or was re-queued)
 WORKER = "worker"  # who ran it: host/pid and device
 TRIAL_IDS = "trial_ids"  # tune jobs: the trial ids of its per-seed runs
 
-_STATE_NAMES = {
+STATE_NAMES = {
     TrialState.COMPLETE: "completed",
     TrialState.RUNNING: "running",
     TrialState.WAITING: "waiting",

@@ -20,7 +20,6 @@ from harness.study.schema import Study
 from harness.tracking.records import TrialRecord
 
 
-
 @dataclass
 class StudyRef:
     """Where a study's outputs are, and what is known about it (a Study or its raw YAML)."""

@@ -1,13 +1,22 @@
 import pytest
 import torch
 
-from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs, compute_advantages
+from harness.algorithms.advantages import (
+    ADVANTAGES,
+    AdvantageInputs,
+    compute_advantages,
+)
 from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import value_loss
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.losses import POLICY_LOSSES
-from harness.algorithms.presets import PRESETS, check_algorithm, describe_presets, resolve_algorithm
+from harness.algorithms.presets import (
+    PRESETS,
+    check_algorithm,
+    describe_presets,
+    resolve_algorithm,
+)
 from harness.errors import ConfigError
 
 NAMES = ["ppo", "grpo", "dr_grpo", "rloo", "reinforce_pp", "cispo", "dpo", "dapo", "gspo"]

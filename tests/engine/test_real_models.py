@@ -8,11 +8,11 @@ import string
 import pytest
 
 from harness.algorithms import resolve_algorithm
-from harness.errors import ConfigError
 from harness.engine.models import build_tiny_model, char_tokenizer, load_pretrained
 from harness.engine.reference import Reference
 from harness.engine.spec import ModelConfig, TrialSpec
 from harness.engine.trial import run_trial
+from harness.errors import ConfigError
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"

@@ -1,7 +1,12 @@
 import torch
 
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
-from harness.engine.rollout import completion_forward, decode_completions, encode_prompts, sample
+from harness.engine.rollout import (
+    completion_forward,
+    decode_completions,
+    encode_prompts,
+    sample,
+)
 from harness.engine.spec import ModelConfig
 
 

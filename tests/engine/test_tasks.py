@@ -2,11 +2,17 @@ import json
 
 import pytest
 
-from harness.errors import ConfigError
 from harness.engine.spec import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item
-from harness.engine.tasks.rewards import boxed_answer, exact_match, extract_boxed, partial_match, resolve_reward
+from harness.engine.tasks.rewards import (
+    boxed_answer,
+    exact_match,
+    extract_boxed,
+    partial_match,
+    resolve_reward,
+)
+from harness.errors import ConfigError
 
 
 def reward_always_half(item, completion):

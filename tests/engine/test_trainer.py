@@ -3,9 +3,9 @@ import math
 import pytest
 
 from harness.algorithms import PRESETS
-from harness.errors import ConfigError, NonFiniteError
 from harness.engine.trial import prompt_batches, run_trial
 from harness.engine.warmstart import cache_key
+from harness.errors import ConfigError, NonFiniteError
 
 COMMON = [
     "train/reward_mean", "train/reward_std_in_group", "train/frac_degenerate",

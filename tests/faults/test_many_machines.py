@@ -27,15 +27,20 @@ from faults_helpers import (
 )
 from optuna.trial import TrialState
 
+from harness.engine.spec import TrialResult
 from harness.runner import trial_queue as queue
-from harness.tracking import storage as study_db
-from harness.tracking.shared_records import RecordStore, import_for_study
-from harness.tracking.records import make_record, read_record, read_records, write_record
-from harness.tracking.results import load_results
 from harness.runner.options import RunOptions
 from harness.runner.run import prepare, run_worker
-from harness.engine.spec import TrialResult
 from harness.study.expand import expand
+from harness.tracking import storage as study_db
+from harness.tracking.records import (
+    make_record,
+    read_record,
+    read_records,
+    write_record,
+)
+from harness.tracking.results import load_results
+from harness.tracking.shared_records import RecordStore, import_for_study
 
 
 def _completes_per_key(jobs) -> Counter:

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import optuna
 
+from harness.algorithms.config import RLConfig
+from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
 from harness.runner import trial_queue as queue
 from harness.tracking import storage as study_db
-from harness.algorithms.config import RLConfig
-from harness.tracking.shared_records import RecordStore, import_records, merge, publish_missing
-from harness.tracking.records import make_record, read_failed_attempts, read_record, read_records, record_path, write_record
+from harness.tracking.records import (
+    make_record,
+    read_failed_attempts,
+    read_record,
+    read_records,
+    record_path,
+    write_record,
+)
 from harness.tracking.results import load_results
-from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
+from harness.tracking.shared_records import (
+    RecordStore,
+    import_records,
+    merge,
+    publish_missing,
+)
 
 
 def _record(study: str, arm: str, seed: int, *, attempt: int = 1, ok: bool = True, value: float = 0.5):

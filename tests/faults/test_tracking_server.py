@@ -7,11 +7,26 @@ from __future__ import annotations
 import math
 import re
 
-from faults_helpers import FAST, Machine, queue_jobs, record_files, trial_ids, wait_for, write_study
+from faults_helpers import (
+    FAST,
+    Machine,
+    queue_jobs,
+    record_files,
+    trial_ids,
+    wait_for,
+    write_study,
+)
 from optuna.trial import TrialState
 
+from harness.tracking.mlflow_mirror import (
+    FINAL_PREFIX,
+    SYNCED_TAG,
+    Tracker,
+    mlflow_key,
+    param_items,
+    sync,
+)
 from harness.tracking.records import history_points, read_records
-from harness.tracking.mlflow_mirror import FINAL_PREFIX, SYNCED_TAG, Tracker, mlflow_key, param_items, sync
 
 
 def _mirrored(tracker: Tracker) -> dict[str, list]:

@@ -1,7 +1,6 @@
 """Fixtures for the report tests; the synthetic study lives in report_fakes.py."""
 
 import pytest
-
 from report_fakes import FakeResults, make_results, values
 
 

@@ -3,12 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from report_fakes import CONTROL, FAILED_ID, FAILED_REASON, PRIMARY  # noqa: E402  (tests/report on sys.path)
 
 from harness import stats
 from harness.errors import ConfigError
 from harness.report import analyze, compare_pair, noise_floor_table
-
-from report_fakes import CONTROL, FAILED_ID, FAILED_REASON, PRIMARY  # noqa: E402  (tests/report on sys.path)
 
 N_PERM = 2000  # keeps the tests fast; the same value goes to the direct stats calls
 

@@ -6,10 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from report_fakes import make_results
 
 from harness.report import write_report
-
-from report_fakes import make_results
 
 CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"),
                              shutil.which("google-chrome")) if p and Path(p).exists()), None)

@@ -3,14 +3,12 @@
 import json
 
 import pytest
+from report_fakes import make_results
 from typer.testing import CliRunner
 
-from harness.cli import app
-from harness.cli import report_cmds
+from harness.cli import app, report_cmds
 from harness.errors import ConfigError
 from harness.report import analyze, noise_floor_table
-
-from report_fakes import make_results
 
 
 @pytest.fixture

@@ -5,10 +5,9 @@ import re
 import pandas as pd
 import plotly.offline
 import pytest
+from report_fakes import FAILED_ID, FAILED_REASON, make_results
 
 from harness.report import write_report
-
-from report_fakes import FAILED_ID, FAILED_REASON, make_results
 
 N_PERM = 2000
 

@@ -26,8 +26,8 @@ import signal
 import time
 from pathlib import Path
 
-from harness.errors import NonFiniteError
 from harness.engine.spec import TrialResult, TrialSpec
+from harness.errors import NonFiniteError
 
 
 def _dir() -> Path:

@@ -10,15 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
-from runner_helpers import calls, options, write_study
 from optuna.trial import TrialState
+from runner_helpers import calls, options, write_study
 
 from harness.runner import trial_queue as queue
-from harness.tracking.records import read_records, write_record
 from harness.runner.run import prepare, run_study, run_worker, study_status
 from harness.study.expand import expand
 from harness.study.load import load_study
 from harness.tracking import storage as study_db
+from harness.tracking.records import read_records, write_record
 
 HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
 
@@ -123,9 +123,10 @@ def test_timeout_retries_and_crashes(tmp_path, fake_env):
 def test_stale_and_half_finished_trials_are_recovered_by_a_joining_worker(tmp_path, fake_env):
     """A dead worker left one trial RUNNING (heartbeat goes stale: re-queued and run) and one
     RUNNING with its completed record written (Optuna is told, the trial is not run again)."""
-    from harness.tracking.records import make_record
-    from harness.engine.spec import TrialResult
     from fake_trials import metrics
+
+    from harness.engine.spec import TrialResult
+    from harness.tracking.records import make_record
 
     path = write_study(tmp_path, ["ok"], seeds=3)
     opts = options(grace_period=2)

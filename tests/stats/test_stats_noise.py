@@ -6,7 +6,12 @@ import math
 import pytest
 from scipy import stats
 
-from harness.stats import minimal_detectable_effect, noise_floor, seeds_needed, std_interval
+from harness.stats import (
+    minimal_detectable_effect,
+    noise_floor,
+    seeds_needed,
+    std_interval,
+)
 
 
 def test_noise_floor_by_hand():

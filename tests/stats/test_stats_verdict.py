@@ -6,7 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from harness.stats import LABELS, adjust_pvalues, compare, seeds_needed, seeds_needed_paired, verdicts
+from harness.stats import (
+    LABELS,
+    adjust_pvalues,
+    compare,
+    seeds_needed,
+    seeds_needed_paired,
+    verdicts,
+)
 
 
 def test_clear_effect_clears_and_direction_is_reported():

@@ -8,11 +8,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.study.schema import Study, condition_name
-from harness.study.field_errors import FieldError, format_loc
 from harness.errors import ConfigError
-from harness.study.expand import apply_best, comparisons, condition_spec, expand, study_dir, tuning_specs
-from harness.study.load import dump_study, load_study, parse_study, read_study_data, study_warnings
+from harness.study.expand import (
+    apply_best,
+    comparisons,
+    condition_spec,
+    expand,
+    study_dir,
+    tuning_specs,
+)
+from harness.study.field_errors import FieldError, format_loc
+from harness.study.load import (
+    dump_study,
+    load_study,
+    parse_study,
+    read_study_data,
+    study_warnings,
+)
+from harness.study.schema import Study, condition_name
 from harness.study.search_space import suggest_params
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"

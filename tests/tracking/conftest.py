@@ -16,8 +16,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import pytest  # noqa: E402
 
 from harness.algorithms.config import RLConfig  # noqa: E402
+from harness.engine.spec import TrainConfig, TrialResult, TrialSpec  # noqa: E402
 from harness.tracking import records as _records  # noqa: E402
-from harness.engine.spec import TrialResult, TrialSpec, TrainConfig  # noqa: E402
 
 T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 

@@ -7,11 +7,10 @@ import math
 
 import pytest
 
-from harness.tracking import records
 from harness.engine.spec import TrialResult
 from harness.errors import HarnessError
+from harness.tracking import records
 from harness.tracking.urls import redact_text, redact_url
-
 
 
 def test_make_record_fills_contract_fields_and_provenance(make_record, make_spec):

@@ -11,12 +11,11 @@ import yaml
 from typer.testing import CliRunner
 
 import harness
-from harness.tracking import records
 from harness.cli import app
 from harness.cli.results_cmds import ui_command
 from harness.errors import ConfigError, HarnessError
 from harness.study.load import load_study
-from harness.tracking import study_ref
+from harness.tracking import records, study_ref
 from harness.tracking.results import BASE_COLUMNS, CURVE_COLUMNS, load_results
 
 STUDY = {

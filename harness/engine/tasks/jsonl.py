@@ -11,10 +11,10 @@ import json
 import random
 from pathlib import Path
 
-from harness.errors import ConfigError
 from harness.engine.tasks.base import Item, Task
 from harness.engine.tasks.rewards import boxed_answer
 from harness.engine.tasks.synthetic import TASK_SEED
+from harness.errors import ConfigError
 
 INSTRUCTION = " Provide a numerical answer without units, written inside \\boxed{}."
 

@@ -10,8 +10,8 @@ import importlib
 import re
 
 from harness.algorithms.registry import Registry
-from harness.errors import ConfigError
 from harness.engine.tasks.base import Item, RewardFn
+from harness.errors import ConfigError
 
 REWARDS = Registry("reward")
 
