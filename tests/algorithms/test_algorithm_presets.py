@@ -19,6 +19,7 @@ from harness.algorithms.presets import (
 )
 from harness.errors import ConfigError
 
+#: the papers' algorithms the harness promises; more presets may be registered beside them
 NAMES = ["ppo", "grpo", "dr_grpo", "rloo", "reinforce_pp", "cispo", "dpo", "dapo", "gspo"]
 
 
@@ -27,8 +28,8 @@ def differing_fields(a: RLConfig, b: RLConfig) -> set[str]:
 
 
 def test_every_named_preset_resolves_and_passes_its_own_checks():
-    assert sorted(PRESETS) == sorted(NAMES)
-    for name in NAMES:
+    assert set(NAMES) <= set(PRESETS)
+    for name in PRESETS:
         cfg = resolve_algorithm(name)
         assert cfg.name == name
         assert check_algorithm(cfg) is cfg

@@ -4,7 +4,10 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
+from harness.algorithms.presets import PRESETS
+from harness.cli.app import app, main
 from harness.cli.trial import parse_assignments
 from harness.errors import ConfigError
 
@@ -16,6 +19,7 @@ TINY_SETS = [
 
 
 def harness(*args, cwd=None):
+    """`harness ...` as a separate process (for a real trial run end to end)."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     return subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", *args],
@@ -33,27 +37,39 @@ def test_assignments_split_into_algorithm_and_nested_sections():
         parse_assignments(["trian.steps=3"])
 
 
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """The console entry point in this process: (exit code, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["harness", *args])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    return exit_.value.code, capsys.readouterr().err
+
+
 def test_algorithms_lists_every_preset():
-    out = harness("algorithms", "--json")
-    assert out.returncode == 0, out.stderr
+    out = CliRunner().invoke(app, ["algorithms", "--json"])
+    assert out.exit_code == 0, out.output
     names = {p["name"] for p in json.loads(out.stdout)}
-    assert names == {"ppo", "grpo", "dr_grpo", "rloo", "reinforce_pp", "cispo", "dpo", "dapo", "gspo"}
+    assert names == set(PRESETS)
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--algorithm", "nope"], "unknown algorithm preset 'nope'; valid: cispo, dapo, dpo"),
+        (["--algorithm", "nope"], f"unknown algorithm preset 'nope'; valid: {', '.join(sorted(PRESETS))}"),
         (["--algorithm", "grpo", "--set", "eps_hgh=0.3"], "eps_hgh"),
         (["--algorithm", "grpo", "--set", "train.stepz=3"], "train.stepz"),
         (["--algorithm", "grpo", "--set", "group_size=1"], "group_size"),
+        (["--algorithm", "cispo", "--set", "kind=dpo"], "algorithm.kind comes from the preset"),
+        (["--algorithm", "dpo", "--set", "eps_high=0.3"], "'eps_high' belongs to RL algorithms"),
+        (["--algorithm", "grpo", "--set", "lam=0.9"], "lam is read by none of this algorithm's parts"),
         (["--algorithm", "grpo", "--task", "nope", "--steps", "1"], "unknown task 'nope'"),
     ],
 )
-def test_bad_input_exits_2_with_one_line_naming_the_problem(args, message, tmp_path):
-    out = harness("trial", *args, cwd=tmp_path)
-    assert out.returncode == 2, out.stderr
-    assert message in out.stderr and "Traceback" not in out.stderr
+def test_bad_input_exits_2_with_one_line_naming_the_problem(args, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, err = run_main(monkeypatch, capsys, "trial", *args)
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
     assert not any(tmp_path.iterdir()), "nothing is started or written on bad input"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -14,10 +15,12 @@ from harness.tracking import records
 from harness.cli.app import EXIT_BAD_INPUT, app, main
 from harness.engine.spec import TrialResult
 from harness.study.plan import SECONDS_PER_TOKEN, TRIAL_OVERHEAD_S, format_duration, plan_study, trial_tokens
-from harness.study.expand import expand, tuning_specs
+from harness.study.expand import expand, study_dir, tuning_specs
 from harness.study.load import load_study
 
-STUDIES = Path(__file__).resolve().parents[2] / "studies"
+REPO = Path(__file__).resolve().parents[2]
+STUDIES = REPO / "studies"
+QUICKSTART = STUDIES / "quickstart.yaml"
 MALFORMED = Path(__file__).parent / "malformed"
 
 
@@ -102,7 +105,7 @@ def test_main_maps_errors_to_one_line_and_exit_2(monkeypatch, capsys):
 
 
 def test_plan_quickstart_prints_the_design():
-    result = invoke("plan", str(STUDIES / "quickstart.yaml"))
+    result = invoke("plan", str(QUICKSTART))
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "study quickstart" in out
@@ -112,6 +115,40 @@ def test_plan_quickstart_prints_the_design():
     assert "comparisons vs control (2):" in out and "rloo vs grpo" in out
     assert "total: 9 trials (0 done, 9 to run)" in out
     assert f"default {SECONDS_PER_TOKEN:g} s/token" in out
+
+
+def design_lines(out: str) -> list:
+    """The plan's text up to its totals, less what records change: the table's ``done`` and
+    ``est/trial`` columns (the rows are split into cells, so column widths do not matter)."""
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("condition "))
+    tail = lines.index("", head)
+    rows = [re.split(r" {2,}", line.strip()) for line in lines[head:tail]]
+    total = next(i for i, line in enumerate(lines) if line.startswith("total: "))
+    return lines[:head] + [row[:4] + row[5:6] for row in rows] + lines[tail:total]
+
+
+def test_plan_quickstart_after_the_quickstart_ran_counts_its_records():
+    """The README runs the quickstart, then the tests, from the same folder: a filled
+    ``runs/quickstart/`` where the plan looks (the working folder) changes the counts only."""
+    empty = invoke("plan", str(QUICKSTART))
+    assert empty.exit_code == 0, empty.output
+    study = load_study(QUICKSTART)
+    folder = study_dir(study)
+    assert not folder.is_absolute() and not Path.cwd().resolve().is_relative_to(REPO)
+    specs = expand(study)
+    assert len(specs) == 9
+    for spec in specs:
+        write_record(folder, spec, wall=30.0)
+    result = invoke("plan", str(QUICKSTART))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert design_lines(out) == design_lines(empty.stdout)
+    assert "total: 9 trials (9 done, 0 to run)" in out
+    assert "measured from 9 completed record(s)" in out
+    rows = [re.split(r" {2,}", line.strip()) for line in out.splitlines()
+            if line.startswith(("grpo ", "dr_grpo ", "rloo "))]
+    assert [(row[0], row[4]) for row in rows] == [("grpo (control)", "3"), ("dr_grpo", "3"), ("rloo", "3")]
 
 
 def test_plan_default_estimate_is_tokens_times_the_documented_rate(tmp_path):
