@@ -12,6 +12,7 @@ import os
 import signal
 from collections import Counter
 
+import pytest
 from fake_trials import metrics
 from faults_helpers import (
     FAKE,
@@ -47,6 +48,7 @@ def _completes_per_key(jobs) -> Counter:
     return Counter(j.key for j in jobs if j.state == TrialState.COMPLETE)
 
 
+@pytest.mark.slow
 def test_three_workers_on_two_machines_run_every_trial_exactly_once(tmp_path, fault_env, pg_url):
     a, b = Machine(tmp_path, "machine_a"), Machine(tmp_path, "machine_b")
     study_a = write_study(a.dir, "multi", ["ok_a", "ok_b", "ok_c"], seeds=3)
@@ -107,6 +109,7 @@ def test_three_workers_on_two_machines_run_every_trial_exactly_once(tmp_path, fa
     assert sorted(record_files(a.study_dir("multi"))) == sorted(ids)
 
 
+@pytest.mark.slow
 def test_sigkilled_worker_trial_is_found_stale_and_completed_by_another(tmp_path, fault_env, pg_url):
     """Kill -9 one of two workers in the middle of a trial: the survivor sees the heartbeat go
     stale, fails that attempt as 'worker lost' and runs the trial again; nothing is lost or run

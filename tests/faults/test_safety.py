@@ -145,6 +145,7 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_credentials_in_urls_stay_out_of_every_output(tmp_path, fault_env, pg_url, postgres, mlflow_server,
                                                       monkeypatch):
     """Storage and tracking URLs with passwords: no command output, log file, record, worker

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
 from faults_helpers import (
     FAST,
     Machine,
@@ -58,6 +59,7 @@ def assert_same_values(tracker: Tracker, record) -> None:
         assert all(math.isfinite(v) for _, v in logged)
 
 
+@pytest.mark.slow
 def test_tracking_server_down_mid_study_then_sync_restores_everything(tmp_path, fault_env, pg_url, mlflow_server):
     a = Machine(tmp_path, "machine_a")
     study = write_study(a.dir, "mlstop", ["ok_a", "ok_b"], seeds=3)

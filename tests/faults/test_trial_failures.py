@@ -3,6 +3,7 @@ others complete, and the report lists the failures."""
 
 from __future__ import annotations
 
+import pytest
 from faults_helpers import FAST, Machine, calls, queue_jobs, trial_ids, write_study
 from optuna.trial import TrialState
 
@@ -29,6 +30,7 @@ def _failed_section(summary: str) -> list[str]:
     return rows[1:]  # without the header
 
 
+@pytest.mark.slow
 def test_nan_raise_and_timeout_fail_with_reasons_others_complete_report_lists_them(tmp_path, fault_env, pg_url):
     a = Machine(tmp_path, "machine_a")
     study = write_study(a.dir, "faulty", ["ok", "nanloss", "raise", "hang"], seeds=2)

@@ -42,6 +42,7 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_failures_are_isolated_and_recorded(tmp_path, fake_env, capfd):
     """A raise, a NaN error and a NaN metric fail their trial only, with the reason; the rest
     complete; exit 1. MLflow being unreachable only warns."""
@@ -103,6 +104,7 @@ def test_rerun_is_idempotent_and_never_reruns_completed(tmp_path, fake_env):
     assert (Path(load_study(path).output_dir) / "study.yaml").exists()
 
 
+@pytest.mark.slow
 def test_timeout_retries_and_crashes(tmp_path, fake_env):
     path = write_study(tmp_path, ["flaky", "hang", "die"])
     summary = run_study(path, options(trial_timeout=2, retries=1))
@@ -160,6 +162,7 @@ def _start_cli(path: Path, *extra: str, sleep: float = 0.5) -> subprocess.Popen:
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_resumes_without_rerunning_completed(tmp_path, fake_env):
     path = write_study(tmp_path, ["ok"], seeds=4)
     ids = _ids(path)
@@ -209,6 +212,7 @@ def test_sigint_stops_cleanly_and_requeues_running_trials(tmp_path, fake_env, mo
     assert "0 running" in study_status(path).format()
 
 
+@pytest.mark.slow
 def test_tuning_gives_every_arm_the_same_budget(tmp_path, fake_env):
     tuning = {"n_trials": 3, "seeds": [100], "sampler_seed": 0,
               "search_space": {"lr": {"low": 1.0e-4, "high": 1.0e-2, "log": True}}}
