@@ -224,7 +224,7 @@ class Arm(_Strict):
     def _set(cls, v: dict[str, Any]) -> dict[str, Any]:
         for key in v:
             if key not in algorithm_keys():
-                hint = " (the preset is chosen by `algorithm`)" if key == "name" else ""
+                hint = " (the preset, and with it the kind, is chosen by `algorithm`)" if key in ("name", "kind") else ""
                 raise FieldError((key,), "unknown key; valid: " + ", ".join(algorithm_keys()) + hint)
         return {key: coerce_override(key, value, (key,)) for key, value in v.items()}
 

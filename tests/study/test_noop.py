@@ -77,3 +77,4 @@ def test_differences_the_probe_cannot_see_and_real_ablations_pass(tmp_path):
     grid = study_file(tmp_path, "- {name: grpo, algorithm: grpo}\n", "grid: {dual_clip: [2.0, 1000.0, 2000.0]}\n")
     lines = noop_pairs(load_study(grid))
     assert len(lines) == 1 and lines[0].startswith("grpo[dual_clip=1000.0] and grpo[dual_clip=2000.0]")
+

@@ -433,3 +433,10 @@ def test_search_space_corners_that_contradict_the_preset_fail_at_load():
             control=None,
             tuning={"n_trials": 2, "seeds": [100], "search_space": space},
         )
+
+
+def test_kind_is_not_an_override_in_a_study():
+    data = {"name": "s", "control": "grpo", "seeds": 3, "arms": [
+        {"name": "grpo", "algorithm": "grpo"}, {"name": "x", "algorithm": "cispo", "set": {"kind": "dpo"}}]}
+    with pytest.raises(ConfigError, match=r"arms\[1\]\.set\.kind: unknown key; valid: .*the kind, is chosen by `algorithm`"):
+        parse_study(data)
