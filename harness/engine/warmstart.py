@@ -5,6 +5,10 @@ the arms of a study start from one policy. SFT stops at the first check where gr
 a validation slice of the *train* prompts reaches ``target_accuracy`` (or after ``steps``), which
 puts the starting policy where groups are mixed and RL has something to learn. Held-out prompts
 are never used here.
+
+The warm start reads only ``WarmStartInputs`` (the model, the task, its own settings and the
+generation budget its accuracy checks use), and the cache key hashes all of it: a setting it
+reads cannot be left out of the key, because it can read nothing else.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from harness.engine.evaluation import greedy_accuracy
 from harness.engine.models import (
@@ -27,7 +32,7 @@ from harness.engine.models import (
     load_pretrained,
     pick_device,
 )
-from harness.engine.spec import TrialSpec
+from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec, WarmStartConfig
 from harness.engine.tasks.base import Item, Task
 
 WARMSTART_FORMAT = 1  # bump when the procedure below changes what it produces
@@ -35,13 +40,24 @@ VALIDATION_PROMPTS = 128
 CHECK_EVERY = 25
 
 
-def cache_key(spec: TrialSpec) -> str:
-    payload = {
-        "format": WARMSTART_FORMAT,
-        "model": spec.model.model_dump(mode="json"),
-        "task": spec.task.model_dump(mode="json"),
-        "warmstart": spec.warmstart.model_dump(mode="json"),
-    }
+class WarmStartInputs(BaseModel):
+    """Everything the warm start reads; arms and seeds of a study that agree here share it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: ModelConfig
+    task: TaskConfig
+    warmstart: WarmStartConfig
+    max_new_tokens: PositiveInt  # the budget of the greedy accuracy checks that decide when to stop
+
+    @classmethod
+    def of(cls, spec: TrialSpec) -> WarmStartInputs:
+        return cls(model=spec.model, task=spec.task, warmstart=spec.warmstart,
+                   max_new_tokens=spec.train.max_new_tokens)
+
+
+def cache_key(inputs: WarmStartInputs) -> str:
+    payload = {"format": WARMSTART_FORMAT, **inputs.model_dump(mode="json")}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -56,28 +72,29 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def initial_model(spec: TrialSpec, task: Task) -> LoadedModel:
+def initial_model(inputs: WarmStartInputs, task: Task) -> LoadedModel:
     """The policy before any warm start: a fresh tiny model, or the pretrained one."""
-    if spec.model.name != "tiny":
-        return load_pretrained(spec.model.name, spec.model)
+    if inputs.model.name != "tiny":
+        return load_pretrained(inputs.model.name, inputs.model)
     tokenizer = char_tokenizer(task.alphabet)
-    model = build_tiny_model(spec.model, len(tokenizer), tokenizer, seed=spec.warmstart.seed)
-    device = pick_device(spec.model)
+    model = build_tiny_model(inputs.model, len(tokenizer), tokenizer, seed=inputs.warmstart.seed)
+    device = pick_device(inputs.model)
     return LoadedModel(model.to(device), tokenizer, device, use_chat_template=False)
 
 
 def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, float]]:
     """The starting policy for a trial, and the warm start's own metrics."""
-    if not spec.warmstart.enabled:
-        return initial_model(spec, task), {}
-    folder = Path(spec.cache_dir) / "warmstart" / cache_key(spec)
+    inputs = WarmStartInputs.of(spec)
+    if not inputs.warmstart.enabled:
+        return initial_model(inputs, task), {}
+    folder = Path(spec.cache_dir) / "warmstart" / cache_key(inputs)
     with _locked(folder.with_suffix(".lock")):
         if not (folder / "warmstart.json").is_file():
-            lm = initial_model(spec, task)
-            info = supervised_fine_tune(lm, task, spec)
+            lm = initial_model(inputs, task)
+            info = supervised_fine_tune(lm, task, inputs)
             _save(lm, folder, info)
     info = json.loads((folder / "warmstart.json").read_text())
-    return _load(folder, spec), info
+    return _load(folder, inputs.model), info
 
 
 def _save(lm: LoadedModel, folder: Path, info: dict) -> None:
@@ -89,9 +106,9 @@ def _save(lm: LoadedModel, folder: Path, info: dict) -> None:
     (folder / "warmstart.json").write_text(json.dumps(info, indent=2))
 
 
-def _load(folder: Path, spec: TrialSpec) -> LoadedModel:
-    lm = load_pretrained(str(folder), spec.model)
-    if spec.model.name == "tiny":
+def _load(folder: Path, model: ModelConfig) -> LoadedModel:
+    lm = load_pretrained(str(folder), model)
+    if model.name == "tiny":
         lm.use_chat_template = False
     return lm
 
@@ -117,14 +134,14 @@ def _sft_batch(lm: LoadedModel, items: list[Item]) -> tuple[torch.Tensor, torch.
     return ids.to(lm.device), attention.to(lm.device), loss_mask.to(lm.device)
 
 
-def supervised_fine_tune(lm: LoadedModel, task: Task, spec: TrialSpec) -> dict[str, float]:
-    config = spec.warmstart
+def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -> dict[str, float]:
+    config = inputs.warmstart
     validation = list(task.train[:VALIDATION_PROMPTS])
     pool = list(task.train[VALIDATION_PROMPTS:]) or list(task.train)
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
     optimizer = torch.optim.AdamW(lm.model.parameters(), lr=config.lr, weight_decay=0.0)
-    budget = spec.train.max_new_tokens
+    budget = inputs.max_new_tokens
     accuracy, step = 0.0, 0
     for step in range(1, config.steps + 1):
         lm.model.train()

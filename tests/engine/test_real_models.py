@@ -83,12 +83,12 @@ def test_trial_on_a_model_folder_with_a_jsonl_task(model_dir, gsm_file, cache_di
 def test_warm_start_of_a_lora_model_is_merged_and_cached(model_dir, gsm_file, cache_dir):
     from pathlib import Path
 
-    from harness.engine.warmstart import cache_key
+    from harness.engine.warmstart import WarmStartInputs, cache_key
 
     spec = _spec(model_dir, gsm_file, cache_dir, warm_steps=3)
     result = run_trial(spec)
     assert result.final["warmstart/steps"] == 3
-    folder = Path(cache_dir) / "warmstart" / cache_key(spec)
+    folder = Path(cache_dir) / "warmstart" / cache_key(WarmStartInputs.of(spec))
     assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
     assert not (folder / "adapter_config.json").exists(), "the adapter is merged into a full model"
     reloaded = load_pretrained(str(folder), spec.model)

@@ -4,7 +4,7 @@ import pytest
 
 from harness.algorithms import PRESETS
 from harness.engine.trial import prompt_batches, run_trial
-from harness.engine.warmstart import cache_key
+from harness.engine.warmstart import WarmStartInputs, cache_key
 from harness.errors import ConfigError, NonFiniteError
 
 COMMON = [
@@ -58,14 +58,14 @@ def test_prompt_order_depends_only_on_the_seed(make_spec):
 def test_warm_start_is_shared_across_arms_and_seeds(make_spec, cache_dir):
     from pathlib import Path
 
-    keys = {cache_key(make_spec(name, seed=s)) for name in ("grpo", "rloo", "dpo") for s in (0, 1)}
+    keys = {cache_key(WarmStartInputs.of(make_spec(name, seed=s))) for name in ("grpo", "rloo", "dpo") for s in (0, 1)}
     assert len(keys) == 1
     run_trial(make_spec("rloo", seed=1))
     folder = Path(cache_dir) / "warmstart" / keys.pop()
     stamp = (folder / "warmstart.json").stat().st_mtime_ns
     run_trial(make_spec("grpo", seed=2))
     assert (folder / "warmstart.json").stat().st_mtime_ns == stamp
-    assert cache_key(make_spec("grpo", warmstart={"lr": 1e-3})) != cache_key(make_spec("grpo"))
+    assert cache_key(WarmStartInputs.of(make_spec("grpo", warmstart={"lr": 1e-3}))) != cache_key(WarmStartInputs.of(make_spec("grpo")))
 
 
 def test_start_accuracy_is_the_same_for_every_arm(make_spec):
