@@ -22,7 +22,9 @@ from harness.algorithms.config import AlgorithmConfig
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys are errors, and so are infinite or NaN numbers where a setting is meant."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class TaskConfig(_Strict):
@@ -105,6 +107,8 @@ class TrialSpec(_Strict):
 
 
 class TrialResult(_Strict):
+    model_config = ConfigDict(allow_inf_nan=True)  # a metric may be NaN (explained variance, ...)
+
     trial_id: str
     status: Literal["completed", "failed"] = "completed"
     error: str | None = None

@@ -132,9 +132,10 @@ def _field_info(key: str) -> FieldInfo:
 @cache
 def _adapter(key: str) -> TypeAdapter:
     info = _field_info(key)
+    finite = ConfigDict(allow_inf_nan=False)
     if not info.metadata:
-        return TypeAdapter(info.annotation)
-    return TypeAdapter(Annotated[info.annotation, *info.metadata])
+        return TypeAdapter(info.annotation, config=finite)
+    return TypeAdapter(Annotated[info.annotation, *info.metadata], config=finite)
 
 
 def check_override_key(key: Any) -> str:
@@ -195,7 +196,7 @@ def _distinct(values: Sequence[Any]) -> int | None:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Arm(_Strict):

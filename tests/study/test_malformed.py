@@ -30,6 +30,10 @@ EXPECTED: dict[str, str] = {
     "wrong_type_arms.yaml": "arms: Input should be a valid list",
     "wrong_type_seeds.yaml": "seeds: expected a number of seeds",
     "override_wrong_type.yaml": "arms[0].set.lr: Input should be a valid number",
+    # non-finite numbers, wherever a setting is a number
+    "nonfinite_override.yaml": "arms[0].set.lr: Input should be a finite number (got inf)",
+    "nonfinite_train.yaml": "train.temperature: Input should be a finite number (got nan)",
+    "nonfinite_grid.yaml": "grid.eps_high[1]: Input should be a finite number (got -inf)",
     # algorithms: unknown preset, contradictions found by the presets
     "unknown_algorithm.yaml": "arms[1].algorithm: unknown algorithm 'rlooo'; valid: ",
     "override_contradiction.yaml": "arms[1].set: algorithm 'cispo': kl_coef is read by none of this algorithm's parts",
