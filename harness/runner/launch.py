@@ -38,6 +38,19 @@ START_ENV = "HARNESS_TRIAL_START"  # "fork" (default where available) or "exec"
 _forkserver = None
 
 
+#: the folder holding the harness package this process runs (its site-packages, or a checkout)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def module_command(module: str) -> list[str]:
+    """``python -m module`` on this process's harness, not whatever ``harness/`` folder comes
+    first on the child's path (``-m`` puts the CWD first, and so does an empty PYTHONPATH entry).
+    """
+    run = (f"import runpy, sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
+           f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-P", "-c", run]
+
+
 def _start_method() -> str:
     import multiprocessing
 
@@ -124,7 +137,7 @@ def _start_child(spec_path: Path, result_path: Path, trial_fn: str, log_path: Pa
         proc.start()
         return _Child(proc, proc.pid)
     cmd = [
-        sys.executable, "-m", "harness.runner.child",
+        *module_command("harness.runner.child"),
         "--spec", str(spec_path), "--result", str(result_path), "--trial-fn", trial_fn,
     ]
     with open(log_path, "ab") as log:

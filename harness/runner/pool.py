@@ -13,13 +13,13 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from harness.runner import trial_queue as queue
+from harness.runner.launch import module_command
 from harness.runner.options import RunOptions
 from harness.runner.worker import Slot, WorkerConfig
 from harness.study.plan import format_duration
@@ -180,7 +180,7 @@ def run_pool(
             path = config_dir / f"worker-{os.getpid()}-{slot.name}.json"
             path.write_text(config.to_json(), encoding="utf-8")
             env = {**os.environ, **slot.env, **config.secret_env()}
-            proc = subprocess.Popen([sys.executable, "-m", "harness.runner.worker", str(path)], env=env)
+            proc = subprocess.Popen([*module_command("harness.runner.worker"), str(path)], env=env)
             procs.append((slot, proc))
         try:
             _watch(procs, interrupt, progress, on_tick, opts)

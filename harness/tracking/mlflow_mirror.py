@@ -152,6 +152,7 @@ def trial_tags(record: TrialRecord) -> dict[str, str]:
         "config_hash": record.config_hash,
         "git_commit": record.git_commit or "unknown",
         "harness_version": record.harness_version,
+        "harness_path": record.harness_path or "unknown",
         "device": record.device,
         "host": record.host,
         "status": record.status,

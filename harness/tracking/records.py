@@ -53,6 +53,7 @@ class TrialRecord(BaseModel):
     device: str
     git_commit: str | None = None
     harness_version: str
+    harness_path: str | None = None  # the package that ran the trial (None: older records)
     attempt: int = 1
     phase: Literal["compare", "tune"] = "compare"
 
@@ -98,6 +99,11 @@ def host() -> str:
 def harness_version() -> str:
 
     return __version__
+
+
+def harness_path() -> str:
+    """The folder of the harness package this process imported."""
+    return str(Path(__file__).resolve().parent.parent)
 
 
 @functools.lru_cache(maxsize=1)
@@ -155,6 +161,7 @@ def make_record(
         device=str(device),
         git_commit=git_commit(),
         harness_version=harness_version(),
+        harness_path=harness_path(),
         attempt=int(attempt),
         phase=phase,
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
+import harness
 from harness.engine.spec import TrialResult
 from harness.errors import HarnessError
 from harness.tracking import records
@@ -23,13 +25,14 @@ def test_make_record_fills_contract_fields_and_provenance(make_record, make_spec
     assert rec.started_at.startswith("2025-01-02T03:04:05") and rec.finished_at.startswith("2025-01-02T03:04:07")
     assert rec.host == records.host() and rec.device == "cpu"
     assert rec.harness_version == records.harness_version()
+    assert rec.harness_path == str(Path(harness.__file__).resolve().parent)
     commit = records.git_commit()
     assert commit is None or (len(commit) == 40 and rec.git_commit == commit)
     assert (rec.attempt, rec.phase) == (1, "compare")
     dumped = json.loads(rec.model_dump_json())
     assert set(dumped) == {
         "trial_id", "study", "arm", "seed", "config_hash", "spec", "status", "error", "final", "history",
-        "wall_time_s", "started_at", "finished_at", "host", "device", "git_commit", "harness_version",
+        "wall_time_s", "started_at", "finished_at", "host", "device", "git_commit", "harness_version", "harness_path",
         "attempt", "phase",
     }
 
