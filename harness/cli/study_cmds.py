@@ -145,6 +145,7 @@ def render_plan(plan: StudyPlan) -> str:
         )
     )
     lines.append(f"estimate: {plan.rate_source}")
+    lines += [f"earlier design: {line} (kept in {plan.output_dir}/records)" for line in plan.earlier_design]
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.runner import trial_queue as queue
+from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir
 from harness.study.load import load_study
 from harness.tracking import storage as study_db
@@ -33,6 +34,8 @@ class TrialOutcome:
     attempts: int = 0
     reasons: list[tuple[int, str]] = field(default_factory=list)  # (attempt, why) of failures
     worker: str | None = None
+    spec: Any = None  # the queued trial spec (comparison trials)
+    earlier: str | None = None  # why the current design does not use it, if it does not
 
     @property
     def reason(self) -> str | None:
@@ -107,6 +110,7 @@ def _outcomes(q, phase: str, keys: list[str] | None = None, label=None) -> list[
                 attempts=last.attempt,
                 reasons=reasons,
                 worker=last.attrs.get(study_db.WORKER),
+                spec=last.attrs.get(study_db.SPEC),
             )
         )
     return out
@@ -163,7 +167,7 @@ class StatusReport:
             lines.append("not started: no trials queued yet (run `harness run` on the study file)")
             return "\n".join(lines)
         for phase in ("tune", "compare"):
-            trials = [t for t in self.trials if t.phase == phase]
+            trials = [t for t in self.trials if t.phase == phase and t.earlier is None]
             if not trials:
                 continue
             counts = {s: sum(t.status == s for t in trials) for s in ("completed", "running", "waiting", "failed")}
@@ -183,6 +187,7 @@ class StatusReport:
                     lines.append(f"  {t.status:<8} {t.key} (attempt {t.attempts}), earlier failures:")
                     for attempt, why in t.reasons:
                         lines.append(f"           attempt {attempt}: {why}")
+        lines += summary_lines(t.earlier for t in self.trials if t.earlier is not None)
         return "\n".join(lines)
 
 
@@ -202,5 +207,8 @@ def study_status(study_ref: str | Path, storage: str | None = None) -> StatusRep
         return report
     for phase, q in found:
         report.trials += _queue_outcomes(q, phase)
+    for t in report.trials:
+        if t.phase == "compare" and t.spec is not None:
+            t.earlier = earlier_design_of(study, t.spec, t.key.rsplit("-s", 1)[0])
     return report
 

@@ -148,6 +148,13 @@ def tuning_specs(study: Study, arm_name: str, params: Mapping[str, Any], seed: i
     return _spec(study, arm, arm.name, values, seed, f"tuning trial of {arm.name}")
 
 
+def tuned_spec(study: Study, arm_name: str, params: Mapping[str, Any], seed: int) -> TrialSpec:
+    """One comparison trial of a tuned study: ``arm_name`` at ``params`` (search-space keys)."""
+    arm = _arm_or_error(study, arm_name, "arm")
+    values = _tuning_params(study, params, "params")
+    return _spec(study, arm, arm.name, values, seed, f"best.{arm.name}")
+
+
 def apply_best(study: Study, best: Mapping[str, Mapping[str, Any]]) -> list[TrialSpec]:
     """Comparison trials of a tuned study: each arm at its best parameters, over ``seeds``.
 
@@ -162,8 +169,4 @@ def apply_best(study: Study, best: Mapping[str, Mapping[str, Any]]) -> list[Tria
     if missing:
         raise ConfigError(f"best: no parameters for arm(s) {', '.join(missing)}")
     params = {a.name: _tuning_params(study, best[a.name], f"best.{a.name}") for a in study.arms}
-    return [
-        _spec(study, arm, arm.name, params[arm.name], seed, f"best.{arm.name}")
-        for seed in study.seeds
-        for arm in study.arms
-    ]
+    return [tuned_spec(study, arm.name, params[arm.name], seed) for seed in study.seeds for arm in study.arms]

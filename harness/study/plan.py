@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError
+from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import comparisons, condition_spec, study_dir, tuning_specs
 from harness.study.load import study_warnings
 from harness.study.schema import Arm, Study, format_value
@@ -73,6 +74,7 @@ class StudyPlan:
     workers: int
     rate_source: str
     warnings: list[str] = field(default_factory=list)
+    earlier_design: list[str] = field(default_factory=list)  # records the current design does not use
 
     @property
     def est_wall_s(self) -> float:
@@ -117,6 +119,11 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
     if workers < 1:
         raise ConfigError(f"workers: must be at least 1, got {workers}")
     folder = study_dir(study)
+    records = list(records)
+    earlier = summary_lines(
+        reason for r in records if r.phase == "compare"
+        if (reason := earlier_design_of(study, r.spec, r.arm)) is not None
+    )
     records = [r for r in records if r.status == "completed"]
     per_condition, overall = _rates(records)
     done_ids = {r.trial_id for r in records if r.phase == "compare"}
@@ -205,6 +212,7 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         workers=workers,
         rate_source=rate_source,
         warnings=study_warnings(study),
+        earlier_design=earlier,
     )
 
 

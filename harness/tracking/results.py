@@ -22,7 +22,9 @@ from typing import Any
 import pandas as pd
 
 from harness.engine.spec import TrialSpec
+from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import comparisons as comparisons_of
+from harness.study.schema import Study
 from harness.tracking.records import TrialRecord, flatten, history_points, read_records
 from harness.tracking.shared_records import merge, open_store
 from harness.tracking.storage import REASON, open_storage
@@ -34,15 +36,19 @@ CURVE_COLUMNS = ["trial_id", "arm", "seed", "step", "metric", "value"]
 # final metrics the trainer always reports come first, in this order; the rest are sorted
 FINAL_ORDER = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total", "time/total_s"]
 PARAM_PREFIX = "param/"
+EARLIER_COLUMNS = ["trial_id", "arm", "seed", "status", "reason"]
 
 
 @dataclass
 class Results:
-    """``trials``: one row per trial; ``curves``: long per-step frame; ``meta``: the study's frame."""
+    """``trials``: one row per trial of the current design; ``curves``: long per-step frame;
+    ``meta``: the study's frame; ``earlier``: trials of an earlier design of the study (kept on
+    disk, listed, never analysed), with the ``reason``."""
 
     trials: pd.DataFrame
     curves: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
+    earlier: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EARLIER_COLUMNS))
 
     def completed(self) -> pd.DataFrame:
         return self.trials[self.trials["status"] == "completed"]
@@ -342,4 +348,28 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
     queued = optuna_trials(ref.dir, storage=storage, study=name)
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
-    return Results(trials=trials, curves=curves, meta=_meta(ref, records, trials))
+    earlier = earlier_trials(ref.study, records, queued, trials)
+    if len(earlier):
+        trials = trials[~trials["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
+        curves = curves[~curves["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
+    meta = {**_meta(ref, records, trials), "earlier_design": summary_lines(earlier["reason"])}
+    return Results(trials=trials, curves=curves, meta=meta, earlier=earlier)
+
+
+def earlier_trials(
+    study: Study | None, records: list[TrialRecord], queued: dict[str, dict[str, Any]], trials: pd.DataFrame
+) -> pd.DataFrame:
+    """The comparison trials of ``trials`` that are not in ``study``'s current design, and why
+    (none without a loadable study, or for a trial whose spec is unknown)."""
+    rows = []
+    if study is not None:
+        specs = {tid: info.get("spec") for tid, info in queued.items()}
+        specs.update({r.trial_id: r.spec for r in records})
+        for row in trials.itertuples(index=False):
+            if getattr(row, "phase", "compare") not in ("compare", None) or not specs.get(row.trial_id):
+                continue
+            reason = earlier_design_of(study, specs[row.trial_id], row.arm)
+            if reason is not None:
+                rows.append({"trial_id": row.trial_id, "arm": row.arm, "seed": row.seed,
+                             "status": row.status, "reason": reason})
+    return pd.DataFrame(rows, columns=EARLIER_COLUMNS)

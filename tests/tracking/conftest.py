@@ -15,7 +15,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import pytest  # noqa: E402
 
-from harness.algorithms.config import RLConfig  # noqa: E402
+from harness.algorithms.presets import resolve_algorithm  # noqa: E402
 from harness.engine.spec import TrainConfig, TrialResult, TrialSpec  # noqa: E402
 from harness.tracking import records as _records  # noqa: E402
 
@@ -25,7 +25,7 @@ T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 def build_spec(arm: str = "grpo", seed: int = 0, study: str = "demo", preset: str = "grpo", **algo) -> TrialSpec:
     return TrialSpec(
         study=study, arm=arm, seed=seed, train=TrainConfig(steps=4, eval_every=2),
-        algorithm=RLConfig(name=preset, **algo),
+        algorithm=resolve_algorithm(preset, algo),
     )
 
 
