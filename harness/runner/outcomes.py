@@ -16,6 +16,7 @@ from harness.runner import trial_queue as queue
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir
 from harness.study.load import load_study
+from harness.study.search_space import tuning_space_key
 from harness.tracking import storage as study_db
 from harness.tracking.urls import redact_url
 
@@ -119,7 +120,8 @@ def _outcomes(q, phase: str, keys: list[str] | None = None, label=None) -> list[
 def _queue_outcomes(q, phase: str) -> list[TrialOutcome]:
     """Every trial of one queue (tuning slots labelled ``<arm> #<slot>``)."""
     if phase == "tune":
-        return _outcomes(q, phase, label=_slot_label(q.study_name.rsplit(".tune.", 1)[-1]))
+        arm = q.study_name.rsplit(".tune.", 1)[-1].rsplit(".", 1)[0]  # <study>.tune.<arm>.<space>
+        return _outcomes(q, phase, label=_slot_label(arm))
     return _outcomes(q, phase)
 
 
@@ -136,7 +138,7 @@ def _existing_queues(study, storage) -> list[tuple[str, Any]]:
 
     names = []
     if study.tuning is not None:
-        names += [("tune", study_db.tune_study_name(study.name, a.name)) for a in study.arms]
+        names += [("tune", study_db.tune_study_name(study.name, a.name, tuning_space_key(study))) for a in study.arms]
     names.append(("compare", study_db.compare_study_name(study.name)))
     return [(phase, q) for phase, name in names if (q := queue.load_queue(storage, name)) is not None]
 

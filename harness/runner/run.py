@@ -13,7 +13,7 @@
 6. return a :class:`RunSummary` whose ``exit_code`` is 0 (all completed), 1 (some failed or
    not run) or 130 (interrupted; re-running resumes).
 
-With ``tuning:`` the tuning phase runs first: an Optuna study ``<name>.tune.<arm>`` per arm with
+With ``tuning:`` the tuning phase runs first: an Optuna study ``<name>.tune.<arm>.<space key>`` per arm and search space with
 exactly ``n_trials`` trials each (equal budget; completed ones count on resume), then the best
 parameters of each arm (``study.apply_best``) give the comparison trials, run like any study.
 
@@ -57,6 +57,7 @@ from harness.runner.worker import plan_slots
 from harness.study.expand import apply_best, expand, study_dir
 from harness.study.load import dump_study, load_study
 from harness.study.noop import check_arms_differ
+from harness.study.search_space import tuning_space_key
 from harness.tracking import storage as study_db
 from harness.tracking.shared_records import ensure_table
 from harness.tracking.urls import redact_url
@@ -126,7 +127,7 @@ def best_params(setup: _Setup) -> tuple[dict[str, dict[str, Any]], list[str]]:
     best, notes = {}, []
     sign = 1 if study.direction == "maximize" else -1
     for arm in study.arms:
-        q = queue.load_queue(setup.storage, study_db.tune_study_name(study.name, arm.name))
+        q = queue.load_queue(setup.storage, study_db.tune_study_name(study.name, arm.name, tuning_space_key(study)))
         done = [
             j for j in queue.latest(queue.jobs(q)).values()
             if j.state == TrialState.COMPLETE and j.value is not None
@@ -159,7 +160,7 @@ class _Phases:
         self.hold_file = setup.study_dir / "tmp" / f"hold-{os.getpid()}"
         if study.tuning is not None:
             self.tune = {
-                a.name: queue.create_queue(setup.storage, study_db.tune_study_name(study.name, a.name), study.direction)
+                a.name: queue.create_queue(setup.storage, study_db.tune_study_name(study.name, a.name, tuning_space_key(study)), study.direction)
                 for a in study.arms
             }
 

@@ -1,7 +1,7 @@
 """The trial queue: an Optuna RDB storage used as a work queue shared by any number of workers.
 
-One Optuna study per queue: ``<name>`` holds the comparison trials, ``<name>.tune.<arm>`` the
-tuning trials of one arm. A *job* is one Optuna trial; its ``user_attrs`` carry everything a
+One Optuna study per queue: ``<name>`` holds the comparison trials, ``<name>.tune.<arm>.<space>``
+the tuning trials of one arm over one search space. A *job* is one Optuna trial; its ``user_attrs`` carry everything a
 worker needs (the trial spec, the attempt number, the retry budget), so a worker on another
 machine needs only the storage URL and the study file.
 

@@ -49,8 +49,10 @@ def compare_study_name(study_name: str) -> str:
     return study_name
 
 
-def tune_study_name(study_name: str, arm: str) -> str:
-    return f"{study_name}.tune.{arm}"
+def tune_study_name(study_name: str, arm: str, space: str) -> str:
+    """The tuning queue of one arm over one search space (``space``: its key): a changed space
+    starts a new tuning phase instead of reusing trials drawn from the old one."""
+    return f"{study_name}.tune.{arm}.{space}"
 
 
 def default_storage_url(study_dir: str | Path) -> str:

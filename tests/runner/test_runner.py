@@ -17,6 +17,7 @@ from harness.runner import trial_queue as queue
 from harness.runner.run import prepare, run_study, run_worker, study_status
 from harness.study.expand import expand
 from harness.study.load import load_study
+from harness.study.search_space import tuning_space_key
 from harness.tracking import storage as study_db
 from harness.tracking.records import read_records, write_record
 
@@ -212,6 +213,12 @@ def test_sigint_stops_cleanly_and_requeues_running_trials(tmp_path, fake_env, mo
     assert "0 running" in study_status(path).format()
 
 
+def tune_jobs(path, arm: str):
+    """The tuning jobs of ``arm`` over the study file's current search space."""
+    study = load_study(path)
+    return _optuna_jobs(path, study_db.tune_study_name(study.name, arm, tuning_space_key(study)))
+
+
 @pytest.mark.slow
 def test_tuning_gives_every_arm_the_same_budget(tmp_path, fake_env):
     tuning = {"n_trials": 3, "seeds": [100], "sampler_seed": 0,
@@ -220,14 +227,14 @@ def test_tuning_gives_every_arm_the_same_budget(tmp_path, fake_env):
     summary = run_study(path, options())
     assert summary.exit_code == 0, summary.format()
     for arm in ("ok_a", "ok_b"):
-        tune = _optuna_jobs(path, f"t.tune.{arm}")
+        tune = tune_jobs(path, arm)
         assert len(tune) == 3 and all(j.state == TrialState.COMPLETE for j in tune)
         assert len({j.params["lr"] for j in tune}) == 3  # distinct points (seeded per slot)
     records = read_records(load_study(path).output_dir)
     assert sum(r.phase == "tune" for r in records) == 6
     compare = [r for r in records if r.phase == "compare"]
     assert sorted(r.arm for r in compare) == ["ok_a", "ok_b"]
-    best = max(_optuna_jobs(path, "t.tune.ok_a"), key=lambda j: j.value)
+    best = max(tune_jobs(path, "ok_a"), key=lambda j: j.value)
     chosen = next(r for r in compare if r.arm == "ok_a")
     assert chosen.spec["algorithm"]["lr"] == pytest.approx(best.params["lr"])
 
@@ -236,8 +243,28 @@ def test_tuning_gives_every_arm_the_same_budget(tmp_path, fake_env):
 
     again = run_study(path, options())  # resume: the completed budget counts, nothing re-runs
     assert again.exit_code == 0
-    assert len(_optuna_jobs(path, "t.tune.ok_a")) == 3 and len(_optuna_jobs(path)) == 2
+    assert len(tune_jobs(path, "ok_a")) == 3 and len(_optuna_jobs(path)) == 2
     assert sum(calls(fake_env, r.trial_id) for r in records) == len(records)
+
+
+@pytest.mark.slow
+def test_a_changed_search_space_starts_a_new_tuning_phase(tmp_path, fake_env):
+    tuning = {"n_trials": 2, "seeds": [100], "search_space": {"lr": {"low": 1.0e-4, "high": 1.0e-2, "log": True}}}
+    path = write_study(tmp_path, ["ok_a", "ok_b"], seeds=1, tuning=tuning)
+    assert run_study(path, options()).exit_code == 0
+    shrunk = {**tuning, "search_space": {"lr": {"low": 1.0e-6, "high": 2.0e-6, "log": True}}}
+    path = write_study(tmp_path, ["ok_a", "ok_b"], seeds=1, tuning=shrunk)
+    summary = run_study(path, options())
+    assert summary.exit_code == 0, summary.format()
+    for arm in ("ok_a", "ok_b"):
+        assert len(tune_jobs(path, arm)) == 2  # a fresh budget over the new space
+        assert all(1.0e-6 <= j.params["lr"] <= 2.0e-6 for j in tune_jobs(path, arm))
+    compare = [r for r in read_records(load_study(path).output_dir) if r.phase == "compare"]
+    current = [r for r in compare if 1.0e-6 <= r.spec["algorithm"]["lr"] <= 2.0e-6]
+    assert len(compare) == 4 and sorted(r.arm for r in current) == ["ok_a", "ok_b"]
+    report = study_status(path).format()
+    assert "comparison: 2 trials: 2 completed" in report
+    assert "1 trial from arm ok_a tuned over an earlier search space is not used" in report
 
 
 @pytest.mark.parametrize(
