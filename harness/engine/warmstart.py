@@ -9,6 +9,16 @@ are never used here.
 The warm start reads only ``WarmStartInputs`` (the model, the task, its own settings and the
 generation budget its accuracy checks use), and the cache key hashes all of it: a setting it
 reads cannot be left out of the key, because it can read nothing else.
+
+The cache folder holds the saved model and tokenizer, ``warmstart.json`` (the metrics a trial
+reports, unchanged from older caches) and, written last and atomically, ``manifest.json``: the
+sha256 of every other file and the greedy val accuracy of the model as loaded back from the
+folder. A folder without a manifest is unfinished or from before checksums. Every load, under the
+cache's lock, checks the checksums; a cache without them is loaded and its greedy val accuracy
+re-measured against the one it recorded (then, if it agrees, given a manifest, so this happens
+once). Any mismatch or load error is one ``WarmStartCacheWarning`` line naming what failed, and
+the cache is rebuilt, under the same lock, by the same seeded SFT. A cache whose checksums match
+is loaded as it is, with no re-measurement: its bytes are those that were measured.
 """
 
 from __future__ import annotations
@@ -16,7 +26,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import random
+import shutil
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,6 +51,17 @@ from harness.engine.tasks.base import Item, Task
 WARMSTART_FORMAT = 1  # bump when the procedure below changes what it produces
 VALIDATION_PROMPTS = 128
 CHECK_EVERY = 25
+INFO_FILE = "warmstart.json"  # the metrics trials report: {"warmstart/steps", "warmstart/val_accuracy"}
+MANIFEST_FILE = "manifest.json"  # written last: {"sha256": {file: digest}, "val_accuracy": measured}
+ACCURACY_SLACK_PROMPTS = 2  # a cache without checksums may re-measure this many prompts' worth off
+
+
+class WarmStartCacheWarning(UserWarning):
+    """A cached warm start failed its checks (or would not load) and is being rebuilt."""
+
+
+class _Unusable(Exception):
+    """Why a cached warm start cannot be used, in one line."""
 
 
 class WarmStartInputs(BaseModel):
@@ -87,14 +111,115 @@ def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, flo
     inputs = WarmStartInputs.of(spec)
     if not inputs.warmstart.enabled:
         return initial_model(inputs, task), {}
+    pick_device(inputs.model)  # a device this machine lacks is its own error, not a broken cache
     folder = Path(spec.cache_dir) / "warmstart" / cache_key(inputs)
     with _locked(folder.with_suffix(".lock")):
-        if not (folder / "warmstart.json").is_file():
-            lm = initial_model(inputs, task)
-            info = supervised_fine_tune(lm, task, inputs)
-            _save(lm, folder, info)
-    info = json.loads((folder / "warmstart.json").read_text())
-    return _load(folder, inputs.model), info
+        if folder.is_dir() and any(folder.iterdir()):
+            try:
+                return _open_cache(folder, task, inputs)
+            except _Unusable as problem:
+                warnings.warn(f"warm-start cache {folder}: {problem}; rebuilding it",
+                              WarmStartCacheWarning, stacklevel=2)
+        return _build(folder, task, inputs)
+
+
+def _build(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float]]:
+    """SFT from scratch, saved into an emptied ``folder``; the manifest goes last. Call under the lock."""
+    lm = initial_model(inputs, task)
+    info = supervised_fine_tune(lm, task, inputs)  # if this fails, what was in the folder stays
+    if folder.is_dir():
+        shutil.rmtree(folder)  # unlinked, not overwritten: a process still reading old files keeps them
+    elif folder.exists():
+        folder.unlink()
+    _save(lm, folder, info)
+    lm = _load(folder, inputs.model)
+    _write_manifest(folder, validation_accuracy(lm, task, inputs))
+    return lm, json.loads((folder / INFO_FILE).read_text())
+
+
+def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float]]:
+    """The cached policy and metrics after their checks; ``_Unusable`` says which check failed."""
+    manifest = _read_manifest(folder)
+    if manifest is not None:
+        _verify(folder, manifest["sha256"])
+    info = _read_info(folder)
+    try:
+        lm = _load(folder, inputs.model)
+    except Exception as err:  # any load error means this cache cannot be used as it is
+        raise _Unusable(f"cannot load it ({_one_line(err)})") from err
+    if manifest is None:  # from before checksums (or stopped just before its manifest)
+        recorded = info["warmstart/val_accuracy"]
+        if info["warmstart/steps"] == 0:
+            raise _Unusable(f"{MANIFEST_FILE} is missing and {INFO_FILE} records no measured accuracy")
+        measured = validation_accuracy(lm, task, inputs)
+        if abs(measured - recorded) > ACCURACY_SLACK_PROMPTS / len(_validation(task)) + 1e-9:
+            raise _Unusable(f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
+                            f"{measured:.4f}, but {INFO_FILE} records {recorded:.4f}")
+        _write_manifest(folder, measured)
+    return lm, info
+
+
+def _saved_files(folder: Path) -> list[Path]:
+    """The files a manifest covers: all but itself and hidden temporaries."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name != MANIFEST_FILE and not p.name.startswith("."))
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _write_manifest(folder: Path, val_accuracy: float) -> None:
+    manifest = {"sha256": {p.name: _sha256(p) for p in _saved_files(folder)}, "val_accuracy": val_accuracy}
+    partial = folder / f".{MANIFEST_FILE}.partial"
+    partial.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    os.replace(partial, folder / MANIFEST_FILE)  # atomic: a manifest is whole or absent
+
+
+def _read_manifest(folder: Path) -> dict | None:
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise _Unusable(f"{MANIFEST_FILE} is unreadable ({_one_line(err)})") from err
+    digests = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if not (isinstance(digests, dict) and INFO_FILE in digests and all(isinstance(v, str) for v in digests.values())):
+        raise _Unusable(f"{MANIFEST_FILE} does not list the files' sha256 checksums")
+    return manifest
+
+
+def _verify(folder: Path, digests: dict[str, str]) -> None:
+    names = {p.name for p in _saved_files(folder)}
+    missing = sorted(set(digests) - names)
+    if missing:
+        raise _Unusable(f"{', '.join(missing)} listed in {MANIFEST_FILE} but missing")
+    extra = sorted(names - set(digests))
+    if extra:
+        raise _Unusable(f"{', '.join(extra)} not listed in {MANIFEST_FILE}")
+    for name in sorted(digests):
+        if _sha256(folder / name) != digests[name]:
+            raise _Unusable(f"{name} does not match its sha256 in {MANIFEST_FILE}")
+
+
+def _read_info(folder: Path) -> dict[str, float]:
+    path = folder / INFO_FILE
+    if not path.is_file():
+        raise _Unusable(f"{INFO_FILE} is missing (the build did not finish)")
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise _Unusable(f"{INFO_FILE} is unreadable ({_one_line(err)})") from err
+    keys = ("warmstart/steps", "warmstart/val_accuracy")
+    if not (isinstance(info, dict) and all(isinstance(info.get(k), (int, float)) for k in keys)):
+        raise _Unusable(f"{INFO_FILE} lacks {' or '.join(keys)}")
+    return info
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _save(lm: LoadedModel, folder: Path, info: dict) -> None:
@@ -103,7 +228,7 @@ def _save(lm: LoadedModel, folder: Path, info: dict) -> None:
         model = model.merge_and_unload()
     model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)
-    (folder / "warmstart.json").write_text(json.dumps(info, indent=2))
+    (folder / INFO_FILE).write_text(json.dumps(info, indent=2))
 
 
 def _load(folder: Path, model: ModelConfig) -> LoadedModel:
@@ -134,9 +259,19 @@ def _sft_batch(lm: LoadedModel, items: list[Item]) -> tuple[torch.Tensor, torch.
     return ids.to(lm.device), attention.to(lm.device), loss_mask.to(lm.device)
 
 
+def _validation(task: Task) -> list[Item]:
+    """The train prompts SFT checks its greedy accuracy on (never trained on when the set is large)."""
+    return list(task.train[:VALIDATION_PROMPTS])
+
+
+def validation_accuracy(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -> float:
+    """Greedy accuracy on the validation prompts: the check SFT stops on, and the cache's own."""
+    return greedy_accuracy(lm, _validation(task), task.reward, inputs.max_new_tokens)
+
+
 def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -> dict[str, float]:
     config = inputs.warmstart
-    validation = list(task.train[:VALIDATION_PROMPTS])
+    validation = _validation(task)
     pool = list(task.train[VALIDATION_PROMPTS:]) or list(task.train)
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
