@@ -16,6 +16,7 @@ import pandas as pd
 import typer
 
 from harness.cli.app import app
+from harness.errors import ConfigError, HarnessError
 
 _STORAGE_HELP = (
     "the study's Optuna storage URL (e.g. PostgreSQL shared by many machines): first copy here "
@@ -57,20 +58,60 @@ def _jsonable(x: Any) -> Any:
     return str(x)
 
 
+#: where ``harness report`` writes without ``--out``: ``reports/<study name>/``
+REPORTS_ROOT = Path("reports")
+
+
+def default_report_dir(results, root: Path = REPORTS_ROOT) -> Path:
+    """``reports/<study>/``: the study's name checked, the folder checked to stay in ``reports/``.
+
+    The name comes from the results (a study.yaml that no longer loads, or the trial records,
+    may carry any string): an unsafe one is a one-line ``ConfigError`` and nothing is written.
+    """
+    from harness.report.analysis import study_name
+    from harness.tracking.study_ref import path_under
+
+    name = study_name(results)
+    try:
+        return path_under(root, name, "study name")
+    except HarnessError as err:
+        where = (getattr(results, "meta", None) or {}).get("study_dir")
+        source = f" (study folder {where})" if where else ""
+        raise ConfigError(
+            f"cannot write the report of study {name!r}{source} under {root}/: {err}; "
+            "give --out DIR to choose the folder"
+        ) from None
+
+
+def check_report_dir(out: Path) -> None:
+    """``--out``: any folder the user chooses, but not an existing file (nothing written yet)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the report")
+    for parent in out.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise ConfigError(f"--out {out}: {parent} is not a folder")
+            break
+
+
 @app.command("report")
 def report(
     study: str = typer.Argument(..., help="study YAML file or study output folder"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: reports/<study>/)"),
     correction: str = typer.Option("holm", "--correction", help="multiple-comparison correction: holm | bh"),
-    alpha: float = typer.Option(0.05, "--alpha", help="significance level"),
+    alpha: float = typer.Option(0.05, "--alpha", help="significance level, between 0 and 1"),
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """Write index.html (+ plotly.min.js), summary.md and results.csv for a study."""
     from harness.report import write_report
-    from harness.report.analysis import study_name
+    from harness.report.analysis import check_alpha, check_correction
 
+    check_alpha(alpha)  # bad input fails before any record is read or anything written
+    check_correction(correction)
+    if out is not None:
+        check_report_dir(out)
     results = _results(study, storage)
-    out_dir = out if out is not None else Path("reports") / study_name(results)
+    out_dir = out if out is not None else default_report_dir(results)
     path = write_report(results, out_dir, correction=correction, alpha=alpha)
     typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
 

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.app import EXIT_OK, EXIT_SOME_FAILED, app
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.tracking.urls import redact_url
 
 StudyArg = Annotated[str, typer.Argument(help="study YAML file or study output folder", show_default=False)]
@@ -171,11 +171,29 @@ def results_cmd(
     """Print a table of the study's trials; optionally write the trials and curves as CSV."""
     from harness.tracking.results import load_results
 
+    for flag, path in (("--csv", csv), ("--curves-csv", curves_csv)):
+        if path is not None:
+            check_csv_path(flag, path)  # bad input fails before anything is read or written
     bring_records(study, storage)
     results = load_results(study, storage=storage)
     typer.echo(format_table(results))
-    for path, frame in ((csv, results.trials), (curves_csv, results.curves)):
+    for flag, path, frame in (("--csv", csv, results.trials), ("--curves-csv", curves_csv, results.curves)):
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            frame.to_csv(path, index=False)
+            try:
+                frame.to_csv(path, index=False)
+            except OSError as err:
+                why = err.strerror or str(err)
+                raise HarnessError(f"{flag} {path}: cannot write it ({why})") from None
             typer.echo(f"wrote {path} ({len(frame)} rows)")
+
+
+def check_csv_path(flag: str, path: Path) -> None:
+    """An output file the user named: its folder must exist (none is created), and the path
+    must not be a folder. Raises ``ConfigError`` with one line."""
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path}: is a folder; give a file name, e.g. {path / 'trials.csv'}")
+    parent = path.parent
+    if not parent.exists():
+        raise ConfigError(f"{flag} {path}: folder {parent} does not exist; create it first or pick another path")
+    if not parent.is_dir():
+        raise ConfigError(f"{flag} {path}: {parent} is not a folder")

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness.algorithms import describe_presets, resolve_algorithm
-from harness.cli.app import app
+from harness.cli.app import EXIT_SOME_FAILED, app
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError
 from harness.study.field_errors import format_validation_error
@@ -83,8 +83,15 @@ def trial(
     """Run one training trial and print its final metrics."""
     spec = build_spec(algorithm, task, steps, seed, assignments)
     from harness.engine.trial import run_trial
+    from harness.runner.child import one_line
 
-    result = run_trial(spec)
+    try:
+        result = run_trial(spec)
+    except ConfigError:
+        raise  # bad input found once the trial looked at it: one line, exit 2 (harness.cli.app.main)
+    except Exception as err:  # noqa: BLE001 - any failure of the trial itself is its one-line reason
+        typer.echo(f"error: trial {spec.trial_id} failed: {one_line(err)}", err=True)
+        raise typer.Exit(EXIT_SOME_FAILED) from None
     if as_json:
         typer.echo(json.dumps({"trial_id": result.trial_id, "final": result.final}, indent=2))
         return

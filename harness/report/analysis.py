@@ -100,6 +100,31 @@ def check_metric(results, metric: str | None) -> str:
     return metric
 
 
+def _unit_interval(value: Any, what: str, example: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must be a number between 0 and 1 (e.g. {example}), got {value!r}") from None
+    if not 0.0 < number < 1.0:  # NaN fails this too
+        raise ConfigError(f"{what} must be between 0 and 1, both excluded (e.g. {example}), got {value!r}")
+    return number
+
+
+def check_alpha(alpha: Any) -> float:
+    """The significance level: a number strictly between 0 and 1 (NaN and inf are refused)."""
+    return _unit_interval(alpha, "alpha", "0.05")
+
+
+def check_power(power: Any) -> float:
+    return _unit_interval(power, "power", "0.8")
+
+
+def check_correction(correction: str) -> str:
+    if correction not in CORRECTIONS:
+        raise unknown_name("correction", correction, CORRECTIONS)
+    return correction
+
+
 def check_condition(results, name: str) -> str:
     valid = conditions_of(results)
     if name not in valid:
@@ -435,6 +460,11 @@ def build_header(results, *, correction: str, alpha: float) -> dict[str, Any]:
     elif n_done == 0:
         state.append(f"NO RESULTS: none of the {n_total} trials completed; there is nothing to compare."
                      if n_total else "NO RESULTS: the study has no trials yet.")
+    state += [
+        f"{line}: the study file changed since they ran, so they are kept on disk but left out of "
+        "every table and figure."
+        for line in meta.get("earlier_design") or []
+    ]
     if n_failed:
         state.append(
             f"{n_failed} trial{'s' if n_failed != 1 else ''} failed; "
@@ -480,8 +510,8 @@ def analyze(
     curve_metrics: list[str] | None = None,
 ) -> Analysis:
     """All of a report's tables for ``results``; statistics from ``harness.stats``."""
-    if correction not in CORRECTIONS:
-        raise unknown_name("correction", correction, CORRECTIONS)
+    check_correction(correction)
+    alpha, power = check_alpha(alpha), check_power(power)
     meta = _meta(results)
     trials = results.trials.copy()
     metric = check_metric(results, None)
@@ -543,6 +573,8 @@ def compare_pair(
     A pre-registered comparison on the primary metric takes its corrected p-value and verdict
     from the full verdict table; any other pair is tested alone (no correction, and it says so).
     """
+    check_correction(correction)
+    alpha, power = check_alpha(alpha), check_power(power)
     check_condition(results, arm_a)
     check_condition(results, arm_b)
     metric = check_metric(results, metric)

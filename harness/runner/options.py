@@ -7,6 +7,7 @@ the runner reads it.
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from dataclasses import dataclass
 from typing import TextIO
@@ -19,6 +20,8 @@ GRACE_PERIOD_S = 60
 POLL_S = 1.0
 PROGRESS_EVERY_S = 30.0
 SHUTDOWN_TIMEOUT_S = 60.0
+_POSITIVE = "a positive, finite number of seconds"
+_NON_NEGATIVE = "0 or a positive, finite number of seconds"
 
 
 @dataclass
@@ -50,17 +53,59 @@ class RunOptions:
         return self.stream or sys.stderr
 
     def check(self) -> None:
+        """Refuse options that make no sense (``ConfigError``, one line, before anything starts);
+        warn, on one line, about ``--workers`` beyond what this machine has, and go on."""
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--workers: must be at least 1, got {self.workers}")
         if self.retries < 0:
             raise ConfigError(f"--retries: must be 0 or more, got {self.retries}")
-        if self.trial_timeout is not None and not self.trial_timeout > 0:
-            raise ConfigError(f"--trial-timeout: must be a positive number of seconds, got {self.trial_timeout}")
-        if not self.heartbeat_interval > 0:
-            raise ConfigError("--heartbeat-interval: must be positive")
+        if self.trial_timeout is not None:
+            _seconds("--trial-timeout", self.trial_timeout, _POSITIVE)
+        _seconds("--heartbeat-interval", self.heartbeat_interval, _POSITIVE)
+        if self.grace_period is not None:
+            _seconds("--grace-period", self.grace_period, _POSITIVE)
         if not self.grace > self.heartbeat_interval:
             raise ConfigError("--grace-period: must be longer than the heartbeat interval")
+        _seconds("--poll-interval", self.poll_interval, _POSITIVE)
+        _seconds("--kill-grace", self.kill_grace, _NON_NEGATIVE, allow_zero=True)
+        _seconds("progress_every", self.progress_every, _POSITIVE)
+        _seconds("shutdown_timeout", self.shutdown_timeout, _POSITIVE)
         check_trial_fn(self.trial_fn)
+        warning = self.capacity_warning()
+        if warning:
+            print(f"[harness] warning: {warning}", file=self.out(), flush=True)
+
+    def capacity_warning(self, *, cores: int | None = None) -> str | None:
+        """Why ``--workers`` is more than this machine has (its GPUs, else its CPU cores), or None."""
+        if self.workers is None:
+            return None
+        from harness.runner.worker import usable_cores, visible_gpus
+
+        gpus = visible_gpus() if self.gpus is None else self.gpus
+        cores = usable_cores() if cores is None else cores
+        over, effect = [], []
+        if gpus and self.workers > len(gpus):
+            over.append(f"the {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
+            effect.append("several workers share each GPU")
+        if self.workers > cores:
+            over.append(f"the {cores} CPU core{'s' if cores != 1 else ''}")
+            effect.append("the workers share the cores")
+        if not over:
+            return None
+        return (
+            f"--workers {self.workers} exceeds {' and '.join(over)} this machine has; "
+            f"{' and '.join(effect)}, so each trial runs slower (going on)"
+        )
+
+
+def _seconds(flag: str, value: float, what: str, *, allow_zero: bool = False) -> None:
+    """A finite number of seconds, positive (or 0 with ``allow_zero``); NaN and inf are refused."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{flag}: must be {what}, got {value!r}") from None
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        raise ConfigError(f"{flag}: must be {what}, got {value!r}")
 
 
 def check_trial_fn(path: str) -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.study.expand import study_dir
 from harness.study.load import load_study
-from harness.study.schema import Study
+from harness.study.schema import Study, check_name
 from harness.tracking.records import TrialRecord
 
 
@@ -74,3 +74,28 @@ def study_name(ref: StudyRef, records: list[TrialRecord]) -> str:
     if records:
         return Counter(r.study for r in records).most_common(1)[0][0]
     return ref.dir.name
+
+
+def checked_name(name: Any, what: str = "study name") -> str:
+    """``name`` if it is safe as a folder or file name (``harness.study.schema.check_name``),
+    else a one-line ``ConfigError`` saying why."""
+    try:
+        return check_name(name, what)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def path_under(root: str | os.PathLike, name: Any, what: str = "study name") -> Path:
+    """``root / name`` for a checked ``name`` whose resolved path stays inside ``root``.
+
+    Every folder the harness derives from a name (a report under ``reports/``) comes from
+    here: a name with a separator or ``..`` is refused by :func:`checked_name`, and a folder
+    that resolves outside ``root`` anyway (a symbolic link) is refused too. Raises
+    ``ConfigError``; creates nothing.
+    """
+    root = Path(root)
+    path = root / checked_name(name, what)
+    base, target = root.resolve(), path.resolve()
+    if target == base or not target.is_relative_to(base):
+        raise ConfigError(f"{what} {name!r}: {path} resolves to {target}, outside {root}/")
+    return path

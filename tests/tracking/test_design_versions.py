@@ -103,3 +103,16 @@ def test_plan_and_status_show_the_same_split(tmp_path):
     text = StatusReport("edited", tmp_path / "out", "sqlite:///x", outcomes).format()
     assert "comparison: 6 trials: 6 completed" in text
     assert text.endswith("3 trials from an earlier version of arm grpo are not used")
+
+
+def test_the_report_lists_the_trials_it_does_not_use(tmp_path):
+    from harness.report import write_report
+
+    first = load_study(write_study(tmp_path))
+    run_fake(first, expand(first), 0.5)
+    edited_arms = [{"name": "grpo", "algorithm": "grpo", "set": {"lr": 3.0e-4}}, {"name": "rloo", "algorithm": "rloo"}]
+    second = load_study(write_study(tmp_path, arms=edited_arms))
+    run_fake(second, [s for s in expand(second) if s.arm == "grpo"], 0.6)
+    write_report(load_results(tmp_path / "edited.yaml"), tmp_path / "report")
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "3 trials from an earlier version of arm grpo are not used" in summary
