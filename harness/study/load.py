@@ -6,12 +6,20 @@ resolves every condition's algorithm through the presets, so an unknown preset, 
 preset cannot take or a contradiction fails here, before anything runs, with one line naming
 the field: ``arms[1].set.eps_hgh: unknown key; valid: ...``. Trials come from
 ``harness.study.expand``.
+
+Reading is bounded whatever the file holds: only regular files are read (a pipe or a device is
+refused before it is opened), at most ``MAX_STUDY_BYTES`` each; YAML aliases and the values they
+expand to are counted while the document is composed, before anything is built from it; and
+includes nest at most ``MAX_INCLUDE_DEPTH`` deep. An error about an included file names its
+place and the file (``include[0]: base.yaml (from study.yaml): ...``), never its text.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,14 +35,102 @@ from harness.study.field_errors import format_validation_error
 from harness.study.schema import Study, format_value, numeric_kind
 
 # --------------------------------------------------------------------------------------------
-# Reading YAML: safe, strict about duplicate keys, YAML 1.2 floats
+# Reading YAML: safe, strict about duplicate keys, YAML 1.2 floats, bounded in size and time
 # --------------------------------------------------------------------------------------------
+
+#: A study file (and each file it includes) may hold at most this many bytes.
+MAX_STUDY_BYTES = 1_000_000
+#: At most this many YAML aliases (``*name``, ``<<: *name`` included) in a study and its includes.
+MAX_YAML_ALIASES = 100
+#: At most this many YAML values (each alias counted as a full copy of what it names) in a study
+#: and its includes, so a few hundred bytes of nested aliases cannot expand to billions of values.
+MAX_YAML_VALUES = 100_000
+#: Mappings and lists nest at most this deep.
+MAX_YAML_DEPTH = 64
+#: ``include:`` chains are at most this deep, and a study reads at most so many files in all.
+MAX_INCLUDE_DEPTH = 16
+MAX_STUDY_FILES = 64
+
+
+class _Budget:
+    """What reading one study (its file and every include) has used so far."""
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.aliases = 0
+        self.values = 0
+
+
+class _LimitError(yaml.YAMLError):
+    """A limit of ours was passed: the message names it and holds none of the file's text."""
+
+    def __init__(self, problem: str, advice: str, mark) -> None:
+        super().__init__(problem)
+        self.problem, self.advice, self.mark = problem, advice, mark
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects duplicate keys and reads ``1e-4`` as a float."""
+    """``yaml.SafeLoader`` that rejects duplicate keys, reads ``1e-4`` as a float and refuses
+    documents nested deeper than ``MAX_YAML_DEPTH`` or expanding (through aliases) past the
+    ``_Budget`` it is given, before anything is constructed from them."""
 
-    def construct_mapping(self, node, deep=False):  # noqa: D102
+    def __init__(self, stream, budget: _Budget) -> None:
+        super().__init__(stream)
+        self._budget = budget
+        self._depth = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> values in it, aliases expanded
+
+    def compose_node(self, parent, index):
+        budget = self._budget
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            budget.aliases += 1
+            if budget.aliases > MAX_YAML_ALIASES:
+                raise _LimitError(
+                    f"more than {MAX_YAML_ALIASES} YAML aliases (*name)",
+                    f"a study and its includes may use at most {MAX_YAML_ALIASES}; write the values out",
+                    event.start_mark,
+                )
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._sizes:
+                raise _LimitError(
+                    "a YAML alias refers to a value that contains it (a recursive structure)",
+                    "remove the alias",
+                    event.start_mark,
+                )
+            node = super().compose_node(parent, index)  # undefined aliases: PyYAML's error
+            self._count(self._sizes[id(node)], event.start_mark)
+            return node
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            raise _LimitError(
+                f"mappings and lists nested more than {MAX_YAML_DEPTH} deep",
+                f"a study file may nest at most {MAX_YAML_DEPTH} levels",
+                self.peek_event().start_mark,
+            )
+        node = super().compose_node(parent, index)
+        self._depth -= 1
+        if isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._sizes[id(child)] for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size = 1 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        else:
+            size = 1
+        self._sizes[id(node)] = size
+        self._count(1, node.start_mark)
+        return node
+
+    def _count(self, values: int, mark) -> None:
+        self._budget.values += values
+        if self._budget.values > MAX_YAML_VALUES:
+            raise _LimitError(
+                f"expands to more than {MAX_YAML_VALUES:,} YAML values (an alias counts as a copy "
+                "of what it names)",
+                f"a study and its includes may hold at most {MAX_YAML_VALUES:,}; use fewer aliases",
+                mark,
+            )
+
+    def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -62,25 +158,99 @@ _StrictLoader.add_implicit_resolver(
 
 def _display(path: Path) -> str:
     try:
-        return str(path.relative_to(Path.cwd()))
+        text = str(path.relative_to(Path.cwd()))
     except ValueError:
-        return str(path)
+        text = str(path)
+    return text if text.isprintable() else repr(text)  # one line, whatever the name holds
 
 
-def _read_yaml(path: Path) -> Any:
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def _read_bytes(path: Path, where: str) -> bytes:
+    """At most ``MAX_STUDY_BYTES + 1`` bytes of a regular file: a pipe, a device or a folder is
+    refused before it is opened (and again, by the open descriptor, after)."""
+    too_large = (
+        f"{where}: larger than {MAX_STUDY_BYTES:,} bytes, the most a study file may hold; "
+        "split it or shorten it"
+    )
+
+    def refuse(kind: str) -> ConfigError:
+        return ConfigError(f"{where}: not a regular file ({kind}); give a YAML study file")
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"study file not found: {_display(path)}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{_display(path)}: cannot read: {err}") from None
+        kind = _not_regular(path.stat().st_mode)
+        if kind:
+            raise refuse(kind)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            kind = _not_regular(st.st_mode)
+            if kind:
+                raise refuse(kind)
+            if st.st_size > MAX_STUDY_BYTES:
+                raise ConfigError(too_large)
+            data = handle.read(MAX_STUDY_BYTES + 1)
+    except OSError as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise ConfigError(f"{where}: cannot read ({err.strerror or type(err).__name__})") from None
+    if len(data) > MAX_STUDY_BYTES:
+        raise ConfigError(too_large)
+    return data
+
+
+def _read_yaml(path: Path, where: str, budget: _Budget, *, show_text: bool) -> tuple[Any, Any]:
+    """The file's data and its composed root node. ``where`` starts every error; with
+    ``show_text`` false (an included file) no error quotes the file's text, only its lines."""
+    budget.files += 1
+    if budget.files > MAX_STUDY_FILES:
+        raise ConfigError(
+            f"{where}: a study may read at most {MAX_STUDY_FILES} files with its includes; "
+            "include fewer files"
+        )
+    data = _read_bytes(path, where)
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        detail = f": {err.reason} at byte {err.start}" if show_text else f" (byte {err.start})"
+        raise ConfigError(f"{where}: not UTF-8 text{detail}; save it as UTF-8 YAML") from None
+    loader = _StrictLoader(text, budget)
+    try:
+        node = loader.get_single_node()
+        value = loader.construct_document(node) if node is not None else None
+    except _LimitError as err:
+        raise ConfigError(f"{where}: {err.problem}{_at(err.mark)}; {err.advice}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        if not show_text:
+            message = f"{where}: invalid YAML{_at(mark)} (its text is not shown); fix that file"
+            raise ConfigError(message) from None
         problem = getattr(err, "problem", None) or str(err)
-        raise ConfigError(f"{_display(path)}: invalid YAML{where}: {' '.join(problem.split())}") from None
+        raise ConfigError(f"{where}: invalid YAML{_at(mark)}: {' '.join(problem.split())}") from None
+    except RecursionError:  # MAX_YAML_DEPTH should make this unreachable
+        message = f"{where}: nested too deeply; a study file may nest at most {MAX_YAML_DEPTH} levels"
+        raise ConfigError(message) from None
+    finally:
+        loader.dispose()
+    return value, node
+
+
+def _at(mark) -> str:
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
 def _deep_merge(base: dict, top: Mapping) -> dict:
@@ -98,37 +268,90 @@ def _type_name(value: Any) -> str:
     return "nothing (empty file)" if value is None else type(value).__name__
 
 
-def read_study_data(path: str | Path, _stack: tuple[Path, ...] = ()) -> dict[str, Any]:
+#: The keys an included file may have at its top level.
+_STUDY_KEYS = frozenset(Study.model_fields) | {"include"}
+
+
+def _check_study_keys(data: dict, node: Any, where: str) -> None:
+    """An included file must look like a study file, so that nothing else (``/etc/shadow``) is
+    echoed by the field checks: every top-level key a study field. The error gives the line."""
+    if all(isinstance(key, str) and key in _STUDY_KEYS for key in data):
+        return
+
+    def is_field(key: Any) -> bool:
+        if key.tag == "tag:yaml.org,2002:merge":
+            return True  # what '<<' merges in is checked in the data above; no line to give
+        is_str = isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:str"
+        return is_str and key.value in _STUDY_KEYS
+
+    line = next((k.start_mark.line + 1 for k, _ in getattr(node, "value", ()) if not is_field(k)), None)
+    at = f"line {line} holds " if line else "it holds "
+    raise ConfigError(
+        f"{where}: not a study file ({at}a top-level key that is not a study field; valid: "
+        f"{', '.join(sorted(_STUDY_KEYS))}); include only YAML files of study fields"
+    )
+
+
+def read_study_data(path: str | Path) -> dict[str, Any]:
     """The study file as a mapping, its ``include:`` files merged in (local keys win).
 
     Includes are relative to the including file, apply in the order listed (later wins), and
-    may include further files; a cycle or a missing file is an error naming ``include``.
+    may include further files, at most ``MAX_INCLUDE_DEPTH`` deep; a cycle or a missing file is
+    an error naming ``include``. Every file must be a regular file of at most
+    ``MAX_STUDY_BYTES``; the study and its includes may use at most ``MAX_YAML_ALIASES`` aliases
+    and expand to at most ``MAX_YAML_VALUES`` values. An error about an included file names it
+    by its place (``include[0]: base.yaml (from study.yaml): ...``) and never quotes its text.
     """
-    path = Path(path).resolve()
-    data = _read_yaml(path)
+    return _read_study(Path(path).resolve(), None, (), _Budget())
+
+
+def _read_study(path: Path, where: str | None, stack: tuple[Path, ...], budget: _Budget) -> dict[str, Any]:
+    included = where is not None
+    label = where if included else _display(path)
+    try:
+        data, node = _read_yaml(path, label, budget, show_text=not included)
+    except FileNotFoundError:
+        message = f"{where}: file not found" if included else f"study file not found: {label}"
+        raise ConfigError(message) from None
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"{_display(path)}: top level must be a mapping of study fields, got {_type_name(data)}"
-        )
+        if included:
+            raise ConfigError(
+                f"{where}: not a study file (its top level is {_type_name(data)}, not a mapping of "
+                "study fields); include only YAML files of study fields"
+            )
+        raise ConfigError(f"{label}: top level must be a mapping of study fields, got {_type_name(data)}")
+    if included:
+        _check_study_keys(data, node, where)
     include = data.pop("include", None)
     if include is None:
         return data
+    in_file = f" (in {_display(path)})" if included else ""
     if isinstance(include, str):
         include = [include]
     if not isinstance(include, list):
-        raise ConfigError(f"include: expected a file name or a list of file names, got {include!r}")
+        got = _type_name(include) if included else repr(include)
+        raise ConfigError(f"include: expected a file name or a list of file names, got {got}{in_file}")
     merged: dict[str, Any] = {}
-    stack = (*_stack, path)
+    stack = (*stack, path)
     for i, name in enumerate(include):
         if not isinstance(name, str) or not name.strip():
-            raise ConfigError(f"include[{i}]: expected a file name, got {name!r}")
-        target = (path.parent / name).resolve()
+            got = _type_name(name) if included else repr(name)
+            raise ConfigError(f"include[{i}]: expected a file name, got {got}{in_file}")
+        shown = name if name.isprintable() else repr(name)
+        child = f"include[{i}]: {shown} (from {_display(path)})"
+        if len(stack) > MAX_INCLUDE_DEPTH:
+            raise ConfigError(
+                f"{child}: includes nest more than {MAX_INCLUDE_DEPTH} deep (starting at "
+                f"{_display(stack[0])}); include the files from fewer levels"
+            )
+        try:
+            target = (path.parent / name).resolve()
+        except (OSError, ValueError, RuntimeError) as err:
+            raise ConfigError(f"{child}: not a usable file name ({err.__class__.__name__})") from None
         if target in stack:
             chain = " -> ".join(_display(p) for p in (*stack[stack.index(target) :], target))
-            raise ConfigError(f"include: cycle {chain}")
-        if not target.is_file():
-            raise ConfigError(f"include: file not found: {name} (from {_display(path)})")
-        merged = _deep_merge(merged, read_study_data(target, stack))
+            raise ConfigError(f"{child}: include cycle {chain}; remove one of these includes")
+        merged = _deep_merge(merged, _read_study(target, child, stack, budget))
     return _deep_merge(merged, data)
 
 

@@ -52,9 +52,9 @@ EXPECTED: dict[str, str] = {
     "zero_steps.yaml": "train.steps: Input should be greater than 0",
     "zero_steps_in_arm.yaml": "arms[1].train.steps: Input should be greater than 0",
     # includes
-    "missing_include.yaml": "include: file not found: no_such_base.yaml",
-    "include_cycle_a.yaml": "include: cycle ",
-    "include_cycle_b.yaml": "include: cycle ",
+    "missing_include.yaml": "include[0]: no_such_base.yaml (from ",
+    "include_cycle_a.yaml": "include[0]: include_cycle_a.yaml (from ",  # b's include closes it
+    "include_cycle_b.yaml": "include[0]: include_cycle_b.yaml (from ",
     "include_wrong_type.yaml": "include: expected a file name or a list of file names",
     # the file itself
     "bad_yaml_syntax.yaml": "invalid YAML at line 4",
