@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.errors import ConfigError, HarnessError
 from harness.study.expand import study_dir
-from harness.study.load import load_study
+from harness.study.load import load_study, read_study_data
 from harness.study.schema import Study, check_name
 from harness.tracking.records import TrialRecord
 
@@ -29,16 +27,6 @@ class StudyRef:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise HarnessError(f"cannot read study file {path}: {err}") from err
-    if not isinstance(data, dict):
-        raise HarnessError(f"study file {path} is not a mapping")
-    return data
-
-
 def resolve_study(study_or_dir: Any) -> StudyRef:
     """A study YAML path, a study folder (with or without study.yaml) or a Study object."""
     if isinstance(study_or_dir, Study):
@@ -48,14 +36,14 @@ def resolve_study(study_or_dir: Any) -> StudyRef:
         snapshot = path / "study.yaml"
         ref = StudyRef(path)
         if snapshot.is_file():
-            ref.raw = _read_yaml(snapshot)
+            ref.raw = read_study_data(snapshot)
             try:
                 ref.study = load_study(snapshot)
             except (HarnessError, ValueError, OSError) as err:
                 warnings.warn(f"{snapshot}: {err}; using its raw fields", stacklevel=3)
         return ref
     if path.is_file():
-        raw = _read_yaml(path)
+        raw = read_study_data(path)
         study = load_study(path)
         return StudyRef(study_dir(study), study, raw)
     raise HarnessError(f"no study file or study folder at {path}")
