@@ -14,6 +14,7 @@ from typing import TextIO
 
 from harness.errors import ConfigError
 from harness.runner.child import DEFAULT_TRIAL_FN
+from harness.runner.slots import usable_cores, visible_gpus
 
 HEARTBEAT_INTERVAL_S = 10
 GRACE_PERIOD_S = 60
@@ -79,8 +80,6 @@ class RunOptions:
         """Why ``--workers`` is more than this machine has (its GPUs, else its CPU cores), or None."""
         if self.workers is None:
             return None
-        from harness.runner.worker import usable_cores, visible_gpus
-
         gpus = visible_gpus() if self.gpus is None else self.gpus
         cores = usable_cores() if cores is None else cores
         over, effect = [], []

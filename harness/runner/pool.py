@@ -21,7 +21,8 @@ from typing import Any, TextIO
 from harness.runner import trial_queue as queue
 from harness.runner.launch import module_command
 from harness.runner.options import RunOptions
-from harness.runner.worker import Slot, WorkerConfig
+from harness.runner.slots import Slot
+from harness.runner.worker_config import WorkerConfig
 from harness.study.plan import format_duration
 
 # --------------------------------------------------------------------------------------------

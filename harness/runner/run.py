@@ -53,7 +53,7 @@ from harness.runner.outcomes import (
 )
 from harness.runner.output_dir import check_output_dir, make_output_dir
 from harness.runner.pool import Progress, run_pool
-from harness.runner.worker import plan_slots
+from harness.runner.slots import plan_slots
 from harness.study.expand import apply_best, expand, study_dir
 from harness.study.load import dump_study, load_study
 from harness.study.noop import check_arms_differ

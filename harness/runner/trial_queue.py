@@ -20,11 +20,26 @@ Two departures from plain Optuna, both because several processes share one queue
   RUNNING job whose heartbeat is older than the grace period belonged to a dead worker.
   :func:`fail_stale` fails it with a conditional update (exactly one process wins) and re-queues
   it, like ``optuna.storages.fail_stale_trials`` with a retry callback, but race-free.
+- **Fenced claims.** A claim names its owner (the ``worker`` attribute, written in the claim's
+  own transaction). Whatever a worker does with its job afterwards is conditional on still
+  holding it: :func:`renew` (a heartbeat that also checks the claim) and :func:`commit` (the
+  job's new state, its value or reason, and the copy of its record in the shared
+  ``harness_records`` table, all in one transaction that first locks the job's row with an
+  ``UPDATE ... WHERE state = 'RUNNING' AND worker = <owner>``). A job failed as stale in the
+  meantime, or superseded by a newer attempt of its trial, gives a :class:`Revoked` instead, and
+  the transaction changes nothing.
+- **Storage outages.** :func:`retry_storage` retries a call while the database is unreachable
+  (SQLAlchemy ``OperationalError`` and the like, also when Optuna wraps them), with back-off, for
+  a bounded time (``$HARNESS_STORAGE_RETRY_S``, default 60 s), then raises
+  :class:`StorageUnavailable`: one line naming the storage, its password masked. The read-only
+  queries here (:func:`jobs`, :func:`stale_jobs`, so :func:`has_work` and :func:`count`) and
+  :func:`requeue` retry on their own; a worker wraps its other calls.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +51,7 @@ from optuna.storages import RDBStorage
 from optuna.storages._rdb import models as _models
 from optuna.trial import TrialState, create_trial
 
+from harness.runner.storage_outages import backend, retried
 from harness.tracking.storage import (
     ARM,
     ATTEMPT,
@@ -49,7 +65,6 @@ from harness.tracking.storage import (
     TRIAL_ID,
     TRIAL_IDS,
     WORKER,
-    StorageError,
 )
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -135,6 +150,7 @@ class Job:
         return (self.finished - self.started).total_seconds()
 
 
+@retried("reading the queue")
 def jobs(study: optuna.Study, states: Sequence[TrialState] | None = None) -> list[Job]:
     trials = study.get_trials(deepcopy=False, states=tuple(states) if states else None)
     return [Job.from_frozen(t) for t in trials]
@@ -253,6 +269,7 @@ def enqueue_slots(study: optuna.Study, *, arm: str, n_trials: int, retries: int)
     return report
 
 
+@retried("queueing the next attempt", nested=True)  # after the FAIL: the retry must not get lost
 def requeue(study: optuna.Study, job: Job, *, fresh_budget: bool = False) -> None:
     """Queue the next attempt of a failed job (same key, same spec, same tuning parameters)."""
     attrs = {k: v for k, v in job.attrs.items() if k not in (REASON, WORKER, TRIAL_IDS)}
@@ -269,22 +286,23 @@ def _utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
 
 
-def _backend(study: optuna.Study) -> RDBStorage:
-    storage = study._storage
-    backend = getattr(storage, "_backend", storage)
-    if not isinstance(backend, RDBStorage):
-        raise StorageError("the harness queue needs an RDB storage (sqlite:///..., postgresql://...)")
-    return backend
+def _put_attr(conn, trial_id: int, key: str, value: Any) -> None:
+    """Set a user attribute inside the caller's transaction (Optuna's own encoding: JSON)."""
+    attrs = _models.TrialUserAttributeModel.__table__
+    conn.execute(sa.delete(attrs).where(attrs.c.trial_id == trial_id, attrs.c.key == key))
+    conn.execute(sa.insert(attrs).values(trial_id=trial_id, key=key, value_json=json.dumps(value)))
 
 
-def claim(study: optuna.Study, job: Job) -> bool:
-    """Atomically move ``job`` from WAITING to RUNNING and record its first heartbeat.
+
+def claim(study: optuna.Study, job: Job, owner: str | None = None) -> bool:
+    """Atomically move ``job`` from WAITING to RUNNING and record its first heartbeat (and, with
+    ``owner``, the ``worker`` attribute that fences the claim: see :func:`commit`).
 
     True when this process now owns the job; False when another process claimed it first.
     """
     trials = _models.TrialModel.__table__
     beats = _models.TrialHeartbeatModel.__table__
-    with _backend(study).engine.begin() as conn:
+    with backend(study).engine.begin() as conn:
         changed = conn.execute(
             sa.update(trials)
             .where(trials.c.trial_id == job.optuna_id, trials.c.state == TrialState.WAITING)
@@ -296,13 +314,17 @@ def claim(study: optuna.Study, job: Job) -> bool:
         conn.execute(
             sa.insert(beats).values(trial_id=job.optuna_id, heartbeat=sa.func.current_timestamp())
         )
+        if owner is not None:
+            _put_attr(conn, job.optuna_id, WORKER, owner)
+    if owner is not None:
+        job.attrs[WORKER] = owner
     return True
 
 
-def claim_next(study: optuna.Study) -> Job | None:
+def claim_next(study: optuna.Study, owner: str | None = None) -> Job | None:
     """Claim the oldest waiting job of the queue, or None when nothing is waiting."""
     for job in jobs(study, states=(TrialState.WAITING,)):
-        if claim(study, job):
+        if claim(study, job, owner):
             job.state = TrialState.RUNNING
             return job
     return None
@@ -316,7 +338,7 @@ def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: 
         values["datetime_complete"] = _utcnow()
     if to_state == TrialState.WAITING:
         values["datetime_start"] = None
-    with _backend(study).engine.begin() as conn:
+    with backend(study).engine.begin() as conn:
         changed = conn.execute(
             sa.update(trials)
             .where(trials.c.trial_id == job.optuna_id, trials.c.state == from_state)
@@ -328,7 +350,7 @@ def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: 
 
 
 def heartbeat(study: optuna.Study, job: Job) -> None:
-    _backend(study).record_heartbeat(job.optuna_id)
+    backend(study).record_heartbeat(job.optuna_id)
 
 
 def set_attr(study: optuna.Study, job: Job, key: str, value: Any) -> bool:
@@ -376,11 +398,16 @@ def release(study: optuna.Study, job: Job) -> bool:
     return transition(study, job, TrialState.RUNNING, TrialState.WAITING)
 
 
+# --------------------------------------------------------------------------------------------
+# stale jobs
+
+
+@retried("looking for stale jobs")
 def stale_jobs(study: optuna.Study, grace_period_s: float) -> list[Job]:
     """RUNNING jobs whose last heartbeat is older than ``grace_period_s`` (by the database clock)."""
     trials = _models.TrialModel.__table__
     beats = _models.TrialHeartbeatModel.__table__
-    with _backend(study).engine.connect() as conn:
+    with backend(study).engine.connect() as conn:
         now = conn.execute(sa.select(sa.func.current_timestamp())).scalar()
         rows = conn.execute(
             sa.select(trials.c.trial_id, beats.c.heartbeat)

@@ -1,21 +1,54 @@
 """Workers: processes that take trials from the queue and run each in its own child process.
 
 A worker is pinned to one device (a GPU through ``CUDA_VISIBLE_DEVICES``, or a share of the CPU
-cores through the thread-count variables) and loops: claim a waiting job, run its trial in a
-child process (``python -m harness.runner.child``) under a timeout, then
+cores through the thread-count variables) and loops: claim a waiting job (the claim names the
+worker, see :mod:`harness.runner.trial_queue`), run its trial in a child process
+(``python -m harness.runner.child``) under a timeout, then keeps the result in this order:
 
-1. write the local record (authoritative),
-2. mirror it to MLflow (a failure only warns),
-3. tell Optuna (COMPLETE with the primary metric, or FAIL with the reason, re-queued while the
-   retry budget lasts).
+1. **fence check**: the job must still be RUNNING under this worker's claim and still be the
+   current attempt of its trial (:func:`~harness.runner.trial_queue.renew`, which also renews
+   the heartbeat, so the claim cannot go stale in the next grace period). A worker that was
+   paused (``kill -STOP``, a swapped-out VM) past the grace period finds its claim revoked: its
+   trial was failed as ``worker lost`` and queued again as a newer attempt. It then discards
+   its result with one line on stderr and writes nothing: no record, no MLflow run, no Optuna
+   state.
+2. **the local record** (authoritative), written only after a successful fence check. Records
+   come before everything that reports them (Optuna's state, the shared copy, MLflow), so a
+   worker that dies from here on leaves a record: a later worker on this machine finds it and
+   completes the trial from it without running it again.
+3. **commit, fenced**: one database transaction that locks the job with a conditional update
+   (RUNNING, under this claim), checks again that no newer attempt exists, stores the job's new
+   state (COMPLETE with the primary metric, or FAIL with the reason) and the copy of the record
+   in the shared storage (:mod:`harness.tracking.shared_records`). Another worker's stale check
+   is a conditional update of the same row, so exactly one of them wins. If the claim was
+   revoked between 1 and 3 (the worker paused right there), the transaction changes nothing and
+   the local record of step 2 is put back as it was (unless a worker already took it over as
+   the completed result of the trial); the result is discarded as in 1.
+4. **MLflow mirror** (a failure only warns), after the commit: only the attempt that won is ever
+   mirrored, so a late attempt cannot replace the current attempt's run.
+5. a failed job is queued again while the retry budget lasts (after 2-4, so the next attempt's
+   record and run always come after this one's).
 
-Between 2 and 3 it stores the record in the shared storage as well (:mod:`harness.tracking.shared_records`),
-so results reach every machine. Before running a job it looks for a completed record of that
-trial, locally and then in the shared storage: a worker that died after writing the record but
-before telling Optuna left exactly that (on any machine), and the trial is not run again.
-While a job runs, a thread records Optuna heartbeats; jobs of dead workers are found by their
-stale heartbeats and re-queued (see :mod:`harness.runner.trial_queue`). Starting and watching the trial's
+Before running a job it looks for a completed record of that trial, locally and then in the
+shared storage: a worker that died after writing the record (step 2) but before committing left
+exactly that (on any machine), and the trial is completed from it, mirrored, and not run again.
+A worker that died between 3 and 4 leaves a record without its MLflow run: every worker first
+mirrors the local records that MLflow lacks (:func:`harness.tracking.mlflow_mirror.sync`, one
+worker of a machine at a time), so the next worker, or the next ``harness run``, repairs it.
+
+While a job runs, a thread records fenced heartbeats; jobs of dead workers are found by their
+stale heartbeats and re-queued (see :mod:`harness.runner.trial_queue`). A worker whose heartbeat
+finds its claim revoked stops its trial process at once. Starting and watching the trial's
 process is :mod:`harness.runner.launch`.
+
+**Failures of the machine around the trial.** Every storage call is retried with back-off while
+the database is unreachable, for a bounded time (``WorkerConfig.storage_retry``, else
+``$HARNESS_STORAGE_RETRY_S``, default 60 s; heartbeats just try again at the next beat); after
+that the worker stops with one line naming the storage (its URL redacted) and leaves its claimed
+trial as it is: another worker takes it over after the grace period. A record that cannot be
+written (a full disk, ``ENOSPC``; a read-only folder) fails its trial with that reason (re-queued
+while its retry budget lasts, for another worker) and stops the worker with one line: the next
+trials could not be recorded either. Neither prints a traceback.
 
 SIGINT/SIGTERM stop a worker cleanly: the running trial's process group is terminated and its
 job goes back to WAITING, so the next run resumes it. A worker started by ``harness run`` also
@@ -26,190 +59,55 @@ Entry point for the runner: ``python -m harness.runner.worker CONFIG.json`` (a :
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import json
 import math
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
+from optuna.trial import TrialState
 
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError
+from harness.runner import fencing
+from harness.runner import storage_outages as outages
 from harness.runner import trial_queue as queue
-from harness.runner.child import DEFAULT_TRIAL_FN, THREADS_ENV, one_line
+from harness.runner.child import one_line
+from harness.runner.heartbeat import Either, Heartbeat
 from harness.runner.launch import prestart_forkserver, run_trial_process
+from harness.runner.local_write import LocalWrite, file_lock
+from harness.runner.worker_config import WorkerConfig, WorkerStats
 from harness.study.expand import tuning_specs
 from harness.study.load import load_study
 from harness.study.search_space import suggest_params
 from harness.tracking import storage as study_db
 from harness.tracking.mlflow_mirror import Tracker
+from harness.tracking.mlflow_mirror import sync as mirror_sync
 from harness.tracking.records import (
     make_record,
     now_iso,
     read_record,
     record_path,
+    records_dir,
     write_record,
 )
 from harness.tracking.shared_records import RecordStore
-from harness.tracking.urls import redact_text
+from harness.tracking.urls import redact_url
 
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", THREADS_ENV)
 URL_ENV_VARS = ("HARNESS_STORAGE", "HARNESS_TRACKING_URI")  # what the CLI reads --storage etc. from
-
-
-# --------------------------------------------------------------------------------------------
-# devices
-
-
-@dataclass
-class Slot:
-    """Where one worker runs: its name, its device, and the environment that pins it there."""
-
-    name: str
-    device: str
-    env: dict[str, str] = field(default_factory=dict)
-    threads: int = 1
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def visible_gpus() -> list[str]:
-    """GPU ids this machine may use: ``CUDA_VISIBLE_DEVICES`` if set, else ``nvidia-smi -L``.
-
-    Asks no CUDA library, so the runner stays light and never initialises a GPU itself.
-    """
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        ids = [part.strip() for part in env.split(",") if part.strip()]
-        return [] if not ids or ids[0] == "-1" else ids
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
-
-
-def plan_slots(workers: int | None = None, *, gpus: list[str] | None = None, cores: int | None = None) -> list[Slot]:
-    """One worker per GPU when there are GPUs (``workers`` > GPUs shares them round-robin),
-    else ``workers`` CPU workers (default 1) that split the cores evenly."""
-    gpus = visible_gpus() if gpus is None else gpus
-    cores = usable_cores() if cores is None else cores
-    if workers is not None and workers < 1:
-        raise ValueError("--workers must be at least 1")
-    if gpus:
-        n = workers or len(gpus)
-        threads = max(1, cores // n)
-        return [
-            Slot(
-                name=f"gpu{gpus[i % len(gpus)]}" + (f".{i // len(gpus)}" if n > len(gpus) else ""),
-                device=f"cuda:{gpus[i % len(gpus)]}",
-                env={"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)], **{v: str(threads) for v in THREAD_VARS}},
-                threads=threads,
-            )
-            for i in range(n)
-        ]
-    n = workers or 1
-    threads = max(1, cores // n)
-    return [
-        Slot(name=f"cpu{i}", device="cpu", env={v: str(threads) for v in THREAD_VARS}, threads=threads)
-        for i in range(n)
-    ]
 
 
 # --------------------------------------------------------------------------------------------
 # the worker
 
 
-@dataclass
-class WorkerConfig:
-    name: str
-    study_file: str  # the study snapshot (or file) to load
-    study_dir: str
-    storage_url: str | None
-    queues: list[str]  # Optuna study names, worked through in this order
-    trial_fn: str = DEFAULT_TRIAL_FN
-    tracking_uri: str | None = None
-    tracking: bool = True
-    trial_timeout: float | None = None
-    device: str = "cpu"
-    heartbeat_interval: float = 10.0
-    grace_period: float = 60.0
-    poll_interval: float = 1.0
-    kill_grace: float = 10.0
-    watch_parent: bool = False  # stop when the process that started this worker dies
-    hold_file: str | None = None  # while this file exists, an idle worker waits for more jobs
-
-    # URLs may carry credentials: they travel in the environment, never in the config file
-    _SECRETS = {"storage_url": "HARNESS_WORKER_STORAGE", "tracking_uri": "HARNESS_WORKER_TRACKING"}
-
-    def to_json(self) -> str:
-        data = dataclasses.asdict(self)
-        for key in self._SECRETS:
-            data.pop(key)
-        return json.dumps(data)
-
-    def secret_env(self) -> dict[str, str]:
-        return {var: getattr(self, key) for key, var in self._SECRETS.items() if getattr(self, key) is not None}
-
-    @classmethod
-    def from_json(cls, text: str, env: dict[str, str] | None = None) -> WorkerConfig:
-        env = os.environ if env is None else env
-        data = json.loads(text)
-        for key, var in cls._SECRETS.items():
-            data[key] = env.get(var)
-        return cls(**data)
-
-
-@dataclass
-class WorkerStats:
-    completed: int = 0
-    failed: int = 0
-    skipped: int = 0  # completed records found: told Optuna without running
-    released: int = 0  # interrupted jobs put back to WAITING
-    requeued_stale: int = 0
-
-
-class _Heartbeat:
-    """Records Optuna heartbeats for one job while it runs (in a thread of the worker)."""
-
-    def __init__(self, study, job, interval_s: float):
-        self.study, self.job, self.interval_s = study, job, interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-
-        while not self._stop.wait(self.interval_s):
-            try:
-                queue.heartbeat(self.study, self.job)
-            except Exception as err:  # noqa: BLE001 - a missed beat is retried next interval
-                _say(f"heartbeat failed ({one_line(err, 200)}); retrying")
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+class _StopWorker(Exception):
+    """The worker cannot go on (its records cannot be written); the message is its last line."""
 
 
 def _say(message: str, name: str | None = None) -> None:
@@ -223,6 +121,9 @@ def tune_sampler_seed(sampler_seed: int, arm: str, slot: int) -> int:
     return int(digest[:8], 16)
 
 
+MIRROR_LOCK = ".mlflow-mirror.lock"  # in the study folder: one mirroring worker at a time per machine
+
+
 class Worker:
     """Claims jobs from the queues and runs them until nothing is left or it is stopped."""
 
@@ -233,9 +134,11 @@ class Worker:
         self.study = load_study(config.study_file)
         self.study_dir = Path(config.study_dir)
         self.storage = study_db.open_storage(config.storage_url)
+        self.where = redact_url(config.storage_url)
+        self.retry_s = outages.storage_retry_s(config.storage_retry)
         self.queues = []
         for name in config.queues:
-            q = queue.load_queue(self.storage, name)
+            q = self._db("opening the queue", queue.load_queue, self.storage, name)
             if q is None:
                 raise study_db.StorageError(f"the storage holds no study {name!r}; start it with `harness run`")
             self.queues.append(q)
@@ -245,27 +148,48 @@ class Worker:
         self.identity = f"{socket.gethostname()}:{os.getpid()} {config.device}"
         self._tracker = None
         self._last_stale_check = 0.0
+        self._job = None  # the job being run (named when the worker has to stop)
+        self._beats: Heartbeat | None = None
 
     # ---- main loop ---------------------------------------------------------------------------
 
     def run(self) -> WorkerStats:
 
-        while not self.stop.is_set():
-            self._check_stale()
-            claimed = None
-            for q in self.queues:
-                job = queue.claim_next(q)
-                if job is not None:
-                    claimed = (q, job)
-                    break
-            if claimed is not None:
-                self._run_job(*claimed)
-                continue
-            held = self.config.hold_file is not None and Path(self.config.hold_file).exists()
-            if not held and not any(queue.has_work(q) for q in self.queues):
-                break  # nothing waiting, nothing running anywhere, nothing more coming: done
-            self.stop.wait(self.config.poll_interval)  # others still run: one may fail and retry
+        try:
+            self._mirror_missing()
+            while not self.stop.is_set():
+                self._check_stale()
+                claimed = None
+                for q in self.queues:
+                    job = self._db("claiming a trial", queue.claim_next, q, self.identity)
+                    if job is not None:
+                        claimed = (q, job)
+                        break
+                if claimed is not None:
+                    self._run_job(*claimed)
+                    continue
+                held = self.config.hold_file is not None and Path(self.config.hold_file).exists()
+                if not held and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues):
+                    break  # nothing waiting, nothing running anywhere, nothing more coming: done
+                self.stop.wait(self.config.poll_interval)  # others still run: one may fail and retry
+        except outages.StorageUnavailable as err:
+            left = ""
+            if self._job is not None:
+                left = (f"; {self._job.key} (attempt {self._job.attempt}) stays claimed: another worker "
+                        f"takes it over after the grace period ({self.config.grace_period:g}s)")
+            self.stats.stopped = str(err)
+            self._say(f"stopping: {err}{left}")
+        except _StopWorker as err:
+            self.stats.stopped = str(err)
+            self._say(str(err))
         return self.stats
+
+    def _db(self, what: str, fn, *args, **kwargs):
+        """A storage call, retried through an outage of up to ``storage_retry`` seconds."""
+        return outages.retry_storage(
+            lambda: fn(*args, **kwargs), what=what, where=self.where, url=self.config.storage_url,
+            bound_s=self.retry_s, say=self._say, stop=self.stop,
+        )
 
     def _check_stale(self, force: bool = False) -> None:
 
@@ -274,7 +198,7 @@ class Worker:
             return
         self._last_stale_check = now
         for q in self.queues:
-            for job in queue.fail_stale(q, self.config.grace_period):
+            for job in self._db("checking for stale trials", queue.fail_stale, q, self.config.grace_period):
                 self.stats.requeued_stale += 1
                 self._say(f"re-queued {job.key} (attempt {job.attempt}): {job.reason}")
 
@@ -285,27 +209,36 @@ class Worker:
 
     def _run_job(self, q, job) -> None:
 
-        queue.set_attr(q, job, study_db.WORKER, self.identity)
-        with _Heartbeat(q, job, self.config.heartbeat_interval):
+        self._job = job
+        self._beats = Heartbeat(q, job, self.config.heartbeat_interval, owner=self.identity,
+                                 say=self._say, url=self.config.storage_url)
+        with self._beats:
             try:
                 if job.phase == "tune":
                     self._run_tune_job(q, job)
                 else:
                     self._run_compare_job(q, job)
+            except (outages.StorageUnavailable, _StopWorker):
+                raise  # the worker stops; the job stays claimed and goes stale for another worker
             except Exception as err:  # noqa: BLE001 - a broken job must not stop the worker
                 reason = f"harness error: {one_line(err)}"
-                self.stats.failed += 1
-                queue.fail(q, job, reason, retry=False)  # the same job would break again
-                self._say(f"{job.key} failed: {reason}")
+                lost = self._db("failing the trial", fencing.commit, q, job, self.identity,
+                                state=TrialState.FAIL, reason=reason)  # no retry: it would break again
+                if lost is not None:
+                    self._discard(job, lost)
+                else:
+                    self.stats.failed += 1
+                    self._say(f"{job.key} failed: {reason}")
+        self._job = None
 
     def _run_compare_job(self, q, job) -> None:
 
         spec = TrialSpec.model_validate(job.attrs[study_db.SPEC])
         record, skipped = self._execute(spec, attempt=job.attempt, phase="compare")
         if record is None:
-            self._release(q, job)
+            self._stopped(q, job)
             return
-        self._tell(q, job, record, skipped)
+        self._keep(q, job, record, skipped=skipped, final=True)
 
     def _run_tune_job(self, q, job) -> None:
 
@@ -313,28 +246,122 @@ class Worker:
         slot = int(job.attrs[study_db.SLOT])
         tuning = self.study.tuning
         sampler = optuna.samplers.TPESampler(seed=tune_sampler_seed(tuning.sampler_seed, arm, slot))
-        tq = queue.load_queue(self.storage, q.study_name, sampler=sampler)
+        tq = self._db("opening the queue", queue.load_queue, self.storage, q.study_name, sampler=sampler)
         trial = optuna.trial.Trial(tq, job.optuna_id)
-        params = suggest_params(self.study, trial)
+        params = self._db("drawing parameters", suggest_params, self.study, trial)
         job.params = dict(params)
         specs = [tuning_specs(self.study, arm, params, seed) for seed in tuning.seeds]
-        queue.set_attr(tq, job, study_db.TRIAL_IDS, [s.trial_id for s in specs])
+        self._db("naming the seeds' trials", queue.set_attr, tq, job, study_db.TRIAL_IDS, [s.trial_id for s in specs])
         values = []
         for spec in specs:
             record, skipped = self._execute(spec, attempt=job.attempt, phase="tune")
             if record is None:
-                self._release(tq, job)
+                self._stopped(tq, job)
                 return
+            if not self._keep(tq, job, record, skipped=skipped, final=False):
+                return  # the claim was revoked: discarded
             if record.status != "completed":
                 reason = f"seed {spec.seed}: {record.error}"
-                self._fail(tq, job, reason)
+                lost = self._db("failing the trial", fencing.commit, tq, job, self.identity,
+                                state=TrialState.FAIL, reason=reason)
+                if lost is not None:
+                    self._discard(job, lost)
+                else:
+                    self._failed(tq, job, reason)
                 return
             values.append(record.final[self.study.primary_metric])
         value = sum(values) / len(values)
-        if queue.complete(tq, job, value):
-            self.stats.completed += 1
+        lost = self._db("completing the trial", fencing.commit, tq, job, self.identity,
+                        state=TrialState.COMPLETE, value=value)
+        if lost is not None:
+            self._discard(job, lost)
         else:
-            self._say(f"{arm} tuning trial {slot} was finished by another process; kept its record")
+            self.stats.completed += 1
+
+    # ---- keeping a result ----------------------------------------------------------------------
+
+    def _keep(self, q, job, record, *, skipped: bool, final: bool) -> bool:
+        """Fence check, local record, fenced commit (with the shared copy), MLflow; in this order
+        (see the module doc). ``final``: the job ends with this record (COMPLETE or FAIL), else
+        it goes on (one seed of a tuning job). False when the claim was revoked: nothing kept."""
+
+        lost = self._db("checking the claim", fencing.renew, q, job, self.identity)
+        if lost is not None:
+            self._discard(job, lost)
+            return False
+        written = None
+        if not skipped:
+            try:
+                written = LocalWrite(self.study_dir, record).write()  # the authoritative record
+            except OSError as err:
+                self._unwritable(q, job, record, err)  # raises _StopWorker
+        completed = record.status == "completed"
+        state = None if not final else TrialState.COMPLETE if completed else TrialState.FAIL
+        value = record.final[self.study.primary_metric] if final and completed else None
+        reason = None if completed or not final else (record.error or "failed")
+        lost = self._db("recording the result", fencing.commit, q, job, self.identity, state=state, value=value,
+                        reason=reason, record=record, record_study=self.study.name)
+        if lost is not None:
+            if written is not None and not self._adopted(record):
+                try:
+                    written.revert()
+                except OSError as err:
+                    self._say(f"{record.trial_id}: could not put back {written.path} ({one_line(err, 200)})")
+            self._discard(job, lost)
+            return False
+        self._mirror(record)
+        if final:
+            if completed:
+                self.stats.completed += 1
+                if skipped:
+                    self._say(f"{job.key}: completed record found; told Optuna without re-running")
+            else:
+                self._failed(q, job, reason)
+        return True
+
+    def _adopted(self, record) -> bool:
+        """Whether another worker took this record over (stored it as the trial's result)."""
+        try:
+            held = self._db("looking up the record", self.records.fingerprints)
+        except outages.StorageUnavailable:
+            return True  # cannot tell: keep the record (records are authoritative)
+        return (record.trial_id, record.attempt, record.fingerprint()) in held
+
+    def _discard(self, job, lost) -> None:
+        self.stats.discarded += 1
+        self._say(f"{job.key} attempt {job.attempt}: {lost}; discarding this attempt's result (nothing written)")
+
+    def _unwritable(self, q, job, record, err: OSError) -> None:
+        """The record cannot be written (full disk, read-only folder): fail the trial with that
+        reason, then stop the worker with one line."""
+        where = records_dir(self.study_dir)
+        why = err.strerror or type(err).__name__
+        code = f"[Errno {err.errno}] " if err.errno else ""
+        reason = f"record not written: {type(err).__name__}: {code}{why} ({where})"
+        lost = self._db("failing the trial", fencing.commit, q, job, self.identity, state=TrialState.FAIL, reason=reason)
+        if lost is not None:
+            self._discard(job, lost)
+            outcome = "its claim had been revoked"
+        else:
+            self.stats.failed += 1
+            retried = job.attempt < job.max_attempt
+            if retried:
+                self._db("queueing the next attempt", queue.requeue, q, job)
+            outcome = (f"{job.key} (attempt {job.attempt}/{job.max_attempt}) failed with that reason"
+                       + ("; re-queued for another worker" if retried else ""))
+        raise _StopWorker(f"stopping: cannot write {record.trial_id}'s record in {where}: {code}{why}; {outcome}")
+
+    def _stopped(self, q, job) -> None:
+        """No record came back: the worker was stopped (release the job) or the claim revoked."""
+        if self._beats is not None and self._beats.revoked.is_set():
+            lost = fencing.Revoked(job.key, job.attempt, None)
+            try:
+                lost = self._db("checking the claim", fencing.revocation, q, job, self.identity) or lost
+            except outages.StorageUnavailable:
+                pass
+            self._discard(job, lost)
+            return
+        self._release(q, job)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -351,13 +378,18 @@ class Worker:
             if record is not None and self._usable(record):
                 return record
         try:
-            record = self.records.completed(trial_id)
+            record = self._db("looking up the record", self.records.completed, trial_id)
+        except outages.StorageUnavailable:
+            raise
         except Exception as err:  # noqa: BLE001 - the claim succeeded: the storage is back soon
             self._say(f"could not look up {trial_id} in the shared storage: {one_line(err, 200)}")
             return None
         if record is None or not self._usable(record):
             return None
-        write_record(self.study_dir, record)
+        try:
+            write_record(self.study_dir, record)
+        except OSError as err:  # the shared copy still holds it; `harness results --storage` brings it
+            self._say(f"{trial_id}: could not copy its record from the shared storage here ({one_line(err, 200)})")
         self._say(f"{trial_id}: completed record found in the shared storage (from {record.host})")
         return record
 
@@ -367,14 +399,15 @@ class Worker:
 
     def _execute(self, spec, *, attempt: int, phase: str):
         """Run one spec (or find its completed record); returns (record, skipped) or (None, False)
-        when the worker was stopped before the trial finished."""
+        when the worker was stopped (or its claim revoked) before the trial finished. Writes
+        nothing: the caller keeps the record (:meth:`_keep`)."""
 
         existing = self._completed_record(spec.trial_id)
         if existing is not None:
             self.stats.skipped += 1
-            self._share(existing)  # it may have been written just before a crash
             return existing, True
-        if self.stop.is_set():
+        halt = Either(self.stop, *([self._beats.revoked] if self._beats is not None else []))
+        if halt.is_set():
             return None, False
         started_at = now_iso()
         stem = record_path(self.study_dir, spec.trial_id).stem
@@ -386,7 +419,7 @@ class Worker:
             log_path=self.study_dir / "logs" / f"{stem}.log",
             stem=stem,
             timeout_s=self.config.trial_timeout,
-            stop=self.stop,
+            stop=halt,
             kill_grace_s=self.config.kill_grace,
             header=header,
         )
@@ -406,9 +439,6 @@ class Worker:
             spec, result, attempt=attempt, phase=phase, started_at=started_at,
             device=self.config.device, study=self.study.name,
         )
-        write_record(self.study_dir, record)  # 1. the authoritative local record
-        self._mirror(record)  # 2. MLflow (a failure only warns)
-        self._share(record)  # 3. the shared storage, for the other machines
         return record, False
 
     def _check_result(self, result) -> str | None:
@@ -429,43 +459,40 @@ class Worker:
             if self._tracker is None:
 
                 self._tracker = Tracker(self.config.tracking_uri, self.study_dir, self.study.name)
-            self._tracker.log_record(record)  # warns (TrackingWarning) and returns False on failure
+            with file_lock(self.study_dir / MIRROR_LOCK):  # not while another worker here syncs
+                self._tracker.log_record(record)  # warns (TrackingWarning) and returns False on failure
         except Exception as err:  # noqa: BLE001 - the mirror never breaks a trial
             self._say(f"MLflow mirror failed for {record.trial_id}: {one_line(err, 300)}")
 
-    def _share(self, record) -> None:
+    def _mirror_missing(self) -> None:
+        """Mirror the local records MLflow lacks (a worker stopped between its commit and its
+        mirror): ``harness sync``'s own pass, by one worker of this machine at a time."""
+        if not self.config.tracking or not any(records_dir(self.study_dir).glob("*.json")):
+            return
         try:
-            self.records.put(record)
-        except Exception as err:  # noqa: BLE001 - the local record is safe; sync sends it later
+            with file_lock(self.study_dir / MIRROR_LOCK, wait=False) as mine:
+                if not mine:
+                    return  # another worker of this machine is at it
+                report = mirror_sync(self.study_dir, self.config.tracking_uri)
+        except Exception as err:  # noqa: BLE001 - the mirror never stops a worker
+            self._say(f"could not mirror the local records to MLflow: {one_line(err, 300)}")
+            return
+        if report.sent:
+            self.stats.mirrored_late += report.sent
+            self._say(f"mirrored {report.sent} local record(s) that MLflow lacked")
 
-            self._say(
-                f"could not store {record.trial_id}'s record in the shared storage "
-                f"({redact_text(one_line(err, 300), self.config.storage_url)}); it is safe in "
-                f"{self.study_dir / 'records'}; `harness sync --storage URL` sends it later"
-            )
-
-    def _tell(self, q, job, record, skipped: bool) -> None:
-
-        if record.status == "completed":  # 3. Optuna
-            if queue.complete(q, job, record.final[self.study.primary_metric]):
-                self.stats.completed += 1
-                if skipped:
-                    self._say(f"{job.key}: completed record found; told Optuna without re-running")
-            else:
-                self._say(f"{job.key} was finished by another process; its record is kept")
-        else:
-            self._fail(q, job, record.error or "failed")
-
-    def _fail(self, q, job, reason: str) -> None:
-
+    def _failed(self, q, job, reason: str) -> None:
+        """The job ended FAIL (committed): count it, queue the next attempt while the budget lasts."""
         self.stats.failed += 1
-        retried = queue.fail(q, job, reason)
+        retried = job.attempt < job.max_attempt
+        if retried:
+            self._db("queueing the next attempt", queue.requeue, q, job)
         what = f"attempt {job.attempt}/{job.max_attempt}"
         self._say(f"{job.key} failed ({what}): {reason}" + ("; re-queued" if retried else ""))
 
     def _release(self, q, job) -> None:
 
-        if queue.release(q, job):
+        if self._db("putting the trial back", queue.release, q, job):
             self.stats.released += 1
             self._say(f"stopped; {job.key} is back in the queue")
 
@@ -510,14 +537,14 @@ def main(argv: list[str] | None = None) -> int:
     if config.watch_parent:
         watch_parent(stop)
     try:
-        Worker(config, stop).run()
+        stats = Worker(config, stop).run()
     except Exception as err:  # noqa: BLE001 - one line, not a traceback, for known errors
 
         if not isinstance(err, HarnessError):
             raise
         _say(f"error: {err}", config.name)
         return 2
-    return 0
+    return 2 if stats.stopped else 0
 
 
 if __name__ == "__main__":

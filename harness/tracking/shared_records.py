@@ -4,16 +4,18 @@ A worker writes each trial's record to the study folder of the machine it runs o
 authoritative copy there, :mod:`harness.tracking.records`). When a study runs on several machines, each
 folder holds only that machine's trials. So that they come together anywhere, a worker also
 stores every record it writes in the study's Optuna storage database (a table of its own,
-``harness_records``, next to Optuna's), *after* the local write and *before* it tells Optuna:
+``harness_records``, next to Optuna's), in the same transaction as the trial's final Optuna state
+(``harness.runner.fencing.commit``):
 
-1. local record (``records/<trial_id>.json``), 2. MLflow mirror, 3. this table, 4. Optuna state.
+1. fence check, 2. local record (``records/<trial_id>.json``), 3. this table and the Optuna state
+together, 4. MLflow mirror.
 
 - :func:`import_records` copies the records a local folder lacks from the table (idempotent):
   ``harness sync/results/report/status --storage URL`` do it.
 - :meth:`RecordStore.completed` lets a worker skip a trial whose completed record exists on any
   machine (it died after writing the record but before telling Optuna).
 - :func:`publish_missing` sends local records the table lacks (a worker that lost its database
-  connection between steps 1 and 3); ``harness sync --storage URL`` does it.
+  connection between steps 2 and 3); ``harness sync --storage URL`` does it.
 
 Every attempt is kept (unique by study, trial id and attempt); the highest attempt of a trial
 is its current record, as in the local folder.

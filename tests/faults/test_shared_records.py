@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 
-from harness.algorithms.config import RLConfig
+from harness.algorithms.presets import resolve_algorithm
 from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
 from harness.runner import trial_queue as queue
 from harness.tracking import storage as study_db
@@ -28,7 +28,7 @@ from harness.tracking.shared_records import (
 
 def _record(study: str, arm: str, seed: int, *, attempt: int = 1, ok: bool = True, value: float = 0.5):
     spec = TrialSpec(study=study, arm=arm, seed=seed, train=TrainConfig(steps=2),
-                     algorithm=RLConfig(name="grpo"))
+                     algorithm=resolve_algorithm("grpo"))
     result = TrialResult(
         trial_id=spec.trial_id, status="completed" if ok else "failed",
         error=None if ok else "RuntimeError: boom", final={"eval/accuracy": value} if ok else {},
@@ -100,14 +100,16 @@ def test_load_results_reads_any_storage_url_and_only_its_own_study(tmp_path):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     mine = queue.create_queue(storage, "s", "maximize")
     theirs = queue.create_queue(storage, "other", "maximize")
-    waiting = TrialSpec(study="s", arm="a", seed=1, train=TrainConfig(steps=2), algorithm=RLConfig(name="grpo"))
+    waiting = TrialSpec(study="s", arm="a", seed=1, train=TrainConfig(steps=2), algorithm=resolve_algorithm("grpo"))
     queue.enqueue_specs(mine, [waiting], phase="compare", retries=0)
     stranger = TrialSpec(study="other", arm="z", seed=0, train=TrainConfig(steps=2),
-                         algorithm=RLConfig(name="grpo"))
+                         algorithm=resolve_algorithm("grpo"))
     queue.enqueue_specs(theirs, [stranger], phase="compare", retries=0)
     folder = tmp_path / "machine" / "s"
     folder.mkdir(parents=True)
-    (folder / "study.yaml").write_text("name: s\ncontrol: a\nseeds: 2\narms: [{name: a, algorithm: grpo}]\n")
+    (folder / "study.yaml").write_text(
+        "name: s\ncontrol: a\nseeds: 2\ntrain: {steps: 2}\narms: [{name: a, algorithm: grpo}]\n"
+    )
 
     res = load_results(folder, storage=url)
     rows = res.trials.set_index("trial_id")["status"].to_dict()

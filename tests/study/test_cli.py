@@ -11,12 +11,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.tracking import records
 from harness.cli.app import EXIT_BAD_INPUT, app, main
 from harness.engine.spec import TrialResult
-from harness.study.plan import SECONDS_PER_TOKEN, TRIAL_OVERHEAD_S, format_duration, plan_study, trial_tokens
 from harness.study.expand import expand, study_dir, tuning_specs
 from harness.study.load import load_study
+from harness.study.plan import (
+    SECONDS_PER_TOKEN,
+    TRIAL_OVERHEAD_S,
+    format_duration,
+    plan_study,
+    trial_tokens,
+)
+from harness.tracking import records
 
 REPO = Path(__file__).resolve().parents[2]
 STUDIES = REPO / "studies"
