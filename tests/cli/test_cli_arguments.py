@@ -7,29 +7,18 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_main import run_main
 
-from harness.cli.app import main
 from harness.errors import ConfigError, NonFiniteError
 from harness.runner.options import RunOptions
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
-def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """The console entry point in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["harness", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_error_line(err: str) -> str:

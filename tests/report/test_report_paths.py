@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_main import run_main
 from report_fakes import make_results
 
-from harness.cli import main, report_cmds
+from harness.cli import report_cmds
 from harness.errors import ConfigError, HarnessError
 from harness.report import write_report
 from harness.tracking.study_ref import checked_name, path_under
@@ -57,16 +57,6 @@ def design(**extra) -> dict:
     }
 
 
-def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """The console entry point in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["harness", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def files_under(root: Path) -> set[Path]:
