@@ -59,6 +59,7 @@ from harness.study.load import dump_study, load_study
 from harness.study.noop import check_arms_differ
 from harness.study.search_space import tuning_space_key
 from harness.tracking import storage as study_db
+from harness.tracking.mlflow_mirror import sync
 from harness.tracking.shared_records import ensure_table
 from harness.tracking.urls import redact_url
 
@@ -245,6 +246,10 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         else:
             phases.progress.tick()
             print("[harness] nothing to run: every trial has completed", file=out, flush=True)
+            if opts.tracking:  # no worker starts, so mirror here what a killed worker left unmirrored
+                mirrored = sync(setup.study_dir, opts.tracking_uri)
+                if mirrored.sent or mirrored.failed:
+                    print(f"[harness] {mirrored}", file=out, flush=True)
         if not summary.interrupted:
             phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
     finally:

@@ -115,6 +115,23 @@ def test_record_left_without_its_mlflow_run_is_mirrored_by_the_next_run(tmp_path
     assert [len(calls(inproc, tid)) for tid in ids] == [1, 1]  # each ran once
 
 
+def test_a_run_with_nothing_left_to_run_mirrors_what_mlflow_lacks(tmp_path, inproc, monkeypatch):
+    """Every trial completed, the last one's MLflow run missing (its worker died before the
+    mirror): `harness run` starts no worker, and mirrors it itself."""
+    path, setup, q = queued_study(tmp_path, ["ok"], seeds=1)
+    (tid,) = [s.trial_id for s in expand(setup.study)]
+    monkeypatch.setattr(Worker, "_mirror", lambda self, record: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        Worker(worker_config(setup, tracking=True)).run()
+    monkeypatch.undo()
+    assert tid not in mirrored(setup)
+    summary = run_study(path, options(tracking=True))
+    assert summary.exit_code == 0, summary.format()
+    (record,) = read_records(setup.study_dir)
+    assert Tracker.holds(mirrored(setup)[tid], record)
+    assert len(calls(inproc, tid)) == 1
+
+
 def test_worker_killed_right_after_its_record_is_completed_and_mirrored_from_it(tmp_path, inproc, monkeypatch):
     """Killed between the local record and the commit: the trial is still RUNNING, its claim
     goes stale. The next worker re-queues it, completes it from the record (not run again) and
