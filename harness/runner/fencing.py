@@ -115,18 +115,24 @@ def _newer(conn, study: optuna.Study, job: Job) -> tuple[int, TrialState] | None
     return attempt, state
 
 
-def revocation(study: optuna.Study, job: Job, owner: str | None = None) -> Revoked | None:
-    """What became of the job's claim (None while it is still held)."""
+def _claim_state(conn, job: Job) -> tuple[Any, dict[str, str]]:
+    """The job's Optuna state and its raw ``worker`` and ``reason`` attributes (JSON text)."""
     trials = _models.TrialModel.__table__
     attrs = _models.TrialUserAttributeModel.__table__
+    state = conn.execute(sa.select(trials.c.state).where(trials.c.trial_id == job.optuna_id)).scalar()
+    held = dict(
+        conn.execute(
+            sa.select(attrs.c.key, attrs.c.value_json)
+            .where(attrs.c.trial_id == job.optuna_id, attrs.c.key.in_((WORKER, REASON)))
+        ).all()
+    )
+    return state, held
+
+
+def revocation(study: optuna.Study, job: Job, owner: str | None = None) -> Revoked | None:
+    """What became of the job's claim (None while it is still held)."""
     with backend(study).engine.connect() as conn:
-        state = conn.execute(sa.select(trials.c.state).where(trials.c.trial_id == job.optuna_id)).scalar()
-        held = dict(
-            conn.execute(
-                sa.select(attrs.c.key, attrs.c.value_json)
-                .where(attrs.c.trial_id == job.optuna_id, attrs.c.key.in_((WORKER, REASON)))
-            ).all()
-        )
+        state, held = _claim_state(conn, job)
         newer = _newer(conn, study, job)
     holder = json.loads(held[WORKER]) if WORKER in held else None
     reason = json.loads(held[REASON]) if REASON in held else None
@@ -192,17 +198,9 @@ def _already(study: optuna.Study, job: Job, owner: str | None, state: TrialState
     """Whether ``job`` already is in ``state`` by this very commit (one whose acknowledgement was
     lost when the connection dropped, tried again): same owner, same value or reason, and no
     newer attempt (a stale check that failed the job queues one)."""
-    trials = _models.TrialModel.__table__
     values = _models.TrialValueModel.__table__
-    attrs = _models.TrialUserAttributeModel.__table__
     with backend(study).engine.connect() as conn:
-        now = conn.execute(sa.select(trials.c.state).where(trials.c.trial_id == job.optuna_id)).scalar()
-        held = dict(
-            conn.execute(
-                sa.select(attrs.c.key, attrs.c.value_json)
-                .where(attrs.c.trial_id == job.optuna_id, attrs.c.key.in_((WORKER, REASON)))
-            ).all()
-        )
+        now, held = _claim_state(conn, job)
         stored = conn.execute(
             sa.select(values.c.value).where(values.c.trial_id == job.optuna_id, values.c.objective == 0)
         ).scalar()
