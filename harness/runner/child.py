@@ -59,7 +59,7 @@ def one_line(err: BaseException, limit: int = 500) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _gone(pid: int) -> bool:
+def process_gone(pid: int) -> bool:
     """Whether process ``pid`` has exited (a zombie waiting to be reaped counts as exited)."""
     try:
         os.kill(pid, 0)
@@ -93,7 +93,7 @@ def _die_with_parent(worker_pid: int | None = None) -> None:
             pass
 
     def dead() -> bool:
-        return os.getppid() != parent or (watched != parent and _gone(watched))
+        return os.getppid() != parent or (watched != parent and process_gone(watched))
 
     def watch() -> None:
         while True:

@@ -21,6 +21,7 @@ from runner_helpers import FAKE, calls, options, write_study
 
 from harness.runner import fencing
 from harness.runner import trial_queue as queue
+from harness.runner.child import process_gone
 from harness.runner.outcomes import study_status
 from harness.runner.run import prepare
 from harness.runner.worker import Worker
@@ -99,19 +100,6 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(0.1)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def running_under(q, pid: int):
@@ -211,7 +199,7 @@ def test_resumed_worker_stops_the_trial_that_was_handed_on(tmp_path, fake_env):
         a.kill()
         if b is not None:
             b.kill()
-    wait_for(lambda: not pid_alive(trial_pid), 15, "A's trial process to end")
+    wait_for(lambda: process_gone(trial_pid), 15, "A's trial process to end")
     assert calls(fake_env, trial_id, "done") == 1  # only attempt 2 finished
     err = a.stderr()
     assert "Traceback" not in err, err
