@@ -56,6 +56,7 @@ def _summary(study) -> list[str]:
         f"primary metric {study.primary_metric} ({study.direction}); "
         f"{len(comparisons(study))} comparison(s) vs control; output {study_dir(study)}"
     )
+    lines.append(f"decision: {decision_line(study.min_effect, study.test, study.failures)}")
     return lines
 
 
@@ -99,10 +100,18 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     return out
 
 
+def decision_line(min_effect: float | None, test: str, failures: str) -> str:
+    """What the verdicts will rest on, as registered before any trial runs."""
+    margin = (f"min_effect {min_effect:g} (better / worse / equivalent / inconclusive)" if min_effect is not None
+              else "no min_effect: equivalence cannot be concluded (set min_effect beside primary_metric)")
+    return f"{margin}; primary test {test}; failed trials: {failures}"
+
+
 def render_plan(plan: StudyPlan) -> str:
     """The plan as text: the design, one row per condition, the totals and the estimate."""
     lines = [f"study {plan.study}" + (f" ({plan.source})" if plan.source else "")]
     lines.append(f"  primary metric: {plan.primary_metric} ({plan.direction}); control: {plan.control}")
+    lines.append(f"  decision: {decision_line(plan.min_effect, plan.test, plan.failures)}")
     lines.append(f"  output: {plan.output_dir}")
     lines.append("")
     if plan.tuning is not None:

@@ -1,24 +1,28 @@
-"""Held-out evaluation: greedy accuracy, and mean reward over k samples per prompt.
+"""Held-out evaluation: each prompt's greedy score and the rewards of k samples, and their means.
 
 The sampling generator is seeded by a constant, not by the trial seed, so every arm and seed is
-scored on the same draws of the evaluation procedure.
+scored on the same draws of the evaluation procedure. The aggregate metrics are the means of
+the per-prompt scores, so the two never disagree.
 """
 
 from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
 
 import torch
 
 from harness.engine.models import LoadedModel
 from harness.engine.rollout import decode_completions, sample_groups
-from harness.engine.spec import TrainConfig
-from harness.engine.tasks.base import Item, RewardFn, Task, score_groups
+from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, TrainConfig
+from harness.engine.tasks.base import Item, RewardFn, Task, prompt_ids, score_groups
 
 EVAL_SEED = 20_241_129
 EVAL_BATCH = 256
 
 
 @torch.no_grad()
-def mean_reward(
+def item_rewards(
     lm: LoadedModel,
     items: list[Item],
     reward: RewardFn,
@@ -28,11 +32,11 @@ def mean_reward(
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
     greedy: bool = False,
-) -> float:
-    """Mean verifier score over ``samples`` completions per item (greedy: one is enough)."""
+) -> list[list[float]]:
+    """The verifier's score of each of ``samples`` completions per item, one list per item."""
     was_training = lm.model.training
     lm.model.eval()
-    total = 0.0
+    per_item: list[list[float]] = []
     for start in range(0, len(items), EVAL_BATCH):
         chunk = items[start : start + EVAL_BATCH]
         rollout = sample_groups(
@@ -44,26 +48,50 @@ def mean_reward(
             generator=generator,
             greedy=greedy,
         )
-        total += sum(score_groups(chunk, decode_completions(lm, rollout), samples, reward))
+        scores = score_groups(chunk, decode_completions(lm, rollout), samples, reward)
+        per_item += [scores[j : j + samples] for j in range(0, len(scores), samples)]
     lm.model.train(was_training)
-    return total / (len(items) * samples)
+    return per_item
+
+
+def mean(values: Sequence[float]) -> float:
+    """Summed in order, then divided: the one way an evaluation average is taken."""
+    return sum(values) / len(values)
+
+
+def greedy_scores(lm: LoadedModel, items: list[Item], reward: RewardFn, max_new_tokens: int) -> list[float]:
+    """Each item's score of its one greedy completion."""
+    rewards = item_rewards(lm, items, reward, samples=1, max_new_tokens=max_new_tokens, greedy=True)
+    return [score for (score,) in rewards]
 
 
 def greedy_accuracy(lm: LoadedModel, items: list[Item], reward: RewardFn, max_new_tokens: int) -> float:
-    return mean_reward(lm, items, reward, samples=1, max_new_tokens=max_new_tokens, greedy=True)
+    return mean(greedy_scores(lm, items, reward, max_new_tokens))
 
 
-def evaluate(lm: LoadedModel, task: Task, train: TrainConfig) -> dict[str, float]:
+def evaluate(lm: LoadedModel, task: Task, train: TrainConfig, step: int) -> PromptScores:
+    """Score every held-out prompt (``train.max_eval_prompts`` of them) at ``step``."""
     items = list(task.eval[: train.max_eval_prompts])
-    return {
-        "eval/accuracy": greedy_accuracy(lm, items, task.reward, train.max_new_tokens),
-        "eval/mean_reward": mean_reward(
-            lm,
-            items,
-            task.reward,
-            samples=train.eval_samples,
-            max_new_tokens=train.max_new_tokens,
-            temperature=train.temperature,
-            generator=torch.Generator(device=lm.device).manual_seed(EVAL_SEED),
-        ),
-    }
+    greedy = greedy_scores(lm, items, task.reward, train.max_new_tokens)
+    sampled = item_rewards(
+        lm,
+        items,
+        task.reward,
+        samples=train.eval_samples,
+        max_new_tokens=train.max_new_tokens,
+        temperature=train.temperature,
+        generator=torch.Generator(device=lm.device).manual_seed(EVAL_SEED),
+    )
+    return PromptScores(
+        step=step,
+        prompt_ids=prompt_ids(items),
+        greedy=greedy,
+        sampled_mean=[mean(rewards) for rewards in sampled],
+        sampled_var=[statistics.variance(rewards) if len(rewards) > 1 else 0.0 for rewards in sampled],
+        samples=train.eval_samples,
+    )
+
+
+def eval_metrics(scores: PromptScores) -> dict[str, float]:
+    """The evaluation's aggregate metrics: the means of its per-prompt scores."""
+    return {GREEDY_METRIC: mean(scores.greedy), SAMPLED_METRIC: mean(scores.sampled_mean)}

@@ -16,6 +16,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    model_validator,
 )
 
 from harness.algorithms.config import AlgorithmConfig
@@ -106,6 +107,36 @@ class TrialSpec(_Strict):
         return f"{self.arm}-s{self.seed}-{self.config_hash()[:8]}"
 
 
+#: What every held-out evaluation reports: greedy accuracy, and the mean reward of k samples.
+GREEDY_METRIC = "eval/accuracy"
+SAMPLED_METRIC = "eval/mean_reward"
+
+
+class PromptScores(_Strict):
+    """One evaluation's score of each held-out prompt, columnar (in the task's eval order), so
+    the statistics can split noise into seed, prompt and eval-sampling parts."""
+
+    model_config = ConfigDict(allow_inf_nan=True)  # a custom reward may return NaN
+
+    step: NonNegativeInt
+    prompt_ids: list[str]
+    greedy: list[float] = Field(description=f"greedy score per prompt; {GREEDY_METRIC} is their mean")
+    sampled_mean: list[float] = Field(
+        description=f"mean of the k sampled rewards per prompt; {SAMPLED_METRIC} is their mean"
+    )
+    sampled_var: list[float] = Field(description="sample variance (ddof=1) of the k rewards; 0 when k == 1")
+    samples: PositiveInt = Field(description="k, the sampled completions per prompt")
+
+    @model_validator(mode="after")
+    def _aligned(self) -> "PromptScores":
+        n = len(self.prompt_ids)
+        if {len(self.greedy), len(self.sampled_mean), len(self.sampled_var)} != {n}:
+            raise ValueError(f"step {self.step}: every per-prompt list must have one value per prompt id ({n})")
+        if len(set(self.prompt_ids)) != n:
+            raise ValueError(f"step {self.step}: prompt ids repeat")
+        return self
+
+
 class TrialResult(_Strict):
     model_config = ConfigDict(allow_inf_nan=True)  # a metric may be NaN (explained variance, ...)
 
@@ -117,3 +148,6 @@ class TrialResult(_Strict):
         default_factory=list, description="one dict per logged step: {'step': n, metric: value, ...}"
     )
     wall_time_s: float = 0.0
+    prompts: list[PromptScores] = Field(
+        default_factory=list, description="per-prompt scores of every evaluation, step 0 included"
+    )

@@ -16,7 +16,7 @@ from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import build_critic
 from harness.algorithms.presets import check_algorithm
 from harness.engine.dpo_step import dpo_step
-from harness.engine.evaluation import evaluate
+from harness.engine.evaluation import eval_metrics, evaluate
 from harness.engine.learner import Learner
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
@@ -76,7 +76,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     learner = _learner(spec, lm)
     step_fn = STEPS[spec.algorithm.kind]
 
-    start_eval = evaluate(lm, task, spec.train)
+    evaluations = [evaluate(lm, task, spec.train, step=0)]
+    start_eval = eval_metrics(evaluations[0])
     history = [{"step": 0, **start_eval, "tokens/total": 0.0}]
     total_tokens = 0.0
     latest: dict[str, float] = {}
@@ -89,7 +90,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         latest["tokens/total"] = total_tokens
         row = {"step": step, **latest}
         if step == spec.train.steps or (spec.train.eval_every and step % spec.train.eval_every == 0):
-            row.update(evaluate(lm, task, spec.train))
+            evaluations.append(evaluate(lm, task, spec.train, step))
+            row.update(eval_metrics(evaluations[-1]))
         history.append(row)
 
     final_eval = {k: v for k, v in history[-1].items() if k.startswith("eval/")}
@@ -102,4 +104,6 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         "time/total_s": time.perf_counter() - started,
         **warm_info,
     }
-    return TrialResult(trial_id=spec.trial_id, final=final, history=history, wall_time_s=final["time/total_s"])
+    return TrialResult(
+        trial_id=spec.trial_id, final=final, history=history, wall_time_s=final["time/total_s"], prompts=evaluations
+    )

@@ -62,6 +62,9 @@ class StudyPlan:
     output_dir: str
     primary_metric: str
     direction: str
+    min_effect: float | None
+    test: str
+    failures: str
     control: str
     seeds: list[int]
     conditions: list[PlannedCondition]
@@ -200,6 +203,9 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         output_dir=str(study_dir(study)),
         primary_metric=study.primary_metric,
         direction=study.direction,
+        min_effect=study.min_effect,
+        test=study.test,
+        failures=study.failures,
         control=study.control,
         seeds=list(study.seeds),
         conditions=planned,

@@ -93,6 +93,19 @@ FINAL_METRICS: tuple[str, ...] = (
     "train/dpo_pair_acc",
 )
 
+#: The range of the final metrics that have one, for "failures: worst" and bounded report bands.
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "eval/accuracy": (0.0, 1.0),
+    "eval/accuracy_start": (0.0, 1.0),
+    "train/frac_degenerate": (0.0, 1.0),
+    "train/clip_frac": (0.0, 1.0),
+    "train/dpo_pair_acc": (0.0, 1.0),
+}
+
+#: The analyses a study may pre-register as its primary test ("auto": seed x prompt when
+#: per-prompt scores are recorded, else the paired t when seed-matched, else Welch's t).
+PRIMARY_TESTS = ("auto", "seed_prompt", "welch_t", "paired_t", "yuen")
+
 
 def _algorithm_fields() -> dict[str, FieldInfo]:
     """The fields of every algorithm config type (RL and DPO), in declaration order."""
@@ -364,6 +377,13 @@ class Study(_Strict):
     train: TrainConfig = TrainConfig()
     primary_metric: str = "eval/accuracy"
     direction: Literal["maximize", "minimize"] = "maximize"
+    min_effect: float | None = Field(
+        None, gt=0, description="smallest difference of the primary metric worth knowing about, in its units"
+    )
+    test: Literal[PRIMARY_TESTS] = "auto"  # type: ignore[valid-type]
+    failures: Literal["drop", "worst"] = Field(
+        "drop", description="drop failed trials (with a warning) or score them at the metric's worst value"
+    )
     control: str | None = Field(None, description="required with more than one arm")
     seeds: list[int]
     arms: list[Arm]
@@ -468,6 +488,12 @@ class Study(_Strict):
         elif self.control not in names:
             raise FieldError(
                 ("control",), f"{self.control!r} is not an arm; arms: " + ", ".join(names)
+            )
+        if self.failures == "worst" and self.primary_metric not in METRIC_RANGES:
+            raise FieldError(
+                ("failures",),
+                f"'worst' needs a primary metric with a known range; {self.primary_metric} has none "
+                f"(bounded: {', '.join(METRIC_RANGES)}); use 'drop'",
             )
 
         varied: dict[str, str] = {k: "grid" for k in self.grid}

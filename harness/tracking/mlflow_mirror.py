@@ -5,11 +5,13 @@ rebuilt from it with ``harness sync``. Layout in MLflow:
 
 - one experiment per study name (default store: ``sqlite:///<study_dir>/mlflow.db`` with
   artifacts in ``<study_dir>/mlartifacts``);
-- one parent run per study, tagged ``harness.role=study`` and found again by that tag;
+- one parent run per study, tagged ``harness.role=study`` and found again by that tag
+  (``harness report`` attaches its files there under ``report/`` and sets ``verdict.<condition>`` tags);
 - one child run per trial (``mlflow.parentRunId``), tagged ``harness.role=trial`` and
   ``trial_id``, holding the flattened spec as params, the per-step history as metrics
   (with their step numbers), the final metrics as ``final/<name>``, and artifacts
-  ``config.json``, ``config.yaml``, ``history.json``, ``history.csv``, ``record.json``.
+  ``config.json``, ``config.yaml``, ``history.json``, ``history.csv``, ``record.json``, and
+  ``prompt_scores.csv.gz`` (step, prompt_id, metric, value) when the record has per-prompt scores.
 
 A child run is complete only when it carries ``harness.synced=1`` (set last) and
 ``harness.record_sha`` equal to the record's fingerprint; anything else is replaced.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gzip
 import io
 import json
 import logging
@@ -37,6 +40,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
 from harness.tracking.records import (
     TrialRecord,
     flatten,
@@ -66,6 +70,7 @@ SYNCED_TAG = "harness.synced"
 RECORD_SHA_TAG = "harness.record_sha"
 PARENT_TAG = "mlflow.parentRunId"
 FINAL_PREFIX = "final/"
+REPORT_ARTIFACTS = "report"  # the parent run's folder for the files of ``harness report``
 
 MAX_PARAM_VALUE = 6000  # MLflow's MAX_PARAM_VAL_LENGTH
 MAX_TAG_VALUE = 8000  # MLflow's MAX_TAG_VAL_LENGTH
@@ -104,6 +109,15 @@ def default_artifact_location(study_dir: str | os.PathLike) -> str:
 def _is_local_store(uri: str) -> bool:
     scheme = urlsplit(uri).scheme
     return scheme in {"", "file", "sqlite"}
+
+
+def failure_text(err: BaseException, tracking_uri: str) -> str:
+    """``err`` as one short line, without the credentials of ``tracking_uri``."""
+    message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    message = redact_text(message, tracking_uri)
+    if len(message) > 300:
+        message = message[:300] + "..."
+    return f"{type(err).__name__}: {message}"
 
 
 def _quotable(value: str) -> bool:
@@ -207,6 +221,16 @@ def _history_csv(record: TrialRecord) -> str:
     for index, row in enumerate(record.history):
         writer.writerow({"step": row.get("step", index), **{k: v for k, v in row.items() if k != "step"}})
     return buf.getvalue()
+
+
+def _prompt_scores_csv_gz(record: TrialRecord, where: str) -> bytes:
+    """The record's per-prompt scores as gzipped CSV (floats in full: they read back exactly)."""
+    cols = long_columns(decode_scores(record.prompt_scores, where))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(LONG_COLUMNS)
+    writer.writerows(zip(*(cols[c] for c in LONG_COLUMNS)))
+    return gzip.compress(buf.getvalue().encode("utf-8"), mtime=0)
 
 
 @contextlib.contextmanager
@@ -423,10 +447,6 @@ class Tracker:
                 return False
 
     def _warn_failure(self, trial_id: str | None, err: BaseException) -> None:
-        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        message = redact_text(message, self.tracking_uri)
-        if len(message) > 300:
-            message = message[:300] + "..."
         command = f"harness sync {self.study_dir.resolve()}"
         if self.explicit_uri:
             command += f" --tracking-uri {redact_url(self.tracking_uri)}"
@@ -437,7 +457,7 @@ class Tracker:
             safe = f"The local record is safe ({record_path(self.study_dir, trial_id)})"
         warnings.warn(
             f"MLflow tracking at {redact_url(self.tracking_uri)} failed{what}: "
-            f"{type(err).__name__}: {message}. {safe}; run `{command}` to send it later.",
+            f"{failure_text(err, self.tracking_uri)}. {safe}; run `{command}` to send it later.",
             TrackingWarning,
             stacklevel=3,
         )
@@ -490,13 +510,27 @@ class Tracker:
             if stale.info.run_id != run_id:
                 client.delete_run(stale.info.run_id)
 
-    @staticmethod
-    def _write_artifacts(record: TrialRecord, folder: Path) -> None:
+    def log_report(self, files: list[Path], tags: dict[str, str]) -> str:
+        """Attach report files to the study's parent run (under ``report/``, replacing an earlier
+        report) and set ``tags`` on it; returns the run id. Raises on failure: the caller says why."""
+        from mlflow.entities import RunTag
+
+        self._preflight()
+        run_id = self.parent_run_id()
+        for path in files:
+            self.client.log_artifact(run_id, str(path), artifact_path=REPORT_ARTIFACTS)
+        self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
+        return run_id
+
+    def _write_artifacts(self, record: TrialRecord, folder: Path) -> None:
         (folder / "config.json").write_text(json.dumps(record.spec, indent=2, sort_keys=True) + "\n")
         (folder / "config.yaml").write_text(yaml.safe_dump(record.spec, sort_keys=True))
         (folder / "history.json").write_text(json.dumps(record.history, indent=1) + "\n")
         (folder / "history.csv").write_text(_history_csv(record))
         (folder / "record.json").write_text(record.model_dump_json(indent=1) + "\n")
+        if record.prompt_scores is not None:
+            where = f"trial record {record_path(self.study_dir, record.trial_id)}"
+            (folder / "prompt_scores.csv.gz").write_bytes(_prompt_scores_csv_gz(record, where))
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,11 +19,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
 from harness import __version__
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError
+from harness.tracking.prompt_scores import encode_scores
 
 RECORDS_DIR = "records"
 FAILED_DIR = "failed"
@@ -56,6 +57,18 @@ class TrialRecord(BaseModel):
     harness_path: str | None = None  # the package that ran the trial (None: older records)
     attempt: int = 1
     phase: Literal["compare", "tune"] = "compare"
+    # every evaluation's per-prompt scores, compressed (harness.tracking.prompt_scores); None:
+    # none recorded (a failed trial, or a record older than the field)
+    prompt_scores: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_scores(self, handler):
+        """A record without per-prompt scores dumps as before the field existed, so its file and
+        fingerprint (what MLflow and the shared storage match on) stay the same."""
+        data = handler(self)
+        if data.get("prompt_scores") is None:
+            data.pop("prompt_scores", None)
+        return data
 
     def fingerprint(self) -> str:
         """Short hash of the whole record: MLflow holds this record iff its run carries it."""
@@ -164,6 +177,7 @@ def make_record(
         harness_path=harness_path(),
         attempt=int(attempt),
         phase=phase,
+        prompt_scores=encode_scores(result.prompts),
     )
 
 

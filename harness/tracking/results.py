@@ -6,10 +6,12 @@ other machines stored there and the trials that have no record yet (waiting, run
 failed without a record), matched by the ``trial_id`` user attribute of each Optuna trial.
 
 ``load_results(study_or_dir) -> Results(trials, curves, meta)``; ``harness.results(study)`` is the same call.
+``Results.prompts``, the per-prompt evaluation scores, is decoded on first use only.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -17,15 +19,22 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
 from harness.engine.spec import TrialSpec
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import comparisons as comparisons_of
-from harness.study.schema import Study
-from harness.tracking.records import TrialRecord, flatten, history_points, read_records
+from harness.study.schema import METRIC_RANGES, Study
+from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
+from harness.tracking.records import (
+    TrialRecord,
+    flatten,
+    history_points,
+    read_records,
+    record_path,
+)
 from harness.tracking.shared_records import merge, open_store
 from harness.tracking.storage import REASON, open_storage
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
@@ -37,21 +46,29 @@ CURVE_COLUMNS = ["trial_id", "arm", "seed", "step", "metric", "value"]
 FINAL_ORDER = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total", "time/total_s"]
 PARAM_PREFIX = "param/"
 EARLIER_COLUMNS = ["trial_id", "arm", "seed", "status", "reason"]
+PROMPT_COLUMNS = ["trial_id", "arm", "seed", *LONG_COLUMNS]
 
 
 @dataclass
 class Results:
     """``trials``: one row per trial of the current design; ``curves``: long per-step frame;
     ``meta``: the study's frame; ``earlier``: trials of an earlier design of the study (kept on
-    disk, listed, never analysed), with the ``reason``."""
+    disk, listed, never analysed), with the ``reason``; ``prompts``: long per-prompt evaluation
+    frame of the same trials as ``curves`` (:func:`prompts_frame`), built by ``prompt_source``
+    on first access, since a big study's scores are large and most reports never look."""
 
     trials: pd.DataFrame
     curves: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
     earlier: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EARLIER_COLUMNS))
+    prompt_source: Callable[[], pd.DataFrame] = field(default=lambda: prompts_frame([], "."), repr=False)
 
     def completed(self) -> pd.DataFrame:
         return self.trials[self.trials["status"] == "completed"]
+
+    @functools.cached_property
+    def prompts(self) -> pd.DataFrame:
+        return self.prompt_source()
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,6 +281,28 @@ def curves_frame(records: list[TrialRecord], *, phase: str | None = "compare") -
     return frame.astype({"seed": "int64", "step": "int64", "value": "float64"})
 
 
+def prompts_frame(
+    records: list[TrialRecord], study_dir: str | os.PathLike, *, phase: str | None = "compare"
+) -> pd.DataFrame:
+    """Long frame of every evaluation's per-prompt scores: trial_id, arm, seed, step, prompt_id,
+    metric (``harness.tracking.prompt_scores.PROMPT_METRICS``), value. Records without scores
+    add no rows; damaged scores are a HarnessError naming the record file."""
+    cols: dict[str, list] = {c: [] for c in PROMPT_COLUMNS}
+    for record in records:
+        if record.prompt_scores is None or (phase is not None and record.phase != phase):
+            continue
+        where = f"trial record {record_path(study_dir, record.trial_id)}"
+        rows = long_columns(decode_scores(record.prompt_scores, where))
+        n = len(rows["step"])
+        cols["trial_id"] += [record.trial_id] * n
+        cols["arm"] += [record.arm] * n
+        cols["seed"] += [record.seed] * n
+        for key, values in rows.items():
+            cols[key] += values
+    frame = pd.DataFrame(cols, columns=PROMPT_COLUMNS)
+    return frame.astype({"seed": "int64", "step": "int64", "value": "float64"})
+
+
 # --------------------------------------------------------------------------------------------
 # meta
 
@@ -319,6 +358,10 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         "study_dir": str(ref.dir),
         "primary_metric": pick("primary_metric"),
         "direction": direction,
+        "min_effect": pick("min_effect"),
+        "test": pick("test", "auto"),
+        "failures": pick("failures", "drop"),
+        "metric_ranges": dict(METRIC_RANGES),
         "control": control,
         "conditions": conditions,
         "comparisons": comparisons,
@@ -353,7 +396,10 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
         trials = trials[~trials["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
         curves = curves[~curves["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
     meta = {**_meta(ref, records, trials), "earlier_design": summary_lines(earlier["reason"])}
-    return Results(trials=trials, curves=curves, meta=meta, earlier=earlier)
+    earlier_ids = set(earlier["trial_id"])
+    current = [r for r in records if r.trial_id not in earlier_ids]
+    prompts = functools.partial(prompts_frame, current, ref.dir, phase=phase)
+    return Results(trials=trials, curves=curves, meta=meta, earlier=earlier, prompt_source=prompts)
 
 
 def earlier_trials(

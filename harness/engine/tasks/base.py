@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,3 +42,20 @@ def score_groups(items: list[Item], completions: list[str], group_size: int, rew
     """The verifier's score of each completion; completion j belongs to ``items[j // group_size]``."""
     return [reward(items[j // group_size], text) for j, text in enumerate(completions)]
 
+
+def prompt_id(item: Item) -> str:
+    """A stable id of a prompt, from its text alone: the same in every arm, seed and process, so
+    per-prompt scores of different trials line up."""
+    return hashlib.sha256(item.prompt.encode("utf-8")).hexdigest()[:12]
+
+
+def prompt_ids(items: list[Item]) -> list[str]:
+    """The ids of ``items`` in order; a prompt that repeats gets its occurrence appended
+    (``<id>#2``), so the ids of one evaluation stay distinct."""
+    seen: Counter[str] = Counter()
+    out = []
+    for item in items:
+        pid = prompt_id(item)
+        seen[pid] += 1
+        out.append(pid if seen[pid] == 1 else f"{pid}#{seen[pid]}")
+    return out
