@@ -94,26 +94,42 @@ def check_report_dir(out: Path) -> None:
             break
 
 
+_MIN_EFFECT_HELP = "smallest difference worth knowing about, in the metric's units (default: the study's min_effect)"
+
+
 @app.command("report")
 def report(
     study: str = typer.Argument(..., help="study YAML file or study output folder"),
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: reports/<study>/)"),
-    correction: str = typer.Option("holm", "--correction", help="multiple-comparison correction: holm | bh"),
+    correction: str = typer.Option("bonferroni", "--correction", help="multiple-comparison correction: "
+                                   "bonferroni | none"),
     alpha: float = typer.Option(0.05, "--alpha", help="significance level, between 0 and 1"),
+    min_effect: Optional[float] = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
+    smooth: int = typer.Option(1, "--smooth", help="draw training curves as a moving average of N logged points "
+                               "(1 = off)"),
+    tracking_uri: Optional[str] = typer.Option(
+        None, "--tracking-uri", envvar="HARNESS_TRACKING_URI",
+        help="MLflow tracking URI the study is mirrored to (default: sqlite:///<study_dir>/mlflow.db if it exists)"),
 ) -> None:
-    """Write index.html (+ plotly.min.js), summary.md and results.csv for a study."""
-    from harness.report import write_report
-    from harness.report.analysis import check_alpha, check_correction
+    """Write index.html (+ plotly.min.js), summary.md and results.csv for a study; attach them and
+    the verdicts to the study's MLflow parent run when the study is mirrored there."""
+    from harness.report import analyze, mirror_report, write_analysis
+    from harness.report.analysis import check_alpha, check_correction, check_min_effect
+    from harness.report.figures import check_smooth
 
     check_alpha(alpha)  # bad input fails before any record is read or anything written
     check_correction(correction)
+    check_min_effect(min_effect)
+    check_smooth(smooth)
     if out is not None:
         check_report_dir(out)
     results = _results(study, storage)
     out_dir = out if out is not None else default_report_dir(results)
-    path = write_report(results, out_dir, correction=correction, alpha=alpha)
+    analysis = analyze(results, correction=correction, alpha=alpha, min_effect=min_effect)
+    path = write_analysis(analysis, out_dir, smooth=smooth)
     typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
+    typer.echo(mirror_report(analysis, path.parent, (results.meta or {}).get("study_dir"), tracking_uri))
 
 
 @app.command("compare")
@@ -122,29 +138,38 @@ def compare(
     arm_a: str = typer.Argument(..., help="condition to test"),
     arm_b: str = typer.Argument(..., help="condition to test it against (the control)"),
     metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
-    correction: str = typer.Option("holm", "--correction", help="holm | bh"),
+    correction: str = typer.Option("bonferroni", "--correction", help="bonferroni | none"),
+    min_effect: Optional[float] = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
-    """ARM_A vs ARM_B on one metric: difference, CI, p, effect size, verdict, robustness checks."""
-    from harness.report.analysis import compare_pair
-    from harness.report.tables import fmt, fmt_p
+    """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
+    from harness.report.analysis import check_correction, check_min_effect, compare_pair
+    from harness.report.tables import fmt, fmt_p, fmt_seeds
 
-    row = compare_pair(_results(study, storage), arm_a, arm_b, metric=metric, correction=correction)
+    check_correction(correction)
+    check_min_effect(min_effect)
+    row = compare_pair(_results(study, storage), arm_a, arm_b, metric=metric, correction=correction,
+                       min_effect=min_effect)
     if as_json:
         typer.echo(json.dumps(_jsonable(row), indent=2))
         return
     design = f"paired over {row['n']} seeds" if row["paired"] else f"{row['n']} vs {row['n_control']} seeds"
+    margin = fmt(row["min_effect"]) if row["min_effect"] is not None else "not set (no equivalence verdict)"
+    flag = " (real but smaller than min_effect)" if row["smaller_than_min_effect"] else ""
     lines = [
         f"{row['condition']} vs {row['control']} on {row['metric']} ({row['direction']}), {design}",
         f"  mean            {fmt(row['mean'])} vs {fmt(row['mean_control'])}",
-        f"  difference      {fmt(row['diff'])}  CI [{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
-        f"  test            {row['test'] or '—'}  p {fmt_p(row['p_value'])}",
-        f"  corrected p     {fmt_p(row['p_adjusted'])}  (correction: {row['correction']})",
+        f"  difference      {fmt(row['diff'])}  interval [{fmt(row['ci_low'])}, {fmt(row['ci_high'])}] "
+        f"at {fmt(row['ci_level'])}",
+        f"  test            {row['test'] or '—'}  p {fmt_p(row['p_value'])}, adjusted {fmt_p(row['p_adjusted'])}",
+        f"  family          {row['correction']}",
+        f"  min_effect      {margin}",
+        f"  failed trials   {row['failed']} vs {row['failed_control']}",
         f"  Hedges g        {fmt(row['hedges_g'], 3)}",
-        f"  P(improvement)  {fmt(row['prob_improvement'], 3)}",
-        f"  pairing r       {fmt(row['pair_correlation'], 3)}",
-        f"  verdict         {row['verdict']}  (seeds needed per arm: {fmt(row['seeds_needed'])})",
+        f"  verdict         {row['verdict']}{flag}",
+        f"  seeds to decide {fmt_seeds(row['seeds_needed_null'])} (true difference 0), "
+        f"{fmt_seeds(row['seeds_needed_effect'])} (true difference at the planning effect)",
     ]
     if row["reason"]:
         lines.append(f"  note            {row['reason']}")
@@ -159,18 +184,36 @@ def compare(
 def noise_floor(
     study: str = typer.Argument(..., help="study YAML file or study output folder"),
     metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
+    min_effect: Optional[float] = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
-    """Per condition: seed std (with CI), MDE at the seeds run, seeds needed for a 1-sd effect."""
-    from harness.report.analysis import check_metric, noise_floor_table
-    from harness.report.tables import noise_table_display
+    """Per condition: seed std (with CI), and the noise split by source with what more budget buys."""
+    from harness.report.analysis import (
+        analyze,
+        check_metric,
+        check_min_effect,
+        noise_floor_table,
+    )
+    from harness.report.tables import components_display, noise_table_display
 
+    check_min_effect(min_effect)
     results = _results(study, storage)
     metric = check_metric(results, metric)
-    table = noise_floor_table(results, metric)
+    if metric == results.meta.get("primary_metric"):
+        analysis = analyze(results, min_effect=min_effect, curve_metrics=[])
+        table, line, components = analysis.noise_floor, analysis.header["noise_line"], analysis.components
+        level = analysis.header["ci_level"]
+    else:
+        table, line, components, level = noise_floor_table(results, metric, effect=min_effect), "", None, 0.95
     if as_json:
-        typer.echo(json.dumps(_jsonable({"metric": metric, "conditions": table}), indent=2))
+        typer.echo(json.dumps(_jsonable({"metric": metric, "level": level, "summary": line, "conditions": table,
+                                         "components": components}), indent=2))
         return
     typer.echo(f"noise floor of {metric}")
+    if line:
+        typer.echo(line)
     typer.echo(noise_table_display(table).to_string(index=False))
+    if components is not None and len(components):
+        typer.echo("by source:")
+        typer.echo(components_display(analysis).to_string(index=False))

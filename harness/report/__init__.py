@@ -1,7 +1,8 @@
 """Study reports: tables from ``harness.stats``, plotly figures, HTML / Markdown / CSV writers.
 
 ``write_report(results, out_dir)`` writes ``index.html`` (+ ``plotly.min.js`` beside it),
-``summary.md`` and ``results.csv`` and returns the path of ``index.html``.
+``summary.md`` and ``results.csv`` and returns the path of ``index.html``;
+``mirror_report`` attaches those files and the verdicts to the study's MLflow parent run.
 """
 
 from __future__ import annotations
@@ -10,34 +11,47 @@ from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError
 from harness.report.analysis import Analysis, analyze, compare_pair, noise_floor_table
-from harness.report.figures import all_figures
+from harness.report.figures import all_figures, check_smooth
 from harness.report.html_report import write_html
 from harness.report.markdown import write_markdown
+
+#: the report files attached to the study's MLflow parent run (plotly.min.js stays local)
+MIRRORED_FILES = ("index.html", "summary.md", "results.csv")
 
 
 def write_report(
     results,
     out_dir,
     *,
-    correction: str = "holm",
+    correction: str = "bonferroni",
     alpha: float = 0.05,
     power: float = 0.8,
+    min_effect: float | None = None,
     n_permutations: int = 10_000,
     seed: int = 0,
     curve_metrics: list[str] | None = None,
+    smooth: int = 1,
 ) -> Path:
     """Write the report of ``results`` into ``out_dir``; returns the path of ``index.html``.
 
     ``out_dir`` is created if missing (it is the caller's choice: ``harness report`` derives
     its default from the checked study name). An ``out_dir`` that is an existing file, or a
-    folder that cannot be created or written, is a one-line ``HarnessError``.
+    folder that cannot be created or written, is a one-line ``HarnessError``. ``min_effect``
+    overrides the study's (None: the study's). ``smooth`` > 1 draws the training curves as a
+    trailing moving average over that many logged points.
     """
+    check_smooth(smooth)
+    analysis = analyze(results, correction=correction, alpha=alpha, power=power, min_effect=min_effect,
+                       n_permutations=n_permutations, seed=seed, curve_metrics=curve_metrics)
+    return write_analysis(analysis, out_dir, smooth=smooth)
+
+
+def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
+    """``write_report`` after the analysis, for a caller that uses the analysis again."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"report folder {out} exists and is not a folder")
-    analysis = analyze(results, correction=correction, alpha=alpha, power=power,
-                       n_permutations=n_permutations, seed=seed, curve_metrics=curve_metrics)
-    figures = all_figures(analysis, results)
+    figures = all_figures(analysis, smooth=check_smooth(smooth))
     try:
         out.mkdir(parents=True, exist_ok=True)
         analysis.trials.to_csv(out / "results.csv", index=False)
@@ -48,4 +62,42 @@ def write_report(
         raise HarnessError(f"cannot write the report in {out}: {why}") from None
 
 
-__all__ = ["Analysis", "analyze", "compare_pair", "noise_floor_table", "write_report"]
+def verdict_tags(analysis: Analysis) -> dict[str, str]:
+    """``verdict.<condition>`` -> verdict for each comparison, keys as MLflow accepts them."""
+    from harness.tracking.mlflow_mirror import mlflow_key
+
+    v = analysis.verdicts
+    return {mlflow_key(f"verdict.{c}"): str(label) for c, label in zip(v["condition"], v["verdict"])}
+
+
+def mirror_report(analysis: Analysis, report_dir, study_dir, tracking_uri: str | None = None) -> str:
+    """Attach the report files and verdict tags to the study's MLflow parent run.
+
+    ``tracking_uri=None`` means the study's own store, used only if the study was mirrored
+    there (``<study_dir>/mlflow.db`` exists). Never raises: the report is written already, so
+    any failure is the returned line, which says what was (not) uploaded and why.
+    """
+    from harness.tracking.mlflow_mirror import Tracker, failure_text
+    from harness.tracking.urls import redact_url
+
+    not_sent = "MLflow: the report was not uploaded"
+    if study_dir is None:
+        return f"{not_sent}: the results name no study folder"
+    store = Path(study_dir) / "mlflow.db"
+    if tracking_uri is None and not store.is_file():
+        return f"{not_sent}: the study is not mirrored to MLflow (no {store}; give --tracking-uri for a server)"
+    tracker = Tracker(tracking_uri, study_dir, analysis.header["study"])
+    where = redact_url(tracker.tracking_uri)
+    tags = verdict_tags(analysis)
+    try:
+        run_id = tracker.log_report([Path(report_dir) / name for name in MIRRORED_FILES], tags)
+    except Exception as err:  # noqa: BLE001 - the written report stands whatever MLflow does
+        return f"{not_sent} to {where}: {failure_text(err, tracker.tracking_uri)}"
+    return (f"MLflow: report attached to the study's parent run {run_id} at {where} "
+            f"({', '.join(MIRRORED_FILES)} under report/; {len(tags)} verdict tags)")
+
+
+__all__ = [
+    "Analysis", "analyze", "compare_pair", "mirror_report", "noise_floor_table", "verdict_tags", "write_analysis",
+    "write_report",
+]

@@ -1,7 +1,9 @@
 """Plotly figures of what ``analysis`` computed. Nothing here computes a statistic.
 
-Every function takes an ``Analysis`` (or one of its frames) and returns a ``go.Figure``; the
-colours of a condition are the same in every figure.
+Every function takes an ``Analysis`` and returns a ``go.Figure``. A condition has the same colour
+in every figure, and so has a verdict. Intervals of a metric with a known range
+(``header["metric_ranges"]``) are drawn clipped to it, so a band never claims impossible values.
+The curves' optional moving average is a drawing choice of the reader, not a statistic.
 """
 
 from __future__ import annotations
@@ -10,16 +12,19 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from harness.errors import ConfigError
 from harness.report.analysis import Analysis, completed, seed_values
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
     "#17becf", "#e377c2", "#8c564b", "#bcbd22", "#7f7f7f",
 )
+VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "equivalent": "#4575b4", "inconclusive": "#8c8c8c"}
 # A small white template (plotly's built-in ones are large and slow to validate per figure).
 _AXIS = {"gridcolor": "#e8e8e8", "zerolinecolor": "#bbbbbb", "linecolor": "#bbbbbb", "automargin": True}
 TEMPLATE = {"layout": {"paper_bgcolor": "white", "plot_bgcolor": "white", "font": {"color": "#2a3f5f"},
                        "hovermode": "closest", "xaxis": _AXIS, "yaxis": _AXIS, "colorway": list(PALETTE)}}
+_MARGIN = dict(l=10, r=10, t=60, b=40)
 
 
 def colors_for(conditions: list[str]) -> dict[str, str]:
@@ -32,107 +37,204 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
+def _legend_swatch(fig: go.Figure, name: str, color: str) -> None:
+    """A legend entry for a shaded shape (shapes have none)."""
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                             marker=dict(symbol="square", size=14, color=color)))
+
+
+def check_smooth(smooth) -> int:
+    """The curves' moving-average window: a whole number of logged points, 1 (off) or more."""
+    if isinstance(smooth, bool) or not isinstance(smooth, (int, np.integer)) or smooth < 1:
+        raise ConfigError(f"smooth must be a whole number of logged points, 1 or more (1 = no smoothing), "
+                          f"got {smooth!r}")
+    return int(smooth)
+
+
+def metric_range(analysis: Analysis, metric: str) -> tuple[float, float]:
+    """The values ``metric`` can take, an unbounded side as -inf / inf."""
+    low, high = analysis.header["metric_ranges"].get(metric, (None, None))
+    return (-np.inf if low is None else float(low), np.inf if high is None else float(high))
+
+
+def moving_average(frame: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Trailing mean over ``window`` logged points (fewer at the start); a gap stays a gap."""
+    return frame.rolling(window, min_periods=1).mean().where(frame.notna())
+
+
+def _pct(level: float) -> str:
+    return f"{level * 100:.4g}%"
+
+
 def forest_plot(analysis: Analysis) -> go.Figure:
-    """Each condition's mean and CI of the primary metric; the control's seed-noise band shaded."""
+    """Each comparison's difference from its control with the verdict's interval, coloured by
+    verdict, against 0 and the ±min_effect band: the verdict table as a picture."""
     h = analysis.header
-    conds = analysis.conditions
-    colors = colors_for(h["conditions"])
+    metric, min_effect = h["primary_metric"], h["min_effect"]
+    v = analysis.verdicts[np.isfinite(analysis.verdicts["diff"].astype(float))]
+    low, high = metric_range(analysis, metric)
+    span = high - low  # a difference of two values in [low, high] lies in [-span, span]
     fig = go.Figure()
-    control = h.get("control")
-    nf = analysis.noise_floor.set_index("condition") if len(analysis.noise_floor) else pd.DataFrame()
-    if control in nf.index and np.isfinite(nf.loc[control, "std"]):
-        mean, sd = float(nf.loc[control, "mean"]), float(nf.loc[control, "std"])
-        fig.add_vrect(x0=mean - sd, x1=mean + sd, fillcolor="rgba(120,120,120,0.18)", line_width=0, layer="below")
-        fig.add_vline(x=mean, line_dash="dot", line_color="rgba(90,90,90,0.8)")
-        # a legend entry for the band (shapes have none)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"control {control}: mean ± 1 seed sd",
-                                 marker=dict(symbol="square", size=14, color="rgba(120,120,120,0.35)")))
-    for _, row in conds.iterrows():
-        if not np.isfinite(row["mean"]):
+    if min_effect is not None:
+        fig.add_vrect(x0=-min_effect, x1=min_effect, fillcolor="rgba(69,117,180,0.12)", line_width=0, layer="below")
+        _legend_swatch(fig, f"±{min_effect:g}: smaller than the minimum effect that matters",
+                       "rgba(69,117,180,0.3)")
+    fig.add_vline(x=0, line_color="rgba(60,60,60,0.8)", line_width=1)
+    for verdict, color in VERDICT_COLORS.items():
+        g = v[v["verdict"] == verdict]
+        if g.empty:
             continue
-        has_ci = np.isfinite(row["ci_low"]) and np.isfinite(row["ci_high"])
+        diff = g["diff"].to_numpy(float)
+        ci_low = g["ci_low"].to_numpy(float)
+        ci_high = g["ci_high"].to_numpy(float)
+        small = g["smaller_than_min_effect"].to_numpy(bool)
+        hover = [
+            f"{r.condition} vs {r.control}<br>verdict: {r.verdict}"
+            + (" (smaller than the minimum effect)" if s else "")
+            + f"<br>diff {r.diff:.4g}<br>{_pct(r.ci_level)} interval [{r.ci_low:.4g}, {r.ci_high:.4g}]"
+            + f"<br>test: {r.test}"
+            for r, s in zip(g.itertuples(), small)
+        ]
         fig.add_trace(go.Scatter(
-            x=[row["mean"]], y=[row["condition"]], mode="markers", name=row["condition"],
-            marker=dict(size=11, color=colors.get(row["condition"]),
-                        symbol="diamond" if row["condition"] == control else "circle"),
-            error_x=dict(type="data", symmetric=False, array=[row["ci_high"] - row["mean"]],
-                         arrayminus=[row["mean"] - row["ci_low"]], visible=bool(has_ci)),
-            hovertemplate=(f"{row['condition']}<br>mean %{{x:.4g}}<br>"
-                           + (f"CI [{row['ci_low']:.4g}, {row['ci_high']:.4g}]" if has_ci
-                              else "no CI (fewer than 2 seeds)")
-                           + f"<br>n={int(row['n'])}<extra></extra>"),
+            x=diff, y=g["condition"] + " vs " + g["control"], mode="markers+text", name=verdict,
+            marker=dict(size=11, color=color, symbol=np.where(small, "circle-open", "circle"),
+                        line=dict(width=2, color=color)),
+            text=np.where(small, "below min effect", ""), textposition="top center",
+            textfont=dict(color=color, size=11),
+            error_x=dict(type="data", symmetric=False, color=color,
+                         array=np.clip(ci_high, -span, span) - diff, arrayminus=diff - np.clip(ci_low, -span, span)),
+            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
         ))
+    better = "right" if h["direction"] == "maximize" else "left"
+    subtitle = ("shaded: ±min_effect; a verdict needs the whole interval on one side of 0 (better/worse) "
+                "or inside the band (equivalent)" if min_effect is not None
+                else "no min_effect set in the study: equivalence cannot be concluded")
     fig.update_layout(
         template=TEMPLATE,
-        title=(f"{h['primary_metric']}: condition means and {int(round((1 - h['alpha']) * 100))}% CIs "
-               f"({h['direction']})"),
-        xaxis_title=h["primary_metric"], yaxis=dict(autorange="reversed", type="category"),
-        height=160 + 45 * max(len(conds), 1), margin=dict(l=10, r=10, t=60, b=40),
+        title=dict(text=f"{metric}: difference from the control, with the verdict's interval ({better} is better)",
+                   subtitle=dict(text=subtitle)),
+        xaxis_title=f"{metric}: condition − control", yaxis=dict(autorange="reversed", type="category"),
+        legend_title_text="verdict", height=200 + 45 * max(len(v), 1), margin=dict(_MARGIN, t=90),
     )
     return fig
 
 
-def strip_plot(analysis: Analysis, results) -> go.Figure:
-    """The primary metric of every completed seed, one column per condition (hover shows the seed)."""
+def seed_plot(analysis: Analysis) -> go.Figure:
+    """Each completed trial's primary metric per condition, beside the condition's mean and CI.
+    In a seed-matched design a thin line joins one seed across conditions: parallel lines mean
+    seed effects shared by the arms, which the paired test removes."""
     h = analysis.header
-    metric = h["primary_metric"]
-    colors = colors_for(h["conditions"])
+    metric, conds = h["primary_metric"], h["conditions"]
+    colors = colors_for(conds)
+    values = {c: seed_values(analysis.trials, c, metric) for c in conds}
+    seeds = sorted({s for v in values.values() for s in v.index})
+    # one offset per seed, the same in every column, so the lines joining a seed stay straight
+    offset = dict(zip(seeds, np.linspace(-0.2, 0.1, len(seeds)) if len(seeds) > 1 else [0.0]))
     fig = go.Figure()
-    for i, cond in enumerate(h["conditions"]):
-        v = seed_values(results.trials, cond, metric)
+    if h["seed_matched"]:
+        for k, s in enumerate(seeds):
+            fig.add_trace(go.Scatter(
+                x=[i + offset[s] for i in range(len(conds))], y=[values[c].get(s) for c in conds],
+                mode="lines", line=dict(width=1, color="rgba(120,120,120,0.45)"), hoverinfo="skip",
+                name="same seed", legendgroup="same seed", showlegend=k == 0,
+            ))
+    for i, cond in enumerate(conds):
+        v = values[cond]
         if v.empty:
             continue
-        offsets = np.linspace(-0.18, 0.18, len(v)) if len(v) > 1 else np.zeros(1)
         fig.add_trace(go.Scatter(
-            x=i + offsets, y=v.to_numpy(), mode="markers", name=cond,
+            x=[i + offset[s] for s in v.index], y=v.to_numpy(), mode="markers", name=cond,
             marker=dict(size=10, color=colors[cond], line=dict(width=1, color="white")),
             text=[f"seed {s}" for s in v.index],
             hovertemplate=f"{cond}<br>%{{text}}<br>{metric} %{{y:.4g}}<extra></extra>",
         ))
+    c = analysis.conditions[np.isfinite(analysis.conditions["mean"].astype(float))]
+    if len(c):
+        low, high = metric_range(analysis, metric)
+        mean = c["mean"].to_numpy(float)
+        level = f"{int(round((1 - h['alpha']) * 100))}%"
+        fig.add_trace(go.Scatter(
+            x=[conds.index(n) + 0.3 for n in c["condition"]], y=mean, mode="markers", name=f"mean and {level} CI",
+            marker=dict(symbol="line-ew-open", size=18, color="#333", line=dict(width=3)),
+            error_y=dict(type="data", symmetric=False, color="#333", thickness=1.5,
+                         array=np.clip(c["ci_high"].to_numpy(float), low, high) - mean,
+                         arrayminus=mean - np.clip(c["ci_low"].to_numpy(float), low, high)),
+            hovertext=[f"{r.condition}: mean {r.mean:.4g}, {level} CI [{r.ci_low:.4g}, {r.ci_high:.4g}], n={r.n}"
+                       for r in c.itertuples()],
+            hovertemplate="%{hovertext}<extra></extra>",
+        ))
     fig.update_layout(
         template=TEMPLATE, title=f"{metric} per seed (completed trials)", yaxis_title=metric,
-        xaxis=dict(tickmode="array", tickvals=list(range(len(h["conditions"]))), ticktext=h["conditions"],
-                   range=[-0.6, len(h["conditions"]) - 0.4]),
-        height=420, margin=dict(l=10, r=10, t=60, b=40),
+        xaxis=dict(tickmode="array", tickvals=list(range(len(conds))), ticktext=conds,
+                   range=[-0.6, len(conds) - 0.4], zeroline=False),
+        height=420, margin=_MARGIN,
     )
     return fig
 
 
-def curve_plot(analysis: Analysis, metric: str, x: str) -> go.Figure:
-    """Mean learning curve of each condition with its CI band (``stats.curve_band``)."""
+def components_plot(analysis: Analysis) -> go.Figure:
+    """Share of the primary metric's variance from each source: which of seeds, prompts or eval
+    samples would buy the most precision."""
+    c = analysis.components
+    fig = go.Figure(go.Bar(
+        x=c["share"], y=c["source"], orientation="h", marker_color="#4575b4",
+        text=[f"{s:.0%}" for s in c["share"]], textposition="outside", cliponaxis=False,
+        hovertext=[f"{r.source}<br>share {r.share:.1%}<br>sd {r.sd:.4g} (variance {r.variance:.4g})"
+                   + (f"<br>{r.note}" if r.note else "") for r in c.itertuples()],
+        hovertemplate="%{hovertext}<extra></extra>",
+    ))
+    fig.update_layout(
+        template=TEMPLATE, title=f"{analysis.header['primary_metric']}: where the variance comes from",
+        xaxis=dict(title="share of the total variance", tickformat=".0%", range=[0, 1]),
+        yaxis=dict(autorange="reversed", type="category"), height=160 + 40 * max(len(c), 1), margin=_MARGIN,
+    )
+    return fig
+
+
+def curve_plot(analysis: Analysis, metric: str, x: str, *, smooth: int = 1) -> go.Figure:
+    """Mean learning curve of each condition with its CI band (``stats.curve_band``), optionally
+    as a trailing moving average over ``smooth`` logged points, clipped to the metric's range."""
     band = analysis.curves[(metric, x)]
     colors = colors_for(analysis.header["conditions"])
+    low, high = metric_range(analysis, metric)
     fig = go.Figure()
     for cond, b in band.groupby("condition", sort=False):
         color = colors.get(cond, PALETTE[0])
-        ok = b[np.isfinite(b["low"].astype(float)) & np.isfinite(b["high"].astype(float))]
-        if len(ok):
+        drawn = moving_average(b[["mean", "low", "high"]].astype(float), smooth).clip(low, high)
+        xs = b["x"].to_numpy(float)
+        ok = np.isfinite(drawn["low"].to_numpy()) & np.isfinite(drawn["high"].to_numpy())
+        if ok.any():
             fig.add_trace(go.Scatter(
-                x=np.concatenate([ok["x"].to_numpy(), ok["x"].to_numpy()[::-1]]),
-                y=np.concatenate([ok["high"].to_numpy(), ok["low"].to_numpy()[::-1]]),
+                x=np.concatenate([xs[ok], xs[ok][::-1]]),
+                y=np.concatenate([drawn["high"].to_numpy()[ok], drawn["low"].to_numpy()[ok][::-1]]),
                 mode="lines", fill="toself", fillcolor=_rgba(color, 0.18), line=dict(width=0), hoverinfo="skip",
                 name=f"{cond} CI", legendgroup=cond, showlegend=False,
             ))
         fig.add_trace(go.Scatter(
-            x=b["x"], y=b["mean"], mode="lines+markers" if len(b) <= 20 else "lines", name=cond,
+            x=xs, y=drawn["mean"], mode="lines+markers" if len(b) <= 20 else "lines", name=cond,
             legendgroup=cond, line=dict(color=color, width=2), customdata=b["n_seeds"],
             hovertemplate=f"{cond}<br>x %{{x:.4g}}<br>mean %{{y:.4g}}<br>seeds %{{customdata}}<extra></extra>",
         ))
-    x_title = "step" if x == "step" else "tokens processed (tokens/total)"
-    fig.update_layout(
+    by = "step" if x == "step" else "tokens processed"
+    smoothed = f"; moving average of {smooth} logged points" if smooth > 1 else ""
+    fig.update_layout(  # a short title: the page lays these panels out two a row
         template=TEMPLATE,
-        title=f"{metric} by {'step' if x == 'step' else 'tokens processed'} (mean and CI over seeds)",
-        xaxis_title=x_title, yaxis_title=metric, height=420, margin=dict(l=10, r=10, t=60, b=40),
+        title=dict(text=f"{metric} by {by}", subtitle=dict(text=f"mean and CI over seeds{smoothed}")),
+        xaxis_title="step" if x == "step" else "tokens processed (tokens/total)", yaxis_title=metric,
+        height=400, margin=dict(_MARGIN, t=80),
     )
     return fig
 
 
-def all_figures(analysis: Analysis, results) -> list[tuple[str, str, go.Figure]]:
+def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, go.Figure]]:
     """(div id, heading, figure) for every figure of the report, in page order."""
     figs: list[tuple[str, str, go.Figure]] = []
-    if len(completed(results.trials)):
-        figs.append(("fig-forest", "Forest plot", forest_plot(analysis)))
-        figs.append(("fig-strip", "Per-seed values", strip_plot(analysis, results)))
+    if np.isfinite(analysis.verdicts["diff"].astype(float)).any():
+        figs.append(("fig-forest", "Differences from the control", forest_plot(analysis)))
+    if len(completed(analysis.trials)):
+        figs.append(("fig-strip", "Per-seed values", seed_plot(analysis)))
+    if len(analysis.components):
+        figs.append(("fig-components", "Variance components", components_plot(analysis)))
     for i, (metric, x) in enumerate(analysis.curves):
-        figs.append((f"fig-curve-{i}", f"Learning curve: {metric} by {x}", curve_plot(analysis, metric, x)))
+        figs.append((f"fig-curve-{i}", f"{metric} by {x}", curve_plot(analysis, metric, x, smooth=smooth)))
     return figs

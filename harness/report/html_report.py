@@ -27,6 +27,9 @@ th { background: #f4f4f4; }
 .state { background: #fff3cd; border: 1px solid #e0c36c; padding: 0.6em 1em; margin: 0.6em 0; font-weight: 600; }
 .meta td:first-child { font-weight: 600; }
 .figure { margin: 1em 0; }
+.curve-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 0 1.5em; }
+.curve-grid > div { min-width: 0; }
+.curve-grid h3 { font-size: 1em; margin: 1em 0 0; }
 .scroll { overflow-x: auto; }
 .notes { font-size: 0.9em; color: #333; max-width: 70em; }
 """
@@ -67,6 +70,9 @@ def _header(h: dict) -> str:
         ("Control", h["control"]),
         ("Seeds", ", ".join(str(s) for s in h["seeds"]) + (" (seed-matched)" if h["seed_matched"] else "")),
         ("Correction", f"{h['correction']} (alpha={h['alpha']:g})"),
+        ("Minimum effect", f"±{h['min_effect']:g}" if h["min_effect"] is not None
+         else "not set: no comparison can be called equivalent"),
+        ("Noise", h["noise_line"]),
         ("Trials", f"{h['n_completed']} completed, {h['n_failed']} failed, {h['n_pending']} running/waiting, "
                    f"{h['n_trials']} in all"),
         ("Harness", f"{h['harness_version']} (commit {h['git_commit']}); "
@@ -91,18 +97,23 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
         for div_id, title, fig in figures
     }
 
-    def figs(prefix: str) -> list[str]:
-        return [f'<h2 id="h-{k}">{_esc(t)}</h2><div class="figure">{body}</div>'
+    def figs(prefix: str, tag: str = "h2") -> list[str]:
+        return [f'<{tag} id="h-{k}">{_esc(t)}</{tag}><div class="figure">{body}</div>'
                 for k, (t, body) in fig_html.items() if k.startswith(prefix)]
 
     order: list[str] = [_header(analysis.header)]
     order.append(_table(by_key["verdicts"]))
-    order.append(_table(by_key["robustness"]))
     order += figs("fig-forest")
+    order.append(_table(by_key["robustness"]))
     order += figs("fig-strip")
     order.append(_table(by_key["conditions"]))
     order.append(_table(by_key["noise"]))
-    order += figs("fig-curve")
+    order += figs("fig-components")
+    order += [_table(by_key[key]) for key in ("components", "budget") if key in by_key]
+    curves = figs("fig-curve", "h3")
+    if curves:  # two panels a row on a wide screen: by step beside by tokens of the same metric
+        order.append('<h2 id="curves">Training curves</h2><div class="curve-grid">'
+                     + "".join(f"<div>{c}</div>" for c in curves) + "</div>")
     for key in ("cost", "failed", "pending", "config"):
         if key in by_key:
             order.append(_table(by_key[key]))

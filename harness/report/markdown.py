@@ -28,14 +28,19 @@ def render_markdown(analysis: Analysis) -> str:
     out = [f"# Study report: {h['study']}", ""]
     if h.get("description"):
         out += [h["description"], ""]
+    if h.get("noise_line"):
+        out += [f"**{h['noise_line']}**", ""]
     for line in h["state"]:
         out += [f"> **{line}**", ""]
     out += [
         f"- **Compared:** {'; '.join(h['comparisons']) or '(no comparisons)'}",
         f"- **Primary metric:** {h['primary_metric']} ({h['direction']})",
         f"- **Control:** {h['control']}",
+        f"- **Smallest effect of interest (min_effect):** "
+        f"{h['min_effect'] if h['min_effect'] is not None else 'not set: equivalence cannot be concluded'}",
+        f"- **Primary test:** {h['test']}; failed trials: {h['failures']}",
         f"- **Seeds:** {', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}",
-        f"- **Correction:** {h['correction']} (alpha={h['alpha']:g})",
+        f"- **Correction:** {h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})",
         f"- **Trials:** {h['n_completed']} completed, {h['n_failed']} failed, "
         f"{h['n_pending']} running/waiting, {h['n_trials']} in all",
         f"- **Harness:** {h['harness_version']} (commit {h['git_commit']}); "

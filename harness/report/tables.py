@@ -63,28 +63,31 @@ def _pct(alpha: float) -> str:
     return f"{int(round((1 - alpha) * 100))}%"
 
 
+def _level(level) -> str:
+    return f"{float(level) * 100:.4g}%" if level is not None and np.isfinite(level) else DASH
+
+
 def verdict_display(analysis: Analysis) -> pd.DataFrame:
-    h = analysis.header
-    corr = "Holm" if h["correction"] == "holm" else "BH"
     rows = []
     for _, r in analysis.verdicts.iterrows():
         n = f"{int(r['n'])} pairs" if r["paired"] else f"{int(r['n'])} vs {int(r['n_control'])}"
+        label = r["verdict"] + (" (real but smaller than min_effect)" if r["smaller_than_min_effect"] else "")
         rows.append({
             "condition": r["condition"],
             "control": r["control"],
             "seeds": n,
+            "failed": f"{int(r['failed'])} / {int(r['failed_control'])}",
             "mean": fmt(r["mean"]),
             "control mean": fmt(r["mean_control"]),
             "difference": fmt(r["diff"]),
-            f"{_pct(h['alpha'])} CI": _ci(r["ci_low"], r["ci_high"]),
+            "interval": _ci(r["ci_low"], r["ci_high"]),
+            "level": _level(r["ci_level"]),
             "test": r["test"] if isinstance(r["test"], str) else DASH,
-            "p": fmt_p(r["p_value"]),
-            f"p ({corr})": fmt_p(r["p_adjusted"]),
+            "p (adjusted)": fmt_p(r["p_adjusted"]),
             "Hedges g": fmt(r["hedges_g"], 3),
-            "P(improvement)": fmt(r["prob_improvement"], 3),
-            "pairing r": fmt(r["pair_correlation"], 3),
-            "verdict": r["verdict"],
-            "seeds needed": fmt_seeds(r["seeds_needed"]),
+            "verdict": label,
+            "seeds to decide (true difference 0)": fmt_seeds(r["seeds_needed_null"]),
+            "seeds to decide (true difference = planning effect)": fmt_seeds(r["seeds_needed_effect"]),
         })
     return pd.DataFrame(rows)
 
@@ -130,11 +133,29 @@ def noise_display(analysis: Analysis) -> pd.DataFrame:
 def noise_table_display(nf: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     pct = _pct(alpha)
     return pd.DataFrame([
-        {"condition": r["condition"], "seeds": fmt(r["n"]), "mean": fmt(r["mean"]), "seed std": fmt(r["std"]),
-         f"std {pct} CI": _ci(r["std_ci_low"], r["std_ci_high"]), "sem": fmt(r["sem"]),
-         "MDE at these seeds": fmt(r["mde"]), "seeds for a 1-sd effect": fmt(r["seeds_for_1sd"]),
+        {"condition": r["condition"], "seeds": fmt(r["n"]), "failed": fmt(r["failed"]), "mean": fmt(r["mean"]),
+         "seed std": fmt(r["std"]), f"std {pct} CI": _ci(r["std_ci_low"], r["std_ci_high"]),
+         "CI method": r["std_ci_method"] if isinstance(r["std_ci_method"], str) else DASH,
+         "normality p (Shapiro-Wilk)": fmt_p(r["normality_p"]), "sem": fmt(r["sem"]),
+         "seeds to decide": fmt_seeds(r["seeds_needed"]),
          "note": r["note"] if isinstance(r["note"], str) else ""}
         for _, r in nf.iterrows()
+    ])
+
+
+def components_display(analysis: Analysis) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"source": r["source"], "variance": fmt(r["variance"]), "sd": fmt(r["sd"]),
+         "share": f"{r['share']:.1%}" if np.isfinite(r["share"]) else DASH, "note": r["note"]}
+        for _, r in analysis.components.iterrows()
+    ])
+
+
+def budget_display(analysis: Analysis) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"design": r["option"], "seeds per arm": fmt(r["seeds"]), "eval prompts": fmt(r["prompts"]),
+         "eval samples": fmt(r["samples"]), "predicted SE of a difference": fmt(r["se_diff"])}
+        for _, r in analysis.budget.iterrows()
     ])
 
 
@@ -153,27 +174,52 @@ def _strings(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).map(fmt) if len(df) else df.astype(object)
 
 
+def _verdict_caption(h: dict) -> str:
+    family = ("Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
+              f"together with probability >= {1 - h['alpha']:.0%}" if h["correction"] == "bonferroni" else
+              "each comparison alone (correction: none): the verdicts do not hold together")
+    margin = (f"equivalent: it lies inside +-{fmt(h['min_effect'])} (min_effect)" if h["min_effect"] is not None
+              else "equivalence cannot be concluded: the study names no min_effect")
+    effect = (f"min_effect ({fmt(h['min_effect'])})" if h["min_effect"] is not None else
+              f"one seed sd ({fmt(h['planning_effect'])})" if h.get("planning_effect") else "the planning effect")
+    return (f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "
+            f"the one the verdict reads, at level {_level(h['ci_level'])} ({family}). Better / worse: it excludes "
+            f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide': seeds per arm at which this "
+            f"design reaches a verdict with 80% probability for a true difference of 0 and of {effect}, "
+            "from the measured variance (prospective, never from the observed difference).")
+
+
 def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section]:
     """The report's tables in page order."""
     h = analysis.header
-    corr = "Holm" if h["correction"] == "holm" else "Benjamini-Hochberg"
     out = [
-        Section("verdicts", "Verdicts", verdict_display(analysis),
-                f"Each condition against its control on {h['primary_metric']} ({h['direction']}). "
-                f"p-values corrected with {corr} over the pre-registered comparisons that could be tested. "
-                "Seed-matched pairs use the paired analysis (pairing r is the correlation between paired seeds). "
-                "'seeds needed' is the seeds per arm to detect the observed difference at 80% power.",
-                verdict_notes(analysis)),
+        Section("verdicts", "Verdicts", verdict_display(analysis), _verdict_caption(h), verdict_notes(analysis)),
         Section("robustness", "Robustness checks", robustness_display(analysis),
-                "Other tests of the same comparison. A test whose smallest attainable p-value is above alpha "
-                "at this number of seeds 'cannot reject' - that is not evidence of no effect."),
+                "Other tests of the same comparison (unadjusted p), none identical to the verdict's test at "
+                "these seeds. A test whose smallest attainable p-value is above alpha 'cannot reject' - that "
+                "is not evidence of no effect."),
+    ]
+    if len(analysis.components):
+        out += [
+            Section("components", "Noise by source", components_display(analysis),
+                    f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
+                    "(method of moments on the seed x prompt tables, each truncated at 0)."),
+            Section("budget", "What more budget buys", budget_display(analysis),
+                    "Predicted standard error of a typical arm-vs-control difference of this study (the median "
+                    "of each variance component over its seed x prompt comparisons, paired where the seeds are "
+                    "matched; without those, two unpaired arms with the components above) at the design as "
+                    "run and with one more unit of each budget."),
+        ]
+    out += [
         Section("conditions", "Condition means", conditions_display(analysis), ""),
         Section("noise", "Noise floor", noise_display(analysis),
-                "Seed-to-seed standard deviation of each condition, the minimal detectable difference (MDE) "
-                "between two arms at the seeds run, and the seeds per arm needed to detect a 1-sd effect."),
+                "Seed-to-seed standard deviation of each condition with its interval (Bonett's from 5 seeds, "
+                "which does not assume normal scores; below that chi-square, which does), a normality "
+                "diagnostic, and the seeds per arm at which two arms of this sd are decided at the verdicts' "
+                "level and planning effect."),
         Section("cost", "Cost", cost_display(analysis), "Wall time and tokens summed over trials."),
         Section("failed", "Failed trials", _strings(analysis.failed),
-                "Failed trials are left out of the statistics; each is listed with its reason."),
+                "Failed trials with their reasons (the verdict table counts them per arm)."),
     ]
     if len(analysis.pending):
         out.append(Section("pending", "Trials still running or waiting", _strings(analysis.pending), ""))

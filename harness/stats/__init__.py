@@ -6,11 +6,14 @@ reproducible). Result objects are frozen dataclasses whose ``to_dict()`` is JSON
 (NaN/inf become None).
 
 Map:
-    noise      noise_floor -> NoiseFloor
+    noise      noise_floor -> NoiseFloor (Bonett / chi-square sd intervals)
+    crossed    seed_prompt_difference -> Difference (seed x prompt), PlanVariance
+    components variance_components of several arms' seed x prompt tables
+    planning   decision_probability, seeds_to_decide (prospective, at a chosen effect)
     power      seeds_needed, minimal_detectable_effect, power_two_sample, power_paired
-    compare    compare -> Comparison (with robustness Checks); welch_test / paired_test cores
+    compare    compare -> Comparison (with robustness Checks); trial_means_difference -> Difference
     multiple   adjust_pvalues ("holm", "bh")
-    verdict    verdicts -> [Verdict]
+    verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive
     bootstrap  Interval, bootstrap_ci (reporting only)
     curves     curve_band, align_on_grid
 """
@@ -27,12 +30,16 @@ from .compare import (
     permutation_check,
     prob_improvement,
     sign_flip_check,
+    trial_means_difference,
     welch_test,
     yuen_test,
 )
+from .components import SOURCES, Components, variance_components
+from .crossed import Difference, PlanVariance, seed_prompt_difference, seed_prompt_se
 from .curves import align_on_grid, curve_band
 from .multiple import adjust_pvalues
-from .noise import NoiseFloor, noise_floor, std_interval
+from .noise import NoiseFloor, bonett_std_interval, chi_square_std_interval, noise_floor
+from .planning import decision_probability, seeds_can_decide, seeds_to_decide
 from .power import (
     minimal_detectable_effect,
     power_paired,
@@ -40,13 +47,23 @@ from .power import (
     seeds_needed,
     seeds_needed_paired,
 )
-from .verdict import LABELS, Verdict, clears_noise_floor, verdicts
+from .verdict import (
+    CORRECTIONS,
+    LABELS,
+    Verdict,
+    check_margin,
+    decide,
+    interval_level,
+    label_of,
+)
 
 __all__ = [
-    "Check", "Comparison", "Interval", "LABELS", "NoiseFloor", "TTest", "Verdict",
-    "adjust_pvalues", "align_on_grid", "bootstrap_ci", "bootstrap_diff_ci",
-    "clears_noise_floor", "compare", "curve_band", "hedges_g", "mann_whitney_check",
+    "CORRECTIONS", "SOURCES", "Check", "Components", "Comparison", "Difference", "Interval", "LABELS", "NoiseFloor", "PlanVariance",
+    "TTest", "Verdict", "adjust_pvalues", "align_on_grid", "bonett_std_interval", "bootstrap_ci",
+    "bootstrap_diff_ci", "check_margin", "chi_square_std_interval", "compare", "curve_band", "decide",
+    "decision_probability", "hedges_g", "interval_level", "label_of", "mann_whitney_check",
     "minimal_detectable_effect", "noise_floor", "paired_test", "permutation_check", "power_paired",
-    "power_two_sample", "prob_improvement", "seeds_needed",
-    "seeds_needed_paired", "sign_flip_check", "std_interval", "verdicts", "welch_test", "yuen_test",
+    "power_two_sample", "prob_improvement", "seed_prompt_difference", "seed_prompt_se", "seeds_can_decide",
+    "seeds_needed", "seeds_needed_paired", "seeds_to_decide", "sign_flip_check", "trial_means_difference", "variance_components",
+    "welch_test", "yuen_test",
 ]

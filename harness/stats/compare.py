@@ -24,6 +24,7 @@ import numpy as np
 from scipy import special, stats
 
 from ._util import JsonMixin, as_sample, check_alpha, resolve_rng
+from .crossed import Difference, PlanVariance
 
 
 class TTest(NamedTuple):
@@ -346,3 +347,33 @@ def compare(arm, control, *, paired: bool = False, alpha: float = 0.05, n_permut
         alpha=alpha, paired=bool(paired), std_arm=sd_a, std_control=sd_b, std_diff=sd_d,
         pair_correlation=corr, se=float(res.se), df=float(res.df), reason=reason,
     )
+
+
+# ---------------------------------------------------------------- the difference a verdict reads
+
+#: tests a study may name for its trial-means analysis (``seed_prompt`` lives in ``crossed``)
+TRIAL_MEAN_TESTS = {"welch_t": welch_test, "paired_t": paired_test, "yuen": yuen_test}
+
+
+def trial_means_difference(arm, control, *, test: str) -> Difference:
+    """The difference of per-seed scores by ``test`` ("welch_t", "paired_t" or "yuen"), with the
+    seed-only variance model for planning (no prompt term: trial means hide it)."""
+    if test not in TRIAL_MEAN_TESTS:
+        raise ValueError(f"unknown trial-means test {test!r}; valid: {', '.join(TRIAL_MEAN_TESTS)}")
+    a, b = as_sample(arm, "arm"), as_sample(control, "control")
+    paired = test == "paired_t"
+    if paired and a.size != b.size:
+        raise ValueError(f"paired_t needs the same seeds in both arms; got {a.size} and {b.size} values")
+    res = TRIAL_MEAN_TESTS[test](a, b)
+    se, df = float(res.se), float(res.df)
+    if min(a.size, b.size) < 2:
+        reason = f"need at least 2 seeds per arm; got {a.size} (arm) and {b.size} (control)"
+    elif not (math.isfinite(se) and se > 0):
+        reason = "zero variance across seeds: no interval"
+    else:
+        reason = ""
+    plan = None
+    if not reason:
+        seed = _sd(a - b) ** 2 if paired else _sd(a) ** 2 + _sd(b) ** 2
+        plan = PlanVariance(seed=seed, prompt=0.0, residual=0.0, sampling=0.0, n_prompts=1, samples=1, paired=paired)
+    return Difference(float(res.diff), se, df, test, int(a.size), int(b.size), paired, 0, se, plan, reason)

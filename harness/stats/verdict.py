@@ -1,26 +1,31 @@
-"""Verdicts: does each arm's effect clear the seed noise floor, and if not, why not.
+"""Verdicts: better, worse, equivalent or inconclusive, each arm against the control.
 
-Rules (for each comparison, in a pre-registered family corrected for multiplicity):
+One interval decides everything. For a family of m pre-registered comparisons each difference
+gets a two-sided t interval at level ``1 - alpha / m`` (Bonferroni; ``correction="none"``: at
+``1 - alpha``, each comparison alone). With Bonferroni the m intervals cover their true
+differences simultaneously with probability >= 1 - alpha under any dependence (a shared control,
+shared prompts, unequal variances), and every verdict below is a statement that the true
+difference lies in a region containing its interval, so **all verdicts of a study are right at
+once with probability >= 1 - alpha**:
 
-* **"clears noise floor"** iff the adjusted p-value of the comparison's t-test (Welch, or paired
-  t) is < alpha AND that test's (1 - alpha) CI of the difference excludes 0. Direction is not
-  part of the label: a significantly *worse* arm clears the noise floor with ``direction_ok``
-  False.
-* otherwise **"underpowered"** when fewer seeds per arm were run than ``seeds_needed`` (the
-  study could not have detected the effect), or when the comparison is untestable (one seed, zero
-  variance; see ``Comparison.reason``);
-* otherwise **"within noise"**: the study had the power to see the effect and did not.
+* **better** / **worse**: the interval excludes 0, on the good / bad side of ``direction``
+  (each direction is a one-sided test at alpha / 2m: better-or-worse at a true difference of 0
+  is said with probability <= alpha over the family);
+* **equivalent**: the interval lies inside (-min_effect, +min_effect) (two one-sided tests at
+  alpha / 2m each; conservative against a TOST at alpha / m, the price of one interval for all);
+* **inconclusive**: neither; or the comparison cannot be tested (``reason``).
 
-``seeds_needed`` is computed for ``target_effect`` if given, else for the observed |diff|, at the
-observed seed standard deviations (two-sample Welch power, or paired-t power from the sd of the
-differences), at level alpha / m where m is the number of testable comparisons (Bonferroni, the
-level of Holm's first step): enough seeds to clear the correction, not just an uncorrected test.
-Without ``target_effect`` a non-significant result is nearly always "underpowered", because
-the power of a test at the effect it observed is below ~50% whenever p >= alpha; pass the
-smallest effect you care about as ``target_effect`` to tell "within noise" from "underpowered".
+``smaller_than_min_effect`` flags a better / worse verdict whose interval also lies inside the
+margin: real, but smaller than the smallest effect the study said it cares about.
 
-Verdicts never use a bootstrap interval: at 3-5 seeds percentile bootstrap CIs are far too
-narrow (see tests/stats/test_calibration.py).
+We chose Bonferroni over a many-to-one max-t (Dunnett) interval: Dunnett's multivariate t needs
+equal variances and one df, which the Welch and seed x prompt analyses do not have, and at 6 arms
+its critical value is only ~3% smaller (2.57 vs 2.64 for large df). Holm's step-down rejects more
+but has no simultaneous interval that an equivalence verdict could be read from.
+
+"Seeds needed" is prospective (``planning``): the seeds per arm at which this design decides with
+probability ``power`` for a true difference of 0 (needs a margin) and of the planning effect
+(min_effect, or one seed sd when the study names none), at the verdict's level.
 """
 
 from __future__ import annotations
@@ -30,131 +35,145 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from ._util import JsonMixin, check_alpha
-from .compare import Comparison
-from .multiple import adjust_pvalues
-from .power import seeds_needed as _seeds_needed
-from .power import seeds_needed_paired as _seeds_needed_paired
+from .crossed import Difference
+from .planning import seeds_can_decide, seeds_to_decide
 
-CLEARS = "clears noise floor"
-WITHIN = "within noise"
-UNDERPOWERED = "underpowered"
-LABELS = (CLEARS, WITHIN, UNDERPOWERED)
+BETTER = "better"
+WORSE = "worse"
+EQUIVALENT = "equivalent"
+INCONCLUSIVE = "inconclusive"
+LABELS = (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)
 DIRECTIONS = ("maximize", "minimize")
+CORRECTIONS = ("bonferroni", "none")
 
 
 @dataclass(frozen=True)
 class Verdict(JsonMixin):
-    """The verdict on one comparison. ``seeds_needed`` is per arm (None if no sd could be
-    estimated, e.g. one seed); a value of ``max_n + 1`` means "more than max_n". ``ci_low``/
-    ``ci_high`` are the verdict test's CI at the verdict's alpha (not multiplicity-adjusted)."""
+    """The verdict on one comparison.
+
+    ``ci_low``/``ci_high`` are the interval the verdict was read from, at ``ci_level``;
+    ``p_adjusted`` (Bonferroni, ``min(1, m p)``) is below alpha exactly when that interval
+    excludes 0. ``seeds_needed_null`` / ``seeds_needed_effect``: seeds per arm to decide with
+    ``power`` at a true difference of 0 / of ``planning_effect``; None when no number up to the
+    search limit does (``reason`` says whether more prompts would).
+    """
 
     label: str
+    diff: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    p_value: float
     p_adjusted: float
-    seeds_needed: int | None
-    direction_ok: bool
-    reason: str
-    test: str = ""
-    diff: float = math.nan
-    ci_low: float = math.nan
-    ci_high: float = math.nan
-    effect_for_power: float = math.nan
-    seeds_run: int = 0
-    robustness_note: str = ""
+    test: str
+    smaller_than_min_effect: bool
+    seeds_run: int
+    family_size: int
+    planning_effect: float = math.nan
+    seeds_needed_null: int | None = None
+    seeds_needed_effect: int | None = None
+    reason: str = ""
 
 
-def clears_noise_floor(p_adjusted, ci_low, ci_high, *, alpha: float = 0.05):
-    """The "clears noise floor" rule, vectorised: adjusted p < alpha and the CI excludes 0."""
-    p = np.asarray(p_adjusted, dtype=float)
+def check_margin(min_effect: float | None) -> float | None:
+    """A smallest effect of interest: None, or a finite number > 0."""
+    if min_effect is None:
+        return None
+    value = float(min_effect)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"min_effect must be a finite number > 0 (in the metric's units); got {min_effect}")
+    return value
+
+
+def interval_level(alpha: float, family_size: int, correction: str = "bonferroni") -> float:
+    """Two-sided level of each comparison's interval in a family of ``family_size``."""
+    alpha = check_alpha(alpha)
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}; valid: {', '.join(CORRECTIONS)}")
+    m = max(1, int(family_size)) if correction == "bonferroni" else 1
+    return 1.0 - alpha / m
+
+
+def label_of(ci_low, ci_high, *, margin: float | None, direction: str = "maximize"):
+    """Labels (and the smaller-than-margin flag) from intervals, vectorised (simulations use it)."""
     lo = np.asarray(ci_low, dtype=float)
     hi = np.asarray(ci_high, dtype=float)
-    with np.errstate(invalid="ignore"):
-        return (p < alpha) & ((lo > 0) | (hi < 0))
+    up, down = lo > 0, hi < 0
+    good, bad = (up, down) if direction == "maximize" else (down, up)
+    inside = (lo > -margin) & (hi < margin) if margin is not None else np.zeros(lo.shape, dtype=bool)
+    labels = np.where(good, BETTER, np.where(bad, WORSE, np.where(inside, EQUIVALENT, INCONCLUSIVE)))
+    return labels, (good | bad) & inside
 
 
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _robustness_note(c: Comparison, alpha: float) -> str:
-    cannot = [name for name, ch in c.robustness.items() if not ch.can_reject]
-    parts = []
-    if cannot:
-        worst = max(c.robustness[n].min_attainable_p for n in cannot)
-        parts.append(
-            f"{', '.join(cannot)} cannot reach p < {alpha:g} with these seed counts "
-            f"(smallest attainable p up to {worst:.3g}), so their p-values say nothing about absence of an effect"
-        )
-    disagree = [f"{n} p = {ch.p_value:.3g}" for n, ch in c.robustness.items()
-                if ch.can_reject and math.isfinite(ch.p_value) and (ch.p_value < alpha) != (c.p_value < alpha)]
-    if disagree and math.isfinite(c.p_value):
-        parts.append(f"disagreeing with {c.test} (unadjusted p = {c.p_value:.3g}): {', '.join(disagree)}")
-    return "; ".join(parts)
+def _planning(d: Difference, effect: float, margin: float | None, level: float, power: float,
+              max_n: int) -> tuple[int | None, int | None, str]:
+    if d.plan is None or not d.testable or not effect > 0:
+        return None, None, ""
+    need_effect = seeds_to_decide(effect, d.plan, level=level, power=power, margin=margin, max_n=max_n)
+    need_null = (seeds_to_decide(0.0, d.plan, level=level, power=power, margin=margin, max_n=max_n)
+                 if margin is not None else None)
+    notes = []
+    for need, delta, what in ((need_effect, effect, f"a true difference of {_fmt(effect)}"),
+                              (need_null, 0.0, "a true difference of 0")):
+        if need is None and (margin is not None or delta):
+            if seeds_can_decide(delta, d.plan, level=level, power=power, margin=margin):
+                notes.append(f"deciding at {what} needs more than {max_n} seeds per arm")
+            else:
+                notes.append(f"no number of seeds decides at {what} with {d.plan.n_prompts} eval prompts "
+                             "(the arm x prompt variance does not shrink with seeds): add eval prompts")
+    return need_null, need_effect, "; ".join(notes)
 
 
-def verdicts(comparisons: Sequence[Comparison], *, alpha: float = 0.05, method: str = "holm",
-             direction: str = "maximize", target_effect: float | None = None, power: float = 0.8,
-             max_n: int = 10_000) -> list[Verdict]:
-    """One ``Verdict`` per comparison (same order), p-values adjusted over the whole family."""
+def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction: str = "maximize",
+           min_effect: float | None = None, planning_effect: float | None = None,
+           correction: str = "bonferroni", power: float = 0.8, max_n: int = 10_000) -> list[Verdict]:
+    """One ``Verdict`` per difference (same order); the family is the testable ones.
+
+    ``planning_effect`` defaults to ``min_effect``; without either, no seeds-needed figure."""
     alpha = check_alpha(alpha)
     if direction not in DIRECTIONS:
         raise ValueError(f"unknown direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
-    if target_effect is not None:
-        target_effect = float(target_effect)
-        if not math.isfinite(target_effect) or target_effect == 0:
-            raise ValueError(f"target_effect must be a finite non-zero number or None; got {target_effect}")
-    comparisons = list(comparisons)
-    for c in comparisons:
-        if not isinstance(c, Comparison):
-            raise TypeError(f"verdicts() takes Comparison objects from compare(); got {type(c).__name__}")
-    p_adj = adjust_pvalues([c.p_value for c in comparisons], method=method)
-    m = max(1, int(np.sum(np.isfinite(p_adj))))
-    alpha_plan = alpha / m
-
+    margin = check_margin(min_effect)
+    effect = margin if planning_effect is None else float(planning_effect)
+    diffs = list(differences)
+    for d in diffs:
+        if not isinstance(d, Difference):
+            raise TypeError(f"decide() takes Difference objects; got {type(d).__name__}")
+    m = sum(d.testable for d in diffs)
+    level = interval_level(alpha, m, correction)
     out = []
-    for c, pa in zip(comparisons, p_adj):
-        pa = float(pa)
-        if math.isfinite(c.se) and math.isfinite(c.df) and c.se > 0:
-            half = float(stats.t.ppf(1 - alpha / 2, c.df)) * c.se
-            lo, hi = c.diff - half, c.diff + half
-        else:
-            lo = hi = math.nan
-        direction_ok = bool(c.diff > 0) if direction == "maximize" else bool(c.diff < 0)
-        effect = abs(target_effect) if target_effect is not None else abs(c.diff)
-        seeds_run = min(c.n_arm, c.n_control)
-        sd_ok = (math.isfinite(c.std_diff) if c.paired
-                 else math.isfinite(c.std_arm) and math.isfinite(c.std_control))
-        if not sd_ok:
-            need = None
-        elif c.paired:
-            need = _seeds_needed_paired(effect, c.std_diff, alpha=alpha_plan, power=power, max_n=max_n)
-        else:
-            need = _seeds_needed(effect, c.std_arm, c.std_control, alpha=alpha_plan, power=power, max_n=max_n)
-        need_txt = (f"more than {max_n}" if need is not None and need > max_n else str(need))
-        effect_txt = "target effect" if target_effect is not None else "observed difference"
-        better = "improves on" if direction_ok else ("is worse than" if c.diff != 0 else "does not differ from")
-
-        if c.reason or not math.isfinite(pa):
-            label = UNDERPOWERED
-            reason = f"Cannot be tested: {c.reason or 'the p-value is undefined'}; run more seeds."
-        elif bool(clears_noise_floor(pa, lo, hi, alpha=alpha)):
-            label = CLEARS
-            reason = (f"Arm {better} control by {c.diff:+.4g} ({1 - alpha:.0%} CI {_fmt(lo)} to {_fmt(hi)}; "
-                      f"{c.test} p = {pa:.3g} after {method} adjustment, below {alpha:g}).")
-        elif need is None or seeds_run < need:
-            label = UNDERPOWERED
-            reason = (f"Not distinguishable from noise ({method}-adjusted p = {pa:.3g}), but detecting the "
-                      f"{effect_txt} of {_fmt(effect)} with {power:.0%} power needs {need_txt} seeds per arm "
-                      f"and {seeds_run} were run.")
-        else:
-            label = WITHIN
-            reason = (f"Not distinguishable from noise ({method}-adjusted p = {pa:.3g}) although {seeds_run} seeds "
-                      f"per arm give {power:.0%} power for the {effect_txt} of {_fmt(effect)} "
-                      f"(CI {_fmt(lo)} to {_fmt(hi)}).")
-        out.append(Verdict(label=label, p_adjusted=pa, seeds_needed=need, direction_ok=direction_ok,
-                           reason=reason, test=c.test, diff=c.diff, ci_low=lo, ci_high=hi,
-                           effect_for_power=effect, seeds_run=seeds_run,
-                           robustness_note=_robustness_note(c, alpha)))
+    for d in diffs:
+        if not d.testable:
+            out.append(Verdict(INCONCLUSIVE, d.diff, math.nan, math.nan, level, math.nan, math.nan, d.test, False,
+                               min(d.n_arm, d.n_control), m, effect if effect else math.nan,
+                               reason=f"Cannot be tested: {d.reason or 'no standard error'}."))
+            continue
+        half = float(special.stdtrit(d.df, 0.5 + level / 2.0)) * d.se
+        lo, hi = d.diff - half, d.diff + half
+        p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
+        p_adj = min(1.0, p * (m if correction == "bonferroni" else 1))
+        label, small = (x.item() for x in label_of(lo, hi, margin=margin, direction=direction))
+        need_null, need_effect, plan_note = _planning(d, effect or math.nan, margin, level, power, max_n)
+        ci = f"{level:.4g} interval [{_fmt(lo)}, {_fmt(hi)}]"
+        text = {
+            BETTER: f"Better than the control by {d.diff:+.4g} ({ci} excludes 0).",
+            WORSE: f"Worse than the control by {d.diff:+.4g} ({ci} excludes 0).",
+            EQUIVALENT: f"Equivalent to the control: the {ci} lies inside +-{_fmt(margin or 0)}.",
+            INCONCLUSIVE: (f"Inconclusive: the {ci} includes 0"
+                           + (f" and reaches beyond +-{_fmt(margin)}." if margin else
+                              "; without min_effect no equivalence can be concluded.")),
+        }[label]
+        if small:
+            text += f" Real but smaller than min_effect ({_fmt(margin)})."
+        if plan_note and label == INCONCLUSIVE:
+            text += f" Planning: {plan_note}."
+        out.append(Verdict(label, d.diff, lo, hi, level, p, p_adj, d.test, bool(small), min(d.n_arm, d.n_control),
+                           m, effect if effect else math.nan, need_null, need_effect, text))
     return out

@@ -32,6 +32,7 @@ class FakeResults:
     trials: pd.DataFrame
     curves: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    prompts: pd.DataFrame | None = None
 
 
 def make_results(
@@ -80,6 +81,7 @@ def make_results(
         "study": "synthetic", "primary_metric": PRIMARY, "direction": "maximize", "control": CONTROL,
         "conditions": list(CONDITIONS), "comparisons": [("big", CONTROL), ("null", CONTROL)],
         "seeds": list(seeds), "seed_matched": True, "harness_version": "0.1.0", "git_commit": "abc1234",
+        "metric_ranges": {PRIMARY: (0.0, 1.0)},
     }
     return FakeResults(
         trials=pd.DataFrame(trials),
@@ -93,3 +95,28 @@ def values(res: FakeResults, cond: str, metric: str = PRIMARY) -> pd.Series:
     t = res.trials
     t = t[(t["arm"] == cond) & (t["status"] == "completed")].sort_values("seed")
     return pd.Series(t[metric].to_numpy(float), index=t["seed"].to_numpy())
+
+
+def with_prompts(res: FakeResults, n_prompts: int = 32, *, step: int = 9, arm_x_prompt: float = 0.0,
+                 seed: int = 5) -> FakeResults:
+    """Give every completed trial 0/1 greedy scores on ``n_prompts`` shared prompts (prompt
+    difficulty shared by the arms, plus an optional arm x prompt sd on the latent scale) and set
+    its primary metric to their mean, as a real evaluation would. An earlier evaluation at step
+    0 is added too, to check that the last one is used."""
+    rng = np.random.default_rng(seed)
+    difficulty = rng.normal(0.0, 1.0, n_prompts)
+    per_arm = {c: rng.normal(0.0, arm_x_prompt, n_prompts) for c in CONDITIONS}
+    ids = [f"p{i:03d}" for i in range(n_prompts)]
+    rows = []
+    trials = res.trials.copy()
+    for i, t in trials.iterrows():
+        if t["status"] != "completed":
+            continue
+        latent = np.log(t[PRIMARY] / (1 - t[PRIMARY])) + difficulty + per_arm[t["arm"]]
+        scores = (rng.random(n_prompts) < 1 / (1 + np.exp(-latent))).astype(float)
+        trials.loc[i, PRIMARY] = scores.mean()
+        for p, value in zip(ids, scores):
+            rows.append((t["trial_id"], t["arm"], t["seed"], step, p, PRIMARY, value))
+            rows.append((t["trial_id"], t["arm"], t["seed"], 0, p, PRIMARY, 0.0))
+    prompts = pd.DataFrame(rows, columns=["trial_id", "arm", "seed", "step", "prompt_id", "metric", "value"])
+    return FakeResults(trials=trials, curves=res.curves, meta=dict(res.meta), prompts=prompts)

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app, report_cmds
 from harness.errors import ConfigError
-from harness.report import analyze, noise_floor_table
+from harness.report import analyze
 
 
 @pytest.fixture
@@ -27,11 +27,11 @@ def cli(monkeypatch):
 def test_report_command_writes_to_out(cli, tmp_path):
     res, seen, runner = cli
     out = tmp_path / "rep"
-    r = runner.invoke(app, ["report", "studies/x.yaml", "--out", str(out), "--correction", "bh"])
+    r = runner.invoke(app, ["report", "studies/x.yaml", "--out", str(out), "--correction", "none"])
     assert r.exit_code == 0, r.output
     assert seen == ["studies/x.yaml"]
     assert (out / "index.html").exists() and (out / "plotly.min.js").exists()
-    assert "bh" in (out / "summary.md").read_text()
+    assert "**Correction:** none" in (out / "summary.md").read_text()
 
 
 def test_report_command_default_folder(cli, tmp_path, monkeypatch):
@@ -52,14 +52,26 @@ def test_compare_json_matches_report(cli):
         assert got[key] == pytest.approx(row[key]), key
     assert got["verdict"] == row["verdict"] and got["paired"] is True
     assert {c["check"] for c in got["robustness"]} >= {"mann_whitney", "yuen", "permutation"}
+    assert "paired_t" not in {c["check"] for c in got["robustness"]}  # the verdict's own test is not repeated
+
+
+def test_compare_min_effect_option(cli):
+    _, _, runner = cli
+    r = runner.invoke(app, ["compare", "s.yaml", "null", "grpo", "--min-effect", "0.1", "--json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    assert got["min_effect"] == 0.1 and got["verdict"] == "equivalent"
+    r = runner.invoke(app, ["compare", "s.yaml", "null", "grpo", "--min-effect", "0"])
+    assert isinstance(r.exception, ConfigError) and "min_effect must be a finite number > 0" in str(r.exception)
 
 
 def test_compare_text(cli):
     _, _, runner = cli
     r = runner.invoke(app, ["compare", "s.yaml", "null", "grpo"])
     assert r.exit_code == 0, r.output
-    assert "null vs grpo on eval/accuracy (maximize), 4 vs 5 seeds" in r.output
-    assert "verdict" in r.output and "robustness checks:" in r.output
+    assert "null vs grpo on eval/accuracy (maximize), paired over 4 seeds" in r.output
+    assert "verdict         inconclusive" in r.output and "robustness checks:" in r.output
+    assert "failed trials   1 vs 0" in r.output and "min_effect      not set" in r.output
 
 
 def test_compare_unknown_names(cli):
@@ -78,11 +90,11 @@ def test_noise_floor_command(cli):
     r = runner.invoke(app, ["noise-floor", "s.yaml", "--json"])
     assert r.exit_code == 0, r.output
     got = json.loads(r.output)
-    table = noise_floor_table(res).set_index("condition")
-    assert got["metric"] == "eval/accuracy"
+    table = analyze(res).noise_floor.set_index("condition")
+    assert got["metric"] == "eval/accuracy" and got["level"] == pytest.approx(0.975)
     for row in got["conditions"]:
         assert row["std"] == pytest.approx(table.loc[row["condition"], "std"])
-        assert row["mde"] == pytest.approx(table.loc[row["condition"], "mde"])
-    r = runner.invoke(app, ["noise-floor", "s.yaml"])
+        assert row["seeds_needed"] == table.loc[row["condition"], "seeds_needed"]
+    r = runner.invoke(app, ["noise-floor", "s.yaml", "--min-effect", "0.05"])
     assert r.exit_code == 0 and "noise floor of eval/accuracy" in r.output
-    assert "seeds for a 1-sd effect" in r.output
+    assert "seeds to decide" in r.output and "bonett" in r.output

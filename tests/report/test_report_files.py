@@ -61,7 +61,7 @@ def test_header_and_tables_in_html_and_markdown(written):
         assert FAILED_ID in text and "NonFiniteError: loss is nan at step 7" in text
         assert "1 trial failed" in text
         assert "STILL RUNNING" not in text
-        assert "clears noise floor" in text
+        assert "better" in text and "NO MIN_EFFECT" in text
         assert "seq-mean-token-sum-norm" in text  # config-diff table
         assert "Noise floor" in text and "Cost" in text
     assert "## What differs between the arms" in md

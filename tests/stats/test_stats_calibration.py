@@ -2,9 +2,12 @@
 
 Each Monte Carlo estimate of a rate p from R independent replicates has standard error
 SE = sqrt(p (1 - p) / R); tolerances are stated in those units. Every generator has a fixed seed.
-Simulations run the production cores (``welch_test``, ``paired_test``, ``clears_noise_floor``,
-``adjust_pvalues``) on whole arrays of replicates; ``test_aa_end_to_end_*`` checks that the full
-``compare`` + ``verdicts`` path labels the same data identically.
+Simulations run the production cores (``welch_test``, ``paired_test``, ``label_of``,
+``adjust_pvalues``) on whole arrays of replicates; ``test_end_to_end_*`` checks that the full
+``trial_means_difference`` + ``decide`` path labels the same data identically. A comparison alone
+(family of m = 1) is decided better / worse when its two-sided t interval at level 1 - alpha
+excludes 0 (``verdict``); the seed x prompt analysis and families of arms are calibrated in
+test_stats_decisions.py.
 """
 
 import math
@@ -15,15 +18,17 @@ import pytest
 from harness.stats import (
     adjust_pvalues,
     bootstrap_diff_ci,
-    clears_noise_floor,
+    chi_square_std_interval,
     compare,
+    decide,
+    interval_level,
+    label_of,
     paired_test,
     power_paired,
     power_two_sample,
     seeds_needed,
     seeds_needed_paired,
-    std_interval,
-    verdicts,
+    trial_means_difference,
     welch_test,
 )
 
@@ -44,10 +49,17 @@ def draw(dist: str, rng: np.random.Generator, shape) -> np.ndarray:
     raise AssertionError(dist)
 
 
+def excludes_zero(t) -> np.ndarray:
+    """better or worse: the verdict's label read off the test's interval (vectorised)."""
+    labels, _ = label_of(t.ci_low, t.ci_high, margin=None)
+    return np.isin(labels, ("better", "worse"))
+
+
 def clears(arm, control) -> np.ndarray:
-    """The verdict rule for a single pre-registered comparison (m = 1: adjusted p = p)."""
-    t = welch_test(arm, control, alpha=ALPHA)
-    return clears_noise_floor(t.p_value, t.ci_low, t.ci_high, alpha=ALPHA)
+    """The verdict rule for a single pre-registered comparison: Welch's interval at level
+    ``interval_level(ALPHA, 1) = 1 - ALPHA`` excludes 0 (better or worse)."""
+    level = interval_level(ALPHA, 1)
+    return excludes_zero(welch_test(arm, control, alpha=1.0 - level))
 
 
 # ---------------------------------------------------------------- false positives (A/A)
@@ -74,7 +86,7 @@ def test_aa_false_positive_rate_matches_exact_welch_size_for_normal_data():
 
 
 @pytest.mark.parametrize("dist", ["normal", "lognormal", "bimodal"])
-def test_end_to_end_compare_and_verdicts_agree_with_the_vectorised_rule(dist):
+def test_end_to_end_compare_and_decide_agree_with_the_vectorised_rule(dist):
     # 60 A/A pairs and 30 with a planted shift of 3, at 3 seeds per arm, through the full path.
     rng = np.random.default_rng(11)
     shift = np.r_[np.zeros(60), np.full(30, 3.0)][:, None]
@@ -83,8 +95,11 @@ def test_end_to_end_compare_and_verdicts_agree_with_the_vectorised_rule(dist):
     assert 0 < expected.sum() < 90  # both outcomes occur, so agreement means something
     comps = [compare(a, c, n_permutations=100, rng=0) for a, c in zip(arms, controls)]
     np.testing.assert_allclose([c.p_value for c in comps], welch_test(arms, controls).p_value, rtol=1e-12)
-    labels = [verdicts([c], target_effect=1.0)[0].label for c in comps]
-    assert [lab == "clears noise floor" for lab in labels] == list(expected)
+    labels = [decide([trial_means_difference(a, c, test="welch_t")], min_effect=1.0)[0].label
+              for a, c in zip(arms, controls)]
+    assert [lab in ("better", "worse") for lab in labels] == list(expected)
+    # the planted shift is positive: every shifted pair that is decided is decided "better"
+    assert all(lab == "better" for lab, hit in zip(labels[60:], expected[60:]) if hit)
     assert all(c.robustness["mann_whitney"].can_reject is False for c in comps)  # min p 0.1 at 3 vs 3
 
 
@@ -150,8 +165,7 @@ def test_seeds_needed_paired_achieves_the_power_in_simulation():
     shared = rng.normal(0.0, sd * math.sqrt(rho), (R_POW, n))
     arm = 0.5 + shared + rng.normal(0.0, sd * math.sqrt(1 - rho), (R_POW, n))
     control = shared + rng.normal(0.0, sd * math.sqrt(1 - rho), (R_POW, n))
-    t = paired_test(arm, control)
-    emp = clears_noise_floor(t.p_value, t.ci_low, t.ci_high).mean()
+    emp = excludes_zero(paired_test(arm, control, alpha=ALPHA)).mean()
     assert abs(emp - power_paired(0.5, n, sd_diff)) <= 3 * se(0.8, R_POW)
     assert emp >= 0.8 - 3 * se(0.8, R_POW)
 
@@ -190,11 +204,12 @@ def test_paired_ci_covers_with_correlated_pairs():
 
 
 @pytest.mark.parametrize("n", [3, 5, 20])
-def test_noise_floor_std_ci_covers_the_true_sd(n):
+def test_chi_square_std_ci_covers_the_true_sd_of_normal_scores(n):
+    # (Bonett's interval and non-normal scores: test_stats_decisions.py)
     rng = np.random.default_rng(300 + n)
     sigma = 0.4  # the seed document's 0/1-reward sd
     sds = rng.normal(0.0, sigma, (R_COV, n)).std(axis=1, ddof=1)
-    lo, hi = std_interval(sds, n)
+    lo, hi = chi_square_std_interval(sds, n)
     cov = ((lo <= sigma) & (sigma <= hi)).mean()
     assert abs(cov - 0.95) <= 3 * se(0.95, R_COV)
 
