@@ -115,14 +115,14 @@ def harness_version() -> str:
 
 
 def harness_path() -> str:
-    """The folder of the harness package this process imported."""
-    return str(Path(__file__).resolve().parent.parent)
+    """The folder of the harness package this process imported (this file is harness/tracking/records.py)."""
+    return str(Path(__file__).resolve().parents[1])
 
 
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
     """The commit of the harness checkout this code runs from, or None (not a git checkout)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(harness_path()).parent
     if not (root / ".git").exists():
         return None
     try:
