@@ -2,7 +2,9 @@
 
 Every registered estimator has the signature ``fn(inputs, cfg) -> AdvantageOutput``. Each one
 computes only its own formula; the steps shared by all (zero on padding, optional whitening,
-degenerate-group flags, DAPO's row filter) are applied once, by the registration wrapper.
+degenerate-group flags, DAPO's row filter) are applied once, by the registration wrapper. A group
+is degenerate when its verifier scores are all equal (DAPO's filter, on accuracy): a KL penalty
+in the reward makes the returns differ, but gives no signal about which answer is better.
 
 Rows are ordered group by group: rows ``i*G .. (i+1)*G-1`` are prompt ``i``'s ``G`` samples.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -23,7 +25,7 @@ from harness.algorithms.registry import Registry
 #: ``drop_degenerate`` (see ``parts.py``)
 ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic", "reads"))
 
-DEGENERATE_TOL = 1e-6  # sequence returns closer than this count as equal
+DEGENERATE_TOL = 1e-6  # verifier scores closer than this count as equal
 
 
 @dataclass
@@ -32,13 +34,14 @@ class AdvantageInputs:
     mask: Tensor  # [B, T] float: 1 on completion tokens (EOS included), 0 on padding
     group_size: int
     values: Tensor | None = None  # [B, T] critic values; only estimators that need a critic
+    scores: Tensor = field(kw_only=True)  # [B] the verifier's score of each row, before any KL
 
 
 @dataclass
 class AdvantageOutput:
     advantages: Tensor  # [B, T], exactly 0 on padding
     returns: Tensor | None  # [B, T] critic targets (GAE only), before any whitening
-    degenerate: Tensor  # [n_groups] bool: every sequence return in the group is equal
+    degenerate: Tensor  # [n_groups] bool: every verifier score in the group is equal
     keep_rows: Tensor  # [B] bool: False for rows of degenerate groups under drop_degenerate
 
 
@@ -79,7 +82,7 @@ def _estimator(name: str, *, needs_groups: bool, needs_critic: bool, reads: tupl
             advantages = torch.where(on, advantages, 0.0)
             if cfg.whiten_advantages:
                 advantages = masked_whiten(advantages, inputs.mask)
-            degenerate = _degenerate_groups(sequence_returns(inputs), group)
+            degenerate = _degenerate_groups(inputs.scores, group)
             dropped = degenerate.repeat_interleave(group) & cfg.drop_degenerate
             return AdvantageOutput(
                 advantages=advantages,
@@ -94,10 +97,10 @@ def _estimator(name: str, *, needs_groups: bool, needs_critic: bool, reads: tupl
     return decorate
 
 
-def _degenerate_groups(seq_returns: Tensor, group_size: int) -> Tensor:
+def _degenerate_groups(scores: Tensor, group_size: int) -> Tensor:
     if group_size == 1:
-        return torch.zeros_like(seq_returns, dtype=torch.bool)
-    grouped = seq_returns.view(-1, group_size)
+        return torch.zeros_like(scores, dtype=torch.bool)
+    grouped = scores.view(-1, group_size)
     return (grouped.amax(dim=1) - grouped.amin(dim=1)) <= DEGENERATE_TOL
 
 

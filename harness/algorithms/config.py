@@ -39,6 +39,10 @@ class RLConfig(_Common):
     kl_estimator: str = "k3"
     kl_placement: str = "none"
     critic: str = "none"
+    old_logprobs: str = Field(
+        "auto", description="old log-probs of the ratio: sampler, recompute, or auto (recompute "
+        "where the policy's weights are bf16/fp16, else sampler)",
+    )
 
     entropy_coef: float = Field(0.0, ge=0)
 
@@ -69,9 +73,13 @@ class RLConfig(_Common):
 
 
 class DPOConfig(_Common):
-    """Direct preference optimisation on pairs of the policy's own samples."""
+    """Direct preference optimisation on best-vs-worst pairs of sampled completions."""
 
     kind: Literal["dpo"] = "dpo"
+    pairs_from: str = Field(
+        "reference", description="who samples the pairs: reference (offline, the frozen warm "
+        "start) or policy (online, the policy being trained)",
+    )
     dpo_beta: PositiveFloat = 0.1
 
 

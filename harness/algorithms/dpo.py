@@ -1,10 +1,44 @@
-"""DPO (Rafailov et al. 2023, arXiv:2305.18290) on pairs built from the policy's own samples."""
+"""DPO (Rafailov et al. 2023, arXiv:2305.18290) on best-vs-worst pairs of sampled completions, and
+where the samples come from (``pairs_from``, a registry of pair sources).
+
+``reference`` is offline DPO: every step samples its pairs from the frozen reference (the warm
+start), so they never follow the policy being trained, as in DPO's usual setting of preferences
+over another model's samples (here drawn afresh each step rather than fixed). ``policy`` is
+online DPO: the pairs are the current policy's own samples. Either way the verifier ranks them
+and the loss is taken against the frozen reference.
+"""
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from harness.algorithms.registry import Registry
+
+Sampler = TypeVar("Sampler")
+
+#: ``reads``: the config fields a source reads (none; kept as in every other slot, see ``parts.py``)
+PAIR_SOURCES = Registry("DPO pair source", meta_keys=("reads",))
+
+
+@PAIR_SOURCES.register("reference", reads=())
+def from_reference(policy: Sampler, reference: Sampler) -> Sampler:
+    """Offline: sample the pairs from the frozen reference (the warm start)."""
+    return reference
+
+
+@PAIR_SOURCES.register("policy", reads=())
+def from_policy(policy: Sampler, reference: Sampler) -> Sampler:
+    """Online: sample the pairs from the policy being trained."""
+    return policy
+
+
+def pair_sampler(pairs_from: str, *, policy: Sampler, reference: Sampler) -> Sampler:
+    """The sampler that source ``pairs_from`` draws the pairs with."""
+    return PAIR_SOURCES.get(pairs_from)(policy, reference)
 
 
 def dpo_loss(

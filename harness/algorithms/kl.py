@@ -2,7 +2,11 @@
 
 Estimators (Schulman, "Approximating KL Divergence", 2020), from tokens sampled from pi, with
 ``d = ref_logp - logp``: k1 = -d (unbiased, can be negative), k2 = d^2 / 2 (biased, low
-variance), k3 = exp(d) - d - 1 (unbiased and never negative; GRPO's).
+variance), k3 = exp(d) - d - 1 (unbiased and never negative; GRPO's). k3 is clamped as verl's
+``low_var_kl`` (``kl_penalty_forward``): ``d`` to +-20 before ``exp``, so a log-ratio of +-100 gives
+no fp32 overflow, then the estimate to at most 10 (OpenRLHF's ``compute_approx_kl`` clamps its
+estimate to +-10 too, but not ``d``, which overflows). The cap makes k3 biased, and gives a token
+no KL gradient, once k3 > 10: ``d`` above about 2.6 or below about -11.
 
 Placements: in the ``reward``, ``token_rewards -= kl_coef * k`` with no gradient (InstructGPT);
 in the ``loss``, ``loss += kl_coef * aggregate(k, mask)`` (GRPO); or ``none``. A placement is a
@@ -22,6 +26,11 @@ from harness.algorithms.registry import Registry
 #: estimators read no field of their own (``reads`` is for the parts table, see ``parts.py``)
 KL_ESTIMATORS = Registry("KL estimator", meta_keys=("reads",))
 
+#: k3's log-ratio ``d`` is clamped to +-this before ``exp`` (verl: 20)
+K3_LOG_RATIO_BOUND = 20.0
+#: k3's estimate is clamped to at most this (verl and OpenRLHF: 10; k3 is never below 0)
+K3_MAX = 10.0
+
 
 @KL_ESTIMATORS.register("k1", reads=())
 def k1(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
@@ -35,8 +44,8 @@ def k2(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
 
 @KL_ESTIMATORS.register("k3", reads=())
 def k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
-    d = ref_logprobs - logprobs
-    return torch.expm1(d) - d
+    d = torch.clamp(ref_logprobs - logprobs, -K3_LOG_RATIO_BOUND, K3_LOG_RATIO_BOUND)
+    return torch.clamp(torch.expm1(d) - d, max=K3_MAX)
 
 
 def kl_estimate(logprobs: Tensor, ref_logprobs: Tensor, kind: str) -> Tensor:

@@ -5,16 +5,19 @@ step itself reads ``STEP_FIELDS``. A field that no chosen part reads cannot be s
 of it is an error naming the parts that would read it, and a resolved config must hold its
 default there. One rule covers what used to be special cases (``dual_clip`` on a loss with no
 clip, ``vf_coef`` without a critic, ``lam`` without GAE, ``kl_coef`` with no KL placement...).
+DPO has one slot of its own (``DPO_SLOTS``: where its pairs are sampled) and reads all its fields.
 """
 
 from __future__ import annotations
 
 from harness.algorithms.advantages import ADVANTAGES
 from harness.algorithms.aggregation import AGGREGATIONS
-from harness.algorithms.config import RLConfig
+from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.critic import CRITICS
+from harness.algorithms.dpo import PAIR_SOURCES
 from harness.algorithms.kl import KL_ESTIMATORS, KL_PLACEMENTS
 from harness.algorithms.losses import POLICY_LOSSES
+from harness.algorithms.old_logprobs import OLD_LOGPROBS
 from harness.algorithms.registry import Registry
 
 #: slot field -> the registry of its parts
@@ -25,7 +28,10 @@ SLOTS: dict[str, Registry] = {
     "kl_estimator": KL_ESTIMATORS,
     "kl_placement": KL_PLACEMENTS,
     "critic": CRITICS,
+    "old_logprobs": OLD_LOGPROBS,
 }
+#: slot field -> the registry of its parts, for DPO
+DPO_SLOTS: dict[str, Registry] = {"pairs_from": PAIR_SOURCES}
 
 #: fields the RL step reads whatever the parts: the optimisation schedule, the advantage's shared
 #: post-processing, the entropy bonus, and the slots (the KL estimator only where a placement
@@ -63,9 +69,14 @@ def unread_problem(cfg: RLConfig, field: str) -> str:
     )
 
 
-def check_part_names(cfg: RLConfig) -> None:
+def slots_of(cfg: RLConfig | DPOConfig) -> dict[str, Registry]:
+    """The slots of ``cfg``'s kind."""
+    return DPO_SLOTS if isinstance(cfg, DPOConfig) else SLOTS
+
+
+def check_part_names(cfg: RLConfig | DPOConfig) -> None:
     """Each slot names a registered part (a ``ConfigError`` listing the valid names otherwise)."""
-    for slot, registry in SLOTS.items():
+    for slot, registry in slots_of(cfg).items():
         registry.get(getattr(cfg, slot))
 
 

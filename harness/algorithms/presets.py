@@ -18,9 +18,9 @@ from harness.algorithms.advantages import ADVANTAGES
 from harness.algorithms.config import CONFIG_TYPES, DPOConfig, RLConfig
 from harness.algorithms.critic import CRITICS
 from harness.algorithms.parts import (
-    SLOTS,
     check_part_names,
     fields_read,
+    slots_of,
     unread_non_defaults,
     unread_problem,
 )
@@ -136,8 +136,9 @@ PRESETS: dict[str, Preset] = {
     "dpo": Preset(
         DPOConfig(name="dpo", dpo_beta=0.1, group_size=8, lr=TESTBED_LR),
         "Rafailov et al. 2023, Direct Preference Optimization (arXiv:2305.18290)",
-        "online: pairs are the best and worst of each group of the policy's own samples, ranked "
-        "by the verifier, not a fixed human preference set",
+        "offline (pairs_from=reference): each step's pairs are the best and worst of G samples "
+        "per prompt from the frozen warm start, ranked by the verifier, not a fixed human "
+        "preference set; pairs_from=policy makes it online (the current policy's own samples)",
     ),
     "dapo": Preset(
         _variant(
@@ -225,9 +226,9 @@ def check_algorithm(cfg: RLConfig | DPOConfig) -> RLConfig | DPOConfig:
 
 
 def _problems(cfg: RLConfig | DPOConfig) -> list[str]:
+    check_part_names(cfg)
     if isinstance(cfg, DPOConfig):
         return _dpo_problems(cfg)
-    check_part_names(cfg)
     return _rl_problems(cfg) + [unread_problem(cfg, f) for f in unread_non_defaults(cfg)]
 
 
@@ -278,14 +279,14 @@ def describe_presets() -> list[dict[str, Any]]:
     rows = []
     for name, preset in PRESETS.items():
         cfg = preset.config
+        slots = slots_of(cfg)
+        parts = {k: getattr(cfg, k) for k in slots}
         if cfg.kind == "dpo":
-            parts = {"loss": "dpo", "pairs": "best vs worst of each group"}
-        else:
-            parts = {k: getattr(cfg, k) for k in SLOTS}
+            parts = {"loss": "dpo", "pairs": "best vs worst of each group", **parts}
         defaults = {k: f.default for k, f in type(cfg).model_fields.items()}
         numbers = {
             k: v
-            for k, v in cfg.model_dump(exclude={*SLOTS, "name", "kind"}).items()
+            for k, v in cfg.model_dump(exclude={*slots, "name", "kind"}).items()
             if k in ("group_size", "lr") or v != defaults[k]
         }
         rows.append({

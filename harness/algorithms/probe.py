@@ -8,7 +8,8 @@ a batch of random log-probs, rewards and masks, drawn once from a fixed seed in 
 ratios well outside every clip range, so clip bounds, dual clips, estimators, placements and
 aggregations all leave a mark. It reads nothing of the model: the optimiser's numbers (``lr``,
 ``epochs``, ``minibatches``, ``max_grad_norm``, ``critic_lr``) and the group size are outside
-its view (``UNPROBED``), and two configs differing there are never called the same.
+its view (``UNPROBED``), and two configs differing there are never called the same; so is
+where the old log-probs come from (``old_logprobs``), which changes the data, not the formula.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 
 #: fields the probe cannot see: two configs that differ in one of these are different arms
-UNPROBED = frozenset({"name", "lr", "epochs", "minibatches", "max_grad_norm", "critic_lr", "group_size"})
+UNPROBED = frozenset({
+    "name", "lr", "epochs", "minibatches", "max_grad_norm", "critic_lr", "group_size", "old_logprobs",
+})
 #: loss and gradient closer than this (absolute, float64) count as the same computation
 TOLERANCE = 1e-7
 PROMPTS, LENGTH, SEED = 6, 10, 20240601
@@ -74,7 +77,9 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
     with torch.no_grad():
         kl = kl_estimate(data["old"], data["ref"], cfg.kl_estimator)
         rewards = token_rewards(data["scores"], mask, kl, cfg)
-    adv = compute_advantages(AdvantageInputs(rewards, mask, cfg.group_size, data["old_values"]), cfg)
+    adv = compute_advantages(
+        AdvantageInputs(rewards, mask, cfg.group_size, data["old_values"], scores=data["scores"]), cfg
+    )
     keep = adv.keep_rows.double()[:, None]
     leaves = {k: data[k].clone().requires_grad_(True) for k in ("logprobs", "entropy", "values")}
     with_critic = adv.returns is not None

@@ -1,7 +1,8 @@
 """One DPO step on the same task as the RL arms.
 
-Each step takes the same prompts an RL arm would, samples G completions from the frozen
-warm-start policy (the reference), scores them with the task's verifier and keeps one
+Each step takes the same prompts an RL arm would, samples G completions per prompt from the
+model ``pairs_from`` names (``reference``: the frozen warm start, offline DPO; ``policy``: the
+policy being trained, online DPO), scores them with the task's verifier and keeps one
 (chosen, rejected) pair per prompt whose samples differ in reward; ties are dropped. Then K
 epochs of minibatch updates of the sigmoid DPO loss against the reference.
 """
@@ -10,16 +11,18 @@ from __future__ import annotations
 
 import torch
 
-from harness.algorithms import build_pairs, dpo_loss
+from harness.algorithms import build_pairs, dpo_loss, pair_sampler
 from harness.engine.learner import Learner, MetricMean, apply_gradients
-from harness.engine.rollout import completion_forward, decode_completions
+from harness.engine.rollout import completion_forward, decode_completions, sample_groups
 from harness.engine.tasks.base import Item, RewardFn, score_groups
 
 
 def dpo_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, float]:
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     group = cfg.group_size
-    rollout = learner.reference.sample_groups(lm, [i.prompt for i in items], group, **learner.sampling)
+    lm.model.eval()
+    sample = pair_sampler(cfg.pairs_from, policy=sample_groups, reference=learner.reference.sample_groups)
+    rollout = sample(lm, [i.prompt for i in items], group, **learner.sampling)
     scores = torch.tensor(score_groups(items, decode_completions(lm, rollout), group, reward))
     pairs = build_pairs(scores.view(-1, group))
     metrics = {

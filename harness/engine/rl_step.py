@@ -1,4 +1,5 @@
-"""One RL step, readable top to bottom: rollout, score, reference and critic passes,
+"""One RL step, readable top to bottom: rollout, score, the no-grad passes (the policy's own
+where the old log-probs are recomputed or the critic shares its trunk, the reference's),
 advantages, K epochs of minibatch updates. Every algorithm goes through the same calls; the
 parts it uses come from the registries named in its ``RLConfig``, and the loss of each update is
 ``harness.algorithms.objective.update_loss``.
@@ -7,6 +8,7 @@ parts it uses come from the registries named in its ``RLConfig``, and the loss o
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 
@@ -15,6 +17,7 @@ from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.critic import explained_variance
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
+from harness.algorithms.old_logprobs import recomputes_old_logprobs
 from harness.engine.critic import critic_values
 from harness.engine.learner import Learner, MetricMean, apply_gradients
 from harness.engine.rollout import (
@@ -46,23 +49,31 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
     scores = torch.tensor(score_groups(items, decode_completions(lm, rollout), group, reward), device=lm.device)
     timings["time/score_s"] = time.perf_counter() - clock
 
-    # 3. reference log-probs (and old values for the critic)
+    # 3. no-grad passes: the policy's own (old log-probs recomputed, or hidden states for a
+    #    critic on its trunk), the reference's log-probs, the critic's old values
     clock = time.perf_counter()
     completion_mask = rollout.completion_mask
+    recompute = recomputes_old_logprobs(cfg, {p.dtype for p in lm.model.parameters()})
+    shares_trunk = learner.critic is not None and learner.critic.trunk is None
+    gap: dict[str, float] = {}
+    own, old_values = None, None
+    with torch.no_grad():
+        if recompute or shares_trunk:
+            own = completion_forward(lm.model, rollout, temperature=train.temperature, want_hidden=shares_trunk)
+        if recompute:
+            # the largest per-token |sampler - trainer| log-prob difference in the rollout
+            gap["train/old_logprob_gap"] = float(((own.logprobs - rollout.logprobs) * completion_mask).abs().max())
+            rollout = replace(rollout, logprobs=own.logprobs)
+        if learner.critic is not None:
+            hidden = None if own is None else own.hidden
+            old_values = critic_values(learner.critic, rollout, hidden, train.temperature)
     ref_logprobs = learner.reference.logprobs(rollout, train.temperature)
     kl_tokens = kl_estimate(rollout.logprobs, ref_logprobs, cfg.kl_estimator)
-    old_values = None
-    if learner.critic is not None:
-        with torch.no_grad():
-            hidden = None
-            if learner.critic.trunk is None:
-                hidden = completion_forward(lm.model, rollout, temperature=train.temperature, want_hidden=True).hidden
-            old_values = critic_values(learner.critic, rollout, hidden, train.temperature)
     timings["time/reference_s"] = time.perf_counter() - clock
 
     # 4. advantages from token rewards (with the KL the placement puts in the reward)
     rewards = token_rewards(scores, completion_mask, kl_tokens, cfg)
-    adv = compute_advantages(AdvantageInputs(rewards, completion_mask, group, old_values), cfg)
+    adv = compute_advantages(AdvantageInputs(rewards, completion_mask, group, old_values, scores=scores), cfg)
 
     # 5. K epochs of minibatch updates over the rows that are kept
     clock = time.perf_counter()
@@ -75,11 +86,12 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
     metrics = {
         "train/reward_mean": float(scores.mean()),
         "train/reward_std_in_group": float(grouped.std(dim=1).mean()) if group > 1 else 0.0,
-        "train/frac_degenerate": float((grouped.amax(1) == grouped.amin(1)).float().mean()) if group > 1 else 0.0,
+        "train/frac_degenerate": float(adv.degenerate.float().mean()),
         "train/kl_ref": _masked_mean(kl_tokens, completion_mask),
         "train/completion_len": float(completion_mask.sum(1).mean()),
         "tokens/generated": generated,
         "tokens/trained": trained,
+        **gap,
         **update_metrics,
         **timings,
     }

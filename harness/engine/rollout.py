@@ -3,7 +3,9 @@
 Prompts are left-padded so every completion starts at the same column. Sampling uses an explicit
 ``torch.Generator``: the same seed gives the same tokens. Log-probabilities are always taken from
 temperature-scaled logits, during sampling and in training, so the importance ratio is 1 before
-the first update.
+the first update: to rounding in fp32; in bf16 the sampler's cached passes drift from a training
+forward pass by up to a few 1e-3 per token, which ``old_logprobs`` (``harness.algorithms.old_logprobs``)
+removes by recomputing them.
 """
 
 from __future__ import annotations

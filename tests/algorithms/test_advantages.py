@@ -3,8 +3,9 @@ import math
 import pytest
 import torch
 
-from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs
+from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs, sequence_returns
 from harness.algorithms.config import RLConfig
+from harness.algorithms.objective import token_rewards
 
 GROUP_ESTIMATORS = ["group_zscore", "group_mean", "leave_one_out"]
 
@@ -21,7 +22,7 @@ def outcome_inputs(scores, lengths, group_size, T=4, values=None) -> AdvantageIn
         mask[i, :n] = 1
         rewards[i, :n] = 0
         rewards[i, n - 1] = score
-    return AdvantageInputs(rewards, mask, group_size, values)
+    return AdvantageInputs(rewards, mask, group_size, values, scores=torch.tensor(scores, dtype=torch.float))
 
 
 def run(name, inputs, **kw):
@@ -94,7 +95,8 @@ def test_leave_one_out_is_g_over_g_minus_1_times_group_mean():
 def test_gae_reproduces_seed_003_table(lam, expected):
     # seeds/003 ("Credit assignment: GAE"): gamma 1, r = (0, 0, 1), V = (0.5, 0.6, 0.7).
     inputs = AdvantageInputs(
-        torch.tensor([[0.0, 0.0, 1.0]]), torch.ones(1, 3), 1, torch.tensor([[0.5, 0.6, 0.7]])
+        torch.tensor([[0.0, 0.0, 1.0]]), torch.ones(1, 3), 1, torch.tensor([[0.5, 0.6, 0.7]]),
+        scores=torch.ones(1),
     )
     out = run("gae", inputs, gamma=1.0, lam=lam, critic="value_head")
     assert out.advantages[0].tolist() == pytest.approx(expected, abs=1e-6)
@@ -110,7 +112,7 @@ def test_gae_reproduces_seed_000_ppo_example():
     values = torch.tensor([[0.20, 0.25, 0.30, 0.40, 0.55]])
     rewards = -torch.tensor([[0.01, 0.02, 0.01, 0.03, 0.02]])
     rewards[0, -1] += 1.0
-    out = run("gae", AdvantageInputs(rewards, torch.ones(1, 5), 1, values), gamma=1.0, lam=0.95)
+    out = run("gae", AdvantageInputs(rewards, torch.ones(1, 5), 1, values, scores=torch.ones(1)), gamma=1.0, lam=0.95)
     expected = [0.6028476875, 0.59247125, 0.592075, 0.5285, 0.43]
     assert out.advantages[0].tolist() == pytest.approx(expected, abs=1e-6)
     assert out.returns[0].tolist() == pytest.approx(
@@ -122,9 +124,11 @@ def test_gae_on_a_padded_row_equals_the_unpadded_row():
     values = torch.tensor([[0.2, 0.4, 0.1, 0.3], [0.2, 0.4, 99.0, 99.0]])
     rewards = torch.tensor([[0.0, 0.1, -0.2, 1.0], [0.0, 1.0, 99.0, 99.0]])
     mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0]])
-    padded = run("gae", AdvantageInputs(rewards, mask, 1, values), gamma=0.9, lam=0.8)
+    scores = torch.ones(2)
+    padded = run("gae", AdvantageInputs(rewards, mask, 1, values, scores=scores), gamma=0.9, lam=0.8)
     alone = run(
-        "gae", AdvantageInputs(rewards[1:, :2], mask[1:, :2], 1, values[1:, :2]), gamma=0.9, lam=0.8
+        "gae", AdvantageInputs(rewards[1:, :2], mask[1:, :2], 1, values[1:, :2], scores=scores[1:]),
+        gamma=0.9, lam=0.8,
     )
     assert torch.allclose(padded.advantages[1, :2], alone.advantages[0])
     assert padded.advantages[1, 2:].tolist() == [0.0, 0.0]
@@ -139,7 +143,7 @@ def test_reinforce_pp_whitens_the_reward_to_go_over_the_batch():
     # Batch of 5 tokens: mean 0.95, Bessel variance 1.8 / 4 = 0.45.
     rewards = torch.tensor([[0.0, 0.0, 1.0], [0.0, 2.0, 0.0]])
     mask = torch.tensor([[1.0, 1, 1], [1, 1, 0]])
-    out = run("reinforce_pp", AdvantageInputs(rewards, mask, 1), gamma=0.5)
+    out = run("reinforce_pp", AdvantageInputs(rewards, mask, 1, scores=torch.tensor([1.0, 2.0])), gamma=0.5)
     to_go = torch.tensor([[0.25, 0.5, 1.0], [1.0, 2.0, 0.95]])
     assert torch.allclose(out.advantages, (to_go - 0.95) / math.sqrt(0.45) * mask, atol=1e-5)
     assert out.returns is None
@@ -197,3 +201,22 @@ def test_estimators_declare_groups_and_critic_needs():
         "gae": {"needs_groups": False, "needs_critic": True, "reads": ("gamma", "lam")},
     }
     assert {n: needs[n] for n in published} == published
+
+
+@pytest.mark.parametrize("name", ADVANTAGES.names())
+@pytest.mark.parametrize("drop", [True, False])
+def test_degenerate_groups_are_found_on_the_verifier_scores_not_the_kl_shaped_returns(name, drop):
+    # kl_placement reward: group 0 scores (1, 1) but its KL penalties differ, so its returns do
+    # (0.9 vs 0.7); it still says nothing about which answer is better: counted, and dropped.
+    scores = torch.tensor([1.0, 1.0, 1.0, 0.0])
+    mask = torch.ones(4, 2)
+    kl = torch.tensor([[0.5, 0.5], [1.0, 2.0], [0.0, 0.0], [0.0, 0.0]])
+    critic = ADVANTAGES.meta(name)["needs_critic"]
+    kl_cfg = cfg(advantage=name, kl_placement="reward", kl_coef=0.1, drop_degenerate=drop,
+                 critic="value_head" if critic else "none")
+    rewards = token_rewards(scores, mask, kl, kl_cfg)
+    inputs = AdvantageInputs(rewards, mask, 2, torch.zeros(4, 2) if critic else None, scores=scores)
+    assert sequence_returns(inputs).tolist() == pytest.approx([0.9, 0.7, 1.0, 0.0])
+    out = ADVANTAGES.get(name)(inputs, kl_cfg)
+    assert out.degenerate.tolist() == [True, False]
+    assert out.keep_rows.tolist() == ([False, False, True, True] if drop else [True] * 4)

@@ -84,7 +84,7 @@ def test_dr_grpo_equals_grpo_without_std_division_and_length_normalisation():
     mask = (torch.arange(T) < torch.randint(1, T + 1, (B, 1), generator=g)).float()
     rewards = torch.zeros(B, T)
     rewards[torch.arange(B), mask.sum(1).long() - 1] = torch.rand(B, generator=g)
-    inputs = AdvantageInputs(rewards, mask, G)
+    inputs = AdvantageInputs(rewards, mask, G, scores=rewards.sum(1))
     adv_grpo = ADVANTAGES.get(grpo.advantage)(inputs, grpo).advantages
     adv_dr = ADVANTAGES.get(dr.advantage)(inputs, dr).advantages
 
@@ -208,7 +208,11 @@ def test_describe_presets_lists_parts_numbers_citation_and_departures():
     assert grpo["hyperparameters"]["kl_coef"] == 0.04
     assert rows["dapo"]["hyperparameters"]["eps_high"] == 0.28
     assert "DeepSeekMath" in grpo["citation"]
-    assert rows["dpo"]["parts"] == {"loss": "dpo", "pairs": "best vs worst of each group"}
+    assert rows["dpo"]["parts"] == {
+        "loss": "dpo", "pairs": "best vs worst of each group", "pairs_from": "reference",
+    }
+    assert grpo["parts"]["old_logprobs"] == "auto"
+    assert "offline (pairs_from=reference)" in rows["dpo"]["departs"]
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "dpo"])
@@ -227,8 +231,8 @@ def test_every_rl_preset_runs_the_same_calls_end_to_end(name):
     if cfg.kl_placement == "reward":
         rewards = rewards - cfg.kl_coef * kl * mask
     values = torch.rand(B, T, generator=g) if cfg.critic != "none" else None
-    adv = compute_advantages(AdvantageInputs(rewards, mask, G, values), cfg)
-    assert adv.degenerate[0] == (cfg.kl_placement != "reward")  # KL makes returns differ
+    adv = compute_advantages(AdvantageInputs(rewards, mask, G, values, scores=scores), cfg)
+    assert adv.degenerate[0]  # on the verifier's scores, even where a KL makes the returns differ
     assert adv.keep_rows[:G].any() != cfg.drop_degenerate
 
     aggregate = make_aggregator(cfg, T)

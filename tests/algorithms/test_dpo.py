@@ -3,7 +3,9 @@ import math
 import pytest
 import torch
 
-from harness.algorithms.dpo import build_pairs, dpo_loss
+from harness.algorithms.dpo import PAIR_SOURCES, build_pairs, dpo_loss, pair_sampler
+from harness.algorithms.presets import PRESETS, check_algorithm, resolve_algorithm
+from harness.errors import ConfigError
 
 
 def test_dpo_loss_by_hand():
@@ -45,3 +47,22 @@ def test_build_pairs_takes_best_against_worst_with_lowest_index_on_ties():
     ])
     assert build_pairs(rewards) == [(0, 1, 0), (2, 0, 1), (3, 1, 2)]
     assert build_pairs(torch.zeros(3, 2)) == []
+
+
+def test_pair_sources_pick_the_reference_or_the_policy():
+    assert PAIR_SOURCES.names() == ["reference", "policy"]
+    assert pair_sampler("reference", policy="pi", reference="ref") == "ref"
+    assert pair_sampler("policy", policy="pi", reference="ref") == "pi"
+    with pytest.raises(ConfigError, match="unknown DPO pair source 'warmstart'; valid: policy, reference"):
+        pair_sampler("warmstart", policy="pi", reference="ref")
+
+
+def test_the_dpo_preset_is_offline_and_pairs_from_is_a_dpo_field():
+    assert PRESETS["dpo"].config.pairs_from == "reference"
+    assert resolve_algorithm("dpo", {"pairs_from": "policy"}).pairs_from == "policy"
+    with pytest.raises(ConfigError, match="unknown DPO pair source 'online'"):
+        resolve_algorithm("dpo", {"pairs_from": "online"})
+    with pytest.raises(ConfigError, match="'pairs_from' belongs to DPO algorithms"):
+        resolve_algorithm("grpo", {"pairs_from": "policy"})
+    with pytest.raises(ConfigError, match="unknown DPO pair source 'nope'"):
+        check_algorithm(PRESETS["dpo"].config.model_copy(update={"pairs_from": "nope"}))

@@ -181,3 +181,81 @@ def test_gspo_clips_the_sequence_ratio_not_token_ratios():
 
 def test_is_loss_is_minus_ratio_times_advantage_without_clip():
     assert token_grad("is", 3.0, 2.0) == pytest.approx((-6.0, -6.0))
+
+
+# --- the log-ratio clamp (verl/OpenRLHF: +-20 per token; verl's GSPO: the sequence's <= 10) ---
+
+LOSS_VARIANTS = [(name, {}) for name in POLICY_LOSSES.names()] + [("clipped", {"dual_clip": 3.0})]
+
+
+def at_log_ratio(name, log_ratio, advantage, dtype=torch.float32, **kw):
+    """Loss (summed over two tokens) and d loss / d logprob, both tokens at one log-ratio."""
+    logp = torch.full((1, 2), -1.0, dtype=dtype, requires_grad=True)
+    old = logp.detach() - log_ratio
+    loss, metrics = POLICY_LOSSES.get(name)(
+        logp, old, torch.full((1, 2), advantage, dtype=dtype), torch.ones(1, 2, dtype=dtype), cfg(**kw), total
+    )
+    loss.backward()
+    return loss, logp.grad, metrics
+
+
+@pytest.mark.parametrize("name,kw", LOSS_VARIANTS)
+@pytest.mark.parametrize("log_ratio", [100.0, -100.0])
+@pytest.mark.parametrize("advantage", [1.0, -1.0])
+def test_every_loss_is_finite_at_log_ratios_of_plus_minus_100_in_fp32(name, kw, log_ratio, advantage):
+    assert not math.isfinite(torch.exp(torch.tensor(100.0)).item())  # what the clamp prevents
+    loss, grad, metrics = at_log_ratio(name, log_ratio, advantage, **kw)
+    assert torch.isfinite(loss) and torch.all(torch.isfinite(grad))
+    assert math.isfinite(metrics["ratio_mean"])
+    assert metrics["ratio_mean"] == pytest.approx(math.exp(math.copysign(20.0, log_ratio)), rel=1e-5)
+
+
+def test_clamped_extremes_by_hand():
+    e20, e10 = math.exp(20.0), math.exp(10.0)
+    # clipped, A = -1, ratio held at e^20: the unclipped branch -r*A = e^20 per token, no gradient
+    loss, grad, _ = at_log_ratio("clipped", 100.0, -1.0)
+    assert loss.item() == pytest.approx(2 * e20, rel=1e-6) and torch.all(grad == 0)
+    # dual clip 3 bounds it at -c*A = 3 per token
+    loss, grad, _ = at_log_ratio("clipped", 100.0, -1.0, dual_clip=3.0)
+    assert loss.item() == pytest.approx(6.0) and torch.all(grad == 0)
+    # plain IS, A = +1: -e^20 per token; at -100 the ratio is e^-20
+    loss, grad, _ = at_log_ratio("is", 100.0, 1.0)
+    assert loss.item() == pytest.approx(-2 * e20, rel=1e-6) and torch.all(grad == 0)
+    loss, grad, _ = at_log_ratio("is", -100.0, 1.0)
+    assert loss.item() == pytest.approx(-2 * math.exp(-20.0), rel=1e-5) and torch.all(grad == 0)
+    # GSPO, A = -1: the sequence ratio is held at e^10 (verl's bound), -s*A per token
+    loss, grad, _ = at_log_ratio("gspo", 100.0, -1.0)
+    assert loss.item() == pytest.approx(2 * e10, rel=1e-6) and torch.all(grad == 0)
+    # ... and has no lower bound: at -100 it underflows towards 0 and keeps its gradient s/|y|
+    loss, grad, _ = at_log_ratio("gspo", -100.0, 1.0, dtype=torch.float64)
+    assert loss.item() == pytest.approx(0.0, abs=1e-40)
+    assert grad[0].tolist() == pytest.approx([-math.exp(-100.0)] * 2, rel=1e-9)
+    # CISPO: the weight is clipped to 1 + eps_high whatever the ratio; gradient -w*A
+    loss, grad, _ = at_log_ratio("cispo", 100.0, 1.0)
+    assert grad[0].tolist() == pytest.approx([-1.2, -1.2])
+
+
+@pytest.mark.parametrize("name,kw", LOSS_VARIANTS)
+def test_the_clamp_changes_nothing_inside_its_bounds(name, kw, monkeypatch):
+    # log-ratios in [-15, 15] per token, sequence means below 10: bitwise the unclamped formula
+    g = torch.Generator().manual_seed(3)
+    logp = (-torch.rand(6, 5, generator=g, dtype=torch.float64) * 3).requires_grad_()
+    old = logp.detach() - (torch.rand(6, 5, generator=g, dtype=torch.float64) * 30 - 15)
+    old[0] = logp.detach()[0] - 9.5  # a sequence mean just under GSPO's bound
+    mask = torch.ones(6, 5, dtype=torch.float64)
+    mask[2, 3:] = 0
+    adv = torch.randn(6, 1, generator=g, dtype=torch.float64) * mask
+
+    def run():
+        loss, metrics = POLICY_LOSSES.get(name)(logp, old, adv, mask, cfg(**kw), total)
+        (grad,) = torch.autograd.grad(loss, logp)
+        return loss.detach(), grad, metrics
+
+    clamped = run()
+    import harness.algorithms.losses as losses
+
+    monkeypatch.setattr(losses, "LOG_RATIO_BOUND", math.inf)
+    monkeypatch.setattr(losses, "SEQ_LOG_RATIO_MAX", math.inf)
+    unclamped = run()
+    assert torch.equal(clamped[0], unclamped[0]) and torch.equal(clamped[1], unclamped[1])
+    assert clamped[2] == unclamped[2]

@@ -83,8 +83,38 @@ def test_dpo_with_group_size_one_is_refused_before_training(make_spec):
         make_spec("dpo", overrides={"group_size": 1})
 
 
-def test_drop_degenerate_updates_only_mixed_groups(make_spec):
-    result = run_trial(make_spec("dapo"))
+@pytest.mark.parametrize("kl", [{}, {"kl_placement": "reward", "kl_coef": 0.5, "kl_estimator": "k1"}])
+def test_drop_degenerate_updates_only_mixed_groups(make_spec, kl):
+    # degenerate means equal verifier scores, also where a KL penalty in the reward makes the
+    # returns of a group differ
+    result = run_trial(make_spec("dapo", overrides=kl, train={"steps": 3}))
+    assert any(row["train/frac_degenerate"] > 0 for row in result.history[2:])
     for row in result.history[1:]:
         mixed_rows = (1 - row["train/frac_degenerate"]) * 4 * 8
         assert row["train/rows_updated"] == pytest.approx(mixed_rows)
+
+
+def test_dpo_samples_its_pairs_from_the_model_pairs_from_names(make_spec, monkeypatch):
+    import harness.engine.dpo_step as dpo_step
+
+    score = dpo_step.score_groups
+
+    def completions(pairs_from: str, lr: float) -> list[list[str]]:
+        """Every step's sampled completions (what the verifier ranks into pairs)."""
+        seen: list[list[str]] = []
+
+        def spy(items, texts, group, reward):
+            seen.append(list(texts))
+            return score(items, texts, group, reward)
+
+        monkeypatch.setattr(dpo_step, "score_groups", spy)
+        result = run_trial(make_spec("dpo", overrides={"pairs_from": pairs_from, "lr": lr}, train={"steps": 4}))
+        assert result.history[1]["train/pairs"] > 0  # the first step updates the policy
+        return seen
+
+    offline = completions("reference", 1e-2)
+    # offline: the frozen warm start samples, so how far the policy moves never reaches the pairs
+    assert completions("reference", 1e-6) == offline
+    online = completions("policy", 1e-2)
+    assert online[0] == offline[0]  # before any update the policy is the warm start
+    assert online[1:] != offline[1:]  # after updates the policy's own samples differ

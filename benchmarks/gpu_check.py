@@ -1,0 +1,234 @@
+"""A device check, prepared: GRPO in bf16 on a ~270M-parameter Llama, with and without LoRA.
+
+On a CUDA machine with nothing downloaded it builds a Llama-architecture model from a config
+(random weights, the testbed's character tokenizer), saves it to a folder and runs one trial of
+the ``grpo`` preset through the harness's own entry point (``run_trial``) on that folder, in
+bf16, for a few steps, once with full weights and once with a LoRA adapter. For each it prints
+the generation and update throughput (tokens/s, the steps after the first), the peak GPU memory
+and the largest per-token gap between the sampler's log-probs and the training forward pass's
+(``train/old_logprob_gap``: bf16 makes ``old_logprobs: auto`` recompute them). When ``trl`` is
+installed it times TRL's GRPOTrainer on the same folder, prompts, group size, completion budget
+and update schedule; otherwise it says so in one line. It finishes in well under 8 minutes.
+
+    python benchmarks/gpu_check.py              # CUDA only; without a device: one line, exit 0
+    python benchmarks/gpu_check.py --cpu-smoke  # the same path at a tiny size on the CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+import torch  # noqa: E402
+
+from harness.algorithms import resolve_algorithm  # noqa: E402
+from harness.engine.models import build_tiny_model, char_tokenizer  # noqa: E402
+from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec  # noqa: E402
+from harness.engine.tasks import build_task  # noqa: E402
+from harness.engine.trial import run_trial  # noqa: E402
+
+#: hidden 1024, 16 layers, MLP 4096: about 268M parameters (the char vocabulary adds ~16k)
+GPU_SIZE = {"hidden_size": 1024, "layers": 16, "heads": 16, "intermediate_size": 4096}
+CPU_SIZE = {"hidden_size": 64, "layers": 2, "heads": 4, "intermediate_size": 128}
+#: 5-digit addition (13-token prompts), dense partial credit so groups are mixed and updates real
+TASK = {"name": "addition", "min_digits": 5, "max_digits": 5, "n_train": 1024, "n_eval": 16,
+        "reward": "partial_match"}
+LORA = {"r": 16, "alpha": 32}
+#: the whole check must end inside this; TRL is skipped (with a line) past it
+BUDGET_S = 7 * 60
+
+
+def model_folder(size: dict, task, dtype: torch.dtype) -> tuple[str, int]:
+    """A random-weight Llama of ``size`` with the task's char tokenizer, saved as a model folder."""
+    folder = tempfile.mkdtemp(prefix="gpu-check-model-")
+    tokenizer = char_tokenizer(task.alphabet)
+    model = build_tiny_model(ModelConfig(tiny=size), len(tokenizer), tokenizer, seed=0)
+    n_params = sum(p.numel() for p in model.parameters())
+    model.to(dtype).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, n_params
+
+
+def _peak(cuda: bool) -> str:
+    """Peak GPU memory allocated since the last reset."""
+    return f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB" if cuda else "n/a (CPU)"
+
+
+def trial_spec(folder: str, device: str, lora: bool, steps: int, scale: dict) -> TrialSpec:
+    return TrialSpec(
+        arm="grpo-lora" if lora else "grpo",
+        task=TASK,
+        model={"name": folder, "dtype": "bfloat16", "device": device, "lora": LORA if lora else None},
+        warmstart={"enabled": False},  # the folder is the starting policy
+        train={"steps": steps, "prompts_per_step": scale["prompts"], "max_new_tokens": scale["new_tokens"],
+               "eval_every": 0, "eval_samples": 1, "max_eval_prompts": 16},
+        algorithm=resolve_algorithm("grpo"),
+        cache_dir=tempfile.mkdtemp(prefix="gpu-check-cache-"),
+    )
+
+
+def ours(spec: TrialSpec, cuda: bool) -> dict:
+    """One trial; throughput over the steps after the first (which pays for kernel warm-up)."""
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    clock = time.perf_counter()
+    result = run_trial(spec)
+    rows = result.history[1:]
+    timed = rows[1:] or rows
+    gaps = [row["train/old_logprob_gap"] for row in rows if "train/old_logprob_gap" in row]
+    return {
+        "trial_s": time.perf_counter() - clock,
+        "generate_tok_s": sum(r["tokens/generated"] for r in timed) / sum(r["time/generate_s"] for r in timed),
+        "update_tok_s": sum(r["tokens/trained"] for r in timed) / sum(r["time/update_s"] for r in timed),
+        "step_s": statistics.median(r["time/step_s"] for r in timed),
+        "peak": _peak(cuda),
+        "old_logprob_gap_max": max(gaps) if gaps else float("nan"),
+        "old_logprob_gap_first": gaps[0] if gaps else float("nan"),
+        "reward_mean": statistics.mean(r["train/reward_mean"] for r in rows),
+    }
+
+
+def trl(folder: str, task, lora: bool, steps: int, scale: dict, cuda: bool) -> dict | str:
+    """TRL's GRPOTrainer on the same folder and schedule: G samples of P prompts per generation,
+    one optimiser step per minibatch (``steps_per_generation`` = the preset's minibatches)."""
+    try:
+        from datasets import Dataset
+        from transformers import TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError as err:
+        return f"not installed ({err.name}); `pip install trl` to compare with TRL's GRPOTrainer"
+    grpo = resolve_algorithm("grpo")
+    rollout = scale["prompts"] * grpo.group_size
+    by_prompt = {item.prompt: item for item in task.train}
+
+    def reward(prompts, completions, **_):
+        return [task.reward(by_prompt[p], c) for p, c in zip(prompts, completions)]
+
+    class StepClock(TrainerCallback):
+        def __init__(self):
+            self.times, self.lengths, self._start = [], [], 0.0
+
+        def on_step_begin(self, *args, **kwargs):
+            self._start = time.perf_counter()
+
+        def on_step_end(self, *args, **kwargs):
+            self.times.append(time.perf_counter() - self._start)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "completions/mean_length" in logs:
+                self.lengths.append(logs["completions/mean_length"])
+
+    peft_config = None
+    if lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=LORA["r"], lora_alpha=LORA["alpha"], target_modules="all-linear",
+                                 task_type="CAUSAL_LM")
+    clock = StepClock()
+    config = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="gpu-check-trl-"),
+        model_init_kwargs={"dtype": "bfloat16"},
+        per_device_train_batch_size=rollout // grpo.minibatches,
+        steps_per_generation=grpo.minibatches,
+        num_generations=grpo.group_size,
+        max_completion_length=scale["new_tokens"],
+        max_steps=steps * grpo.minibatches,
+        beta=grpo.kl_coef,
+        epsilon=grpo.eps_low,
+        learning_rate=grpo.lr,
+        temperature=1.0,
+        bf16=cuda,
+        use_cpu=not cuda,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        log_level="error",
+        disable_tqdm=True,
+        seed=0,
+    )
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    trainer = GRPOTrainer(
+        model=folder,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=Dataset.from_list([{"prompt": i.prompt} for i in task.train[: scale["prompts"] * steps * 2]]),
+        peft_config=peft_config,
+        callbacks=[clock],
+    )
+    trainer.train()
+    per_rollout = [sum(clock.times[i : i + grpo.minibatches]) for i in range(0, len(clock.times), grpo.minibatches)]
+    timed = per_rollout[1:] or per_rollout
+    completion_tokens = statistics.mean(clock.lengths) * rollout if clock.lengths else float("nan")
+    return {
+        "step_s": statistics.median(timed),  # one rollout and its minibatch updates, as ours
+        "completion_tok_s": completion_tokens / statistics.median(timed),
+        "peak": _peak(cuda),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-smoke", action="store_true", help="run the same path at a tiny size on the CPU")
+    parser.add_argument("--steps", type=int, default=None, help="RL steps per trial (default 5; 2 with --cpu-smoke)")
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available() and not args.cpu_smoke
+    if not cuda and not args.cpu_smoke:
+        print("gpu_check: no CUDA device is visible: nothing measured (--cpu-smoke runs the same path "
+              "at a tiny size on the CPU)")
+        return 0
+    started = time.perf_counter()
+    size, device = (GPU_SIZE, "cuda") if cuda else (CPU_SIZE, "cpu")
+    scale = {"prompts": 16, "new_tokens": 32} if cuda else {"prompts": 4, "new_tokens": 8}
+    steps = args.steps or (5 if cuda else 2)
+    where = torch.cuda.get_device_name() if cuda else "CPU (smoke run, tiny size)"
+    import peft
+    import transformers
+
+    print(f"gpu_check on {where}: torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"peft {peft.__version__}")
+    task = build_task(TaskConfig(**TASK))
+    folder, n_params = model_folder(size, task, torch.bfloat16)
+    print(f"model: Llama {size}, {n_params / 1e6:.1f}M parameters, random weights, bf16; "
+          f"grpo preset, {scale['prompts']} prompts x 8 samples x {scale['new_tokens']} new tokens, {steps} steps")
+
+    summary: dict[str, dict | str] = {}
+    for lora in (False, True):
+        name = "lora" if lora else "full"
+        summary[f"ours/{name}"] = row = ours(trial_spec(folder, device, lora, steps, scale), cuda)
+        print(f"ours {name:4s}: generate {row['generate_tok_s']:9.0f} tok/s | update {row['update_tok_s']:9.0f} "
+              f"tok/s | step {row['step_s']:6.2f} s | peak {row['peak']} | old-logprob gap "
+              f"max {row['old_logprob_gap_max']:.2e} (step 1: {row['old_logprob_gap_first']:.2e}) | "
+              f"trial {row['trial_s']:.0f} s")
+    for lora in (False, True):
+        name = "lora" if lora else "full"
+        if time.perf_counter() - started > BUDGET_S:
+            summary[f"trl/{name}"] = "skipped: past the time budget"
+            print(f"trl  {name:4s}: skipped, past the {BUDGET_S} s budget")
+            continue
+        try:
+            outcome = trl(folder, task, lora, steps, scale, cuda)
+        except Exception as err:  # noqa: BLE001 - TRL's API moves; say why and keep our numbers
+            outcome = f"failed: {type(err).__name__}: {err}"
+        summary[f"trl/{name}"] = outcome
+        if isinstance(outcome, str):
+            print(f"trl  {name:4s}: {outcome}")
+            if outcome.startswith("not installed"):
+                break
+        else:
+            print(f"trl  {name:4s}: completions {outcome['completion_tok_s']:9.0f} tok/s | step "
+                  f"{outcome['step_s']:6.2f} s | peak {outcome['peak']}")
+    print(f"gpu_check: done in {time.perf_counter() - started:.0f} s")
+    print("summary: " + json.dumps(summary, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Where the old log-probs come from: a part of its own, resolved from the policy's weight dtypes."""
+
+import pytest
+import torch
+
+from harness.algorithms.old_logprobs import OLD_LOGPROBS, recomputes_old_logprobs
+from harness.algorithms.parts import SLOTS
+from harness.algorithms.presets import PRESETS, resolve_algorithm
+from harness.algorithms.probe import UNPROBED, probe
+from harness.errors import ConfigError
+
+FP32, BF16, FP16 = torch.float32, torch.bfloat16, torch.float16
+
+
+@pytest.mark.parametrize("source, dtypes, recomputes", [
+    ("sampler", {FP32}, False), ("sampler", {BF16}, False),
+    ("recompute", {FP32}, True), ("recompute", {BF16}, True),
+    ("auto", {FP32}, False), ("auto", {BF16}, True), ("auto", {FP16}, True),
+    ("auto", {BF16, FP32}, True),  # a bf16 base with fp32 LoRA adapters
+])
+def test_each_source_recomputes_by_hand(source, dtypes, recomputes):
+    cfg = resolve_algorithm("grpo", {"old_logprobs": source})
+    assert recomputes_old_logprobs(cfg, dtypes) is recomputes
+
+
+def test_it_is_a_slot_of_every_rl_preset_defaulting_to_auto_and_not_of_dpo():
+    assert SLOTS["old_logprobs"] is OLD_LOGPROBS
+    assert OLD_LOGPROBS.names() == ["sampler", "recompute", "auto"]
+    assert {p.config.old_logprobs for p in PRESETS.values() if p.config.kind == "rl"} == {"auto"}
+    with pytest.raises(ConfigError, match="unknown old log-probs source 'trainer'; valid: auto, recompute"):
+        resolve_algorithm("grpo", {"old_logprobs": "trainer"})
+    with pytest.raises(ConfigError, match="'old_logprobs' belongs to RL algorithms"):
+        resolve_algorithm("dpo", {"old_logprobs": "recompute"})
+
+
+def test_the_probe_cannot_see_it_so_arms_differing_there_are_never_called_the_same():
+    # the source changes the data the loss is fed, not the loss: same on the probe's fixed batch
+    sampler, recompute = (resolve_algorithm("grpo", {"old_logprobs": s}) for s in ("sampler", "recompute"))
+    assert probe(sampler, 8).same_as(probe(recompute, 8))
+    assert "old_logprobs" in UNPROBED
