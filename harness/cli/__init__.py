@@ -3,7 +3,14 @@
 Each module below registers its commands on the shared ``app``.
 """
 
-from harness.cli import report_cmds, results_cmds, runner_cmds, study_cmds, trial  # noqa: F401
+from harness.cli import (  # noqa: F401
+    report_cmds,
+    results_cmds,
+    runner_cmds,
+    schema_cmds,
+    study_cmds,
+    trial,
+)
 from harness.cli.app import app, main
 
 __all__ = ["app", "main"]

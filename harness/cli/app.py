@@ -12,6 +12,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # plain click help: typer's rich panels print a flag as if it took a value (--json <bool>)
+    rich_markup_mode=None,
 )
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_INPUT = 0, 1, 2

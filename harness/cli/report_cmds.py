@@ -16,6 +16,7 @@ import pandas as pd
 import typer
 
 from harness.cli.app import app
+from harness.cli.results_cmds import StudyArg
 from harness.errors import ConfigError, HarnessError
 
 _STORAGE_HELP = (
@@ -25,12 +26,13 @@ _STORAGE_HELP = (
 
 
 def _load(study: str, storage: str | None = None):
-    """Results frames of a study (YAML file or study folder), completed from ``storage``."""
-    from harness.cli.results_cmds import bring_records
+    """Results frames of a study (name, YAML file or study folder), completed from ``storage``."""
+    from harness.cli.results_cmds import bring_records, named_study
     from harness.tracking.results import load_results
 
-    bring_records(study, storage)
-    return load_results(study, storage=storage)
+    where = str(named_study(study).path)
+    bring_records(where, storage)
+    return load_results(where, storage=storage)
 
 
 def _results(study: str, storage: str | None):
@@ -99,7 +101,7 @@ _MIN_EFFECT_HELP = "smallest difference worth knowing about, in the metric's uni
 
 @app.command("report")
 def report(
-    study: str = typer.Argument(..., help="study YAML file or study output folder"),
+    study: StudyArg,
     out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: reports/<study>/)"),
     correction: str = typer.Option("bonferroni", "--correction", help="multiple-comparison correction: "
                                    "bonferroni | none"),
@@ -134,7 +136,7 @@ def report(
 
 @app.command("compare")
 def compare(
-    study: str = typer.Argument(..., help="study YAML file or study output folder"),
+    study: StudyArg,
     arm_a: str = typer.Argument(..., help="condition to test"),
     arm_b: str = typer.Argument(..., help="condition to test it against (the control)"),
     metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
@@ -182,7 +184,7 @@ def compare(
 
 @app.command("noise-floor")
 def noise_floor(
-    study: str = typer.Argument(..., help="study YAML file or study output folder"),
+    study: StudyArg,
     metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
     min_effect: Optional[float] = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),

@@ -1,12 +1,12 @@
 """Commands: ``harness sync``, ``harness ui`` and ``harness results``.
 
-STUDY is a study YAML file or a study output folder (the one holding ``records/``).
+STUDY is a study's name, its YAML file or its output folder (the one holding ``records/``);
+:func:`named_study` resolves it (``harness.tracking.study_ref.resolve_study``) and says to what.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +17,9 @@ from harness.cli.app import EXIT_OK, EXIT_SOME_FAILED, app
 from harness.errors import ConfigError, HarnessError
 from harness.tracking.urls import redact_url
 
-StudyArg = Annotated[str, typer.Argument(help="study YAML file or study output folder", show_default=False)]
+#: what every reading command's STUDY argument accepts
+STUDY_HELP = "study name (studies/NAME.yaml or runs/NAME/), study YAML file or study output folder"
+StudyArg = Annotated[str, typer.Argument(help=STUDY_HELP, metavar="STUDY", show_default=False)]
 TrackingOpt = Annotated[
     str | None,
     typer.Option(
@@ -33,6 +35,17 @@ StorageOpt = Annotated[
         "first copy here the records other machines stored there",
     ),
 ]
+
+
+def named_study(study: str):
+    """STUDY (a name, a study file or a study folder) resolved, and said on stderr in one line
+    (``study quickstart: studies/quickstart.yaml, runs/quickstart``). Returns its ``StudyRef``:
+    the rest of the command reads ``ref.path``, the file or folder it resolved to."""
+    from harness.tracking.study_ref import resolve_study
+
+    ref = resolve_study(study)
+    typer.echo(ref.describe(), err=True)
+    return ref
 
 
 def bring_records(study: str, storage: str | None) -> None:
@@ -53,16 +66,16 @@ def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: Storage
     store there the local records it lacks, so every machine can see every result.
     """
     from harness.tracking.mlflow_mirror import sync
-    from harness.tracking.study_ref import resolve_study_dir
 
-    bring_records(study, storage)
-    folder = resolve_study_dir(study)
+    ref = named_study(study)
+    folder = ref.dir
+    bring_records(str(ref.path), storage)
     if storage:
         from harness.tracking.records import read_records
         from harness.tracking.shared_records import open_store, publish_missing
-        from harness.tracking.study_ref import resolve_study, study_name
+        from harness.tracking.study_ref import study_name
 
-        store = open_store(storage, study_name(resolve_study(study), read_records(folder)))
+        store = open_store(storage, study_name(ref, read_records(folder)))
         sent = publish_missing(folder, store)
         typer.echo(f"{folder}: {sent} local records stored in the shared storage", err=True)
     report = sync(folder, tracking_uri)
@@ -91,13 +104,11 @@ def ui_cmd(
     tracking_uri: TrackingOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the command instead of running it")] = False,
 ) -> None:
-    """Open the MLflow UI on the study's store (``mlflow ui --backend-store-uri ...``)."""
-    from harness.tracking.study_ref import resolve_study_dir
-
+    """Open the MLflow UI on the study's store: runs mlflow ui --backend-store-uri STORE."""
     if tracking_uri and tracking_uri.split(":", 1)[0] in {"http", "https"}:
         typer.echo(f"this study is tracked on a server: open {redact_url(tracking_uri)}")
         return
-    study_dir = resolve_study_dir(study)
+    study_dir = named_study(study).dir
     if not tracking_uri and not (Path(study_dir) / "mlflow.db").is_file():
         raise HarnessError(
             f"no MLflow store at {Path(study_dir) / 'mlflow.db'} yet; run `harness sync {study}` "
@@ -109,12 +120,10 @@ def ui_cmd(
     if dry_run:
         typer.echo(" ".join(redact_url(part) if part == tracking_uri else part for part in command))
         return
+    from harness.cli.process_group import run_owning_group
+
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": os.environ.get("MLFLOW_DISABLE_TELEMETRY", "true")}
-    try:
-        code = subprocess.run(command, env=env, check=False).returncode
-    except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+    raise typer.Exit(run_owning_group(command, env))
 
 
 def _fmt(value, width: int = 0) -> str:
@@ -174,8 +183,9 @@ def results_cmd(
     for flag, path in (("--csv", csv), ("--curves-csv", curves_csv)):
         if path is not None:
             check_csv_path(flag, path)  # bad input fails before anything is read or written
-    bring_records(study, storage)
-    results = load_results(study, storage=storage)
+    where = str(named_study(study).path)
+    bring_records(where, storage)
+    results = load_results(where, storage=storage)
     typer.echo(format_table(results))
     for flag, path, frame in (("--csv", csv, results.trials), ("--curves-csv", curves_csv, results.curves)):
         if path is not None:

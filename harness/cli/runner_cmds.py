@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from harness.cli.app import app
+from harness.cli.results_cmds import StudyArg
 from harness.runner.child import DEFAULT_TRIAL_FN
 
 _STORAGE_HELP = "Optuna storage URL (default: sqlite:///<study_dir>/optuna.db); PostgreSQL works for many machines"
@@ -87,7 +88,7 @@ def worker_cmd(
 
 @app.command("status")
 def status_cmd(
-    study: Path = typer.Argument(..., help="study file (YAML) or its output folder"),
+    study: StudyArg,
     storage: str = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """Show the study's trials by state (completed / running / waiting / failed) with failure reasons.
@@ -95,10 +96,11 @@ def status_cmd(
     With --storage, the records other machines stored there are copied into this machine's
     study folder first.
     """
-    from harness.cli.results_cmds import bring_records
+    from harness.cli.results_cmds import bring_records, named_study
     from harness.runner.run import study_status
 
-    report = study_status(study, storage)
+    where = str(named_study(study).path)
+    report = study_status(where, storage)
     if storage and report.started:
-        bring_records(str(study), storage)
+        bring_records(where, storage)
     typer.echo(report.format())

@@ -10,9 +10,18 @@ import typer
 from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import HarnessError
 from harness.study.expand import comparisons, study_dir
-from harness.study.load import check_task, load_study, study_warnings
+from harness.study.fragments import check_fragment
+from harness.study.load import (
+    check_task,
+    is_fragment,
+    load_study,
+    read_study_data,
+    study_warnings,
+)
 from harness.study.noop import check_arms_differ
 from harness.study.plan import (
+    SFT_STEP_S,
+    TRIAL_TURNOVER_S,
     StudyPlan,
     describe_overrides,
     format_duration,
@@ -66,12 +75,20 @@ def validate(
 ) -> None:
     """Check study files without running anything.
 
-    Checks schema, presets, overrides, grid, tuning and task, and that arms
-    which differ in the file compute different losses; prints a summary per file. A bad file prints one line naming the field and exits with 2.
+    Checks schema, presets, overrides, grid, tuning and task, and that arms which differ in the
+    file compute different losses; prints a summary per file. An include-only fragment
+    (fragment: true, e.g. studies/common/*.yaml) is checked as one: its keys and values. A bad
+    file prints one line naming the field and exits with 2.
     """
     failed = 0
     for path in study_files:
         try:
+            data = read_study_data(path)
+            if is_fragment(data):
+                checked = ", ".join(check_fragment(data)) or "nothing: it is empty"
+                typer.echo(f"ok: {path} (an include-only fragment; checked {checked}; "
+                           "the studies that include it are checked whole)")
+                continue
             study = load_study(path)
             n_train, n_eval = check_task(study)
             check_arms_differ(study)
@@ -144,20 +161,47 @@ def render_plan(plan: StudyPlan) -> str:
         lines.append("comparisons: none (a single arm; the report gives its noise floor)")
     lines.append("")
     todo = plan.total_trials - plan.done_trials
-    lines.append(
-        f"total: {plan.total_trials} trials ({plan.done_trials} done, {todo} to run); "
-        f"estimated {format_duration(plan.est_remaining_s)} of compute"
-        + (
-            f", about {format_duration(plan.est_wall_s)} on {plan.workers} workers"
-            if plan.workers > 1
-            else " on 1 worker"
-        )
-    )
-    lines.append(f"estimate: {plan.rate_source}")
+    lines.append(f"total: {plan.total_trials} trials ({plan.done_trials} done, {todo} to run)")
+    lines += estimate_lines(plan)
     lines += [f"earlier design: {line} (kept in {plan.output_dir}/records)" for line in plan.earlier_design]
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f}s" if seconds < 60 else format_duration(seconds)
+
+
+def estimate_lines(plan: StudyPlan) -> list[str]:
+    """How long the rest will take and what that adds up, then what the records measured."""
+    workers = f"{plan.workers} worker{'s' if plan.workers != 1 else ''}"
+    if plan.est_remaining_s > 0:
+        parts = [f"{_s(plan.run_start_s)} to start"]
+        if plan.warmstart_s:
+            parts.append(f"at most {_s(plan.warmstart_s)} of warm start")
+        parts.append(f"{format_duration(plan.est_remaining_s)} of trials / {workers}")
+        lines = [f"estimate: about {format_duration(plan.est_wall_s)} on {workers} = {' + '.join(parts)}"]
+    else:
+        lines = ["estimate: nothing left to run"]
+    costs = plan.costs
+    lines.append(f"  per trial: {_s(costs.start_s)} to start its process + tokens/trial x {costs.overall:.2g} s/token "
+                 f"(model, warm-start load, rollouts, updates, evaluations) + {TRIAL_TURNOVER_S:g}s to the next trial")
+    lines.append(f"  {plan.rate_source}")
+    for w in plan.warmstarts:
+        if w.cached:
+            lines.append(f"  warm start: cached in {w.folder}; each trial loads it")
+        else:
+            lines.append(f"  warm start: not cached ({w.folder}): built once before the trials that use it, at "
+                         f"most {w.max_steps} SFT steps x {SFT_STEP_S:g}s (it stops sooner at its target accuracy)")
+    m = plan.measured
+    if m is not None:
+        lines.append(
+            f"measured: {m.trials} completed trial(s), {_s(m.median_s)} each from start to finish (median; the "
+            f"defaults estimate {_s(m.default_median_s)}), {format_duration(m.total_s)} in all; "
+            f"{format_duration(m.span_s)} from the first start to the last finish"
+        )
+    return lines
 
 
 @app.command()
@@ -168,9 +212,10 @@ def plan(
 ) -> None:
     """Print a study's design and estimated run time without running it.
 
-    Estimate: tokens (steps x prompts_per_step x group_size x max_new_tokens,
-    plus evaluation) x a rate measured from completed records in the study
-    folder, or else the documented default (harness.study.plan.SECONDS_PER_TOKEN).
+    Estimate: the run's start, each warm start not cached yet, and per trial its process start
+    plus tokens (steps x prompts_per_step x group_size x max_new_tokens, plus evaluation) x a
+    rate; the start and the rate are measured from completed records in the study folder, or
+    else the defaults of harness.study.plan. After a run, it shows what the records measured.
     """
     try:
         study = load_study(study_file)

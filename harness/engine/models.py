@@ -7,6 +7,7 @@ local folder), optionally wrapped in a LoRA adapter through peft.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -21,9 +22,12 @@ from transformers import (
 )
 
 from harness.engine.spec import ModelConfig
+from harness.engine.tasks.base import Task
 from harness.errors import ConfigError
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>"]
+#: a task whose prompt and target characters the tokenizer loses more often than this is refused
+MAX_LOST_SHARE = 0.01
 
 
 @dataclass
@@ -51,6 +55,50 @@ def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     core.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>"
+    )
+
+
+def task_tokenizer(config: ModelConfig, task: Task) -> PreTrainedTokenizerFast:
+    """The tokenizer a trial of ``config`` on ``task`` uses, loaded without the model."""
+    if config.name == "tiny":
+        return char_tokenizer(task.alphabet)
+    try:
+        return AutoTokenizer.from_pretrained(config.name)
+    except OSError as err:
+        raise _unloadable(config.name, err) from err
+
+
+def _lost_ids(tokenizer) -> set[int]:
+    """Ids that stand for a character the tokenizer has no token of (the char tokenizer's is <pad>)."""
+    return {i for i in (tokenizer.unk_token_id, tokenizer.pad_token_id) if i is not None}
+
+
+def _is_lost(ids: list[int], lost_ids: set[int]) -> bool:
+    """Whether a character's ids stand for nothing but "unknown" (none at all is whitespace a
+    sentencepiece tokenizer folds into the next token, not a loss)."""
+    return bool(ids) and set(ids) <= lost_ids
+
+
+def check_tokenizer(config: ModelConfig, task: Task) -> None:
+    """Refuse, before any work, a task whose characters the tokenizer cannot encode: a model that
+    reads every prompt as padding learns nothing (the tiny model has tokens for the task's
+    ``alphabet`` only, and a natural-language task has none)."""
+    tokenizer = task_tokenizer(config, task)
+    texts = [text for item in (*task.train, *task.eval) for text in (item.prompt, item.target)]
+    counts = Counter("".join(texts))
+    lost_ids = _lost_ids(tokenizer)
+    lost = sorted((c for c in counts if _is_lost(tokenizer(c, add_special_tokens=False)["input_ids"], lost_ids)),
+                  key=lambda c: -counts[c])  # the most frequent first
+    share = sum(counts[c] for c in lost) / max(sum(counts.values()), 1)
+    if share <= MAX_LOST_SHARE:
+        return
+    shown = " ".join(repr(c) for c in lost[:20]) + (f" and {len(lost) - 20} more" if len(lost) > 20 else "")
+    fix = ("use a real model (model.name: a hub id or a local folder) or a task with an alphabet "
+           "(addition, sorting)" if config.name == "tiny" else "use a model whose tokenizer covers the task's text")
+    raise ConfigError(
+        f"task {task.name}: the tokenizer of model {config.name!r} cannot encode {len(lost)} of its characters "
+        f"({shown}), {share:.0%} of the prompt and target characters, so the model would see a placeholder "
+        f"token in their place; {fix}"
     )
 
 
@@ -94,10 +142,7 @@ def load_pretrained(source: str, config: ModelConfig) -> LoadedModel:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=pick_dtype(config, device))
     except OSError as err:
-        raise ConfigError(
-            f"model.name {source!r}: cannot load it ({err}); give 'tiny', a local folder with "
-            "config.json and weights, or a hub id reachable from this machine"
-        ) from err
+        raise _unloadable(source, err) from err
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
@@ -106,6 +151,13 @@ def load_pretrained(source: str, config: ModelConfig) -> LoadedModel:
     model.to(device)
     use_chat = config.chat_template and getattr(tokenizer, "chat_template", None) is not None
     return LoadedModel(model, tokenizer, device, use_chat)
+
+
+def _unloadable(source: str, err: OSError) -> ConfigError:
+    return ConfigError(
+        f"model.name {source!r}: cannot load it ({err}); give 'tiny', a local folder with "
+        "config.json and weights, or a hub id reachable from this machine"
+    )
 
 
 def with_lora(model: PreTrainedModel, config: ModelConfig) -> PreTrainedModel:

@@ -137,6 +137,11 @@ class PromptScores(_Strict):
         return self
 
 
+#: The codes that start a trial's warning lines (``TrialResult.warnings``).
+WARMSTART_BELOW_TARGET = "warmstart_below_target"
+NO_LEARNING_SIGNAL = "no_learning_signal"
+
+
 class TrialResult(_Strict):
     model_config = ConfigDict(allow_inf_nan=True)  # a metric may be NaN (explained variance, ...)
 
@@ -150,4 +155,9 @@ class TrialResult(_Strict):
     wall_time_s: float = 0.0
     prompts: list[PromptScores] = Field(
         default_factory=list, description="per-prompt scores of every evaluation, step 0 included"
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description=f"one line each, '<code>: <what happened and what to do>', code {WARMSTART_BELOW_TARGET} or "
+        f"{NO_LEARNING_SIGNAL}: the trial ran, but its result may not mean what it seems",
     )

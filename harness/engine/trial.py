@@ -3,11 +3,17 @@
 ``run_trial(spec) -> TrialResult`` is what the study runner calls in a worker process. Seed i of
 every arm shares the warm start, the prompt order and the evaluation set; only the algorithm
 differs. On CPU the same seed and config give bitwise-identical metrics.
+
+A task the model's tokenizer cannot encode is a ``ConfigError`` before any work. A trial that ran
+but had nothing to learn from says so in ``TrialResult.warnings`` (and on stderr): every group
+degenerate (all its samples scored alike) in each of its first ``NO_SIGNAL_STEPS`` steps, or the
+same mean reward in every step with no spread in any group, is ``no_learning_signal``.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 import time
 
 import torch
@@ -18,14 +24,17 @@ from harness.algorithms.presets import check_algorithm
 from harness.engine.dpo_step import dpo_step
 from harness.engine.evaluation import eval_metrics, evaluate
 from harness.engine.learner import Learner
+from harness.engine.models import check_tokenizer
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
-from harness.engine.spec import TrialResult, TrialSpec
+from harness.engine.spec import NO_LEARNING_SIGNAL, TrialResult, TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item
 from harness.engine.warmstart import load_policy
 
 STEPS = {"rl": rl_step, "dpo": dpo_step}
+#: a trial whose groups are all degenerate in each of its first this many steps has no learning signal
+NO_SIGNAL_STEPS = 10
 
 
 def prompt_batches(items: tuple[Item, ...], per_step: int, steps: int, seed: int) -> list[list[Item]]:
@@ -45,6 +54,30 @@ def prompt_batches(items: tuple[Item, ...], per_step: int, steps: int, seed: int
         batches.append(order[:per_step])
         order = order[per_step:]
     return batches
+
+
+def learning_signal(history: list[dict]) -> list[str]:
+    """The ``no_learning_signal`` warning of a trial's history (step 0 is the start evaluation),
+    or none: its mean reward was the same in every step with no spread in any group, or every
+    group was degenerate in each of its first ``NO_SIGNAL_STEPS`` steps: zero advantages."""
+    steps = [row for row in history if row["step"] > 0]
+    rewards = {row["train/reward_mean"] for row in steps}
+    if len(rewards) == 1 and all(row["train/reward_std_in_group"] == 0 for row in steps):
+        what = f"the mean reward was {rewards.pop():.3g} in each of its {len(steps)} steps, with no spread in any group"
+    elif steps and all(row["train/frac_degenerate"] == 1 for row in steps[:NO_SIGNAL_STEPS]):
+        first = min(len(steps), NO_SIGNAL_STEPS)
+        what = f"every group was degenerate (all its samples scored alike) in each of the first {first} steps"
+    else:
+        return []
+    return [f"{NO_LEARNING_SIGNAL}: {what}, so the advantages were zero and RL had nothing to learn from; "
+            "more seeds will not change that: check warmstart/val_accuracy and the reward, or make the task "
+            "easier (or harder, if every sample is right)"]
+
+
+def _warn(lines: list[str]) -> list[str]:
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+    return lines
 
 
 def _learner(spec: TrialSpec, lm) -> Learner:
@@ -71,7 +104,9 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     if spec.train.threads:
         torch.set_num_threads(spec.train.threads)
     task = build_task(spec.task)
-    lm, warm_info = load_policy(spec, task)
+    check_tokenizer(spec.model, task)
+    lm, warm_info, warnings = load_policy(spec, task)
+    _warn(warnings)
     torch.manual_seed(spec.seed)
     learner = _learner(spec, lm)
     step_fn = STEPS[spec.algorithm.kind]
@@ -104,6 +139,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         "time/total_s": time.perf_counter() - started,
         **warm_info,
     }
+    warnings += _warn(learning_signal(history))
     return TrialResult(
-        trial_id=spec.trial_id, final=final, history=history, wall_time_s=final["time/total_s"], prompts=evaluations
+        trial_id=spec.trial_id, final=final, history=history, wall_time_s=final["time/total_s"], prompts=evaluations,
+        warnings=warnings,
     )

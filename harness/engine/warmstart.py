@@ -19,6 +19,14 @@ re-measured against the one it recorded (then, if it agrees, given a manifest, s
 once). Any mismatch or load error is one ``WarmStartCacheWarning`` line naming what failed, and
 the cache is rebuilt, under the same lock, by the same seeded SFT. A cache whose checksums match
 is loaded as it is, with no re-measurement: its bytes are those that were measured.
+
+``model.dtype: auto`` is keyed as the dtype it resolves to on this machine, so a trial that says
+``auto`` (``harness trial``'s default) and a study that names the same dtype share one cache.
+
+It says what it does on stderr (the trial's log in a study): which cache it uses or builds, SFT
+progress (step, val accuracy, time left) every ``PROGRESS_EVERY_S``, and where SFT stopped. A
+warm-started policy whose val accuracy (as loaded, the manifest's) is below ``target_accuracy``
+gives the trial a ``warmstart_below_target`` warning, whether it was built now or cached.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import json
 import os
 import random
 import shutil
+import sys
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,8 +54,15 @@ from harness.engine.models import (
     char_tokenizer,
     load_pretrained,
     pick_device,
+    pick_dtype,
 )
-from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec, WarmStartConfig
+from harness.engine.spec import (
+    WARMSTART_BELOW_TARGET,
+    ModelConfig,
+    TaskConfig,
+    TrialSpec,
+    WarmStartConfig,
+)
 from harness.engine.tasks.base import Item, Task
 
 WARMSTART_FORMAT = 1  # bump when the procedure below changes what it produces
@@ -54,6 +71,7 @@ CHECK_EVERY = 25
 INFO_FILE = "warmstart.json"  # the metrics trials report: {"warmstart/steps", "warmstart/val_accuracy"}
 MANIFEST_FILE = "manifest.json"  # written last: {"sha256": {file: digest}, "val_accuracy": measured}
 ACCURACY_SLACK_PROMPTS = 2  # a cache without checksums may re-measure this many prompts' worth off
+PROGRESS_EVERY_S = 15.0  # SFT prints a progress line at the first accuracy check after this long
 
 
 class WarmStartCacheWarning(UserWarning):
@@ -82,7 +100,16 @@ class WarmStartInputs(BaseModel):
 
 def cache_key(inputs: WarmStartInputs) -> str:
     payload = {"format": WARMSTART_FORMAT, **inputs.model_dump(mode="json")}
+    payload["model"]["dtype"] = _keyed_dtype(inputs.model)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _keyed_dtype(model: ModelConfig) -> str:
+    """The dtype the model loads in here: ``auto`` resolved (without failing on a missing GPU)."""
+    if model.dtype != "auto":
+        return model.dtype
+    cuda = model.device == "cuda" or (model.device == "auto" and torch.cuda.is_available())
+    return str(pick_dtype(model, torch.device("cuda" if cuda else "cpu"))).removeprefix("torch.")
 
 
 @contextmanager
@@ -106,25 +133,57 @@ def initial_model(inputs: WarmStartInputs, task: Task) -> LoadedModel:
     return LoadedModel(model.to(device), tokenizer, device, use_chat_template=False)
 
 
-def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, float]]:
-    """The starting policy for a trial, and the warm start's own metrics."""
+def cache_folder(spec: TrialSpec) -> Path:
+    """The warm-start cache entry of ``spec``'s set-up (complete once it holds ``MANIFEST_FILE``)."""
+    return Path(spec.cache_dir) / "warmstart" / cache_key(WarmStartInputs.of(spec))
+
+
+def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, float], list[str]]:
+    """The starting policy for a trial, the warm start's own metrics, and its warnings."""
     inputs = WarmStartInputs.of(spec)
     if not inputs.warmstart.enabled:
-        return initial_model(inputs, task), {}
+        return initial_model(inputs, task), {}, []
     pick_device(inputs.model)  # a device this machine lacks is its own error, not a broken cache
-    folder = Path(spec.cache_dir) / "warmstart" / cache_key(inputs)
+    folder = cache_folder(spec)
     with _locked(folder.with_suffix(".lock")):
+        built = None
         if folder.is_dir() and any(folder.iterdir()):
             try:
-                return _open_cache(folder, task, inputs)
+                built = _open_cache(folder, task, inputs)
+                _say(f"using the cached warm start {folder} ({built[1]['warmstart/steps']:.0f} SFT steps, "
+                     f"val accuracy {built[2]:.3f})")
             except _Unusable as problem:
                 warnings.warn(f"warm-start cache {folder}: {problem}; rebuilding it",
                               WarmStartCacheWarning, stacklevel=2)
-        return _build(folder, task, inputs)
+        lm, info, accuracy = built or _build(folder, task, inputs)
+    return lm, info, below_target(info, accuracy, inputs.warmstart)
 
 
-def _build(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float]]:
-    """SFT from scratch, saved into an emptied ``folder``; the manifest goes last. Call under the lock."""
+def below_target(info: dict[str, float], accuracy: float, config: WarmStartConfig) -> list[str]:
+    """The ``warmstart_below_target`` warning of a warm start whose policy, as loaded, has greedy
+    val accuracy ``accuracy`` (the manifest's); none when it reached its target."""
+    if accuracy >= config.target_accuracy:
+        return []
+    return [f"{WARMSTART_BELOW_TARGET}: after {info['warmstart/steps']:.0f} of at most {config.steps} SFT steps "
+            f"the warm-started policy has greedy val accuracy {accuracy:.3f}, below warmstart.target_accuracy "
+            f"{config.target_accuracy:g}, so RL starts weaker than planned (more groups in which every sample "
+            "fails): raise warmstart.steps or warmstart.lr, or lower warmstart.target_accuracy"]
+
+
+def _say(line: str) -> None:
+    print(f"warm start: {line}", file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def _build(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float], float]:
+    """SFT from scratch, saved into an emptied ``folder``; the manifest goes last. Call under the lock.
+    Returns the policy as loaded back, its metrics and its val accuracy (the manifest's)."""
+    _say(f"building {folder}: SFT of up to {inputs.warmstart.steps} steps until greedy accuracy on "
+         f"{len(_validation(task))} train-validation prompts reaches {inputs.warmstart.target_accuracy:g}")
     lm = initial_model(inputs, task)
     info = supervised_fine_tune(lm, task, inputs)  # if this fails, what was in the folder stays
     if folder.is_dir():
@@ -133,12 +192,14 @@ def _build(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedMod
         folder.unlink()
     _save(lm, folder, info)
     lm = _load(folder, inputs.model)
-    _write_manifest(folder, validation_accuracy(lm, task, inputs))
-    return lm, json.loads((folder / INFO_FILE).read_text())
+    accuracy = validation_accuracy(lm, task, inputs)
+    _write_manifest(folder, accuracy)
+    return lm, json.loads((folder / INFO_FILE).read_text()), accuracy
 
 
-def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float]]:
-    """The cached policy and metrics after their checks; ``_Unusable`` says which check failed."""
+def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float], float]:
+    """The cached policy, metrics and val accuracy (the manifest's) after their checks;
+    ``_Unusable`` says which check failed."""
     manifest = _read_manifest(folder)
     if manifest is not None:
         _verify(folder, manifest["sha256"])
@@ -156,7 +217,8 @@ def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[Load
             raise _Unusable(f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
                             f"{measured:.4f}, but {INFO_FILE} records {recorded:.4f}")
         _write_manifest(folder, measured)
-    return lm, info
+        return lm, info, measured
+    return lm, info, manifest["val_accuracy"]
 
 
 def _saved_files(folder: Path) -> list[Path]:
@@ -187,6 +249,9 @@ def _read_manifest(folder: Path) -> dict | None:
     digests = manifest.get("sha256") if isinstance(manifest, dict) else None
     if not (isinstance(digests, dict) and INFO_FILE in digests and all(isinstance(v, str) for v in digests.values())):
         raise _Unusable(f"{MANIFEST_FILE} does not list the files' sha256 checksums")
+    accuracy = manifest.get("val_accuracy")
+    if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)):
+        raise _Unusable(f"{MANIFEST_FILE} records no val_accuracy")
     return manifest
 
 
@@ -278,6 +343,7 @@ def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -
     optimizer = torch.optim.AdamW(lm.model.parameters(), lr=config.lr, weight_decay=0.0)
     budget = inputs.max_new_tokens
     accuracy, step = 0.0, 0
+    started = shown = time.perf_counter()
     for step in range(1, config.steps + 1):
         lm.model.train()
         ids, attention, loss_mask = _sft_batch(lm, rng.sample(pool, min(config.batch_size, len(pool))))
@@ -291,5 +357,13 @@ def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -
             accuracy = greedy_accuracy(lm, validation, task.reward, budget)
             if accuracy >= config.target_accuracy:
                 break
+            now = time.perf_counter()
+            if now - shown >= PROGRESS_EVERY_S and step < config.steps:
+                shown, elapsed = now, now - started
+                _say(f"step {step}/{config.steps}, val accuracy {accuracy:.3f} (target {config.target_accuracy:g}), "
+                     f"{_duration(elapsed)} so far, at most {_duration(elapsed / step * (config.steps - step))} left")
     lm.model.eval()
+    reached = "reached" if accuracy >= config.target_accuracy else "stopped at its step limit below"
+    _say(f"SFT {reached} its target {config.target_accuracy:g}: val accuracy {accuracy:.3f} after {step} steps "
+         f"in {_duration(time.perf_counter() - started)}")
     return {"warmstart/steps": step, "warmstart/val_accuracy": accuracy}

@@ -6,7 +6,8 @@ results frames (completed trials, seed alignment, the pre-registered comparisons
 and lays the answers out as pandas frames that the figure and text writers draw.
 
 A ``Results`` object is anything with ``trials`` (one row per trial), ``curves`` (long frame of
-per-step metrics) and ``meta`` (dict), as described in the study contract.
+per-step metrics), ``meta`` (dict) and optionally ``prompts`` (the long per-prompt frame), as
+``harness.tracking.results.load_results`` returns them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from harness.errors import ConfigError, unknown_name
 from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
 
 #: Trial-frame columns that are bookkeeping, not final metrics.
-BASE_COLUMNS = ("trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash")
+BASE_COLUMNS = ("trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash", "warnings")
 #: Spec keys that name a trial rather than configure it (left out of the config-diff table).
 IDENTITY_PARAMS = ("param/arm", "param/seed", "param/study", "param/cache_dir")
 #: The x axis of learning curves "by tokens processed".
@@ -252,9 +253,9 @@ def _primary_test(requested: str, arm: ArmScores, base: ArmScores, paired: bool)
         return ("seed_prompt" if tables else "paired_t" if paired else "welch_t"), ""
     if requested == "seed_prompt" and not tables:
         fallback = "paired_t" if paired else "welch_t"
-        return fallback, f"no per-prompt scores for every trial: {fallback} over trial means instead of seed_prompt"
+        return fallback, f"No per-prompt scores for every trial: {fallback} over trial means instead of seed_prompt"
     if requested == "paired_t" and not paired:
-        return "welch_t", "the seeds are not matched: welch_t instead of paired_t"
+        return "welch_t", "The seeds are not matched: welch_t instead of paired_t"
     return requested, ""
 
 
@@ -278,14 +279,14 @@ def compare_values(results, condition: str, control: str, metric: str, *, test: 
     paired = (bool(_meta(results).get("seed_matched")) and arm.values.index.is_unique
               and base.values.index.is_unique and len(common) >= MIN_SEEDS_FOR_TEST)
     if paired and len(common) < max(len(arm.values), len(base.values)):
-        notes.append(f"paired on the {len(common)} seeds both sides completed")
+        notes.append(f"Paired on the {len(common)} seeds both sides completed")
         arm, base = _on_seeds(arm, common), _on_seeds(base, common)
     a, b = arm.values, base.values
     chosen, note = _primary_test(test, arm, base, paired)
     notes += [note] if note else []
     for side, scores in ((condition, arm), (control, base)):
         if scores.failed:
-            notes.append(f"{side} has {scores.failed} failed trial{'s' if scores.failed != 1 else ''}, "
+            notes.append(f"Failed trials of {side}: {scores.failed}, "
                          + ("scored at the metric's worst value" if failures == "worst" else
                             "left out (failures: drop)"))
     if min(len(a), len(b)) < MIN_SEEDS_FOR_TEST:
@@ -352,7 +353,7 @@ def _verdict_rows(pairs: list[PairResult], *, alpha, correction, direction, powe
     rows, checks = [], []
     for p, v in zip(pairs, verdicts):
         c = p.comparison
-        notes = " ".join(n[0].upper() + n[1:] + "." for n in p.notes)
+        notes = " ".join(n + "." for n in p.notes)
         rows.append({
             "condition": p.condition, "control": p.control, "metric": p.metric,
             "n": len(p.arm.values), "n_control": len(p.base.values),
@@ -623,6 +624,58 @@ def curve_bands(results, metric: str, *, x: str = "step", alpha: float = 0.05, n
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
+# ----------------------------------------------------------------------------- trial warnings
+
+#: the warning code of a trial that had nothing to learn from (harness.engine.spec.NO_LEARNING_SIGNAL;
+#: the report does not import the engine)
+NO_SIGNAL = "no_learning_signal"
+
+
+def _warned(results) -> tuple[dict[str, dict[str, list[tuple[int, str]]]], dict[str, int]]:
+    """``code -> condition -> [(seed, detail)]`` over completed trials' warnings (the trials
+    frame's newline-joined ``warnings`` column), and each condition's completed-trial count."""
+    done = completed(results.trials)
+    by_code: dict[str, dict[str, list[tuple[int, str]]]] = {}
+    for cond, seed, text in zip(done["arm"], done["seed"], done.get("warnings", pd.Series("", index=done.index))):
+        for line in text.splitlines() if isinstance(text, str) else []:
+            code, _, detail = line.partition(": ")
+            by_code.setdefault(code, {}).setdefault(str(cond), []).append((int(seed), detail))
+    return by_code, done["arm"].astype(str).value_counts().to_dict()
+
+
+def warning_state(results) -> list[str]:
+    """The header's line per warning code: how many completed trials of each condition carry it,
+    and one trial's text."""
+    by_code, totals = _warned(results)
+    lines = []
+    for code, per in sorted(by_code.items()):
+        counts = ", ".join(f"{cond} {len(hits)} of {totals[cond]}" for cond, hits in per.items())
+        cond, hits = next(iter(per.items()))
+        seed, detail = min(hits)
+        lines.append(f"WARNING {code} in completed trials ({counts}); {cond} seed {seed}: {detail}")
+    return lines
+
+
+def mark_no_learning_signal(verdicts: pd.DataFrame, results) -> pd.DataFrame:
+    """Comparisons with a side whose completed trials all have no learning signal: no seeds-needed
+    figure (more seeds would not decide them), and the reason says so first."""
+    by_code, totals = _warned(results)
+    silent = {cond for cond, hits in by_code.get(NO_SIGNAL, {}).items() if len(hits) == totals[cond]}
+    out = verdicts.copy()
+    hit = [[c for c in pair if c in silent] for pair in zip(out["condition"], out["control"])]
+    if not any(hit):
+        return out
+    seeds = ["seeds_needed_null", "seeds_needed_effect"]
+    out[seeds] = out[seeds].astype(object)
+    for i, sides in zip(out.index, hit):
+        if sides:
+            out.loc[i, seeds] = None
+            out.at[i, "reason"] = (f"No learning signal in {' and '.join(sides)} (each of its completed trials warns "
+                                   f"{NO_SIGNAL}): more seeds will not decide this; fix the set-up first. "
+                                   f"{out.at[i, 'reason']}").strip()
+    return out
+
+
 # ----------------------------------------------------------------------------- header
 
 
@@ -668,6 +721,7 @@ def build_header(results, *, correction: str, alpha: float, min_effect: float | 
                "this favours an arm whose bad seeds crash)")
             + "; each is listed with its reason under 'Failed trials'."
         )
+    state += warning_state(results)
     return {
         "study": study_name(results),
         "description": meta.get("description") or "",
@@ -763,6 +817,7 @@ def analyze(
     level = stats.interval_level(alpha, family, correction)
     verdicts, robustness = _verdict_rows(pairs, alpha=alpha, correction=correction, direction=direction,
                                          power=power, min_effect=margin, planning_effect=effect)
+    verdicts = mark_no_learning_signal(verdicts, results)
     split = noise_split(metric, scores, level=level, effect=effect, margin=margin, power=power,
                         plan=typical_plan(pairs))
 
@@ -844,7 +899,7 @@ def compare_pair(
         verdicts, checks = _verdict_rows([pair], alpha=alpha, correction=correction,
                                          direction=meta.get("direction", "maximize"), power=power,
                                          min_effect=margin, planning_effect=effect)
-        row = verdicts.iloc[0].to_dict()
+        row = mark_no_learning_signal(verdicts, results).iloc[0].to_dict()
         family = "none: not a pre-registered comparison on the primary metric (tested alone)"
     row["direction"] = meta.get("direction", "maximize")
     row["correction"] = family

@@ -53,9 +53,13 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     return algorithm, train
 
 
+#: The folder that holds a study's outputs when it names no ``output_dir`` (relative to the CWD).
+RUNS_ROOT = Path("runs")
+
+
 def study_dir(study: Study) -> Path:
     """Where the study's records, logs and storages live: ``output_dir`` or ``runs/<name>``."""
-    return Path(study.output_dir) if study.output_dir else Path("runs") / study.name
+    return Path(study.output_dir) if study.output_dir else RUNS_ROOT / study.name
 
 
 def _spec(

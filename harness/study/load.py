@@ -12,6 +12,11 @@ refused before it is opened), at most ``MAX_STUDY_BYTES`` each; YAML aliases and
 expand to are counted while the document is composed, before anything is built from it; and
 includes nest at most ``MAX_INCLUDE_DEPTH`` deep. An error about an included file names its
 place and the file (``include[0]: base.yaml (from study.yaml): ...``), never its text.
+
+A file that says ``fragment: true`` (``FRAGMENT_KEY``) is an include-only fragment: settings that
+studies include (the shipped ones live in ``studies/common/``), not a study. ``load_study``
+refuses it with one line; ``harness validate`` checks it as a fragment
+(``harness.study.fragments``); a study that includes it does not inherit the key.
 """
 
 from __future__ import annotations
@@ -268,8 +273,25 @@ def _type_name(value: Any) -> str:
     return "nothing (empty file)" if value is None else type(value).__name__
 
 
+#: The top-level key that marks an include-only fragment: ``fragment: true``.
+FRAGMENT_KEY = "fragment"
+
 #: The keys an included file may have at its top level.
-_STUDY_KEYS = frozenset(Study.model_fields) | {"include"}
+_STUDY_KEYS = frozenset(Study.model_fields) | {"include", FRAGMENT_KEY}
+
+
+def is_fragment(data: Mapping[str, Any], where: str = "") -> bool:
+    """Whether a study file's data (as ``read_study_data`` returns it) marks an include-only
+    fragment; a ``fragment`` key with any value but ``true`` is a ``ConfigError`` (which quotes
+    no value: ``where`` names the file)."""
+    if FRAGMENT_KEY not in data:
+        return False
+    if data[FRAGMENT_KEY] is not True:
+        raise ConfigError(
+            f"{where + ': ' if where else ''}{FRAGMENT_KEY}: must be true (it marks an include-only file); "
+            "leave it out of a study file"
+        )
+    return True
 
 
 def _check_study_keys(data: dict, node: Any, where: str) -> None:
@@ -322,6 +344,8 @@ def _read_study(path: Path, where: str | None, stack: tuple[Path, ...], budget: 
         raise ConfigError(f"{label}: top level must be a mapping of study fields, got {_type_name(data)}")
     if included:
         _check_study_keys(data, node, where)
+        if is_fragment(data, where):
+            del data[FRAGMENT_KEY]  # marks that file; the including study is no fragment
     include = data.pop("include", None)
     if include is None:
         return data
@@ -361,8 +385,15 @@ def _read_study(path: Path, where: str | None, stack: tuple[Path, ...], budget: 
 
 
 def load_study(path: str | Path) -> Study:
-    """Read, merge includes, validate and resolve a study file; ``ConfigError`` on any problem."""
-    study = parse_study(read_study_data(path))
+    """Read, merge includes, validate and resolve a study file; ``ConfigError`` on any problem,
+    a fragment (``fragment: true``) included."""
+    data = read_study_data(path)
+    if is_fragment(data):
+        raise ConfigError(
+            f"{_display(Path(path).resolve())}: an include-only fragment ({FRAGMENT_KEY}: true), not a study; "
+            "include it from a study file and give that file"
+        )
+    study = parse_study(data)
     study._source = Path(path)
     return study
 

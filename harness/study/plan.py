@@ -1,8 +1,19 @@
-"""The plan of a study: what a run would do, and how long it would take, without running it."""
+"""The plan of a study: what a run would do, and how long it would take, without running it.
+
+The estimate adds, on the way to the last trial: ``harness run`` starting (``RUN_START_S``); each
+warm start that is not cached yet, built once before the trials that use it (at most its step
+limit x ``SFT_STEP_S``); and the trials, shared among the workers, each costing its process start
+(``TRIAL_START_S``), its tokens x a rate (``SECONDS_PER_TOKEN``: building the model, loading the
+cached warm start, rollouts, updates, evaluations) and the turnover to the next trial
+(``TRIAL_TURNOVER_S``). Completed records in the study folder replace the start and the rate by
+what they measured, and the plan shows them beside what the defaults would have said.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,11 +27,24 @@ from harness.study.expand import comparisons, condition_spec, study_dir, tuning_
 from harness.study.load import study_warnings
 from harness.study.schema import Arm, Study, format_value
 
-#: Seconds per generated token when nothing has been measured yet: the tiny testbed model on
-#: one CPU core, rollouts plus the update. Any completed record in the study folder replaces it.
-SECONDS_PER_TOKEN = 1e-4
-#: Seconds each trial spends outside the loop with the default rate (start, model build, eval).
-TRIAL_OVERHEAD_S = 5.0
+# Default costs, measured on the 2-core development machine from the 35 completed records of
+# studies/seven_algorithms.yaml (2 workers, one torch thread each; the tiny testbed model, the
+# warm start cached). Completed records in a study's folder replace the first two.
+#: In-process seconds per token: median of wall_time_s / trial_tokens (8.4e-5 s).
+SECONDS_PER_TOKEN = 8.4e-5
+#: Starting a trial's process (forked from its worker's forkserver), importing the engine and
+#: handing its result back: median of finished_at - started_at - wall_time_s (4.2 s).
+TRIAL_START_S = 4.2
+#: Between two trials on one worker (the record written and mirrored to MLflow, the next claimed):
+#: 175.7 s from the first start to the last finish x 2 workers / 35 trials - 9.3 s mean trial.
+TRIAL_TURNOVER_S = 0.75
+#: ``harness run`` until its first trials run: loading and probing the study, queueing it, starting
+#: the workers and their forkservers (7 s to the first trial's start for the quickstart, same
+#: machine), and the slower process start of each worker's first trial (7.0 and 8.6 s in the
+#: seven_algorithms records against the median 4.2 s).
+RUN_START_S = 10.0
+#: One SFT step of the tiny model's warm start, its accuracy checks included (425 steps in 8-9 s).
+SFT_STEP_S = 0.02
 
 
 def trial_tokens(spec: TrialSpec) -> int:
@@ -56,6 +80,43 @@ class TuningPhase:
 
 
 @dataclass
+class WarmStartPlan:
+    """One warm-start set-up the remaining trials use, and whether its cache entry exists here."""
+
+    folder: str
+    cached: bool
+    max_steps: int
+    est_s: float  # building it: 0 when cached (each trial's load is in its own estimate)
+
+
+@dataclass
+class Costs:
+    """What one trial costs: its process start and its seconds per token (per condition)."""
+
+    start_s: float
+    per_token: dict[str, float]  # condition -> s/token; conditions without records use `overall`
+    overall: float
+    measured_from: int  # completed records; 0: the defaults
+
+    def trial_s(self, spec: TrialSpec) -> float:
+        return self.start_s + trial_tokens(spec) * self.per_token.get(spec.arm, self.overall) + TRIAL_TURNOVER_S
+
+
+DEFAULT_COSTS = Costs(TRIAL_START_S, {}, SECONDS_PER_TOKEN, 0)
+
+
+@dataclass
+class Measured:
+    """What the completed records took, beside what the default costs estimate for them."""
+
+    trials: int
+    median_s: float  # one trial, started_at to finished_at
+    default_median_s: float  # the defaults for the same trials: TRIAL_START_S + tokens x SECONDS_PER_TOKEN
+    total_s: float  # every trial, start to finish, summed
+    span_s: float  # the first start to the last finish
+
+
+@dataclass
 class StudyPlan:
     study: str
     source: str
@@ -75,36 +136,101 @@ class StudyPlan:
     est_total_s: float  # all trials, one worker
     est_remaining_s: float  # the trials without a completed record, one worker
     workers: int
+    costs: Costs
     rate_source: str
+    warmstarts: list[WarmStartPlan] = field(default_factory=list)  # those the remaining trials use
+    measured: Measured | None = None
     warnings: list[str] = field(default_factory=list)
     earlier_design: list[str] = field(default_factory=list)  # records the current design does not use
 
     @property
+    def run_start_s(self) -> float:
+        return RUN_START_S if self.est_remaining_s > 0 else 0.0
+
+    @property
+    def warmstart_s(self) -> float:
+        return sum((w.est_s for w in self.warmstarts), 0.0)
+
+    @property
     def est_wall_s(self) -> float:
-        """Remaining time with ``workers`` trials at once (trials are independent)."""
-        return self.est_remaining_s / self.workers
+        """Until the last remaining trial ends: the run's start, the warm starts to build (every
+        trial that uses one waits for it), then the trials, ``workers`` at once."""
+        return self.run_start_s + self.warmstart_s + self.est_remaining_s / self.workers
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "est_wall_s": self.est_wall_s}
+        return {**asdict(self), "run_start_s": self.run_start_s, "warmstart_s": self.warmstart_s,
+                "est_wall_s": self.est_wall_s}
 
 
-def _rates(records: list[Any]) -> tuple[dict[str, float], float | None]:
-    """Measured seconds per token, per condition and overall, from completed records."""
-    per_condition: dict[str, list[float]] = {}
+def _times(record: Any) -> tuple[float, float] | None:
+    """A record's started_at and finished_at in epoch seconds (None when either does not parse)."""
+    try:
+        return (dt.datetime.fromisoformat(record.started_at).timestamp(),
+                dt.datetime.fromisoformat(record.finished_at).timestamp())
+    except (TypeError, ValueError):
+        return None
+
+
+def _usable(records: Iterable[Any]) -> list[tuple[Any, int, tuple[float, float] | None]]:
+    """(record, its tokens, its times) for the completed records whose spec and wall time read."""
+    out = []
     for rec in records:
         try:
-            spec = TrialSpec.model_validate(rec.spec)
-        except ValidationError:  # a record from an older schema: no rate from it
+            tokens = trial_tokens(TrialSpec.model_validate(rec.spec))
+        except ValidationError:  # a record from an older schema: nothing measured from it
             continue
-        tokens = trial_tokens(spec)
         if rec.wall_time_s > 0 and math.isfinite(rec.wall_time_s) and tokens > 0:
-            sums = per_condition.setdefault(rec.arm, [0.0, 0.0])
-            sums[0] += rec.wall_time_s
-            sums[1] += tokens
-    total_wall = sum(w for w, _ in per_condition.values())
-    total_tokens = sum(t for _, t in per_condition.values())
-    overall = total_wall / total_tokens if total_tokens else None
-    return {name: w / t for name, (w, t) in per_condition.items()}, overall
+            out.append((rec, tokens, _times(rec)))
+    return out
+
+
+def measured_costs(records: Iterable[Any]) -> Costs:
+    """Costs from completed records: medians, so the trial that built the warm start (and those
+    that waited for it) do not set the rate; ``DEFAULT_COSTS`` when none can be read."""
+    usable = _usable(records)
+    if not usable:
+        return DEFAULT_COSTS
+    rates: dict[str, list[float]] = {}
+    for rec, tokens, _ in usable:
+        rates.setdefault(rec.arm, []).append(rec.wall_time_s / tokens)
+    starts = [max(0.0, times[1] - times[0] - rec.wall_time_s) for rec, _, times in usable if times is not None]
+    return Costs(
+        start_s=statistics.median(starts) if starts else TRIAL_START_S,
+        per_token={arm: statistics.median(values) for arm, values in rates.items()},
+        overall=statistics.median(rec.wall_time_s / tokens for rec, tokens, _ in usable),
+        measured_from=len(usable),
+    )
+
+
+def measured_run(records: Iterable[Any]) -> Measured | None:
+    """How long the completed records took, and what the default costs say for the same trials."""
+    timed = [(tokens, times) for _, tokens, times in _usable(records) if times is not None]
+    if not timed:
+        return None
+    durations = [end - begin for _, (begin, end) in timed]
+    return Measured(
+        trials=len(timed),
+        median_s=statistics.median(durations),
+        default_median_s=statistics.median(TRIAL_START_S + tokens * SECONDS_PER_TOKEN for tokens, _ in timed),
+        total_s=sum(durations),
+        span_s=max(end for _, (_, end) in timed) - min(begin for _, (begin, _) in timed),
+    )
+
+
+def warm_starts(specs: Iterable[TrialSpec]) -> list[WarmStartPlan]:
+    """The distinct warm starts of ``specs`` (warm start on), each cached here or to be built."""
+    from harness.engine.warmstart import MANIFEST_FILE, cache_folder
+
+    out: dict[str, WarmStartPlan] = {}
+    for spec in specs:
+        if not spec.warmstart.enabled:
+            continue
+        folder = cache_folder(spec)
+        if str(folder) not in out:
+            cached = (folder / MANIFEST_FILE).is_file()  # written last: the entry is complete
+            steps = spec.warmstart.steps
+            out[str(folder)] = WarmStartPlan(str(folder), cached, steps, 0.0 if cached else steps * SFT_STEP_S)
+    return list(out.values())
 
 
 def _overrides(arm: Arm, cell: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,10 +240,9 @@ def _overrides(arm: Arm, cell: Mapping[str, Any]) -> dict[str, Any]:
 def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -> StudyPlan:
     """The design of ``study`` and an estimate of its run time, without running anything.
 
-    The estimate is tokens x seconds-per-token. The rate is measured from the completed ones of
-    ``records`` (the study folder's trial records, ``harness.tracking.records.read_records``)
-    when there are any (per condition where it has records), otherwise the documented
-    ``SECONDS_PER_TOKEN`` plus ``TRIAL_OVERHEAD_S`` per trial.
+    ``records`` are the study folder's trial records (``harness.tracking.records.read_records``):
+    their completed ones count as done, measure the costs (``measured_costs``) and are compared
+    with the defaults (``measured_run``). See the module for what the estimate adds up.
     """
     if workers < 1:
         raise ConfigError(f"workers: must be at least 1, got {workers}")
@@ -128,26 +253,19 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         if (reason := earlier_design_of(study, r.spec, r.arm)) is not None
     )
     records = [r for r in records if r.status == "completed"]
-    per_condition, overall = _rates(records)
+    costs = measured_costs(records)
     done_ids = {r.trial_id for r in records if r.phase == "compare"}
-
-    def estimate(spec: TrialSpec) -> float:
-        tokens = trial_tokens(spec)
-        if spec.arm in per_condition:
-            return tokens * per_condition[spec.arm]
-        if overall is not None:
-            return tokens * overall
-        return tokens * SECONDS_PER_TOKEN + TRIAL_OVERHEAD_S
-
-    if per_condition:
+    if costs.measured_from:
         rate_source = (
-            f"measured from {len(records)} completed record(s) in {folder / 'records'}"
+            f"costs measured from {costs.measured_from} completed record(s) in {folder / 'records'} "
+            "(medians, per condition where it has records)"
         )
     else:
         rate_source = (
-            f"default {SECONDS_PER_TOKEN:g} s/token + {TRIAL_OVERHEAD_S:g} s/trial (tiny model, "
-            f"one CPU core); completed records in {folder / 'records'} will replace it"
+            "costs: the defaults, measured on the 2-core development machine with the tiny testbed model "
+            f"(harness.study.plan); completed records in {folder / 'records'} will replace them"
         )
+    waiting: list[TrialSpec] = []  # one spec of each condition (or tuned arm) with trials to run
 
     planned: list[PlannedCondition] = []
     total_s = remaining_s = 0.0
@@ -156,13 +274,15 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
     if study.tuning is None:
         for c in study.iter_conditions():
             specs = [condition_spec(study, c, seed) for seed in study.seeds]
-            est = estimate(specs[0])
+            est = costs.trial_s(specs[0])
             done = sum(s.trial_id in done_ids for s in specs)
             arm = study.arm(c.arm)
             planned.append(PlannedCondition(
                 c.name, c.arm, arm.algorithm, _overrides(arm, c.cell), len(specs), done,
                 trial_tokens(specs[0]), est,
             ))
+            if done < len(specs):
+                waiting.append(specs[0])
             total_s += est * len(specs)
             remaining_s += est * (len(specs) - done)
             done_total += done
@@ -172,13 +292,15 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         tune_done = tune_s = tune_remaining = 0.0
         for arm in study.arms:
             base = tuning_specs(study, arm.name, {}, tuning.seeds[0])
-            est = estimate(base)
+            est = costs.trial_s(base)
             ran = [r.phase for r in records if r.arm == arm.name]
             done = min(per_arm_trials, ran.count("tune"))
             tune_done += done
             tune_s += est * per_arm_trials
             tune_remaining += est * (per_arm_trials - done)
             compare_done = min(len(study.seeds), ran.count("compare"))
+            if done < per_arm_trials or compare_done < len(study.seeds):
+                waiting.append(base)
             planned.append(PlannedCondition(
                 arm.name, arm.name, arm.algorithm, _overrides(arm, {}), len(study.seeds),
                 compare_done, trial_tokens(base), est,
@@ -216,10 +338,23 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         est_total_s=total_s,
         est_remaining_s=remaining_s,
         workers=workers,
+        costs=costs,
         rate_source=rate_source,
-        warnings=study_warnings(study),
+        warmstarts=warm_starts(waiting),
+        measured=measured_run(records),
+        warnings=study_warnings(study) + _default_cost_warnings(study, costs),
         earlier_design=earlier,
     )
+
+
+def _default_cost_warnings(study: Study, costs: Costs) -> list[str]:
+    if costs.measured_from or study.model.name == "tiny":
+        return []
+    return [
+        f"model {study.model.name}: the default costs are the tiny testbed model's, and a real model's trials "
+        "take far longer (loading it, bigger steps); run the study (or one trial) and plan again: its completed "
+        "records replace the defaults"
+    ]
 
 
 def format_duration(seconds: float) -> str:

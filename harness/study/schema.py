@@ -70,7 +70,7 @@ def check_name(value: Any, what: str) -> str:
 #: Algorithm config fields that identify a preset rather than configure it.
 _NOT_OVERRIDABLE = frozenset({"name", "kind"})
 
-#: Final metrics the trainer reports (see the study contract); ``primary_metric`` must be one.
+#: Final metrics the trainer reports (listed in docs/study-reference.md); ``primary_metric`` must be one.
 FINAL_METRICS: tuple[str, ...] = (
     "eval/accuracy",
     "eval/mean_reward",
@@ -215,9 +215,9 @@ class _Strict(BaseModel):
 class Arm(_Strict):
     """One thing being compared: a preset, with optional algorithm and train overrides."""
 
-    name: str
+    name: str = Field(description="the arm's name, used in condition names, trial ids and reports")
     algorithm: str = Field(description="preset name (see harness.algorithms.presets)")
-    description: str = ""
+    description: str = Field("", description="free text for the file's readers")
     set: dict[str, Any] = Field(default_factory=dict, description="algorithm config overrides")
     train: dict[str, Any] = Field(default_factory=dict, description="TrainConfig overrides")
 
@@ -254,11 +254,11 @@ class Arm(_Strict):
 class SearchParam(_Strict):
     """One search-space entry: a range ``{low, high[, log][, step]}`` or ``{choices: [...]}``."""
 
-    low: float | None = None
-    high: float | None = None
-    log: bool = False
-    step: float | None = Field(None, gt=0)
-    choices: list[Any] | None = None
+    low: float | None = Field(None, description="lower end of the range")
+    high: float | None = Field(None, description="upper end of the range")
+    log: bool = Field(False, description="sample the range log-uniformly (needs low > 0)")
+    step: float | None = Field(None, gt=0, description="sample only low, low + step, ... (not with log)")
+    choices: list[Any] | None = Field(None, description="the values to pick from, instead of a range")
 
     @model_validator(mode="after")
     def _shape(self) -> SearchParam:
@@ -302,8 +302,10 @@ class Tuning(_Strict):
 
     n_trials: PositiveInt = Field(description="tuning trials per arm")
     seeds: list[int] = Field(description="seeds used while tuning; disjoint from the study's seeds")
-    sampler_seed: int = Field(0, ge=0)
-    search_space: dict[str, SearchParam]
+    sampler_seed: int = Field(0, ge=0, description="seed of Optuna's TPE sampler")
+    search_space: dict[str, SearchParam] = Field(
+        description="override key -> a range {low, high[, log][, step]} or {choices: [...]}"
+    )
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -368,27 +370,36 @@ class Study(_Strict):
     ``seeds`` is always a list after validation (``seeds: 3`` means ``[0, 1, 2]``).
     """
 
-    name: str
-    description: str = ""
+    name: str = Field(description="the study's name: its folder under runs/ and reports/")
+    description: str = Field("", description="free text, shown in the report")
     output_dir: str | None = Field(None, description="default: runs/<name>, relative to the CWD")
-    task: TaskConfig = TaskConfig()
-    model: ModelConfig = ModelConfig()
-    warmstart: WarmStartConfig = WarmStartConfig()
-    train: TrainConfig = TrainConfig()
-    primary_metric: str = "eval/accuracy"
-    direction: Literal["maximize", "minimize"] = "maximize"
+    task: TaskConfig = Field(TaskConfig(), description="the verifiable task every trial trains and is scored on")
+    model: ModelConfig = Field(ModelConfig(), description="the policy model, its dtype, device and LoRA")
+    warmstart: WarmStartConfig = Field(
+        WarmStartConfig(), description="supervised fine-tuning before RL, shared by every trial (cached)"
+    )
+    train: TrainConfig = Field(TrainConfig(), description="the RL budget and evaluation schedule of every trial")
+    primary_metric: str = Field("eval/accuracy", description="the final metric the comparisons are decided on")
+    direction: Literal["maximize", "minimize"] = Field("maximize", description="whether more of the metric is better")
     min_effect: float | None = Field(
         None, gt=0, description="smallest difference of the primary metric worth knowing about, in its units"
     )
-    test: Literal[PRIMARY_TESTS] = "auto"  # type: ignore[valid-type]
+    test: Literal[PRIMARY_TESTS] = Field(  # type: ignore[valid-type]
+        "auto", description="the pre-registered primary test; auto: seed x prompt when per-prompt scores "
+        "are recorded, else the paired t when seed-matched, else Welch's t"
+    )
     failures: Literal["drop", "worst"] = Field(
         "drop", description="drop failed trials (with a warning) or score them at the metric's worst value"
     )
     control: str | None = Field(None, description="required with more than one arm")
-    seeds: list[int]
-    arms: list[Arm]
-    grid: dict[str, list[Any]] = Field(default_factory=dict)
-    tuning: Tuning | None = None
+    seeds: list[int] = Field(
+        description="the trial seeds of every condition: a count n (seeds 0..n-1) or a list of distinct integers"
+    )
+    arms: list[Arm] = Field(description="the things compared, each a preset with optional overrides")
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict, description="override key -> values; every arm runs at every combination"
+    )
+    tuning: Tuning | None = Field(None, description="tune each arm with Optuna before the comparison")
 
     #: the file it was loaded from (not part of the study; set by ``load_study``)
     _source: Path | None = PrivateAttr(None)

@@ -32,7 +32,7 @@ SUPERSEDED_DIR = "superseded"
 
 
 class TrialRecord(BaseModel):
-    """One trial's outcome with its provenance; the JSON layout is fixed by STUDY_CONTRACT.md."""
+    """One trial's outcome with its provenance; its fields are the JSON of ``records/<trial_id>.json``."""
 
     # Unknown keys are ignored on read so a newer harness's records stay readable.
     model_config = ConfigDict(extra="ignore", ser_json_inf_nan="constants")
@@ -60,14 +60,18 @@ class TrialRecord(BaseModel):
     # every evaluation's per-prompt scores, compressed (harness.tracking.prompt_scores); None:
     # none recorded (a failed trial, or a record older than the field)
     prompt_scores: str | None = None
+    # the trial's warnings, one line each ("<code>: ...", harness.engine.spec.TrialResult.warnings)
+    warnings: list[str] = []
 
     @model_serializer(mode="wrap")
-    def _without_absent_scores(self, handler):
-        """A record without per-prompt scores dumps as before the field existed, so its file and
-        fingerprint (what MLflow and the shared storage match on) stay the same."""
+    def _without_absent_fields(self, handler):
+        """A record without per-prompt scores or warnings dumps as before those fields existed, so
+        its file and fingerprint (what MLflow and the shared storage match on) stay the same."""
         data = handler(self)
         if data.get("prompt_scores") is None:
             data.pop("prompt_scores", None)
+        if not data.get("warnings"):
+            data.pop("warnings", None)
         return data
 
     def fingerprint(self) -> str:
@@ -178,6 +182,7 @@ def make_record(
         attempt=int(attempt),
         phase=phase,
         prompt_scores=encode_scores(result.prompts),
+        warnings=list(result.warnings),
     )
 
 

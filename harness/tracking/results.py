@@ -40,10 +40,14 @@ from harness.tracking.storage import REASON, open_storage
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 from harness.tracking.urls import redact_text, redact_url
 
-BASE_COLUMNS = ["trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash"]
+# warnings: the trial's warning lines ("<code>: ...") joined by newlines, "" when it has none
+BASE_COLUMNS = ["trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash", "warnings"]
 CURVE_COLUMNS = ["trial_id", "arm", "seed", "step", "metric", "value"]
 # final metrics the trainer always reports come first, in this order; the rest are sorted
-FINAL_ORDER = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total", "time/total_s"]
+FINAL_ORDER = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total"]
+# final metrics the frame leaves out (one name per quantity): the trainer's time/total_s is the
+# record's wall_time_s
+OMITTED_FINALS = frozenset({"time/total_s"})
 PARAM_PREFIX = "param/"
 EARLIER_COLUMNS = ["trial_id", "arm", "seed", "status", "reason"]
 PROMPT_COLUMNS = ["trial_id", "arm", "seed", *LONG_COLUMNS]
@@ -218,10 +222,13 @@ def trials_frame(
         row = {
             "trial_id": record.trial_id, "arm": record.arm, "seed": record.seed, "status": status,
             "error": error, "wall_time_s": record.wall_time_s, "config_hash": record.config_hash,
+            "warnings": "\n".join(record.warnings),
         }
         if phase is None:
             row["phase"] = record.phase
         for key, value in record.final.items():
+            if key in OMITTED_FINALS:
+                continue
             row[key] = float(value)
             finals.add(key)
         for key, value in flatten(record.spec).items():
@@ -242,6 +249,7 @@ def trials_frame(
         row = {
             "trial_id": trial_id, "arm": arm, "seed": _seed_of(trial_id, info.get("seed")),
             "status": info["status"], "error": error, "wall_time_s": float("nan"), "config_hash": None,
+            "warnings": "",
         }
         if phase is None:
             row["phase"] = info.get("phase")

@@ -1,5 +1,10 @@
-"""Study references: a study file, a study folder or a ``Study`` object, resolved to where its
-outputs are and what is known about it.
+"""Study references: a study's name, its file, its folder or a ``Study`` object, resolved to
+where its outputs are and what is known about it.
+
+A name (``quickstart``) that is not itself a file or folder here is looked up relative to the
+working folder as ``studies/<name>.yaml`` (``STUDIES_ROOT``) and ``runs/<name>/`` (``RUNS_ROOT``,
+where ``harness.study.expand.study_dir`` puts a study without ``output_dir``). The name is
+checked like any study name, so it never reaches outside those folders.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
-from harness.study.expand import study_dir
+from harness.study.expand import RUNS_ROOT, study_dir
 from harness.study.load import load_study, read_study_data
 from harness.study.schema import Study, check_name
 from harness.tracking.records import TrialRecord
+
+#: Where a study name is looked up as ``<name>.yaml``, relative to the working folder.
+STUDIES_ROOT = Path("studies")
 
 
 @dataclass
@@ -25,16 +33,64 @@ class StudyRef:
     dir: Path
     study: Study | None = None  # None when a folder's study.yaml no longer loads
     raw: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None  # the study file or folder the reference resolved to (None: a Study)
+
+    def describe(self) -> str:
+        """What the reference resolved to, in one line:
+        ``study quickstart: studies/quickstart.yaml, runs/quickstart``."""
+        name = study_name(self, [])
+        shown = name if name.isprintable() else repr(name)
+        if self.path is not None and self.path.is_file():
+            return f"study {shown}: {self.path}, {self.dir}"
+        kept = "its study.yaml" if (self.dir / "study.yaml").is_file() else "no study.yaml: read from its records"
+        return f"study {shown}: {self.dir} ({kept})"
 
 
 def resolve_study(study_or_dir: Any) -> StudyRef:
-    """A study YAML path, a study folder (with or without study.yaml) or a Study object."""
+    """A Study object, a study YAML path, a study folder (with or without study.yaml), or a
+    study name that is neither: ``studies/<name>.yaml`` or ``runs/<name>/`` (see the module)."""
     if isinstance(study_or_dir, Study):
         return StudyRef(study_dir(study_or_dir), study_or_dir)
     path = Path(os.fspath(study_or_dir))
+    if not path.exists() and _is_name(str(path)):
+        return _by_name(str(path))
+    return _at(path)
+
+
+def _is_name(text: str) -> bool:
+    """A study name rather than a file name: passes the name checks and is not ``*.yaml``."""
+    try:
+        check_name(text, "study name")
+    except ValueError:
+        return False
+    return not text.endswith((".yaml", ".yml"))
+
+
+def _by_name(name: str) -> StudyRef:
+    """``studies/<name>.yaml`` or ``runs/<name>/``; both when they are the same study's."""
+    file = path_under(STUDIES_ROOT, f"{name}.yaml")
+    folder = path_under(RUNS_ROOT, name)
+    if not file.is_file():
+        if folder.is_dir():
+            return _at(folder)
+        raise HarnessError(
+            f"no study named {name!r} here: tried {file} and {folder}/ under {Path.cwd()}; "
+            "give the study file or its output folder"
+        )
+    ref = _at(file)
+    if folder.is_dir() and ref.dir.resolve() != folder.resolve():
+        raise HarnessError(
+            f"study name {name!r} is ambiguous: {file} writes to {ref.dir}/, and {folder}/ is another "
+            "study folder; give the file or the folder"
+        )
+    return ref
+
+
+def _at(path: Path) -> StudyRef:
+    """The study file or study folder at ``path``."""
     if path.is_dir():
         snapshot = path / "study.yaml"
-        ref = StudyRef(path)
+        ref = StudyRef(path, path=path)
         if snapshot.is_file():
             ref.raw = read_study_data(snapshot)
             try:
@@ -45,12 +101,8 @@ def resolve_study(study_or_dir: Any) -> StudyRef:
     if path.is_file():
         raw = read_study_data(path)
         study = load_study(path)
-        return StudyRef(study_dir(study), study, raw)
+        return StudyRef(study_dir(study), study, raw, path)
     raise HarnessError(f"no study file or study folder at {path}")
-
-
-def resolve_study_dir(study_or_dir: Any) -> Path:
-    return resolve_study(study_or_dir).dir
 
 
 def study_name(ref: StudyRef, records: list[TrialRecord]) -> str:

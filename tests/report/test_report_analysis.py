@@ -67,7 +67,7 @@ def test_verdict_table_matches_stats(results, vals):
     assert bool(v.loc["null", "paired"]) and v.loc["null", "n_control"] == 4
     assert "paired on the 4 seeds" in v.loc["null", "reason"].lower()
     assert v.loc["null", "failed"] == 1 and v.loc["null", "failed_control"] == 0
-    assert "1 failed trial, left out" in v.loc["null", "reason"]
+    assert "Failed trials of null: 1, left out" in v.loc["null", "reason"]
     assert v.loc["big", "verdict"] == "better" and v.loc["big", "diff"] == pytest.approx(0.3, abs=0.05)
     assert v.loc["null", "verdict"] in ("equivalent", "inconclusive")
 

@@ -85,8 +85,9 @@ def test_unsafe_study_name_is_one_line_and_nothing_written(deep_cwd, tmp_path, m
     with pytest.warns(UserWarning, match="using its raw fields"):
         code, out, err = run_main(monkeypatch, capsys, "report", str(folder))
     assert code == 2, (out, err)
-    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
-    assert EVIL in err and "must not contain a path separator" in err and "--out" in err
+    resolved, error = err.strip().splitlines()  # what STUDY resolved to, then the one-line error
+    assert resolved.startswith("study ") and error.startswith("error: "), err
+    assert EVIL in error and "must not contain a path separator" in error and "--out" in error
     assert "Traceback" not in err
     assert files_under(tmp_path) == before, "nothing is written anywhere"
     assert not (tmp_path / "w1" / "elsewhere").exists()

@@ -16,8 +16,11 @@ from harness.engine.spec import TrialResult
 from harness.study.expand import expand, study_dir, tuning_specs
 from harness.study.load import load_study
 from harness.study.plan import (
+    RUN_START_S,
     SECONDS_PER_TOKEN,
-    TRIAL_OVERHEAD_S,
+    SFT_STEP_S,
+    TRIAL_START_S,
+    TRIAL_TURNOVER_S,
     format_duration,
     plan_study,
     trial_tokens,
@@ -50,9 +53,15 @@ def small_study(folder: Path, extra: str = "") -> Path:
     return path
 
 
-def write_record(study_dir: Path, spec, wall: float, status: str = "completed", phase: str = "compare"):
+T0 = 1_800_000_000.0  # started_at of every record below (epoch seconds)
+
+
+def write_record(study_dir: Path, spec, wall: float, status: str = "completed", phase: str = "compare",
+                 start: float = 3.0):
+    """A record of ``wall`` seconds in the trial, ``start`` more from started_at to finished_at."""
     result = TrialResult(trial_id=spec.trial_id, status=status, final={"eval/accuracy": 0.5}, wall_time_s=wall)
-    records.write_record(study_dir, records.make_record(spec, result, phase=phase))
+    records.write_record(study_dir, records.make_record(spec, result, phase=phase, started_at=T0,
+                                                        finished_at=T0 + start + wall))
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,7 +129,7 @@ def test_plan_quickstart_prints_the_design():
         assert arm in out
     assert "comparisons vs control (2):" in out and "rloo vs grpo" in out
     assert "total: 9 trials (0 done, 9 to run)" in out
-    assert f"default {SECONDS_PER_TOKEN:g} s/token" in out
+    assert "costs: the defaults" in out and f"x {SECONDS_PER_TOKEN:.2g} s/token" in out
 
 
 def design_lines(out: str) -> list:
@@ -163,11 +172,12 @@ def test_plan_default_estimate_is_tokens_times_the_documented_rate(tmp_path):
     spec = expand(s)[0]
     # 10 steps x 2 prompts x 8 samples x 4 tokens + 3 evals x 16 prompts x 1 sample x 4 tokens
     assert trial_tokens(spec) == 10 * 2 * 8 * 4 + 3 * 16 * 1 * 4
-    per_trial = trial_tokens(spec) * SECONDS_PER_TOKEN + TRIAL_OVERHEAD_S
+    per_trial = TRIAL_START_S + trial_tokens(spec) * SECONDS_PER_TOKEN + TRIAL_TURNOVER_S
     assert plan.total_trials == 6 and plan.done_trials == 0
     assert plan.est_total_s == pytest.approx(6 * per_trial)
     assert plan.conditions[0].est_trial_s == pytest.approx(per_trial)
-    assert plan_study(s, workers=3).est_wall_s == pytest.approx(2 * per_trial)
+    warm = s.warmstart.steps * SFT_STEP_S  # not cached in this test's folder
+    assert plan_study(s, workers=3).est_wall_s == pytest.approx(RUN_START_S + warm + 2 * per_trial)
 
 
 def test_plan_uses_completed_records_when_present(tmp_path):
@@ -181,17 +191,20 @@ def test_plan_uses_completed_records_when_present(tmp_path):
     with pytest.warns(UserWarning, match="junk.json"):
         plan = plan_study(s, records=records.read_records(tmp_path / "out"))
     by_name = {c.name: c for c in plan.conditions}
-    assert by_name["grpo"].est_trial_s == pytest.approx(2.0)  # per-arm rate x same tokens
-    assert by_name["rloo"].est_trial_s == pytest.approx(4.0)
+    # the measured start (3 s) + the per-arm rate x the same tokens + the turnover
+    assert by_name["grpo"].est_trial_s == pytest.approx(3.0 + 2.0 + TRIAL_TURNOVER_S)
+    assert by_name["rloo"].est_trial_s == pytest.approx(3.0 + 4.0 + TRIAL_TURNOVER_S)
     assert by_name["grpo"].done == 1 and by_name["rloo"].done == 1
     assert plan.done_trials == 2
-    assert plan.est_remaining_s == pytest.approx(2 * 2.0 + 2 * 4.0)
+    assert plan.est_remaining_s == pytest.approx(2 * (5.0 + TRIAL_TURNOVER_S) + 2 * (7.0 + TRIAL_TURNOVER_S))
     assert "measured from 2 completed record(s)" in plan.rate_source
     assert tokens > 0
 
     (tmp_path / "out" / "records" / "junk.json").unlink()
     result = invoke("plan", str(tmp_path / "small.yaml"), "--workers", "2")
-    assert "total: 6 trials (2 done, 4 to run); estimated 12s of compute, about 6s on 2 workers" in result.stdout
+    assert "total: 6 trials (2 done, 4 to run)" in result.stdout
+    wall = RUN_START_S + s.warmstart.steps * SFT_STEP_S + plan.est_remaining_s / 2
+    assert f"estimate: about {format_duration(wall)} on 2 workers" in result.stdout
 
 
 def test_plan_of_a_tuned_study_shows_both_phases():
@@ -210,7 +223,8 @@ def test_plan_json():
     assert data["total_trials"] == 20
     assert [c["name"] for c in data["conditions"]] == ["grpo", "no_std", "token_sum", "no_std_token_sum"]
     assert data["conditions"][1]["overrides"] == {"advantage": "group_mean", "aggregation": "seq_mean_token_mean"}
-    assert data["est_wall_s"] == data["est_remaining_s"]
+    assert data["est_wall_s"] == pytest.approx(data["run_start_s"] + data["warmstart_s"] + data["est_remaining_s"])
+    assert [w["cached"] for w in data["warmstarts"]] == [False]  # one set-up, not built in this folder
 
 
 def test_plan_bad_study_exits_2_with_one_line():
@@ -240,4 +254,4 @@ def test_plan_of_a_tuned_study_counts_finished_tuning_trials(tmp_path):
     assert plan.tuning.trials == 4 and plan.tuning.done == 1
     assert plan.total_trials == 4 + 6 and plan.done_trials == 1
     grpo = plan.conditions[0]
-    assert grpo.done == 0 and grpo.est_trial_s == pytest.approx(3.0)  # lr does not change tokens
+    assert grpo.done == 0 and grpo.est_trial_s == pytest.approx(3.0 + 3.0 + TRIAL_TURNOVER_S)  # lr: same tokens

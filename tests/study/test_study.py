@@ -58,7 +58,7 @@ def test_shipped_study_loads_from_the_shared_testbed(name):
     s = load_study(STUDIES / f"{name}.yaml")
     assert s.name == name
     assert s.task.name == "addition" and s.model.name == "tiny"
-    base = read_study_data(STUDIES / "base_testbed.yaml")
+    base = read_study_data(STUDIES / "common" / "base_testbed.yaml")
     assert s.train.steps == base["train"]["steps"]  # budgets come from the one shared file
     assert s.control in [a.name for a in s.arms]
     assert study_dir(s) == Path("runs") / name

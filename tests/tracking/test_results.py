@@ -73,7 +73,7 @@ def test_trials_frame_has_records_and_queue_states(filled):
     compare = [r for r in recs if r.phase == "compare"]
     assert len(res.trials) == len(compare) + 3
     assert list(res.trials.columns[: len(BASE_COLUMNS)]) == BASE_COLUMNS
-    finals = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total", "time/total_s", "train/loss"]
+    finals = ["eval/accuracy", "eval/mean_reward", "eval/accuracy_start", "tokens/total", "train/loss"]
     params = [c for c in res.trials.columns if c.startswith("param/")]
     assert list(res.trials.columns) == BASE_COLUMNS + finals + params
     assert params == sorted(params) and {"param/algorithm.lr", "param/train.steps", "param/seed"} <= set(params)

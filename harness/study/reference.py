@@ -1,0 +1,414 @@
+"""The reference of every study-file key, read off the pydantic models that validate a study.
+
+``keys()`` walks ``Study`` (and, for ``arms[].set`` / ``grid`` / ``tuning.search_space``, the
+algorithm config types) and gives each key its dotted path, type, default, what reads it and one
+line of meaning (its ``Field`` description). Which algorithm part reads a field comes from the
+parts' own declarations (``harness.algorithms.parts``). ``harness schema`` prints
+``markdown()``, or ``as_json()``; ``docs/study-reference.md`` is that Markdown, kept in sync by a
+test. The prose sections around the tables (the grid, the tuning block, the JSONL task) carry
+example study fragments that the same test validates, so the examples cannot go stale.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined, to_jsonable_python
+
+from harness.algorithms import parts
+from harness.algorithms.config import CONFIG_TYPES
+from harness.algorithms.presets import PRESETS
+from harness.engine.spec import TrainConfig
+from harness.engine.tasks import TASKS, jsonl
+from harness.engine.tasks.rewards import REWARDS
+from harness.study.schema import (
+    FINAL_METRICS,
+    Arm,
+    SearchParam,
+    Study,
+    algorithm_keys,
+)
+
+COMMAND = "harness schema > docs/study-reference.md"
+
+#: One-line meanings of the engine's and the algorithms' fields whose ``Field`` has no
+#: description (in ``harness.engine.spec`` and ``harness.algorithms.config``), by
+#: ``Model.field``. A ``Field`` description wins; the test refuses an entry here for a field
+#: that has one, or for a field that does not exist, so each entry can move into its model.
+MEANINGS: dict[str, str] = {
+    "TaskConfig.name": "the task: synthetic (addition, sorting) or a JSONL file of problems (gsm8k_jsonl)",
+    "TaskConfig.n_train": "training prompts (at most; a JSONL file may hold fewer)",
+    "TaskConfig.n_eval": "held-out prompts every evaluation scores",
+    "TaskConfig.min_digits": "synthetic tasks only: the smallest problem size, in digits",
+    "TaskConfig.max_digits": "synthetic tasks only: the largest problem size, in digits",
+    "TinyModelConfig.hidden_size": "hidden width of the built-in model (model.name: tiny only)",
+    "TinyModelConfig.layers": "decoder layers of the built-in model",
+    "TinyModelConfig.heads": "attention heads of the built-in model",
+    "TinyModelConfig.intermediate_size": "MLP width of the built-in model",
+    "ModelConfig.tiny": "the built-in model's size; read only when model.name is tiny",
+    "ModelConfig.dtype": "weights' dtype; auto: bfloat16 on CUDA, float32 on the CPU",
+    "ModelConfig.device": "auto: CUDA when one is visible, else the CPU",
+    "ModelConfig.lora": "null trains every weight; a LoRA block trains a peft adapter only (the reference is the "
+    "base model with the adapter off)",
+    "LoraConfig.r": "LoRA rank",
+    "LoraConfig.alpha": "LoRA alpha (peft's lora_alpha; the update is scaled by alpha / r)",
+    "LoraConfig.dropout": "dropout on the LoRA branch",
+    "LoraConfig.target_modules": "module names to adapt, or all-linear (every linear layer but the output head)",
+    "WarmStartConfig.enabled": "run supervised fine-tuning on the task's worked solutions before RL",
+    "WarmStartConfig.steps": "the most SFT steps (it stops earlier at target_accuracy)",
+    "WarmStartConfig.batch_size": "SFT examples per step",
+    "WarmStartConfig.lr": "SFT learning rate",
+    "TrainConfig.steps": "RL steps per trial",
+    "TrainConfig.prompts_per_step": "prompts per RL step, each sampled group_size times",
+    "TrainConfig.max_new_tokens": "the most tokens a completion may have, in training and evaluation",
+    "TrainConfig.temperature": "sampling temperature of training rollouts and of evaluation's sampled completions",
+    "TrainConfig.eval_every": "evaluate every this many steps (and at the start and the end); 0: start and end only",
+    "TrainConfig.eval_samples": "sampled completions per held-out prompt, for eval/mean_reward",
+    "TrainConfig.max_eval_prompts": "score at most this many held-out prompts; null: all of task.n_eval",
+    "RLConfig.group_size": "completions sampled per prompt (the group of group-relative advantages)",
+    "RLConfig.lr": "policy learning rate (AdamW)",
+    "RLConfig.epochs": "passes of updates over each step's samples",
+    "RLConfig.minibatches": "optimiser steps per pass (the samples split into this many minibatches)",
+    "RLConfig.max_grad_norm": "gradient-norm clip before each optimiser step",
+    "RLConfig.advantage": "advantage estimator",
+    "RLConfig.policy_loss": "policy loss",
+    "RLConfig.aggregation": "how per-token loss terms become one number",
+    "RLConfig.kl_estimator": "estimator of KL(policy || reference)",
+    "RLConfig.kl_placement": "where the KL term goes: none, the reward, or the loss",
+    "RLConfig.critic": "value function: none, a head on the policy, or a separate value model",
+    "RLConfig.entropy_coef": "weight of the entropy bonus in the loss",
+    "RLConfig.eps_low": "clip band below a ratio of 1: ratios under 1 - eps_low are clipped",
+    "RLConfig.eps_high": "clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher)",
+    "RLConfig.dual_clip": "dual-clip bound c: a negative advantage's term is at most c times it; null: off",
+    "RLConfig.adv_eps": "added to the group's std before dividing (GRPO's z-score)",
+    "RLConfig.whiten_advantages": "whiten the advantages over the batch after the estimator",
+    "RLConfig.drop_degenerate": "leave out groups whose verifier scores are all equal (DAPO's dynamic sampling)",
+    "RLConfig.gamma": "discount of the reward-to-go",
+    "RLConfig.lam": "GAE's lambda",
+    "RLConfig.kl_coef": "weight of the KL term",
+    "RLConfig.vf_coef": "weight of the value loss",
+    "RLConfig.value_clip": "clip of the value change per update (PPO); null: the plain squared error",
+    "RLConfig.critic_lr": "critic learning rate; null: the policy's lr",
+    "DPOConfig.dpo_beta": "DPO's beta: how far the policy may move from the reference",
+}
+
+#: What reads each section's keys (by the first part of their path) ...
+_SECTION_READERS = {
+    "task": "harness.engine.tasks", "model": "harness.engine.models", "warmstart": "harness.engine.warmstart",
+    "train": "harness.engine.trial", "tuning": "harness.runner (Optuna)", "arms": "harness.study",
+}
+#: ... and each key that is not in a section.
+_READ_BY = {
+    "include": "harness.study.load", "name": "harness.study", "description": "harness.report",
+    "output_dir": "harness.study, harness.runner", "primary_metric": "harness.stats, harness.report",
+    "direction": "harness.stats, harness.report", "min_effect": "harness.stats, harness.report",
+    "test": "harness.stats", "failures": "harness.stats", "control": "harness.study, harness.stats",
+    "seeds": "harness.study", "grid": "harness.study", "arms[].description": "nothing: a note for the file's readers",
+}
+#: How a model reads as a type.
+_MODEL_TYPES = {Arm: "arm", SearchParam: "range or choices"}
+#: ``include`` is read before validation (``harness.study.load``), so it is no model field.
+_INCLUDE_MEANING = "study files merged into this one, key by key (this file's keys win); paths relative to this file"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One study-file key."""
+
+    path: str  # dotted: model.lora.r, arms[].set.eps_low
+    type: str
+    default: Any  # JSON-ready; None for null
+    required: bool
+    read_by: str
+    meaning: str
+    section: str  # the table it is listed in
+
+
+# ---- types and defaults -----------------------------------------------------------------------
+
+_BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def _bounds(metadata: Sequence[Any]) -> str:
+    found = [f"{sign} {getattr(m, name):g}" for m in metadata for name, sign in _BOUNDS.items() if hasattr(m, name)]
+    return (" " + ", ".join(found)) if found else ""
+
+
+def _type(annotation: Any, metadata: Sequence[Any] = ()) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type(args[0], [*metadata, *args[1:]])
+    if origin in (typing.Union, types.UnionType):
+        shown = [_type(a, metadata) for a in args if a is not type(None)]
+        return " | ".join(shown + ["null"] * (type(None) in args))
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, args))
+    if origin is list:
+        return f"list of {_type(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type(args[0])} to {_type(args[1])}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _MODEL_TYPES.get(annotation, "section")
+    if annotation is Any:
+        return "any"
+    return annotation.__name__ + _bounds(metadata)
+
+
+def _choices(path: str, field: str) -> list[str] | None:
+    """The registered names a string key takes (presets, tasks, parts, rewards, metrics)."""
+    if path == "arms[].algorithm":
+        return list(PRESETS)
+    if path == "task.name":
+        return TASKS.names()
+    if path == "task.reward":
+        return [*REWARDS.names(), "module:function"]
+    if path == "primary_metric":
+        return list(FINAL_METRICS)
+    for slots in (parts.SLOTS, parts.DPO_SLOTS):
+        if path.startswith("arms[].set.") and field in slots:
+            return slots[field].names()
+    return None
+
+
+def _default(info: FieldInfo) -> tuple[Any, bool]:
+    """The default, JSON-ready (a section's: all its keys), and whether the key is required."""
+    if info.default_factory is not None:
+        return to_jsonable_python(info.default_factory()), False
+    if info.default is PydanticUndefined:
+        return None, True
+    return to_jsonable_python(info.default), False
+
+
+def _meaning(model: type[BaseModel], field: str, info: FieldInfo) -> str:
+    return info.description or MEANINGS.get(f"{model.__name__}.{field}", "")
+
+
+def _reader(path: str) -> str:
+    return _READ_BY.get(path) or _SECTION_READERS[path.split(".")[0].removesuffix("[]")]
+
+
+def _key(model: type[BaseModel], field: str, path: str, section: str, read_by: str) -> Key:
+    info = model.model_fields[field]
+    choices = _choices(path, field)
+    kind = "one of " + ", ".join(choices) if choices else _type(info.annotation, info.metadata)
+    default, required = _default(info)
+    return Key(path, kind, default, required, read_by, _meaning(model, field, info), section)
+
+
+# ---- walking the models -------------------------------------------------------------------------
+
+
+def _nested(annotation: Any, path: str) -> tuple[type[BaseModel], str] | None:
+    """The model a field holds and the path prefix of its keys: ``model.lora.`` for
+    ``LoraConfig | None``, ``arms[].`` for ``list[Arm]``, ``tuning.search_space.KEY.`` for a
+    mapping to ``SearchParam``; None for a plain value."""
+    origin = typing.get_origin(annotation)
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            suffix = "[]." if origin is list else ".KEY." if origin is dict else "."
+            return candidate, path + suffix
+    return None
+
+
+def _walk(model: type[BaseModel], prefix: str, section: str) -> list[Key]:
+    """The keys of ``model``, then those of each section in it, depth first."""
+    found: list[Key] = []
+    nested: list[Key] = []
+    for name, info in model.model_fields.items():
+        path = prefix + name
+        found.append(_key(model, name, path, section, _reader(path)))
+        if (inner := _nested(info.annotation, path)) is not None:
+            sub, sub_prefix = inner
+            nested += _walk(sub, sub_prefix, sub_prefix.removesuffix("."))
+    return found + nested
+
+
+def _algorithm_reader(field: str) -> str:
+    kinds = [kind for kind, config in CONFIG_TYPES.items() if field in config.model_fields]
+    if kinds == ["dpo"]:
+        return "DPO"
+    if field in parts.STEP_FIELDS:
+        return "every algorithm" if "dpo" in kinds else "every RL algorithm"
+    return " or ".join(parts.readers(field))
+
+
+def algorithm_reference() -> list[Key]:
+    """The keys of ``arms[].set`` (and of ``grid`` / ``tuning.search_space``): the algorithm
+    config fields, with the parts that read each."""
+    out = []
+    for field in algorithm_keys():
+        model = next(config for config in CONFIG_TYPES.values() if field in config.model_fields)
+        out.append(_key(model, field, f"arms[].set.{field}", "arms[].set", _algorithm_reader(field)))
+    return out
+
+
+def keys() -> list[Key]:
+    """Every study-file key, table by table: the top level, its sections, the algorithm keys."""
+    include = Key("include", "file name | list of file names", None, False, _reader("include"), _INCLUDE_MEANING, "top")
+    return [include, *_walk(Study, "", "top"), *algorithm_reference()]
+
+
+# ---- examples and prose -------------------------------------------------------------------------
+
+GRID_EXAMPLE = """\
+name: clip_grid
+seeds: 3
+control: grpo
+arms:
+  - {name: grpo, algorithm: grpo}
+  - {name: dapo, algorithm: dapo}
+grid:
+  eps_high: [0.2, 0.28]
+  train.temperature: [0.7, 1.0]
+"""
+
+TUNING_EXAMPLE = """\
+name: tune_lr
+seeds: 5
+control: grpo
+arms:
+  - {name: grpo, algorithm: grpo}
+  - {name: dr_grpo, algorithm: dr_grpo}
+tuning:
+  n_trials: 8
+  seeds: [100, 101]
+  search_space:
+    lr: {low: 3.0e-5, high: 1.0e-3, log: true}
+    train.temperature: {choices: [0.7, 1.0]}
+"""
+
+JSONL_LINE = '{"question": "Tom has 3 apples and buys 2. How many?", "answer": "3 + 2 = 5 #### 5"}'
+
+EXAMPLES = {"grid": GRID_EXAMPLE, "tuning": TUNING_EXAMPLE}
+
+
+def _rst_to_markdown(text: str) -> str:
+    return " ".join(text.split()).replace("``", "`")
+
+
+def _grid_section() -> list[str]:
+    study = Study.model_validate(yaml.safe_load(GRID_EXAMPLE))
+    return [
+        "## Grid",
+        "",
+        "`grid` maps override keys to lists of values. An override key is an algorithm key "
+        "(the algorithm keys table above) or `train.KEY` (any key of the `train` table). Every arm runs at "
+        "every combination of the values; each (arm, combination) is a condition, named "
+        "`arm[key=value,...]` with the keys sorted, and runs every seed. A key the grid varies may not also "
+        "be fixed in an arm's `set` or `train`, and a study has a grid or a tuning block, not both.",
+        "",
+        "```yaml",
+        GRID_EXAMPLE.rstrip(),
+        "```",
+        "",
+        f"gives {len(study.conditions())} conditions x {len(study.seeds)} seeds: "
+        + ", ".join(f"`{name}`" for name in study.conditions())
+        + "; each is compared with the control arm at the same grid cell.",
+    ]
+
+
+def _tuning_section() -> list[str]:
+    return [
+        "## Tuning",
+        "",
+        "With a `tuning` block a study runs in two phases. Phase 1 tunes each arm on its own: "
+        "`n_trials` Optuna (TPE) trials per arm, each run at every one of `tuning.seeds` and scored by the "
+        "mean of the primary metric. Phase 2 runs each arm's best configuration over the study's `seeds`, "
+        "which must be disjoint from the tuning seeds, and compares the tuned arms. A `search_space` entry "
+        "is keyed like a grid key and is a range `{low, high}` (with `log: true` for a log-uniform draw, or "
+        "`step` for a stepped one) or `{choices: [...]}`; a key that is not numeric takes choices only.",
+        "",
+        "```yaml",
+        TUNING_EXAMPLE.rstrip(),
+        "```",
+    ]
+
+
+def _jsonl_section() -> list[str]:
+    return [
+        "## JSONL task (`task.name: gsm8k_jsonl`)",
+        "",
+        _rst_to_markdown(jsonl.__doc__),
+        "",
+        "```json",
+        JSONL_LINE,
+        "```",
+        "",
+        f"Each question is followed by the instruction `{jsonl.INSTRUCTION.strip()}`, and a completion scores 1 "
+        "when its last `\\boxed{}` holds the reference number. `task.path` names the file (relative to the "
+        "folder `harness` runs in); without `task.eval_path` the held-out prompts are a fixed split of it "
+        "(`task.n_eval` of them, at most a fifth of the file), else they are read from `task.eval_path`.",
+    ]
+
+
+# ---- rendering ---------------------------------------------------------------------------------
+
+_TITLES = {
+    "top": "Top level",
+    "arms[].set": "Algorithm keys: `arms[].set`, `grid` and `tuning.search_space`",
+}
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
+def _default_text(key: Key) -> str:
+    if key.required:
+        return "required"
+    if key.type == "section":
+        return "see below"
+    if isinstance(key.default, str):
+        return key.default or '""'
+    return json.dumps(key.default)
+
+
+def _table(rows: list[Key]) -> list[str]:
+    lines = ["| key | type | default | read by | meaning |", "| --- | --- | --- | --- | --- |"]
+    lines += [
+        "| " + " | ".join(_cell(text) for text in (f"`{k.path}`", k.type, _default_text(k), k.read_by, k.meaning)) + " |"
+        for k in rows
+    ]
+    return lines
+
+
+def markdown() -> str:
+    """The reference as Markdown: ``docs/study-reference.md``."""
+    all_keys = keys()
+    sections = list(dict.fromkeys(k.section for k in all_keys))
+    lines = [
+        "# Study file reference",
+        "",
+        f"Generated from the schema by `harness schema`; do not edit by hand: run `{COMMAND}`.",
+        "",
+        "A study file is YAML. Every key below is checked before anything runs: an unknown key, a value of the "
+        "wrong type or out of bounds is an error naming the key (`harness validate STUDY.yaml`). Keys of "
+        "sections may be left out: they take the defaults shown. `read by` names the code that reads a key; "
+        "for algorithm keys, the parts that read it (a key that none of an arm's parts reads cannot be set).",
+        "",
+    ]
+    for section in sections:
+        lines += [f"## {_TITLES.get(section, f'`{section}`')}", ""]
+        if section == "arms[].set":
+            lines += [
+                "The defaults are the config's; every preset sets its own (`harness algorithms` lists them). "
+                f"A grid or a search space may also vary `train.KEY`, any of: {', '.join(TrainConfig.model_fields)}.",
+                "",
+            ]
+        lines += [*_table([k for k in all_keys if k.section == section]), ""]
+    for part in (_grid_section(), _tuning_section(), _jsonl_section()):
+        lines += [*part, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def as_json() -> str:
+    """Every key as JSON: ``[{path, type, default, required, read_by, meaning, section}, ...]``."""
+    return json.dumps([asdict(k) for k in keys()], indent=2)
