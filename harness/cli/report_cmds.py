@@ -70,7 +70,7 @@ def default_report_dir(results, root: Path = REPORTS_ROOT) -> Path:
     The name comes from the results (a study.yaml that no longer loads, or the trial records,
     may carry any string): an unsafe one is a one-line ``ConfigError`` and nothing is written.
     """
-    from harness.report.analysis import study_name
+    from harness.report.frames import study_name
     from harness.tracking.study_ref import path_under
 
     name = study_name(results)
@@ -117,8 +117,8 @@ def report(
     """Write index.html (+ plotly.min.js), summary.md and results.csv for a study; attach them and
     the verdicts to the study's MLflow parent run when the study is mirrored there."""
     from harness.report import analyze, mirror_report, write_analysis
-    from harness.report.analysis import check_alpha, check_correction, check_min_effect
     from harness.report.figures import check_smooth
+    from harness.report.frames import check_alpha, check_correction, check_min_effect
 
     check_alpha(alpha)  # bad input fails before any record is read or anything written
     check_correction(correction)
@@ -146,7 +146,8 @@ def compare(
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
-    from harness.report.analysis import check_correction, check_min_effect, compare_pair
+    from harness.report.analysis import compare_pair
+    from harness.report.frames import check_correction, check_min_effect
     from harness.report.tables import fmt, fmt_p, fmt_seeds
 
     check_correction(correction)
@@ -191,12 +192,9 @@ def noise_floor(
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """Per condition: seed std (with CI), and the noise split by source with what more budget buys."""
-    from harness.report.analysis import (
-        analyze,
-        check_metric,
-        check_min_effect,
-        noise_floor_table,
-    )
+    from harness.report.analysis import analyze
+    from harness.report.frames import check_metric, check_min_effect
+    from harness.report.noise import noise_floor_table
     from harness.report.tables import components_display, noise_table_display
 
     check_min_effect(min_effect)

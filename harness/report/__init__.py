@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError
-from harness.report.analysis import Analysis, analyze, compare_pair, noise_floor_table
+from harness.report.analysis import Analysis, analyze, compare_pair
 from harness.report.figures import all_figures, check_smooth
 from harness.report.html_report import write_html
 from harness.report.markdown import write_markdown
+from harness.report.noise import noise_floor_table
 
 #: the report files attached to the study's MLflow parent run (plotly.min.js stays local)
 MIRRORED_FILES = ("index.html", "summary.md", "results.csv")

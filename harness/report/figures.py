@@ -13,7 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from harness.errors import ConfigError
-from harness.report.analysis import Analysis, completed, seed_values
+from harness.report.analysis import Analysis
+from harness.report.frames import completed, seed_values
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.report.analysis import SEEDS_SEARCH_LIMIT, Analysis
+from harness.report.analysis import Analysis
+from harness.report.comparisons import SEEDS_SEARCH_LIMIT
 
 DASH = "—"
 

@@ -343,7 +343,7 @@ def test_labels_are_never_read_as_numbers():
 
 
 def test_seeds_needed_past_the_search_limit_reads_as_more_than_it():
-    from harness.report.analysis import SEEDS_SEARCH_LIMIT
+    from harness.report.comparisons import SEEDS_SEARCH_LIMIT
     from harness.report.tables import DASH, fmt_seeds
 
     assert fmt_seeds(SEEDS_SEARCH_LIMIT + 1) == f"> {SEEDS_SEARCH_LIMIT}"
