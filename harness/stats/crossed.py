@@ -89,20 +89,20 @@ class PlanVariance(JsonMixin):
     samples: int
     paired: bool
 
+    def _budget(self, n, prompts: int | None, samples: int | None):
+        """``(n, P, cell)``: seeds as an array, prompts, and the cell variance at k samples."""
+        k = self.samples if samples is None else samples
+        cell = self.residual + self.sampling * self.samples / k
+        return np.asarray(n, dtype=float), self.n_prompts if prompts is None else prompts, cell
+
     def variance(self, n, prompts: int | None = None, samples: int | None = None):
         """Predicted variance of the difference at ``n`` seeds per arm (array or scalar)."""
-        P = self.n_prompts if prompts is None else prompts
-        k = self.samples if samples is None else samples
-        n = np.asarray(n, dtype=float)
-        cell = self.residual + self.sampling * self.samples / k
+        n, P, cell = self._budget(n, prompts, samples)
         return self.seed / n + self.prompt / P + cell / (n * P)
 
     def df(self, n, prompts: int | None = None, samples: int | None = None):
         """Satterthwaite df of the seed x prompt estimator at this budget (see ``seed_prompt_se``)."""
-        P = self.n_prompts if prompts is None else prompts
-        k = self.samples if samples is None else samples
-        n = np.asarray(n, dtype=float)
-        cell = self.residual + self.sampling * self.samples / k
+        n, P, cell = self._budget(n, prompts, samples)
         rows = (self.seed + cell / P) / n
         rows_dof = (n - 1) if self.paired else 2 * (n - 1)  # unpaired: two arms' row terms
         if P < 2:
