@@ -23,6 +23,7 @@ the comparison goes on. Tests check them against ldbounds' published values and 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,8 +69,8 @@ def _check_fractions(fractions: Sequence[float]) -> np.ndarray:
     t = np.asarray(fractions, dtype=float)
     if t.ndim != 1 or t.size == 0 or not np.all(np.isfinite(t)):
         raise ValueError("information fractions must be a non-empty list of finite numbers")
-    if t[0] <= 0 or np.any(np.diff(t) <= 0) or abs(t[-1] - 1.0) > 1e-9:
-        raise ValueError(f"information fractions must rise strictly from above 0 to 1; got {t.tolist()}")
+    if t[0] <= 0 or np.any(np.diff(t) <= 0) or t[-1] > 1.0 + 1e-12:
+        raise ValueError(f"information fractions must rise strictly from above 0 to at most 1; got {t.tolist()}")
     return t
 
 
@@ -115,22 +116,33 @@ class _Walk:
 
 
 def efficacy_bounds(fractions: Sequence[float], alpha: float, spending: str = "obrien_fleming") -> np.ndarray:
-    """Two-sided critical values c_k (on the Z scale) for looks at information ``fractions``.
+    """Two-sided critical values c_k (on the Z scale) for looks at information ``fractions``
+    (the last below 1 for a design still at an interim look: earlier bounds do not depend on later looks).
 
     Under no effect, P(|Z_j| < c_j for j < k, |Z_k| >= c_k) equals the alpha spent between
     looks k-1 and k, so the family of looks has two-sided error ``alpha`` (symmetric, alpha / 2
     per side). A look that can spend nothing more than rounding gets an infinite bound.
     """
+    return np.array(_bounds(tuple(float(t) for t in fractions), float(alpha), spending))
+
+
+@functools.lru_cache(maxsize=4096)
+def _bounds(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
     check_alpha(alpha)
     t = _check_fractions(fractions)
     targets = np.diff(np.concatenate([[0.0], spent(spending, t, alpha)]))
     walk, bounds = _Walk(0.0), []
     for info, target in zip(t, targets):
-        c = math.inf if target <= 1e-15 else optimize.brentq(_excess, 1e-6, 40.0, args=(walk, info, target), xtol=1e-10)
+        if target <= 1e-15:
+            c = math.inf
+        elif _excess(1e-9, walk, info, target) <= 0:  # more to spend than paths left (alpha near 1)
+            c = 0.0
+        else:
+            c = optimize.brentq(_excess, 1e-9, 40.0, args=(walk, info, target), xtol=1e-10)
         bounds.append(c)
         edge = min(c, 40.0) * math.sqrt(info)
         walk.advance(info, [(-edge, edge)])
-    return np.array(bounds)
+    return tuple(bounds)
 
 
 def _excess(c: float, walk: _Walk, info: float, target: float) -> float:
@@ -184,3 +196,58 @@ def look_odds(bounds: Sequence[float], variances: Sequence[float], delta: float,
         # guard the recursion against drift in the quadrature: what continues is what is left
         walk.mass *= max(0.0, reached - up - down - between) / max(float(walk.mass.sum()), 1e-300)
     return LookOdds(np.array(above), np.array(below), np.array(equivalent), float(walk.mass.sum()))
+
+
+@dataclass(frozen=True)
+class Look:
+    """One comparison at one look of a sequential design: the seeds per arm it was looked at so
+    far (strictly increasing; the last is this look) out of the design's ``max_seeds``.
+
+    Its interval is the repeated confidence interval ``estimate +- q se``, q the t quantile with
+    the tail of the look's z bound (the usual conversion at an estimated variance; the tests show
+    its calibration at few seeds). The information fractions are seed counts over the maximum:
+    fixed by the design, before any data. A variance component that does not shrink with seeds
+    (the arm x prompt term) makes later looks more correlated than that, which only makes the
+    bounds conservative.
+    """
+
+    seeds: tuple[int, ...]
+    max_seeds: int
+    spending: str = "obrien_fleming"
+
+    def __post_init__(self):
+        if not self.seeds or any(b <= a for a, b in zip(self.seeds, self.seeds[1:])) or self.seeds[0] < 1:
+            raise ValueError(f"a look's seeds must rise strictly from at least 1; got {list(self.seeds)}")
+        if self.spending not in SPENDING:
+            raise ValueError(f"unknown spending function {self.spending!r}; choose one of {', '.join(SPENDING)}")
+
+    @property
+    def index(self) -> int:
+        return len(self.seeds) - 1
+
+    @property
+    def final(self) -> bool:
+        return self.seeds[-1] >= self.max_seeds
+
+    @property
+    def fractions(self) -> tuple[float, ...]:
+        """Seeds over the maximum; the final look is at 1 (all alpha spent), whatever seeds it had."""
+        top = max(self.max_seeds, self.seeds[-1])
+        return tuple(n / top for n in self.seeds)
+
+    def bound(self, alpha: float) -> float:
+        """The two-sided z bound of this look when the design spends ``alpha`` over all looks."""
+        return _bounds(self.fractions, float(alpha), self.spending)[-1]
+
+    def repeated_p(self, z: float) -> float:
+        """The repeated p-value: the smallest two-sided alpha at which this look's bound is at
+        most ``|z|`` (so ``repeated_p(z) < alpha`` exactly when the interval excludes 0)."""
+        z = abs(float(z))
+        if not math.isfinite(z):
+            return 0.0
+        if z <= self.bound(0.999):
+            return 1.0
+        if z >= self.bound(1e-15):
+            return 1e-15
+        return math.exp(optimize.brentq(lambda log_a: self.bound(math.exp(log_a)) - z, math.log(1e-15),
+                                        math.log(0.999), xtol=1e-6))

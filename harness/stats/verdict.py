@@ -40,6 +40,7 @@ from scipy import special
 from ._util import JsonMixin, check_alpha
 from .crossed import Difference
 from .planning import seeds_can_decide, seeds_to_decide
+from .sequential import Look
 
 BETTER = "better"
 WORSE = "worse"
@@ -55,8 +56,8 @@ class Verdict(JsonMixin):
     """The verdict on one comparison.
 
     ``ci_low``/``ci_high`` are the interval the verdict was read from, at ``ci_level``;
-    ``p_adjusted`` (Bonferroni, ``min(1, m p)``) is below alpha exactly when that interval
-    excludes 0. ``seeds_needed_null`` / ``seeds_needed_effect``: seeds per arm to decide with
+    ``p_adjusted`` (Bonferroni, ``min(1, m p)``; in a sequential design m times the repeated
+    p-value) is below alpha exactly when that interval excludes 0. ``seeds_needed_null`` / ``seeds_needed_effect``: seeds per arm to decide with
     ``power`` at a true difference of 0 / of ``planning_effect``; None when no number up to the
     search limit does (``reason`` says whether more prompts would).
     """
@@ -133,10 +134,14 @@ def _planning(d: Difference, effect: float, margin: float | None, level: float, 
 
 def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction: str = "maximize",
            min_effect: float | None = None, planning_effect: float | None = None,
-           correction: str = "bonferroni", power: float = 0.8, max_n: int = 10_000) -> list[Verdict]:
+           correction: str = "bonferroni", power: float = 0.8, max_n: int = 10_000,
+           looks: Sequence[Look] | None = None) -> list[Verdict]:
     """One ``Verdict`` per difference (same order); the family is the testable ones.
 
-    ``planning_effect`` defaults to ``min_effect``; without either, no seeds-needed figure."""
+    ``planning_effect`` defaults to ``min_effect``; without either, no seeds-needed figure.
+    ``looks`` (one per difference) makes each interval the repeated confidence interval of its
+    look in a sequential design that spends alpha / m (Bonferroni) over its looks, and
+    ``p_adjusted`` the repeated p-value times m; without them, the fixed-sample design."""
     alpha = check_alpha(alpha)
     if direction not in DIRECTIONS:
         raise ValueError(f"unknown direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
@@ -146,22 +151,35 @@ def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction:
     for d in diffs:
         if not isinstance(d, Difference):
             raise TypeError(f"decide() takes Difference objects; got {type(d).__name__}")
+    if looks is not None and len(looks) != len(diffs):
+        raise ValueError(f"decide() got {len(looks)} looks for {len(diffs)} differences")
     m = sum(d.testable for d in diffs)
     level = interval_level(alpha, m, correction)
+    per_arm_alpha = 1.0 - level
     out = []
-    for d in diffs:
+    for i, d in enumerate(diffs):
+        look = None if looks is None else looks[i]
         if not d.testable:
             out.append(Verdict(INCONCLUSIVE, d.diff, math.nan, math.nan, level, math.nan, math.nan, d.test, False,
                                min(d.n_arm, d.n_control), m, effect if effect else math.nan,
                                reason=f"Cannot be tested: {d.reason or 'no standard error'}."))
             continue
-        half = float(special.stdtrit(d.df, 0.5 + level / 2.0)) * d.se
-        lo, hi = d.diff - half, d.diff + half
         p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
-        p_adj = min(1.0, p * (m if correction == "bonferroni" else 1))
+        multiplier = m if correction == "bonferroni" else 1
+        if look is None:
+            d_level, p_adj = level, min(1.0, p * multiplier)
+        else:
+            d_level = float(2.0 * special.ndtr(look.bound(per_arm_alpha)) - 1.0)
+            p_adj = min(1.0, look.repeated_p(-special.ndtri(p / 2.0)) * multiplier)
+        half = float(special.stdtrit(d.df, 0.5 + d_level / 2.0)) * d.se
+        lo, hi = d.diff - half, d.diff + half
         label, small = (x.item() for x in label_of(lo, hi, margin=margin, direction=direction))
-        need_null, need_effect, plan_note = _planning(d, effect or math.nan, margin, level, power, max_n)
-        ci = f"{level:.4g} interval [{_fmt(lo)}, {_fmt(hi)}]"
+        # an interim look plans nothing: the design buys the next look's seeds anyway
+        plans = look is None or look.final
+        need_null, need_effect, plan_note = (_planning(d, effect or math.nan, margin, d_level, power, max_n)
+                                             if plans else (None, None, ""))
+        kind = "interval" if look is None else f"repeated interval (look {look.index + 1})"
+        ci = f"{d_level:.4g} {kind} [{_fmt(lo)}, {_fmt(hi)}]"
         text = {
             BETTER: f"Better than the control by {d.diff:+.4g} ({ci} excludes 0).",
             WORSE: f"Worse than the control by {d.diff:+.4g} ({ci} excludes 0).",
@@ -174,6 +192,6 @@ def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction:
             text += f" Real but smaller than min_effect ({_fmt(margin)})."
         if plan_note and label == INCONCLUSIVE:
             text += f" Planning: {plan_note}."
-        out.append(Verdict(label, d.diff, lo, hi, level, p, p_adj, d.test, bool(small), min(d.n_arm, d.n_control),
+        out.append(Verdict(label, d.diff, lo, hi, d_level, p, p_adj, d.test, bool(small), min(d.n_arm, d.n_control),
                            m, effect if effect else math.nan, need_null, need_effect, text))
     return out

@@ -2,8 +2,10 @@
 
 import numpy as np
 import pytest
+from scipy import special
 
-from harness.stats.sequential import efficacy_bounds, look_odds, spent
+from harness.stats import Difference, decide
+from harness.stats.sequential import Look, efficacy_bounds, look_odds, spent
 
 FIVE_LOOKS = [0.2, 0.4, 0.6, 0.8, 1.0]
 
@@ -80,7 +82,7 @@ def test_no_margin_means_no_equivalence():
     assert odds.above.sum() + odds.below.sum() == pytest.approx(0.05, abs=1e-6)
 
 
-@pytest.mark.parametrize("fractions", [[], [0.5, 0.4, 1.0], [0.0, 1.0], [0.5, 0.9], [0.5, float("nan"), 1.0]])
+@pytest.mark.parametrize("fractions", [[], [0.5, 0.4, 1.0], [0.0, 1.0], [0.5, 1.2], [0.5, float("nan"), 1.0]])
 def test_bad_fractions_are_refused(fractions):
     with pytest.raises(ValueError, match="information fractions"):
         efficacy_bounds(fractions, 0.05)
@@ -94,3 +96,44 @@ def test_unknown_spending_is_refused():
 def test_variances_must_fall():
     with pytest.raises(ValueError, match="decreasing"):
         look_odds([3.0, 2.0], [1.0, 2.0], 0.0)
+
+
+def _difference(diff, se=0.1, df=20.0, n=5):
+    return Difference(diff=diff, se=se, df=df, test="welch_t", n_arm=n, n_control=n, paired=False)
+
+
+@pytest.mark.parametrize("diff", [0.05, 0.3, 0.45, 0.6, -0.6])
+def test_a_look_verdict_reads_the_repeated_interval(diff):
+    look = Look((3, 5), 20)
+    [verdict] = decide([_difference(diff)], alpha=0.05, min_effect=0.2, looks=[look])
+    z = look.bound(0.05)
+    assert verdict.ci_level == pytest.approx(2 * special.ndtr(z) - 1)
+    half = special.stdtrit(20.0, special.ndtr(z)) * 0.1
+    assert (verdict.ci_low, verdict.ci_high) == pytest.approx((diff - half, diff + half))
+    excludes_zero = verdict.ci_low > 0 or verdict.ci_high < 0
+    assert (verdict.p_adjusted < 0.05) == excludes_zero
+    assert verdict.label == ("better" if diff - half > 0 else "worse" if diff + half < 0 else "inconclusive")
+    assert "repeated interval (look 2)" in verdict.reason
+    assert verdict.seeds_needed_effect is None  # an interim look plans nothing
+
+
+def test_the_repeated_interval_is_wider_than_the_fixed_one_and_bonferroni_applies():
+    diffs = [_difference(0.5), _difference(0.1)]
+    fixed = decide(diffs, alpha=0.05)
+    looks = [Look((3, 5, 8, 12, 20), 20)] * 2
+    final = decide(diffs, alpha=0.05, looks=looks)
+    assert final[0].ci_level > fixed[0].ci_level > 0.95  # both at alpha / 2, the look's stricter
+    assert final[0].p_adjusted == pytest.approx(min(1.0, 2 * looks[0].repeated_p(
+        -special.ndtri(final[0].p_value / 2))), rel=1e-9)
+    assert final[0].seeds_needed_effect is None or final[0].seeds_needed_effect > 0
+
+
+def test_looks_must_match_the_differences():
+    with pytest.raises(ValueError, match="2 looks for 1 differences"):
+        decide([_difference(0.1)], looks=[Look((3,), 10)] * 2)
+
+
+@pytest.mark.parametrize("seeds", [(), (5, 3), (0, 3)])
+def test_a_look_needs_rising_seeds(seeds):
+    with pytest.raises(ValueError, match="rise strictly"):
+        Look(seeds, 10)
