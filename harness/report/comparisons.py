@@ -146,8 +146,10 @@ def compare_values(results, condition: str, control: str, metric: str, *, test: 
 
 def compare_scores(arm: ArmScores, base: ArmScores, condition: str, control: str, metric: str, *,
                    seed_matched: bool, test: str = "auto", failures: str = "drop", n_permutations: int = 10_000,
-                   seed: int = 0) -> PairResult:
-    """``compare_values`` on scores already read (a report reads each condition's once)."""
+                   seed: int = 0, robustness: bool = True) -> PairResult:
+    """``compare_values`` on scores already read (a report reads each condition's once).
+    ``robustness=False`` leaves out the robustness checks (a sequential replay needs only the
+    difference at each look)."""
     notes = []
     common = arm.values.index.intersection(base.values.index)
     paired = (seed_matched and arm.values.index.is_unique
@@ -178,7 +180,7 @@ def compare_scores(arm: ArmScores, base: ArmScores, condition: str, control: str
     else:
         difference = stats.trial_means_difference(a.to_numpy(), b.to_numpy(), test=chosen)
     comparison = stats.compare(a.to_numpy(), b.to_numpy(), paired=paired, n_permutations=n_permutations,
-                               rng=_rng(seed))
+                               rng=_rng(seed)) if robustness else None
     return PairResult(condition, control, metric, arm, base, paired, difference, comparison, notes)
 
 
@@ -220,10 +222,12 @@ CHECK_COLUMNS = ["condition", "control", "check", "p_value", "min_attainable_p",
 
 
 def verdict_rows(pairs: list[PairResult], *, alpha, correction, direction, power, min_effect,
-                  planning_effect) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  planning_effect, looks: list[stats.Look] | None = None,
+                  family_size: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One verdict row per pair (and its robustness rows); ``looks``: each pair's sequential look."""
     verdicts = stats.decide([p.difference for p in pairs], alpha=alpha, direction=direction, min_effect=min_effect,
                             planning_effect=planning_effect, correction=correction, power=power,
-                            max_n=SEEDS_SEARCH_LIMIT)
+                            max_n=SEEDS_SEARCH_LIMIT, looks=looks, family_size=family_size)
     rows, checks = [], []
     for p, v in zip(pairs, verdicts):
         c = p.comparison

@@ -14,6 +14,7 @@ Map:
     compare    compare -> Comparison (with robustness Checks); trial_means_difference -> Difference
     multiple   adjust_pvalues ("holm", "bh")
     verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive
+    sequential efficacy_bounds (Lan-DeMets), Look (repeated intervals), look_odds
     bootstrap  Interval, bootstrap_ci (reporting only)
     curves     curve_band, align_on_grid
 """
@@ -47,6 +48,7 @@ from .power import (
     seeds_needed,
     seeds_needed_paired,
 )
+from .sequential import SPENDING, Look, LookOdds, efficacy_bounds, look_odds
 from .verdict import (
     CORRECTIONS,
     LABELS,
@@ -58,7 +60,7 @@ from .verdict import (
 )
 
 __all__ = [
-    "CORRECTIONS", "SOURCES", "Check", "Components", "Comparison", "Difference", "Interval", "LABELS", "NoiseFloor", "PlanVariance",
+    "CORRECTIONS", "SOURCES", "SPENDING", "Look", "LookOdds", "efficacy_bounds", "look_odds", "Check", "Components", "Comparison", "Difference", "Interval", "LABELS", "NoiseFloor", "PlanVariance",
     "TTest", "Verdict", "adjust_pvalues", "align_on_grid", "bonett_std_interval", "bootstrap_ci",
     "bootstrap_diff_ci", "check_margin", "chi_square_std_interval", "compare", "curve_band", "decide",
     "decision_probability", "hedges_g", "interval_level", "label_of", "mann_whitney_check",

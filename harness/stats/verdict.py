@@ -135,13 +135,15 @@ def _planning(d: Difference, effect: float, margin: float | None, level: float, 
 def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction: str = "maximize",
            min_effect: float | None = None, planning_effect: float | None = None,
            correction: str = "bonferroni", power: float = 0.8, max_n: int = 10_000,
-           looks: Sequence[Look] | None = None) -> list[Verdict]:
+           looks: Sequence[Look] | None = None, family_size: int | None = None) -> list[Verdict]:
     """One ``Verdict`` per difference (same order); the family is the testable ones.
 
     ``planning_effect`` defaults to ``min_effect``; without either, no seeds-needed figure.
     ``looks`` (one per difference) makes each interval the repeated confidence interval of its
     look in a sequential design that spends alpha / m (Bonferroni) over its looks, and
-    ``p_adjusted`` the repeated p-value times m; without them, the fixed-sample design."""
+    ``p_adjusted`` the repeated p-value times m; without them, the fixed-sample design.
+    ``family_size`` fixes m (a sequential look tests only the comparisons still undecided, but
+    the family is all that were pre-registered); default: the testable differences given."""
     alpha = check_alpha(alpha)
     if direction not in DIRECTIONS:
         raise ValueError(f"unknown direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
@@ -153,7 +155,7 @@ def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction:
             raise TypeError(f"decide() takes Difference objects; got {type(d).__name__}")
     if looks is not None and len(looks) != len(diffs):
         raise ValueError(f"decide() got {len(looks)} looks for {len(diffs)} differences")
-    m = sum(d.testable for d in diffs)
+    m = sum(d.testable for d in diffs) if family_size is None else int(family_size)
     level = interval_level(alpha, m, correction)
     per_arm_alpha = 1.0 - level
     out = []

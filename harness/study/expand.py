@@ -8,7 +8,7 @@ and ``apply_best`` the comparison trials once each arm's best parameters are kno
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,20 @@ def expand(study: Study) -> list[TrialSpec]:
         )
     first = [condition_spec(study, c, study.seeds[0]) for c in study.iter_conditions()]
     return [spec.model_copy(update={"seed": seed}, deep=True) for seed in study.seeds for spec in first]
+
+
+def look_seeds(study: Study, look: int) -> list[int]:
+    """The seeds a sequential study adds at ``look`` (0-based): the pool's next ones, in order."""
+    schedule = study.sequential.schedule()
+    if not 0 <= look < len(schedule):
+        raise ConfigError(f"study {study.name!r} has looks 0..{len(schedule) - 1}; got look {look}")
+    return study.seeds[(schedule[look - 1] if look else 0) : schedule[look]]
+
+
+def look_specs(study: Study, look: int, conditions: Sequence[str]) -> list[TrialSpec]:
+    """The trials of ``conditions`` at a sequential study's ``look``, seed-major like ``expand``."""
+    first = [condition_spec(study, c, study.seeds[0]) for c in conditions]
+    return [spec.model_copy(update={"seed": seed}, deep=True) for seed in look_seeds(study, look) for spec in first]
 
 
 def comparisons(study: Study) -> list[tuple[str, str]]:

@@ -104,6 +104,7 @@ MEANINGS: dict[str, str] = {
 _SECTION_READERS = {
     "task": "harness.engine.tasks", "model": "harness.engine.models", "warmstart": "harness.engine.warmstart",
     "train": "harness.engine.trial", "tuning": "harness.runner (Optuna)", "arms": "harness.study",
+    "sequential": "harness.study, harness.report (looks)",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {

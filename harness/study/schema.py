@@ -350,6 +350,44 @@ class Tuning(_Strict):
         return v
 
 
+#: the Lan-DeMets spending functions of ``harness.stats.sequential`` (a test keeps the two in step)
+SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
+#: the fewest seeds per arm a look can test at (a standard error needs two)
+MIN_LOOK_SEEDS = 2
+
+
+class Sequential(_Strict):
+    """Seeds bought look by look: at each look every undecided comparison is read on its repeated
+    confidence interval (alpha spent across the looks), and an arm that is decided stops."""
+
+    looks: list[int] | None = Field(None, description="seeds per arm at each look, rising, e.g. [3, 5, 8, 12, 20]")
+    batch: PositiveInt | None = Field(None, description="with max_seeds: a look every `batch` seeds")
+    max_seeds: PositiveInt | None = Field(None, description="with batch: the seeds per arm of the last look")
+    spending: Literal[SPENDING_FUNCTIONS] = Field(  # type: ignore[valid-type]
+        "obrien_fleming", description="how alpha is spent: obrien_fleming (little early) or pocock (evenly)"
+    )
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> Sequential:
+        if self.looks is not None and (self.batch is not None or self.max_seeds is not None):
+            raise ValueError("give either looks: or batch: with max_seeds:, not both")
+        if self.looks is None and (self.batch is None or self.max_seeds is None):
+            raise ValueError("give either looks: [n1, n2, ...] or both batch: and max_seeds:")
+        schedule = self.schedule()
+        if schedule[0] < MIN_LOOK_SEEDS:
+            raise ValueError(f"the first look needs at least {MIN_LOOK_SEEDS} seeds per arm; got {schedule[0]}")
+        if any(b <= a for a, b in zip(schedule, schedule[1:])):
+            raise ValueError(f"looks must rise strictly; got {schedule}")
+        return self
+
+    def schedule(self) -> list[int]:
+        """Seeds per arm at each look."""
+        if self.looks is not None:
+            return list(self.looks)
+        steps = list(range(self.batch, self.max_seeds + 1, self.batch))
+        return steps if steps and steps[-1] == self.max_seeds else [*steps, self.max_seeds]
+
+
 def _check_seed_list(values: list[Any]) -> list[int]:
     if not values:
         raise ValueError("must list at least one seed")
@@ -400,6 +438,9 @@ class Study(_Strict):
         default_factory=dict, description="override key -> values; every arm runs at every combination"
     )
     tuning: Tuning | None = Field(None, description="tune each arm with Optuna before the comparison")
+    sequential: Sequential | None = Field(
+        None, description="buy seeds look by look and stop each comparison once decided (seeds: the pool, in order)"
+    )
 
     #: the file it was loaded from (not part of the study; set by ``load_study``)
     _source: Path | None = PrivateAttr(None)
@@ -507,6 +548,16 @@ class Study(_Strict):
                 f"(bounded: {', '.join(METRIC_RANGES)}); use 'drop'",
             )
 
+        if self.sequential is not None:
+            last = self.sequential.schedule()[-1]
+            if len(self.seeds) < last:
+                raise FieldError(
+                    ("seeds",),
+                    f"lists {len(self.seeds)} seeds but the last sequential look needs {last} per arm; "
+                    f"give seeds: {last} (or more)",
+                )
+            if self.tuning is not None:
+                raise FieldError(("sequential",), "cannot be combined with tuning yet; run the tuned study with fixed seeds")
         varied: dict[str, str] = {k: "grid" for k in self.grid}
         if self.tuning is not None:
             if self.grid:

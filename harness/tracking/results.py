@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+from pydantic import ValidationError
 
 from harness.engine.spec import TrialSpec
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import comparisons as comparisons_of
-from harness.study.schema import METRIC_RANGES, Study
+from harness.study.schema import METRIC_RANGES, Sequential, Study
 from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
 from harness.tracking.records import (
     TrialRecord,
@@ -323,6 +324,17 @@ def _seed_list(seeds: Any) -> list[int]:
     return []
 
 
+def _sequential_meta(section: Any) -> dict[str, Any] | None:
+    """``{"looks": [...], "spending": ...}`` of a sequential study (from its model or raw YAML)."""
+    if section is None:
+        return None
+    try:
+        section = section if isinstance(section, Sequential) else Sequential.model_validate(section)
+    except ValidationError:
+        return None
+    return {"looks": section.schedule(), "spending": section.spending}
+
+
 def _provenance(values: list[str | None]) -> str | None:
     distinct = sorted({v for v in values if v})
     return ", ".join(distinct) if distinct else None
@@ -361,6 +373,12 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
 
     seeds_by_condition = seeds_of(trials[trials["status"] == "completed"])
     designed_seeds = seeds_of(trials)  # whatever their state: a failed trial does not unpair the design
+    pool = _seed_list(pick("seeds"))
+    sequential = _sequential_meta(pick("sequential"))
+    if sequential:  # arms stop at different looks; each takes the pool's seeds in order
+        seed_matched = all(v == sorted(pool[: len(v)]) for v in designed_seeds.values())
+    else:
+        seed_matched = len({tuple(v) for v in designed_seeds.values()}) <= 1
     return {
         "study": name,
         "study_dir": str(ref.dir),
@@ -373,8 +391,9 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         "control": control,
         "conditions": conditions,
         "comparisons": comparisons,
-        "seeds": _seed_list(pick("seeds")),
-        "seed_matched": len({tuple(v) for v in designed_seeds.values()}) <= 1,
+        "seeds": pool,
+        "seed_matched": seed_matched,
+        "sequential": sequential,
         "seeds_by_condition": seeds_by_condition,
         "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
         "harness_version": _provenance([r.harness_version for r in records]),

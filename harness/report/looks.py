@@ -1,0 +1,133 @@
+"""Sequential studies, replayed look by look on the trials each look had.
+
+A sequential study (``sequential:``) looks at n_1 < ... < n_K seeds per arm, taken in order from
+its seed pool. The replay walks the looks: at look k every comparison still undecided whose
+look is complete (every trial of both sides on the pool's first n_k seeds finished) is tested on
+those seeds, and read on the repeated confidence interval of its look (``stats.Look``), with the
+family of all pre-registered comparisons for Bonferroni. The first look at which a comparison
+is decided gives its verdict, and its arm stops there; the control goes on while any arm needs
+it. A look whose seeds bring no new information (every new trial failed) spends no alpha.
+
+The replay is a pure function of the stored trials, so every machine computes the same looks:
+the runner asks it which conditions need which look next (``Replay.wanted``). Failed trials at
+the last look leave its information short of the maximum, so some alpha stays unspent there
+(conservative).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from harness import stats
+from harness.report.comparisons import ArmScores, PairResult, compare_scores
+from harness.report.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
+
+#: trial states after which a trial's result will not change (a retried failure is "waiting")
+FINISHED = ("completed", "failed")
+LOOK_COLUMNS = ["condition", "control", "look", "seeds", "n", "n_control", "diff", "ci_low", "ci_high",
+                "ci_level", "p_adjusted", "verdict", "decision"]
+
+
+@dataclass
+class PairState:
+    """Where one comparison stands in the replay."""
+
+    pair: PairResult | None = None  # at the latest look it was tested at
+    look: stats.Look | None = None
+    verdict: str = stats.verdict.INCONCLUSIVE
+    stopped_at: int | None = None  # 0-based look that decided it
+    reached: int = -1  # the last complete look
+    waiting: int | None = None  # the look it waits for (trials missing or unfinished)
+    seen: tuple[int, ...] = ()
+
+    @property
+    def status(self) -> str:
+        if self.stopped_at is not None:
+            return f"stopped at look {self.stopped_at + 1}: {self.verdict}"
+        if self.waiting is not None:
+            return f"waiting for look {self.waiting + 1}"
+        return "undecided after the last look"
+
+
+@dataclass
+class Replay:
+    looks: list[int]
+    spending: str
+    table: pd.DataFrame
+    states: dict[tuple[str, str], PairState] = field(default_factory=dict)
+    #: condition -> the 0-based look whose trials it needs next (enqueue them if missing)
+    wanted: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return not self.wanted and all(s.waiting is None for s in self.states.values())
+
+    @property
+    def current_look(self) -> int:
+        """The 1-based look the study is at: the furthest any comparison has reached or waits for."""
+        marks = [s.waiting if s.waiting is not None else s.reached for s in self.states.values()]
+        return max(marks, default=-1) + 1
+
+
+def sequential_of(results) -> dict | None:
+    return meta_of(results).get("sequential")
+
+
+def _look_trials(trials: pd.DataFrame, condition: str, seeds: list[int]) -> tuple[bool, bool]:
+    """(every seed has a trial, all of them finished) for ``condition`` on ``seeds``."""
+    rows = trials[(trials["arm"] == condition) & trials["seed"].isin(seeds)]
+    present = set(rows["seed"].astype(int)) >= set(seeds)
+    return present, present and bool(rows["status"].isin(FINISHED).all())
+
+
+def _on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
+    keep = scores.values.index.isin(seeds)
+    table = None if scores.table is None else scores.table.loc[scores.table.index.isin(seeds)]
+    return dataclasses.replace(scores, values=scores.values[keep], table=table)
+
+
+def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, correction: str,
+           direction: str, min_effect: float | None, failures: str, test: str) -> Replay:
+    """Every comparison of a sequential study, look by look (see the module docstring)."""
+    meta = meta_of(results)
+    design = meta["sequential"]
+    looks, spending, pool = list(design["looks"]), design["spending"], list(meta.get("seeds") or [])
+    pairs = comparisons_of(results)
+    family = len(pairs) if correction == "bonferroni" else 1
+    trials = results.trials
+    rows, states, wanted = [], {}, {}
+    for condition, control in pairs:
+        state = states[(condition, control)] = PairState()
+        for k, n_k in enumerate(looks):
+            seeds = pool[:n_k]
+            checks = [_look_trials(trials, c, seeds) for c in (condition, control)]
+            if not all(done for _, done in checks):
+                state.waiting = k
+                if not all(present for present, _ in checks):
+                    for c in (condition, control):
+                        wanted[c] = max(wanted.get(c, k), k)
+                break
+            state.reached = k
+            pair = compare_scores(_on_pool(scores[condition], seeds), _on_pool(scores[control], seeds), condition,
+                                  control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
+                                  failures=failures, robustness=False)
+            count = min(pair.difference.n_arm, pair.difference.n_control)
+            if not pair.difference.testable or count < MIN_SEEDS_FOR_TEST or (state.seen and count <= state.seen[-1]):
+                continue  # nothing new to read at this look: it spends no alpha
+            state.seen += (count,)
+            state.pair, state.look = pair, stats.Look(state.seen, looks[-1], spending)
+            [verdict] = stats.decide([pair.difference], alpha=alpha, direction=direction, min_effect=min_effect,
+                                     correction=correction, looks=[state.look], family_size=family)
+            decided = verdict.label != stats.verdict.INCONCLUSIVE
+            rows.append({"condition": condition, "control": control, "look": k + 1, "seeds": n_k,
+                         "n": pair.difference.n_arm, "n_control": pair.difference.n_control,
+                         "diff": verdict.diff, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high,
+                         "ci_level": verdict.ci_level, "p_adjusted": verdict.p_adjusted, "verdict": verdict.label,
+                         "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue")})
+            if decided:
+                state.verdict, state.stopped_at = verdict.label, k
+                break
+    return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), states, wanted)
