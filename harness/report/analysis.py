@@ -39,6 +39,7 @@ from harness.report.frames import (
     seed_values,
     study_name,
 )
+from harness.report.looks import design_line, final_pairs, replay
 from harness.report.noise import noise_floor_table, noise_split, typical_plan
 from harness.report.trial_warnings import mark_no_learning_signal, warning_state
 
@@ -67,6 +68,7 @@ class Analysis:
     curves: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)  # (metric, x) -> band
     components: pd.DataFrame = field(default_factory=pd.DataFrame)  # variance components of the primary metric
     budget: pd.DataFrame = field(default_factory=pd.DataFrame)  # predicted SE of a difference per design option
+    looks: pd.DataFrame = field(default_factory=pd.DataFrame)  # sequential studies: each comparison look by look
     notes: list[str] = field(default_factory=list)
 
 
@@ -212,7 +214,7 @@ def curve_bands(results, metric: str, *, x: str = "step", alpha: float = 0.05, n
 
 def build_header(results, *, correction: str, alpha: float, min_effect: float | None = None,
                  planning_effect: float | None = None, noise_line: str = "", level: float | None = None,
-                 failed_by_condition: dict[str, int] | None = None) -> dict[str, Any]:
+                 failed_by_condition: dict[str, int] | None = None, design: str = "") -> dict[str, Any]:
     import harness
 
     meta = meta_of(results)
@@ -263,6 +265,8 @@ def build_header(results, *, correction: str, alpha: float, min_effect: float | 
         "control": meta.get("control"),
         "seeds": list(meta.get("seeds") or (sorted(trials["seed"].dropna().unique().tolist()) if len(trials) else [])),
         "seed_matched": bool(meta.get("seed_matched")),
+        "design": design or f"fixed, {len(meta.get('seeds') or [])} seeds per arm",
+        "sequential": bool(design),
         "correction": correction,
         "alpha": alpha,
         "ci_level": level if level is not None else 1 - alpha,
@@ -323,8 +327,15 @@ def analyze(
     effect = planning_effect(margin, scores, meta.get("control"))
     family = sum(p.difference.testable for p in pairs)
     level = stats.interval_level(alpha, family, correction)
+    rep, looks = None, None
+    if meta.get("sequential"):
+        rep = replay(results, scores, metric=metric, alpha=alpha, correction=correction, direction=direction,
+                     min_effect=margin, failures=failures, test=meta.get("test") or "auto")
+        pairs, looks = final_pairs(rep, results, scores, metric=metric, failures=failures,
+                                   test=meta.get("test") or "auto", n_permutations=n_permutations, seed=seed)
     verdicts, robustness = verdict_rows(pairs, alpha=alpha, correction=correction, direction=direction,
-                                        power=power, min_effect=margin, planning_effect=effect)
+                                        power=power, min_effect=margin, planning_effect=effect, looks=looks,
+                                        family_size=len(pairs) if looks is not None else None)
     verdicts = mark_no_learning_signal(verdicts, results)
     split = noise_split(metric, scores, level=level, effect=effect, margin=margin, power=power,
                         plan=typical_plan(pairs))
@@ -336,7 +347,8 @@ def analyze(
     analysis = Analysis(
         header=build_header(results, correction=correction, alpha=alpha, min_effect=margin, planning_effect=effect,
                             noise_line=split.line, level=level,
-                            failed_by_condition={c: s.failed for c, s in scores.items()}),
+                            failed_by_condition={c: s.failed for c, s in scores.items()},
+                            design=design_line(rep) if rep is not None else ""),
         conditions=condition_table(results, metric, alpha=alpha),
         verdicts=verdicts,
         robustness=robustness,
@@ -349,6 +361,7 @@ def analyze(
         trials=trials.sort_values(["arm", "seed"], kind="stable").reset_index(drop=True),
         components=split.components,
         budget=split.budget,
+        looks=rep.table if rep is not None else pd.DataFrame(),
     )
     for m in curve_metrics_of(results, curve_metrics):
         for x in ("step", "tokens"):

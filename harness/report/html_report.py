@@ -69,6 +69,7 @@ def _header(h: dict) -> str:
         ("Primary metric", f"{h['primary_metric']} ({h['direction']})"),
         ("Control", h["control"]),
         ("Seeds", ", ".join(str(s) for s in h["seeds"]) + (" (seed-matched)" if h["seed_matched"] else "")),
+        ("Design", h.get("design", "")),
         ("Correction", f"{h['correction']} (alpha={h['alpha']:g})"),
         ("Minimum effect", f"±{h['min_effect']:g}" if h["min_effect"] is not None
          else "not set: no comparison can be called equivalent"),
@@ -103,6 +104,8 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
 
     order: list[str] = [_header(analysis.header)]
     order.append(_table(by_key["verdicts"]))
+    if "looks" in by_key:
+        order.append(_table(by_key["looks"]))
     order += figs("fig-forest")
     order.append(_table(by_key["robustness"]))
     order += figs("fig-strip")

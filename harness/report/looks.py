@@ -37,6 +37,7 @@ class PairState:
 
     pair: PairResult | None = None  # at the latest look it was tested at
     look: stats.Look | None = None
+    tested_at: int | None = None  # 0-based look of ``pair``
     verdict: str = stats.verdict.INCONCLUSIVE
     stopped_at: int | None = None  # 0-based look that decided it
     reached: int = -1  # the last complete look
@@ -118,7 +119,7 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
             if not pair.difference.testable or count < MIN_SEEDS_FOR_TEST or (state.seen and count <= state.seen[-1]):
                 continue  # nothing new to read at this look: it spends no alpha
             state.seen += (count,)
-            state.pair, state.look = pair, stats.Look(state.seen, looks[-1], spending)
+            state.pair, state.look, state.tested_at = pair, stats.Look(state.seen, looks[-1], spending), k
             [verdict] = stats.decide([pair.difference], alpha=alpha, direction=direction, min_effect=min_effect,
                                      correction=correction, looks=[state.look], family_size=family)
             decided = verdict.label != stats.verdict.INCONCLUSIVE
@@ -131,3 +132,33 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
                 state.verdict, state.stopped_at = verdict.label, k
                 break
     return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), states, wanted)
+
+
+def final_pairs(rep: Replay, results, scores: dict[str, ArmScores], *, metric: str, failures: str, test: str,
+                n_permutations: int, seed: int) -> tuple[list[PairResult], list[stats.Look | None]]:
+    """Each comparison on the seeds of the look that decided it (or of its latest look), with its
+    robustness checks, and that look; one not yet tested at any look is untestable, saying why."""
+    meta = meta_of(results)
+    pool, pairs, looks = list(meta.get("seeds") or []), [], []
+    for (condition, control), state in rep.states.items():
+        k = 0 if state.tested_at is None else state.tested_at
+        seeds = pool[: rep.looks[k]]
+        pair = compare_scores(_on_pool(scores[condition], seeds), _on_pool(scores[control], seeds), condition,
+                              control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
+                              failures=failures, n_permutations=n_permutations, seed=seed,
+                              robustness=state.tested_at is not None)
+        if state.tested_at is None:
+            why = f"not tested yet: {state.status} ({rep.looks[state.waiting or 0]} seeds per arm)"
+            pair = dataclasses.replace(pair, difference=dataclasses.replace(pair.difference, reason=why))
+        pairs.append(pair)
+        looks.append(state.look)
+    return pairs, looks
+
+
+def design_line(rep: Replay) -> str:
+    """One line for the report's header: the looks, where the study is, and each arm's state."""
+    seeds = ", ".join(map(str, rep.looks))
+    states = "; ".join(f"{condition}: {state.status}" for (condition, _), state in rep.states.items())
+    at = "finished" if rep.finished else f"at look {rep.current_look} of {len(rep.looks)}"
+    return (f"sequential, looks at {seeds} seeds per arm ({rep.spending.replace('_', '-')} spending); {at}"
+            + (f"; {states}" if states else ""))

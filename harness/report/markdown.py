@@ -40,6 +40,7 @@ def render_markdown(analysis: Analysis) -> str:
         f"{h['min_effect'] if h['min_effect'] is not None else 'not set: equivalence cannot be concluded'}",
         f"- **Primary test:** {h['test']}; failed trials: {h['failures']}",
         f"- **Seeds:** {', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}",
+        f"- **Design:** {h.get('design', '')}",
         f"- **Correction:** {h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})",
         f"- **Trials:** {h['n_completed']} completed, {h['n_failed']} failed, "
         f"{h['n_pending']} running/waiting, {h['n_trials']} in all",

@@ -183,8 +183,11 @@ def _verdict_caption(h: dict) -> str:
               else "equivalence cannot be concluded: the study names no min_effect")
     effect = (f"min_effect ({fmt(h['min_effect'])})" if h["min_effect"] is not None else
               f"one seed sd ({fmt(h['planning_effect'])})" if h.get("planning_effect") else "the planning effect")
+    level = (f"the repeated confidence interval of the look that decided it (or of its latest look; alpha "
+             "spent across the looks, so stopping at any look keeps the error rates)" if h.get("sequential")
+             else f"at level {_level(h['ci_level'])}")
     return (f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "
-            f"the one the verdict reads, at level {_level(h['ci_level'])} ({family}). Better / worse: it excludes "
+            f"the one the verdict reads, {level} ({family}). Better / worse: it excludes "
             f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide': seeds per arm at which this "
             f"design reaches a verdict with 80% probability for a true difference of 0 and of {effect}, "
             "from the measured variance (prospective, never from the observed difference).")
@@ -195,6 +198,14 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
     h = analysis.header
     out = [
         Section("verdicts", "Verdicts", verdict_display(analysis), _verdict_caption(h), verdict_notes(analysis)),
+    ]
+    if len(analysis.looks):
+        out.append(Section("looks", "Looks", _strings(analysis.looks),
+                           "Each comparison at every look it was tested at: the seeds per arm the look had, the "
+                           "estimate and its repeated interval (level: that look's, from the spending function "
+                           "at alpha / m), and what the look decided (stop: the verdict; continue: the next "
+                           "look's seeds were bought)."))
+    out += [
         Section("robustness", "Robustness checks", robustness_display(analysis),
                 "Other tests of the same comparison (unadjusted p), none identical to the verdict's test at "
                 "these seeds. A test whose smallest attainable p-value is above alpha 'cannot reject' - that "

@@ -135,11 +135,11 @@ def _planning(d: Difference, effect: float, margin: float | None, level: float, 
 def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction: str = "maximize",
            min_effect: float | None = None, planning_effect: float | None = None,
            correction: str = "bonferroni", power: float = 0.8, max_n: int = 10_000,
-           looks: Sequence[Look] | None = None, family_size: int | None = None) -> list[Verdict]:
+           looks: Sequence[Look | None] | None = None, family_size: int | None = None) -> list[Verdict]:
     """One ``Verdict`` per difference (same order); the family is the testable ones.
 
     ``planning_effect`` defaults to ``min_effect``; without either, no seeds-needed figure.
-    ``looks`` (one per difference) makes each interval the repeated confidence interval of its
+    ``looks`` (one per difference; None: fixed-sample) makes each interval the repeated interval of its
     look in a sequential design that spends alpha / m (Bonferroni) over its looks, and
     ``p_adjusted`` the repeated p-value times m; without them, the fixed-sample design.
     ``family_size`` fixes m (a sequential look tests only the comparisons still undecided, but

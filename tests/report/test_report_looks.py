@@ -82,3 +82,35 @@ def test_undecided_after_the_last_look_finishes_the_study():
     assert (null.reached, null.waiting, null.status) == (2, None, "undecided after the last look")
     assert out.table.iloc[-1]["decision"] == "last look"
     assert out.finished and out.wanted == {}
+
+
+def test_the_report_of_a_sequential_study_reads_each_verdict_at_its_look():
+    from harness.report.analysis import analyze
+    from harness.report.markdown import render_markdown
+
+    res = sequential_results({"grpo": 5, "big": 3, "null": 5})
+    res.meta["min_effect"] = 0.05
+    analysis = analyze(res, n_permutations=200)
+    verdicts = analysis.verdicts.set_index("condition")
+    big = verdicts.loc["big"]
+    look = stats.Look((3,), 8, "pocock")
+    assert big["verdict"] == "better" and big["n"] == 3
+    assert big["ci_level"] == pytest.approx(2 * stats.verdict.special.ndtr(look.bound(0.05 / 2)) - 1)
+    assert "repeated interval (look 1)" in big["reason"]
+    assert verdicts.loc["null", "n"] == 5  # read at its latest look, not on every seed run
+    assert list(analysis.looks["look"]) == [1, 1, 2]
+    assert analysis.header["design"].startswith("sequential, looks at 3, 5, 8 seeds per arm (pocock spending); "
+                                                "at look 3 of 3")
+    assert "big: stopped at look 1: better" in analysis.header["design"]
+    text = render_markdown(analysis)
+    assert "## Looks" in text and "- **Design:** sequential" in text
+
+
+def test_a_comparison_not_yet_at_its_first_look_is_not_read_early():
+    from harness.report.analysis import analyze
+
+    res = sequential_results({"grpo": 3, "big": 3, "null": 2})  # null's third seed not there yet
+    analysis = analyze(res, n_permutations=200)
+    null = analysis.verdicts.set_index("condition").loc["null"]
+    assert null["verdict"] == "inconclusive" and null["p_value"] != null["p_value"]  # NaN: untested
+    assert "not tested yet: waiting for look 1 (3 seeds per arm)" in null["reason"]
