@@ -1,24 +1,26 @@
 """What a sequential study saves: trials spent and error rates, beside fixed designs.
 
 Simulates studies of ``--arms`` arms against one control on per-seed scores (sd 1; normal, or
-heavy-tailed t with 3 df scaled to sd 1), at true differences of 0, min_effect / 2, min_effect
-and 2 x min_effect. min_effect is set so that the fixed design at the sequential maximum has 80%
-power at it. Three designs are read the same way (better / worse: the interval excludes 0;
-equivalent: it lies inside +-min_effect; Bonferroni over the arms):
+heavy-tailed t with 3 df scaled to sd 1) with min_effect ``--min-effect`` (in sd units), at true
+differences of 0, min_effect / 2, min_effect and 2 x min_effect. The maximum is what the
+harness's planner asks of a fixed design: the fewest seeds per arm that decide with 80% both at
+a true 0 (equivalent) and at min_effect (better). Three designs are read the same way (better /
+worse: the interval excludes 0; equivalent: it lies inside +-min_effect; Bonferroni over arms):
 
-* sequential: looks at ``--looks`` seeds per arm, each undecided arm read on its look's repeated
-  interval (``harness.stats.Look``); a decided arm stops, the control runs while any arm does;
-* fixed, same maximum: every arm at the last look's seeds;
+* sequential: a look every ``--every`` seeds up to that maximum (or ``--looks``), each undecided
+  arm read on its look's repeated interval (``harness.stats.Look``); a decided arm stops, the
+  control runs while any arm does;
+* fixed, same maximum: every arm at the maximum;
 * fixed, same power: the fewest seeds per arm whose power at min_effect is at least the
   sequential design's (found by simulation).
 
-Prints the mean number of trials (arms + control) and the rates of each verdict per design and
+Prints the mean number of trials (arms + control) and the rate of each verdict per design and
 effect, and the saving against each fixed design. Target: at least 30% fewer trials on average
-over the four effects than either fixed design, with no loss of power at min_effect and the
-false-positive rate at 0 within alpha.
+over the four effects, with no loss of power at min_effect and the false-positive rate at 0
+within alpha.
 
     python benchmarks/sequential_savings.py [--reps 20000] [--arms 1] [--spending obrien_fleming]
-        [--looks 3 5 8 12 20] [--dist normal]
+        [--min-effect 1.0] [--every 2 | --looks 4 8 12 ...] [--dist normal]
 """
 
 from __future__ import annotations
@@ -68,20 +70,30 @@ def rates(label) -> dict[str, float]:
     return {name: float(np.mean(label == name)) for name in ("better", "worse", "equivalent", "inconclusive")}
 
 
+def planned_maximum(rng, dist, reps, arms, margin) -> int:
+    """The fewest seeds per arm at which the fixed design decides with 80% at 0 and at min_effect."""
+    for n in range(2, 400):
+        at_zero = rates(fixed(rng, dist, reps, arms, n, 0.0, margin)[0])["equivalent"]
+        at_effect = rates(fixed(rng, dist, reps, arms, n, margin, margin)[0])["better"]
+        if min(at_zero, at_effect) >= 0.8:
+            return n
+    raise SystemExit("no maximum up to 400 seeds per arm: raise --min-effect")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20_000)
     parser.add_argument("--arms", type=int, default=1)
     parser.add_argument("--spending", default="obrien_fleming", choices=["obrien_fleming", "pocock"])
-    parser.add_argument("--looks", type=int, nargs="+", default=[3, 5, 8, 12, 20])
+    parser.add_argument("--min-effect", type=float, default=1.0, help="in seed sds")
+    parser.add_argument("--every", type=int, default=2, help="seeds per arm between looks")
+    parser.add_argument("--looks", type=int, nargs="+", default=None, help="explicit looks (the last: the maximum)")
     parser.add_argument("--dist", default="normal", choices=["normal", "t3"])
     args = parser.parse_args()
-    looks, arms, reps = args.looks, args.arms, args.reps
-    n_max = looks[-1]
-    z = special.ndtri(1 - ALPHA / (2 * arms))
-    margin = float((z + special.ndtri(0.8)) * math.sqrt(2.0 / n_max))
-    effects = [0.0, margin / 2, margin, 2 * margin]
+    arms, reps, margin = args.arms, args.reps, args.min_effect
     rng = np.random.default_rng(0)
+    n_max = args.looks[-1] if args.looks else planned_maximum(rng, args.dist, reps // 4, arms, margin)
+    looks = args.looks or sorted({*range(args.every * 2, n_max, args.every), n_max})
 
     seq_power = rates(sequential(rng, args.dist, reps, arms, looks, args.spending, margin, margin)[0])["better"]
     n_same_power = next(n for n in range(2, 4 * n_max)
@@ -92,12 +104,12 @@ def main() -> None:
         f"fixed, same maximum (n={n_max})": lambda d: fixed(rng, args.dist, reps, arms, n_max, d, margin),
         f"fixed, same power (n={n_same_power})": lambda d: fixed(rng, args.dist, reps, arms, n_same_power, d, margin),
     }
-    print(f"{arms} arm(s) vs a control, {args.dist} seed scores (sd 1), looks {looks}, min_effect {margin:.3f} "
-          f"(80% power for the fixed design at {n_max} seeds), alpha {ALPHA} (Bonferroni), {reps} studies per cell; "
-          f"MC SE of a rate near 0.05: {math.sqrt(0.05 * 0.95 / reps):.4f}")
+    print(f"{arms} arm(s) vs a control, {args.dist} seed scores (sd 1), min_effect {margin:g} sd, maximum {n_max} "
+          f"seeds per arm (the fixed design deciding at 0 and at min_effect with 80%), looks {looks}, alpha {ALPHA} "
+          f"(Bonferroni), {reps} studies per cell; MC SE of a rate near 0.05: {math.sqrt(0.05 * 0.95 / reps):.4f}")
     print(f"{'true diff':>10}  {'design':<34}{'trials':>8}{'better':>9}{'worse':>8}{'equiv':>8}{'inconcl':>9}")
     spent = {name: [] for name in designs}
-    for delta in effects:
+    for delta in (0.0, margin / 2, margin, 2 * margin):
         for name, run in designs.items():
             label, trials = run(delta)
             r = rates(label)
