@@ -1,12 +1,20 @@
-"""Where one RL step's time goes, and how it compares with TRL's GRPOTrainer.
+"""Our GRPO step against TRL's GRPOTrainer on identical work, interleaved step by step.
 
-Prints medians (over timed steps after warm-up) of generation, scoring, reference/old log-prob
-recomputation and the update, for our GRPO step on the tiny testbed model. When ``trl`` is
-installed (it is not a dependency), it trains TRL's GRPOTrainer on the identical model folder,
-prompts, group size, completion length and KL setting in the same run, and prints the ratio of
-median step times side by side. Target: ours <= 0.5 x TRL at 8 prompts x 8 samples x 8 tokens.
+Both trainers get the same model weights, prompts, group size and completion budget, and do the
+same work per batch; each setting that had to be matched is listed in ``MATCHED``. The two are
+interleaved in one process: after each TRL step (timed between the Trainer's ``on_step_begin``
+and ``on_step_end``) one of our steps runs, so load drift on the machine falls on both alike.
+EOS is suppressed in both (a -1e4 bias on its logit), so every completion runs to the budget and
+"new tokens" means what it says.
 
-    python benchmarks/step_breakdown.py [--steps 12] [--warmup 2] [--threads 2]
+Prints, for every cell of a grid of {new tokens} x {model} x {group}, per-phase medians of both
+and the ratio of median step times. Target: ours / TRL <= 0.6 in every cell. TRL's phases are
+read from its own methods (``_generate``, ``_calculate_rewards``; the reference pass is the rest
+of ``_generate_and_score_completions``; the update is the rest of the step).
+
+    pip install trl   # not a dependency of harness
+    python benchmarks/step_breakdown.py [--steps 6] [--warmup 2] [--threads 2]
+        [--tokens 8 32 128] [--models 2x64 4x256] [--groups 8 16]
 """
 
 from __future__ import annotations
@@ -16,140 +24,259 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass, field
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import torch  # noqa: E402
 
 from harness.algorithms import resolve_algorithm  # noqa: E402
-from harness.engine.learner import Learner  # noqa: E402
+from harness.engine.learner import Learner, make_optimizer  # noqa: E402
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer  # noqa: E402
 from harness.engine.reference import Reference  # noqa: E402
 from harness.engine.rl_step import rl_step  # noqa: E402
-from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig  # noqa: E402
+from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig, TrainConfig  # noqa: E402
 from harness.engine.tasks import build_task  # noqa: E402
 
-PROMPTS, GROUP, NEW_TOKENS, KL_COEF = 8, 8, 8, 0.04
-PHASES = ("time/generate_s", "time/score_s", "time/reference_s", "time/update_s")
+PROMPTS, KL_COEF, LR = 8, 0.04, 1e-5
+PHASES = ("generate", "score", "reference", "update")
+MATCHED = (
+    "dtype float32 in both (TRL: bf16=False, the policy and its reference loaded in float32)",
+    "no gradient checkpointing in either (TRL: gradient_checkpointing=False)",
+    "one rollout, one reference pass, no old-log-prob pass (ours: fp32 needs none; TRL: "
+    "num_iterations=1, steps_per_generation=1), one forward+backward and one AdamW step per batch",
+    "fused AdamW in both, lr 1e-5, no weight decay, gradient clipping at 1.0",
+    "GRPO loss: group-normalised advantages, per-sequence token mean, k3 KL in the loss at 0.04",
+    "sampling: temperature 1, no top-k/top-p/repetition penalty, KV cache, EOS suppressed",
+    "a separate frozen reference model in both (no LoRA)",
+)
 
 
-def _model_folder(task) -> str:
+@dataclass
+class Cell:
+    new_tokens: int
+    layers: int
+    width: int
+    group: int
+    ours: list[dict[str, float]] = field(default_factory=list)
+    trl: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.new_tokens:>4} tok  {self.layers}x{self.width:<4} G={self.group:<3}"
+
+
+def _parse_model(text: str) -> tuple[int, int]:
+    layers, width = text.lower().split("x")
+    return int(layers), int(width)
+
+
+def _suppress_eos(model, eos_id: int) -> None:
+    """Give the LM head a frozen bias of -1e4 on EOS (the tied weight is kept), so no completion
+    ends before the budget, in sampling and in every log-prob pass alike."""
+    head = model.get_output_embeddings()
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+    biased.weight = head.weight
+    with torch.no_grad():
+        biased.bias.zero_()
+        biased.bias[eos_id] = -1e4
+    biased.bias.requires_grad_(False)
+    model.set_output_embeddings(biased)
+
+
+def _model_folder(task, layers: int, width: int) -> str:
     folder = tempfile.mkdtemp(prefix="bench-model-")
     tokenizer = char_tokenizer(task.alphabet)
-    build_tiny_model(ModelConfig(), len(tokenizer), tokenizer, seed=0).save_pretrained(folder)
+    tiny = TinyModelConfig(hidden_size=width, layers=layers, heads=4, intermediate_size=2 * width)
+    build_tiny_model(ModelConfig(tiny=tiny), len(tokenizer), tokenizer, seed=0).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
 
-def ours(folder: str, task, steps: int, warmup: int) -> list[dict[str, float]]:
-    """Our GRPO with one optimiser step per batch (TRL's default schedule)."""
+def _our_stepper(folder: str, cell: Cell):
+    """One of our GRPO steps per call, on its own batch of prompts; returns its timings."""
     from harness.engine.models import load_pretrained
 
-    lm: LoadedModel = load_pretrained(folder, ModelConfig(name=folder, device="cpu"))
-    algorithm = resolve_algorithm("grpo", {"minibatches": 1, "kl_coef": KL_COEF})
-    train = TrainConfig(prompts_per_step=PROMPTS, max_new_tokens=NEW_TOKENS)
+    lm: LoadedModel = load_pretrained(folder, ModelConfig(name=folder, device="cpu", dtype="float32"))
+    _suppress_eos(lm.model, lm.tokenizer.eos_token_id)
+    algorithm = resolve_algorithm("grpo", {"minibatches": 1, "kl_coef": KL_COEF, "group_size": cell.group, "lr": LR})
     learner = Learner(
         lm=lm,
         reference=Reference(lm.model),
         critic=None,
-        optimizer=torch.optim.AdamW(lm.model.parameters(), lr=algorithm.lr),
+        optimizer=make_optimizer([{"params": list(lm.model.parameters()), "lr": LR}], lm.device),
         algorithm=algorithm,
-        train=train,
+        train=TrainConfig(prompts_per_step=PROMPTS, max_new_tokens=cell.new_tokens),
         generator=torch.Generator().manual_seed(0),
     )
-    rows = []
-    for step in range(warmup + steps):
-        items = list(task.train[step * PROMPTS : (step + 1) * PROMPTS])
+
+    def step(items, reward) -> dict[str, float]:
         clock = time.perf_counter()
-        metrics = rl_step(learner, items, task.reward)
-        metrics["time/step_s"] = time.perf_counter() - clock
-        if step >= warmup:
-            rows.append(metrics)
-    return rows
+        metrics = rl_step(learner, items, reward)
+        total = time.perf_counter() - clock
+        assert metrics["train/completion_len"] == cell.new_tokens, "EOS was not suppressed"
+        return {**{phase: metrics[f"time/{phase}_s"] for phase in PHASES}, "step": total}
+
+    return step
 
 
-def trl_step_times(folder: str, task, steps: int, warmup: int) -> list[float] | None:
-    try:
-        from datasets import Dataset
-        from transformers import TrainerCallback
-        from trl import GRPOConfig, GRPOTrainer
-    except ImportError:
-        return None
+class _PhaseClock:
+    """Time spent in named methods of one object, per step."""
 
-    by_prompt = {item.prompt: item for item in task.train}
+    def __init__(self, owner, names: tuple[str, ...]):
+        self.spent = dict.fromkeys(names, 0.0)
+        for name in names:
+            setattr(owner, name, self._timed(name, getattr(owner, name)))
+
+    def _timed(self, name, method):
+        def timed(*args, **kwargs):
+            clock = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.spent[name] += time.perf_counter() - clock
+
+        return timed
+
+    def take(self) -> dict[str, float]:
+        spent, self.spent = self.spent, dict.fromkeys(self.spent, 0.0)
+        return spent
+
+
+def run_cell(cell: Cell, task, steps: int, warmup: int) -> None:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    folder = _model_folder(task, cell.layers, cell.width)
+    ours = _our_stepper(folder, cell)
+    total = steps + warmup
+    items = list(task.train[: PROMPTS * total])
+    by_prompt = {item.prompt: item for item in items}
 
     def reward(prompts, completions, **_):
         return [task.reward(by_prompt[p], c) for p, c in zip(prompts, completions)]
 
-    class StepClock(TrainerCallback):
+    class Interleave(TrainerCallback):
         def __init__(self):
-            self.times, self._start = [], None
+            self.step, self.started = 0, 0.0
 
         def on_step_begin(self, *args, **kwargs):
-            self._start = time.perf_counter()
+            phases.take()
+            self.started = time.perf_counter()
 
         def on_step_end(self, *args, **kwargs):
-            self.times.append(time.perf_counter() - self._start)
+            whole = time.perf_counter() - self.started
+            spent = phases.take()
+            ours_row = ours(items[self.step * PROMPTS : (self.step + 1) * PROMPTS], task.reward)
+            if self.step >= warmup:
+                inner = spent["_generate_and_score_completions"]
+                cell.trl.append({
+                    "generate": spent["_generate"],
+                    "score": spent["_calculate_rewards"],
+                    "reference": inner - spent["_generate"] - spent["_calculate_rewards"],
+                    "update": whole - inner,
+                    "step": whole,
+                })
+                cell.ours.append(ours_row)
+            self.step += 1
 
-    clock = StepClock()
-    prompts = [{"prompt": item.prompt} for item in task.train[: PROMPTS * (steps + warmup)]]
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="bench-trl-"),
-        per_device_train_batch_size=PROMPTS * GROUP,
-        num_generations=GROUP,
-        max_completion_length=NEW_TOKENS,
-        max_steps=steps + warmup,
+        per_device_train_batch_size=PROMPTS * cell.group,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_iterations=1,
+        num_generations=cell.group,
+        max_completion_length=cell.new_tokens,
+        max_steps=total,
         beta=KL_COEF,
+        loss_type="grpo",
+        scale_rewards="group",
         temperature=1.0,
-        learning_rate=1e-4,
+        top_k=0,
+        top_p=1.0,
+        learning_rate=LR,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        optim="adamw_torch_fused",
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
         use_cpu=True,
         report_to=[],
         save_strategy="no",
         logging_strategy="no",
         log_level="error",
         disable_tqdm=True,
+        shuffle_dataset=False,
         seed=0,
     )
     trainer = GRPOTrainer(
-        model=folder,
+        model=model,
         reward_funcs=reward,
         args=config,
-        train_dataset=Dataset.from_list(prompts),
-        callbacks=[clock],
+        train_dataset=Dataset.from_list([{"prompt": item.prompt} for item in items]),
+        callbacks=[Interleave()],
     )
+    eos = trainer.processing_class.eos_token_id
+    _suppress_eos(trainer.model, eos)
+    _suppress_eos(trainer.ref_model, eos)
+    phases = _PhaseClock(trainer, ("_generate", "_calculate_rewards", "_generate_and_score_completions"))
     trainer.train()
-    return clock.times[warmup:]
+
+
+def _median(rows: list[dict[str, float]], key: str) -> float:
+    return statistics.median(row[key] for row in rows)
+
+
+def print_cell(cell: Cell) -> float:
+    print(f"\n{cell.label}  (median of {len(cell.ours)} interleaved steps)")
+    print(f"  {'phase':<12}{'ours s':>10}{'trl s':>10}{'ratio':>8}")
+    for key in (*PHASES, "step"):
+        mine, theirs = _median(cell.ours, key), _median(cell.trl, key)
+        print(f"  {key:<12}{mine:>10.4f}{theirs:>10.4f}{mine / theirs:>8.2f}")
+    return _median(cell.ours, "step") / _median(cell.trl, "step")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per cell")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[8, 32, 128])
+    parser.add_argument("--models", nargs="+", default=["2x64", "4x256"], help="LAYERSxWIDTH")
+    parser.add_argument("--groups", type=int, nargs="+", default=[8, 16])
     args = parser.parse_args()
+    try:
+        import trl
+    except ImportError:
+        raise SystemExit("trl is not installed: `pip install trl` to compare with TRL's GRPOTrainer") from None
     torch.set_num_threads(args.threads)
     # dense partial credit, so a freshly initialised model's groups are mixed and both trainers
     # really update (with 0/1 rewards every group is degenerate and the update is trivial)
     task = build_task(TaskConfig(reward="partial_match"))
-    folder = _model_folder(task)
-
-    rows = ours(folder, task, args.steps, args.warmup)
-    median = {key: statistics.median(r[key] for r in rows) for key in (*PHASES, "time/step_s")}
-    print(f"setting: {PROMPTS} prompts x {GROUP} samples x {NEW_TOKENS} new tokens, tiny Llama, "
-          f"{args.threads} threads, median of {args.steps} steps after {args.warmup} warm-up")
-    print(f"{'phase':<28}{'median s':>10}{'share':>8}")
-    for key in PHASES:
-        print(f"{key:<28}{median[key]:>10.4f}{median[key] / median['time/step_s']:>8.0%}")
-    print(f"{'ours: whole step':<28}{median['time/step_s']:>10.4f}")
-
-    trl_times = trl_step_times(folder, task, args.steps, args.warmup)
-    if trl_times is None:
-        print("trl is not installed: `pip install trl` to compare with TRL's GRPOTrainer")
-        return
-    trl_median = statistics.median(trl_times)
-    ratio = median["time/step_s"] / trl_median
-    print(f"{'trl GRPOTrainer: step':<28}{trl_median:>10.4f}")
-    print(f"ratio ours / trl: {ratio:.2f} (target <= 0.50: {'met' if ratio <= 0.5 else 'NOT met'})")
+    print(f"ours vs trl {trl.__version__} GRPOTrainer, torch {torch.__version__}, {args.threads} threads, "
+          f"{PROMPTS} prompts per step, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print("matched:")
+    for line in MATCHED:
+        print(f"  - {line}")
+    cells = [
+        Cell(tokens, *_parse_model(model), group)
+        for tokens in args.tokens for model in args.models for group in args.groups
+    ]
+    ratios = []
+    for cell in cells:
+        run_cell(cell, task, args.steps, args.warmup)
+        ratios.append(print_cell(cell))
+    print(f"\n{'cell':<26}{'ours s':>9}{'trl s':>9}{'ratio':>8}")
+    for cell, ratio in zip(cells, ratios):
+        print(f"{cell.label:<26}{_median(cell.ours, 'step'):>9.3f}{_median(cell.trl, 'step'):>9.3f}{ratio:>8.2f}")
+    worst = max(ratios)
+    print(f"worst ratio ours / trl: {worst:.2f} (target <= 0.60: {'met' if worst <= 0.6 else 'NOT met'}); "
+          f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

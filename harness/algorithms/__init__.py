@@ -2,24 +2,27 @@
 the critic, where the old log-probs come from, DPO's loss and pair sources, and the named
 presets built from them.
 
-Names are loaded on first use, so importing ``harness.algorithms.config`` (which every trial
-spec does) does not import torch: the runner, the queue and light CLI commands start fast.
+Two layers: ``config``, ``registry``, ``parts`` (every part's name, metadata and where its
+function lives), ``presets`` and ``probe_result`` need no torch, so checking a study file or a
+trial spec does not import it; the parts' functions (``advantages``, ``losses``, ``kl``...) and
+the probe are torch code, imported when something computes with them. Names below are loaded on
+first use, so ``from harness.algorithms import PRESETS`` stays on the light layer.
 """
 
 from importlib import import_module
 
 _EXPORTS = {
-    "advantages": ["ADVANTAGES", "AdvantageInputs", "AdvantageOutput", "compute_advantages",
-                   "masked_whiten", "sequence_returns"],
-    "aggregation": ["AGGREGATIONS", "Aggregator", "make_aggregator"],
+    "advantages": ["AdvantageInputs", "AdvantageOutput", "compute_advantages", "masked_whiten",
+                   "sequence_returns"],
+    "aggregation": ["Aggregator", "make_aggregator"],
     "config": ["AlgorithmConfig", "DPOConfig", "RLConfig"],
-    "critic": ["CRITICS", "ValueCritic", "build_critic", "explained_variance", "value_loss"],
-    "dpo": ["PAIR_SOURCES", "build_pairs", "dpo_loss", "pair_sampler"],
-    "kl": ["KL_ESTIMATORS", "KL_PLACEMENTS", "KLWeights", "kl_estimate", "kl_weights"],
-    "losses": ["POLICY_LOSSES"],
+    "critic": ["ValueCritic", "build_critic", "explained_variance", "value_loss"],
+    "dpo": ["build_pairs", "dpo_loss", "pair_sampler"],
+    "kl": ["KLWeights", "kl_estimate", "kl_weights"],
     "objective": ["UpdateBatch", "token_rewards", "update_loss"],
-    "old_logprobs": ["OLD_LOGPROBS", "recomputes_old_logprobs"],
-    "parts": ["SLOTS", "fields_read"],
+    "old_logprobs": ["recomputes_old_logprobs"],
+    "parts": ["ADVANTAGES", "AGGREGATIONS", "CRITICS", "KL_ESTIMATORS", "KL_PLACEMENTS", "OLD_LOGPROBS",
+              "PAIR_SOURCES", "POLICY_LOSSES", "SLOTS", "fields_read"],
     "presets": ["PRESETS", "TESTBED_LR", "Preset", "check_algorithm", "describe_presets",
                 "resolve_algorithm"],
     "registry": ["Registry"],

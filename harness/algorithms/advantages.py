@@ -19,11 +19,7 @@ import torch
 from torch import Tensor
 
 from harness.algorithms.config import RLConfig
-from harness.algorithms.registry import Registry
-
-#: ``reads``: the config fields an estimator reads besides the shared ``whiten_advantages`` and
-#: ``drop_degenerate`` (see ``parts.py``)
-ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic", "reads"))
+from harness.algorithms.parts import ADVANTAGES
 
 DEGENERATE_TOL = 1e-6  # verifier scores closer than this count as equal
 
@@ -64,8 +60,11 @@ def sequence_returns(inputs: AdvantageInputs) -> Tensor:
     return torch.where(inputs.mask.bool(), inputs.token_rewards, 0.0).sum(dim=1)
 
 
-def _estimator(name: str, *, needs_groups: bool, needs_critic: bool, reads: tuple[str, ...] = ()):
-    """Register ``core(inputs, cfg) -> (advantages, returns)`` wrapped with the shared steps."""
+def _estimator(name: str):
+    """``core(inputs, cfg) -> (advantages, returns)`` wrapped with the shared steps, as the
+    estimator ``name`` declared in ``parts.py`` (which says whether it needs groups or a critic)."""
+    meta = ADVANTAGES.meta(name)
+    needs_groups, needs_critic = meta["needs_groups"], meta["needs_critic"]
 
     def decorate(core: Callable) -> Callable[[AdvantageInputs, RLConfig], AdvantageOutput]:
         @functools.wraps(core)
@@ -91,7 +90,6 @@ def _estimator(name: str, *, needs_groups: bool, needs_critic: bool, reads: tupl
                 keep_rows=~dropped,
             )
 
-        ADVANTAGES.register(name, needs_groups=needs_groups, needs_critic=needs_critic, reads=reads)(estimator)
         return estimator
 
     return decorate
@@ -124,7 +122,7 @@ def _discounted_sums(x: Tensor, mask: Tensor, discount: float) -> Tensor:
     return out
 
 
-@_estimator("group_zscore", needs_groups=True, needs_critic=False, reads=("adv_eps",))
+@_estimator("group_zscore")
 def group_zscore(inputs: AdvantageInputs, cfg: RLConfig):
     """GRPO (Shao et al. 2024, DeepSeekMath): ``(r - mean) / (std + adv_eps)`` within each group.
 
@@ -135,14 +133,14 @@ def group_zscore(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token((r - mean) / (std + cfg.adv_eps), inputs), None
 
 
-@_estimator("group_mean", needs_groups=True, needs_critic=False)
+@_estimator("group_mean")
 def group_mean(inputs: AdvantageInputs, cfg: RLConfig):
     """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): ``r - mean`` within each group, no std."""
     r = _grouped_returns(inputs)
     return _per_token(r - r.mean(dim=1, keepdim=True), inputs), None
 
 
-@_estimator("leave_one_out", needs_groups=True, needs_critic=False)
+@_estimator("leave_one_out")
 def leave_one_out(inputs: AdvantageInputs, cfg: RLConfig):
     """RLOO (Ahmadian et al. 2024): ``r_i`` minus the mean of the group's other ``G-1`` returns."""
     r = _grouped_returns(inputs)
@@ -150,14 +148,14 @@ def leave_one_out(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token(r - others_mean, inputs), None
 
 
-@_estimator("reinforce_pp", needs_groups=False, needs_critic=False, reads=("gamma",))
+@_estimator("reinforce_pp")
 def reinforce_pp(inputs: AdvantageInputs, cfg: RLConfig):
     """REINFORCE++ (Hu 2025, arXiv:2501.03262): reward-to-go, whitened over the whole batch."""
     to_go = _discounted_sums(inputs.token_rewards, inputs.mask, cfg.gamma)
     return masked_whiten(to_go, inputs.mask), None
 
 
-@_estimator("gae", needs_groups=False, needs_critic=True, reads=("gamma", "lam"))
+@_estimator("gae")
 def gae(inputs: AdvantageInputs, cfg: RLConfig):
     """GAE (Schulman et al. 2016, arXiv:1506.02438): ``A_t = sum_l (gamma*lam)^l delta_{t+l}``.
 

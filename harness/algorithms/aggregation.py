@@ -15,10 +15,7 @@ import torch
 from torch import Tensor
 
 from harness.algorithms.config import RLConfig
-from harness.algorithms.registry import Registry
-
-#: ``reads``: the config fields an aggregation reads (see ``parts.py``)
-AGGREGATIONS = Registry("aggregation", meta_keys=("reads",))
+from harness.algorithms.parts import AGGREGATIONS
 
 Aggregator = Callable[[Tensor, Tensor], Tensor]
 
@@ -31,20 +28,17 @@ def _n_rows(mask: Tensor) -> Tensor:
     return (mask.sum(dim=1) > 0).sum().clamp(min=1)
 
 
-@AGGREGATIONS.register("token_mean", reads=())
 def token_mean(per_token: Tensor, mask: Tensor, norm_constant: int) -> Tensor:
     """Mean over every token of the batch (DAPO's token-level loss); ignores the constant."""
     return _row_sums(per_token, mask).sum() / mask.sum().clamp(min=1)
 
 
-@AGGREGATIONS.register("seq_mean_token_mean", reads=())
 def seq_mean_token_mean(per_token: Tensor, mask: Tensor, norm_constant: int) -> Tensor:
     """Mean over a sequence's tokens, then over sequences (GRPO's ``1/G sum_i 1/|o_i| sum_t``)."""
     per_row = _row_sums(per_token, mask) / mask.sum(dim=1).clamp(min=1)
     return per_row.sum() / _n_rows(mask)
 
 
-@AGGREGATIONS.register("seq_mean_token_sum_norm", reads=("loss_norm_constant",))
 def seq_mean_token_sum_norm(per_token: Tensor, mask: Tensor, norm_constant: int) -> Tensor:
     """Sum over a sequence's tokens divided by a constant, then mean over sequences (Dr. GRPO)."""
     return (_row_sums(per_token, mask) / norm_constant).sum() / _n_rows(mask)

@@ -1,4 +1,5 @@
-"""PPO's critic: the kinds (a registry), the value module, its loss and its fit diagnostic.
+"""PPO's critic: the kinds (their registry is in ``parts.py``), the value module, its loss and
+its fit diagnostic.
 
 A kind builds the critic for a policy: ``none`` (no critic), ``value_head`` (a linear head on
 the policy's own last hidden state) or ``value_model`` (the head on a separate copy of the
@@ -15,7 +16,7 @@ from torch import Tensor, nn
 
 from harness.algorithms.aggregation import Aggregator
 from harness.algorithms.config import RLConfig
-from harness.algorithms.registry import Registry
+from harness.algorithms.parts import CRITICS
 
 
 class ValueCritic(nn.Module):
@@ -31,23 +32,14 @@ class ValueCritic(nn.Module):
         return self.head(hidden.float()).squeeze(-1) * mask
 
 
-#: ``reads``: the config fields a critic kind reads (see ``parts.py``); ``trained``: whether
-#: there is a critic at all
-CRITICS = Registry("critic", meta_keys=("reads", "trained"))
-_VALUE_FIELDS = ("vf_coef", "value_clip", "critic_lr")
-
-
-@CRITICS.register("none", reads=(), trained=False)
 def no_critic(policy: nn.Module) -> ValueCritic | None:
     return None
 
 
-@CRITICS.register("value_head", reads=_VALUE_FIELDS, trained=True)
 def value_head(policy: nn.Module) -> ValueCritic | None:
     return ValueCritic(policy, own_trunk=False)
 
 
-@CRITICS.register("value_model", reads=_VALUE_FIELDS, trained=True)
 def value_model(policy: nn.Module) -> ValueCritic | None:
     return ValueCritic(policy, own_trunk=True)
 
@@ -63,7 +55,7 @@ def value_loss(
     mask: Tensor,
     value_clip: float | None,
     aggregate: Aggregator,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """``0.5 * max((V - R)^2, (V_clip - R)^2)`` with ``V_clip = V_old + clip(V - V_old, +-c)``
     (PPO as in Schulman et al.'s baselines and verl); ``value_clip=None`` is the plain error.
     Metrics: ``value_clip_frac`` (share of tokens where the clipped error won).
@@ -76,7 +68,7 @@ def value_loss(
         clipped_error = (clipped_values - returns) ** 2
         per_token, clipped = torch.maximum(error, clipped_error), clipped_error > error
     on = mask.bool()
-    clip_frac = float((clipped & on).sum() / on.sum().clamp(min=1))
+    clip_frac = (clipped & on).sum() / on.sum().clamp(min=1)
     return aggregate(0.5 * per_token, mask), {"value_clip_frac": clip_frac}
 
 

@@ -1,5 +1,5 @@
 """DPO (Rafailov et al. 2023, arXiv:2305.18290) on best-vs-worst pairs of sampled completions, and
-where the samples come from (``pairs_from``, a registry of pair sources).
+where the samples come from (``pairs_from``, a registry of pair sources in ``parts.py``).
 
 ``reference`` is offline DPO: every step samples its pairs from the frozen reference (the warm
 start), so they never follow the policy being trained, as in DPO's usual setting of preferences
@@ -16,21 +16,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.algorithms.registry import Registry
+from harness.algorithms.parts import PAIR_SOURCES
 
 Sampler = TypeVar("Sampler")
 
-#: ``reads``: the config fields a source reads (none; kept as in every other slot, see ``parts.py``)
-PAIR_SOURCES = Registry("DPO pair source", meta_keys=("reads",))
 
-
-@PAIR_SOURCES.register("reference", reads=())
 def from_reference(policy: Sampler, reference: Sampler) -> Sampler:
     """Offline: sample the pairs from the frozen reference (the warm start)."""
     return reference
 
 
-@PAIR_SOURCES.register("policy", reads=())
 def from_policy(policy: Sampler, reference: Sampler) -> Sampler:
     """Online: sample the pairs from the policy being trained."""
     return policy
@@ -47,21 +42,21 @@ def dpo_loss(
     ref_chosen_logps: Tensor,
     ref_rejected_logps: Tensor,
     beta: float,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """``-log sigmoid(beta * [log pi/ref (chosen) - log pi/ref (rejected)])``, mean over pairs.
 
     Inputs are per-pair sequence log-probability sums [P]. The implicit rewards are
     ``beta * log pi/ref``; ``dpo_margin`` is their mean difference, ``dpo_pair_acc`` the share
-    of pairs where the chosen one's is higher.
+    of pairs where the chosen one's is higher (metrics: detached 0-d tensors).
     """
     chosen = beta * (policy_chosen_logps - ref_chosen_logps)
     rejected = beta * (policy_rejected_logps - ref_rejected_logps)
     margin = chosen - rejected
     metrics = {
-        "dpo_margin": float(margin.detach().mean()),
-        "dpo_pair_acc": float((margin.detach() > 0).float().mean()),
-        "dpo_chosen_reward": float(chosen.detach().mean()),
-        "dpo_rejected_reward": float(rejected.detach().mean()),
+        "dpo_margin": margin.detach().mean(),
+        "dpo_pair_acc": (margin.detach() > 0).float().mean(),
+        "dpo_chosen_reward": chosen.detach().mean(),
+        "dpo_rejected_reward": rejected.detach().mean(),
     }
     return -F.logsigmoid(margin).mean(), metrics
 

@@ -21,10 +21,7 @@ import torch
 from torch import Tensor
 
 from harness.algorithms.config import RLConfig
-from harness.algorithms.registry import Registry
-
-#: estimators read no field of their own (``reads`` is for the parts table, see ``parts.py``)
-KL_ESTIMATORS = Registry("KL estimator", meta_keys=("reads",))
+from harness.algorithms.parts import KL_ESTIMATORS, KL_PLACEMENTS
 
 #: k3's log-ratio ``d`` is clamped to +-this before ``exp`` (verl: 20)
 K3_LOG_RATIO_BOUND = 20.0
@@ -32,17 +29,14 @@ K3_LOG_RATIO_BOUND = 20.0
 K3_MAX = 10.0
 
 
-@KL_ESTIMATORS.register("k1", reads=())
 def k1(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     return logprobs - ref_logprobs
 
 
-@KL_ESTIMATORS.register("k2", reads=())
 def k2(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     return 0.5 * (logprobs - ref_logprobs) ** 2
 
 
-@KL_ESTIMATORS.register("k3", reads=())
 def k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     d = torch.clamp(ref_logprobs - logprobs, -K3_LOG_RATIO_BOUND, K3_LOG_RATIO_BOUND)
     return torch.clamp(torch.expm1(d) - d, max=K3_MAX)
@@ -61,22 +55,14 @@ class KLWeights:
     in_loss: float
 
 
-#: ``reads``: the config fields a placement reads (see ``parts.py``)
-KL_PLACEMENTS = Registry("KL placement", meta_keys=("reads",))
-_KL_FIELDS = ("kl_coef", "kl_estimator")
-
-
-@KL_PLACEMENTS.register("none", reads=())
 def no_kl(cfg: RLConfig) -> KLWeights:
     return KLWeights(in_reward=0.0, in_loss=0.0)
 
 
-@KL_PLACEMENTS.register("reward", reads=_KL_FIELDS)
 def kl_in_reward(cfg: RLConfig) -> KLWeights:
     return KLWeights(in_reward=cfg.kl_coef, in_loss=0.0)
 
 
-@KL_PLACEMENTS.register("loss", reads=_KL_FIELDS)
 def kl_in_loss(cfg: RLConfig) -> KLWeights:
     return KLWeights(in_reward=0.0, in_loss=cfg.kl_coef)
 

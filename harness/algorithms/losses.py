@@ -4,7 +4,8 @@ Every registered loss is ``fn(logprobs, old_logprobs, advantages, mask, cfg, agg
 (loss, metrics)``: ``logprobs`` [B, T] carry the gradient, ``old_logprobs`` are the sampling
 policy's, ``aggregate`` turns per-token terms into a scalar (``aggregation.make_aggregator``).
 Metrics always hold ``clip_frac`` (share of tokens whose ratio the loss clipped) and
-``ratio_mean`` (mean per-token ratio pi/pi_old), both over masked tokens.
+``ratio_mean`` (mean per-token ratio pi/pi_old), both over masked tokens, as detached 0-d tensors
+(the step moves them to the host once, at its end).
 
 Every log-ratio is clamped before ``exp``, where the references clamp it, so a ratio far off 1
 (a log-ratio of +-100 overflows ``exp`` in fp32) gives a finite loss and a zero gradient from
@@ -22,10 +23,6 @@ from torch import Tensor
 
 from harness.algorithms.aggregation import Aggregator
 from harness.algorithms.config import RLConfig
-from harness.algorithms.registry import Registry
-
-#: ``reads``: the config fields a loss reads (see ``parts.py``)
-POLICY_LOSSES = Registry("policy loss", meta_keys=("reads",))
 
 #: |log(pi/pi_old)| of one token is clamped to this before ``exp`` (verl, OpenRLHF: 20)
 LOG_RATIO_BOUND = 20.0
@@ -52,16 +49,15 @@ def _clip_surrogate(
     return torch.minimum(unclipped, bounded), bounded < unclipped
 
 
-def _metrics(ratio: Tensor, clipped: Tensor, mask: Tensor) -> dict[str, float]:
+def _metrics(ratio: Tensor, clipped: Tensor, mask: Tensor) -> dict[str, Tensor]:
     on = mask.bool()
     n = on.sum().clamp(min=1)
     return {
-        "clip_frac": float((clipped & on).sum() / n),
-        "ratio_mean": float(torch.where(on, ratio.detach(), 0.0).sum() / n),
+        "clip_frac": (clipped & on).sum() / n,
+        "ratio_mean": torch.where(on, ratio.detach(), 0.0).sum() / n,
     }
 
 
-@POLICY_LOSSES.register("clipped", reads=("eps_low", "eps_high", "dual_clip"))
 def clipped(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -69,7 +65,7 @@ def clipped(
     mask: Tensor,
     cfg: RLConfig,
     aggregate: Aggregator,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped surrogate (Schulman et al. 2017), bounds ``[1-eps_low, 1+eps_high]`` (DAPO's
     clip-higher, Yu et al. 2025); with ``dual_clip = c``, negative-advantage terms are bounded
     by ``c * A`` (Ye et al. 2020, dual-clip PPO). The log-ratio is clamped to +-20 first.
@@ -83,7 +79,6 @@ def clipped(
     return aggregate(-surrogate, mask), _metrics(ratio, clipped_tokens, mask)
 
 
-@POLICY_LOSSES.register("cispo", reads=("eps_low", "eps_high"))
 def cispo(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -91,7 +86,7 @@ def cispo(
     mask: Tensor,
     cfg: RLConfig,
     aggregate: Aggregator,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """CISPO (MiniMax-M1, arXiv:2506.13585): ``-sg(clip(ratio)) * A * logprob``.
 
     The importance weight is clipped and detached, so every token keeps a gradient; only its
@@ -104,7 +99,6 @@ def cispo(
     return aggregate(per_token, mask), _metrics(ratio, weight != ratio, mask)
 
 
-@POLICY_LOSSES.register("gspo", reads=("eps_low", "eps_high"))
 def gspo(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -112,7 +106,7 @@ def gspo(
     mask: Tensor,
     cfg: RLConfig,
     aggregate: Aggregator,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """GSPO (Zheng et al. 2025, arXiv:2507.18071): the clipped surrogate on the sequence ratio
     ``s_i = exp(mean_t log(pi/pi_old))``, shared by every token of sequence ``i``. The mean
     log-ratio is clamped above to 10 first, as verl's (below, ``exp`` only underflows to 0).
@@ -125,7 +119,6 @@ def gspo(
     return aggregate(-surrogate, mask), _metrics(_ratio(log_ratio), clipped_tokens, mask)
 
 
-@POLICY_LOSSES.register("is", reads=())
 def importance_sampling(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -133,7 +126,7 @@ def importance_sampling(
     mask: Tensor,
     cfg: RLConfig,
     aggregate: Aggregator,
-) -> tuple[Tensor, dict[str, float]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Importance-sampled policy gradient ``-ratio * A``, no clip; REINFORCE when on-policy
     (Williams 1992). The log-ratio is clamped to +-20 first, the bound verl and OpenRLHF use
     for their ratios, so the ratio itself is at most e^20.

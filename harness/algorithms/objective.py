@@ -16,7 +16,7 @@ from harness.algorithms.aggregation import Aggregator
 from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import value_loss
 from harness.algorithms.kl import kl_estimate, kl_weights
-from harness.algorithms.losses import POLICY_LOSSES
+from harness.algorithms.parts import POLICY_LOSSES
 
 
 @dataclass
@@ -44,8 +44,9 @@ def token_rewards(scores: Tensor, mask: Tensor, kl_tokens: Tensor, cfg: RLConfig
     return rewards
 
 
-def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tuple[Tensor, dict[str, float]]:
-    """The scalar one optimiser step minimises, and its parts as ``train/...`` metrics.
+def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tuple[Tensor, dict[str, Tensor]]:
+    """The scalar one optimiser step minimises, and its parts as ``train/...`` metrics (detached
+    0-d tensors, so that computing them forces no wait on the device).
 
     ``policy + w_kl * KL + vf_coef * value - entropy_coef * entropy``; a term whose weight is 0
     (or, for the value loss, without a critic) is left out of the graph, not multiplied by 0.
@@ -54,13 +55,13 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
         batch.logprobs, batch.old_logprobs, batch.advantages, batch.mask, cfg, aggregate
     )
     metrics = {f"train/{k}": v for k, v in parts.items()}
-    metrics["train/policy_loss"] = float(policy.detach())
+    metrics["train/policy_loss"] = policy.detach()
     loss = policy
     weight = kl_weights(cfg).in_loss
     if weight:
         loss = loss + weight * aggregate(kl_estimate(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator), batch.mask)
     entropy = aggregate(batch.entropy, batch.mask)
-    metrics["train/entropy"] = float(entropy.detach())
+    metrics["train/entropy"] = entropy.detach()
     if cfg.entropy_coef:
         loss = loss - cfg.entropy_coef * entropy
     if batch.values is not None:
@@ -68,8 +69,8 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
             batch.values, batch.old_values, batch.returns, batch.mask, cfg.value_clip, aggregate
         )
         loss = loss + cfg.vf_coef * v_loss
-        metrics["train/value_loss"] = float(v_loss.detach())
+        metrics["train/value_loss"] = v_loss.detach()
         metrics.update({f"train/{k}": v for k, v in v_parts.items()})
-    metrics["train/loss"] = float(loss.detach())
+    metrics["train/loss"] = loss.detach()
     return loss, metrics
 

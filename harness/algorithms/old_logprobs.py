@@ -17,28 +17,22 @@ from collections.abc import Collection
 import torch
 
 from harness.algorithms.config import RLConfig
-from harness.algorithms.registry import Registry
-
-#: ``reads``: the config fields a source reads (see ``parts.py``)
-OLD_LOGPROBS = Registry("old log-probs source", meta_keys=("reads",))
+from harness.algorithms.parts import OLD_LOGPROBS
 
 #: weight dtypes in which the sampler's log-probs drift from a training forward pass
 LOW_PRECISION = frozenset({torch.bfloat16, torch.float16})
 
 
-@OLD_LOGPROBS.register("sampler", reads=())
 def from_sampler(weight_dtypes: Collection[torch.dtype]) -> bool:
     """Keep the sampler's log-probs: no extra forward pass."""
     return False
 
 
-@OLD_LOGPROBS.register("recompute", reads=())
 def recompute(weight_dtypes: Collection[torch.dtype]) -> bool:
     """Recompute them with the training forward pass, whatever the precision."""
     return True
 
 
-@OLD_LOGPROBS.register("auto", reads=())
 def by_precision(weight_dtypes: Collection[torch.dtype]) -> bool:
     """Recompute where any weight is bf16 or fp16 (a real model on CUDA with ``dtype: auto``);
     keep the sampler's in fp32, where they already match (the CPU testbed)."""

@@ -1,4 +1,9 @@
-"""The slots of an RL algorithm, and which configuration fields each chosen part reads.
+"""The slots of an RL algorithm, the parts that can fill each, and which configuration fields
+each chosen part reads.
+
+Every part is declared here, once: its name, its metadata and where its function lives (a
+``module:attr`` the registry imports on first use). So the names, and the checks a study file
+gets, need no torch; the torch modules hold the functions only.
 
 Every part declares the fields it reads (the ``reads`` metadata of its registry entry); the RL
 step itself reads ``STEP_FIELDS``. A field that no chosen part reads cannot be set: an override
@@ -10,15 +15,69 @@ DPO has one slot of its own (``DPO_SLOTS``: where its pairs are sampled) and rea
 
 from __future__ import annotations
 
-from harness.algorithms.advantages import ADVANTAGES
-from harness.algorithms.aggregation import AGGREGATIONS
 from harness.algorithms.config import DPOConfig, RLConfig
-from harness.algorithms.critic import CRITICS
-from harness.algorithms.dpo import PAIR_SOURCES
-from harness.algorithms.kl import KL_ESTIMATORS, KL_PLACEMENTS
-from harness.algorithms.losses import POLICY_LOSSES
-from harness.algorithms.old_logprobs import OLD_LOGPROBS
 from harness.algorithms.registry import Registry
+
+_PACKAGE = "harness.algorithms"
+
+#: ``fn(inputs, cfg) -> AdvantageOutput`` (``advantages.py``); ``reads`` besides the shared
+#: ``whiten_advantages`` and ``drop_degenerate``
+ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic", "reads"))
+ADVANTAGES.declare("group_zscore", f"{_PACKAGE}.advantages:group_zscore", needs_groups=True, needs_critic=False,
+                   reads=("adv_eps",))
+ADVANTAGES.declare("group_mean", f"{_PACKAGE}.advantages:group_mean", needs_groups=True, needs_critic=False,
+                   reads=())
+ADVANTAGES.declare("leave_one_out", f"{_PACKAGE}.advantages:leave_one_out", needs_groups=True, needs_critic=False,
+                   reads=())
+ADVANTAGES.declare("reinforce_pp", f"{_PACKAGE}.advantages:reinforce_pp", needs_groups=False, needs_critic=False,
+                   reads=("gamma",))
+ADVANTAGES.declare("gae", f"{_PACKAGE}.advantages:gae", needs_groups=False, needs_critic=True,
+                   reads=("gamma", "lam"))
+
+#: ``fn(logprobs, old_logprobs, advantages, mask, cfg, aggregate) -> (loss, metrics)`` (``losses.py``)
+POLICY_LOSSES = Registry("policy loss", meta_keys=("reads",))
+POLICY_LOSSES.declare("clipped", f"{_PACKAGE}.losses:clipped", reads=("eps_low", "eps_high", "dual_clip"))
+POLICY_LOSSES.declare("cispo", f"{_PACKAGE}.losses:cispo", reads=("eps_low", "eps_high"))
+POLICY_LOSSES.declare("gspo", f"{_PACKAGE}.losses:gspo", reads=("eps_low", "eps_high"))
+POLICY_LOSSES.declare("is", f"{_PACKAGE}.losses:importance_sampling", reads=())
+
+#: ``fn(per_token, mask, norm_constant) -> scalar`` (``aggregation.py``)
+AGGREGATIONS = Registry("aggregation", meta_keys=("reads",))
+AGGREGATIONS.declare("token_mean", f"{_PACKAGE}.aggregation:token_mean", reads=())
+AGGREGATIONS.declare("seq_mean_token_mean", f"{_PACKAGE}.aggregation:seq_mean_token_mean", reads=())
+AGGREGATIONS.declare("seq_mean_token_sum_norm", f"{_PACKAGE}.aggregation:seq_mean_token_sum_norm",
+                     reads=("loss_norm_constant",))
+
+#: ``fn(logprobs, ref_logprobs) -> per-token estimate`` (``kl.py``); no field of their own
+KL_ESTIMATORS = Registry("KL estimator", meta_keys=("reads",))
+KL_ESTIMATORS.declare("k1", f"{_PACKAGE}.kl:k1", reads=())
+KL_ESTIMATORS.declare("k2", f"{_PACKAGE}.kl:k2", reads=())
+KL_ESTIMATORS.declare("k3", f"{_PACKAGE}.kl:k3", reads=())
+
+#: ``fn(cfg) -> KLWeights`` (``kl.py``)
+KL_PLACEMENTS = Registry("KL placement", meta_keys=("reads",))
+_KL_FIELDS = ("kl_coef", "kl_estimator")
+KL_PLACEMENTS.declare("none", f"{_PACKAGE}.kl:no_kl", reads=())
+KL_PLACEMENTS.declare("reward", f"{_PACKAGE}.kl:kl_in_reward", reads=_KL_FIELDS)
+KL_PLACEMENTS.declare("loss", f"{_PACKAGE}.kl:kl_in_loss", reads=_KL_FIELDS)
+
+#: ``fn(policy) -> ValueCritic | None`` (``critic.py``); ``trained``: whether there is a critic at all
+CRITICS = Registry("critic", meta_keys=("reads", "trained"))
+_VALUE_FIELDS = ("vf_coef", "value_clip", "critic_lr")
+CRITICS.declare("none", f"{_PACKAGE}.critic:no_critic", reads=(), trained=False)
+CRITICS.declare("value_head", f"{_PACKAGE}.critic:value_head", reads=_VALUE_FIELDS, trained=True)
+CRITICS.declare("value_model", f"{_PACKAGE}.critic:value_model", reads=_VALUE_FIELDS, trained=True)
+
+#: ``fn(weight_dtypes) -> whether the step recomputes the old log-probs`` (``old_logprobs.py``)
+OLD_LOGPROBS = Registry("old log-probs source", meta_keys=("reads",))
+OLD_LOGPROBS.declare("sampler", f"{_PACKAGE}.old_logprobs:from_sampler", reads=())
+OLD_LOGPROBS.declare("recompute", f"{_PACKAGE}.old_logprobs:recompute", reads=())
+OLD_LOGPROBS.declare("auto", f"{_PACKAGE}.old_logprobs:by_precision", reads=())
+
+#: ``fn(policy, reference) -> the sampler of the pairs`` (``dpo.py``); no field of their own
+PAIR_SOURCES = Registry("DPO pair source", meta_keys=("reads",))
+PAIR_SOURCES.declare("reference", f"{_PACKAGE}.dpo:from_reference", reads=())
+PAIR_SOURCES.declare("policy", f"{_PACKAGE}.dpo:from_policy", reads=())
 
 #: slot field -> the registry of its parts
 SLOTS: dict[str, Registry] = {
@@ -77,7 +136,7 @@ def slots_of(cfg: RLConfig | DPOConfig) -> dict[str, Registry]:
 def check_part_names(cfg: RLConfig | DPOConfig) -> None:
     """Each slot names a registered part (a ``ConfigError`` listing the valid names otherwise)."""
     for slot, registry in slots_of(cfg).items():
-        registry.get(getattr(cfg, slot))
+        registry.check(getattr(cfg, slot))
 
 
 def unread_non_defaults(cfg: RLConfig) -> list[str]:

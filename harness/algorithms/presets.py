@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.algorithms.advantages import ADVANTAGES
 from harness.algorithms.config import CONFIG_TYPES, DPOConfig, RLConfig
-from harness.algorithms.critic import CRITICS
 from harness.algorithms.parts import (
+    ADVANTAGES,
+    CRITICS,
     check_part_names,
     fields_read,
     slots_of,

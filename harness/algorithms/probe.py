@@ -10,11 +10,11 @@ aggregations all leave a mark. It reads nothing of the model: the optimiser's nu
 ``epochs``, ``minibatches``, ``max_grad_norm``, ``critic_lr``) and the group size are outside
 its view (``UNPROBED``), and two configs differing there are never called the same; so is
 where the old log-probs come from (``old_logprobs``), which changes the data, not the formula.
+``UNPROBED``, ``TOLERANCE`` and the result's comparison are in ``probe_result.py`` (torch-free).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import torch
@@ -25,27 +25,9 @@ from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.config import RLConfig
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
+from harness.algorithms.probe_result import ProbeResult
 
-#: fields the probe cannot see: two configs that differ in one of these are different arms
-UNPROBED = frozenset({
-    "name", "lr", "epochs", "minibatches", "max_grad_norm", "critic_lr", "group_size", "old_logprobs",
-})
-#: loss and gradient closer than this (absolute, float64) count as the same computation
-TOLERANCE = 1e-7
 PROMPTS, LENGTH, SEED = 6, 10, 20240601
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    loss: float
-    gradient: Tensor  # flattened gradients w.r.t. log-probs, entropies and values
-
-    def same_as(self, other: ProbeResult) -> bool:
-        return (
-            abs(self.loss - other.loss) <= TOLERANCE
-            and self.gradient.shape == other.gradient.shape
-            and bool((self.gradient - other.gradient).abs().max() <= TOLERANCE)
-        )
 
 
 @cache
@@ -99,9 +81,4 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
         (torch.zeros_like(leaf) if grad is None else grad).flatten()
         for leaf, grad in zip(leaves.values(), grads)
     ])
-    return ProbeResult(loss=float(loss.detach()), gradient=flat.detach())
-
-
-def differing_fields(a: RLConfig, b: RLConfig) -> list[str]:
-    """Fields where two RL configs differ, in declaration order."""
-    return [k for k in RLConfig.model_fields if getattr(a, k) != getattr(b, k)]
+    return ProbeResult(loss=float(loss.detach()), gradient=tuple(flat.detach().tolist()))

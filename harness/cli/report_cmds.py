@@ -7,12 +7,9 @@ numbers as the report (same functions, same formatting).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-import numpy as np
-import pandas as pd
 import typer
 
 from harness.cli.app import app
@@ -38,26 +35,6 @@ def _load(study: str, storage: str | None = None):
 def _results(study: str, storage: str | None):
     """``_load`` for a command; called with the study alone when no storage is given."""
     return _load(study) if storage is None else _load(study, storage)
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, pd.DataFrame):
-        return _jsonable(x.to_dict(orient="records"))
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return None if not math.isfinite(float(x)) else float(x)
-    if x is None or isinstance(x, (str, int)):
-        return x
-    if x is pd.NA or x is pd.NaT:
-        return None
-    return str(x)
 
 
 #: where ``harness report`` writes without ``--out``: ``reports/<study name>/``
@@ -148,14 +125,14 @@ def compare(
     """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
     from harness.report.analysis import compare_pair
     from harness.report.frames import check_correction, check_min_effect
-    from harness.report.tables import fmt, fmt_p, fmt_seeds
+    from harness.report.tables import fmt, fmt_p, fmt_seeds, jsonable
 
     check_correction(correction)
     check_min_effect(min_effect)
     row = compare_pair(_results(study, storage), arm_a, arm_b, metric=metric, correction=correction,
                        min_effect=min_effect)
     if as_json:
-        typer.echo(json.dumps(_jsonable(row), indent=2))
+        typer.echo(json.dumps(jsonable(row), indent=2))
         return
     design = f"paired over {row['n']} seeds" if row["paired"] else f"{row['n']} vs {row['n_control']} seeds"
     margin = fmt(row["min_effect"]) if row["min_effect"] is not None else "not set (no equivalence verdict)"
@@ -195,7 +172,7 @@ def noise_floor(
     from harness.report.analysis import analyze
     from harness.report.frames import check_metric, check_min_effect
     from harness.report.noise import noise_floor_table
-    from harness.report.tables import components_display, noise_table_display
+    from harness.report.tables import components_display, jsonable, noise_table_display
 
     check_min_effect(min_effect)
     results = _results(study, storage)
@@ -207,7 +184,7 @@ def noise_floor(
     else:
         table, line, components, level = noise_floor_table(results, metric, effect=min_effect), "", None, 0.95
     if as_json:
-        typer.echo(json.dumps(_jsonable({"metric": metric, "level": level, "summary": line, "conditions": table,
+        typer.echo(json.dumps(jsonable({"metric": metric, "level": level, "summary": line, "conditions": table,
                                          "components": components}), indent=2))
         return
     typer.echo(f"noise floor of {metric}")

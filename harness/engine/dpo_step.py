@@ -9,12 +9,22 @@ epochs of minibatch updates of the sigmoid DPO loss against the reference.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
+from torch import Tensor
 
 from harness.algorithms import build_pairs, dpo_loss, pair_sampler
-from harness.engine.learner import Learner, MetricMean, apply_gradients
-from harness.engine.rollout import completion_forward, decode_completions, sample_groups
-from harness.engine.tasks.base import Item, RewardFn, score_groups
+from harness.engine.learner import (
+    Learner,
+    MetricMean,
+    apply_gradients,
+    to_host,
+    training_scores,
+)
+from harness.engine.logprobs import completion_forward
+from harness.engine.rollout import Rollout, decode_completions, sample_groups
+from harness.engine.tasks.base import Item, RewardFn
 
 
 def dpo_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, float]:
@@ -23,38 +33,51 @@ def dpo_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str,
     lm.model.eval()
     sample = pair_sampler(cfg.pairs_from, policy=sample_groups, reference=learner.reference.sample_groups)
     rollout = sample(lm, [i.prompt for i in items], group, **learner.sampling)
-    scores = torch.tensor(score_groups(items, decode_completions(lm, rollout), group, reward))
+    scores = training_scores(learner, items, decode_completions(lm, rollout), reward)
     pairs = build_pairs(scores.view(-1, group))
     metrics = {
-        "train/reward_mean": float(scores.mean()),
-        "train/reward_std_in_group": float(scores.view(-1, group).std(dim=1).mean()),
+        "train/reward_mean": scores.mean(),
+        "train/reward_std_in_group": scores.view(-1, group).std(dim=1).mean(),
         "train/frac_degenerate": 1.0 - len(pairs) / len(items),
-        "train/completion_len": float(rollout.completion_mask.sum(1).mean()),
-        "tokens/generated": float(rollout.completion_mask.sum()),
+        "train/completion_len": rollout.completion_mask.sum(1).mean(),
+        "tokens/generated": rollout.completion_mask.sum(),
         "tokens/trained": 0.0,
         "train/pairs": float(len(pairs)),
     }
     if not pairs:
-        return metrics
+        return to_host(metrics)
     device = rollout.completion_mask.device
     chosen = rollout.rows(torch.tensor([p * group + c for p, c, _ in pairs], device=device))
     rejected = rollout.rows(torch.tensor([p * group + r for p, _, r in pairs], device=device))
-    ref_chosen = learner.reference.logprobs(chosen, train.temperature).sum(1)
-    ref_rejected = learner.reference.logprobs(rejected, train.temperature).sum(1)
+    sides = (chosen, rejected)
+    ref = tuple(learner.reference.logprobs(side, train.temperature, train.micro_batch_size).sum(1) for side in sides)
     mean = MetricMean()
     lm.model.train()
     for _ in range(cfg.epochs):
         order = torch.randperm(len(pairs), generator=learner.generator, device=device)
-        for rows in order.chunk(min(cfg.minibatches, len(pairs))):
-            logp_c = completion_forward(lm.model, chosen.rows(rows), temperature=train.temperature).logprobs.sum(1)
-            logp_r = completion_forward(lm.model, rejected.rows(rows), temperature=train.temperature).logprobs.sum(1)
-            loss, step_metrics = dpo_loss(logp_c, logp_r, ref_chosen[rows], ref_rejected[rows], cfg.dpo_beta)
+        for pair_rows in order.chunk(min(cfg.minibatches, len(pairs))):
+            micro_loss = partial(_micro_batch_loss, learner, sides, ref, pair_rows)
+            grad_norm, logps = apply_gradients(learner, pair_rows, micro_loss)
+            loss, step_metrics = dpo_loss(*logps, *(r[pair_rows] for r in ref), cfg.dpo_beta)
             step_metrics = {f"train/{k}": v for k, v in step_metrics.items()}
-            step_metrics["train/grad_norm"] = apply_gradients(learner, loss)
-            step_metrics["train/loss"] = float(loss.detach())
-            mean.add(step_metrics)
+            mean.add({**step_metrics, "train/grad_norm": grad_norm, "train/loss": loss})
     lm.model.eval()
-    trained = float(chosen.completion_mask.sum() + rejected.completion_mask.sum()) * cfg.epochs
     metrics.update(mean.means())
-    metrics["tokens/trained"] = trained
-    return metrics
+    metrics["tokens/trained"] = (chosen.completion_mask.sum() + rejected.completion_mask.sum()) * cfg.epochs
+    return to_host(metrics)
+
+
+def _micro_batch_loss(
+    learner: Learner, sides: tuple[Rollout, Rollout], ref: tuple[Tensor, Tensor], pair_rows: Tensor, part: Tensor
+) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    """The DPO loss of the pairs ``pair_rows[part]``, weighted by their share of the minibatch
+    ``pair_rows`` (the loss is a mean over pairs), and their (chosen, rejected) log-probs."""
+    micro = pair_rows[part]
+    logps = tuple(_sequence_logprobs(learner, side.rows(micro)) for side in sides)
+    loss, _ = dpo_loss(*logps, *(r[micro] for r in ref), learner.algorithm.dpo_beta)
+    return loss * (len(micro) / len(pair_rows)), logps
+
+
+def _sequence_logprobs(learner: Learner, rollout: Rollout) -> Tensor:
+    """Each completion's log-probability under the policy, with gradient."""
+    return completion_forward(learner.lm.model, rollout, temperature=learner.train.temperature).logprobs.sum(1)

@@ -1,19 +1,32 @@
-"""What a training step reads and updates (``Learner``), and the pieces every step shares: one
-optimiser step with gradient clipping that stops the trial on a NaN, and running metric means.
+"""What a training step reads and updates (``Learner``), and the pieces every step shares: the
+optimiser, one optimiser step with gradient clipping over a minibatch's micro-batches, running
+metric means kept on the device, and the step's metrics moved to the host in one transfer,
+where a non-finite loss or gradient norm stops the trial.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch import Tensor
 
 from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.critic import ValueCritic
+from harness.engine.micro_batches import join_rows, micro_batches
 from harness.engine.models import LoadedModel
 from harness.engine.reference import Reference
 from harness.engine.spec import TrainConfig
+from harness.engine.tasks.base import Item, RewardFn, score_groups
 from harness.errors import NonFiniteError
+
+#: device types with a fused AdamW kernel for floating-point parameters (CPU since torch 2.4)
+FUSED_ADAMW_DEVICES = frozenset({"cpu", "cuda", "mps", "xpu"})
+#: metrics that stop the trial when they are not finite
+MUST_BE_FINITE = ("train/loss", "train/grad_norm")
 
 
 @dataclass
@@ -42,36 +55,78 @@ class Learner:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
 
 
-def _check_finite(name: str, value: torch.Tensor) -> None:
-    if not torch.isfinite(value).all():
-        raise NonFiniteError(
-            f"{name} became {value.item() if value.numel() == 1 else 'non-finite'}; lower the "
-            "learning rate or max_grad_norm, or check the reward function"
-        )
+def make_optimizer(groups: Iterable, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW without weight decay over ``groups`` (parameters or parameter groups): the fused
+    kernel where the device has one and every parameter is floating-point, else the
+    multi-tensor (``foreach``) one. Either is deterministic: a seed gives bitwise-equal runs."""
+    groups = list(groups)
+    params = [p for g in groups for p in (g["params"] if isinstance(g, dict) else [g])]
+    fused = device.type in FUSED_ADAMW_DEVICES and all(torch.is_floating_point(p) for p in params)
+    return torch.optim.AdamW(groups, weight_decay=0.0, **({"fused": True} if fused else {"foreach": True}))
 
 
-def apply_gradients(learner: Learner, loss: torch.Tensor) -> float:
-    """One optimiser step on ``loss`` with gradient clipping; a NaN stops the trial."""
-    _check_finite("train/loss", loss.detach())
+def apply_gradients(learner: Learner, rows: Tensor, micro_loss: Callable[[Tensor], tuple[Tensor, Any]]) -> tuple[Tensor, Any]:
+    """One optimiser step with gradient clipping on the minibatch ``rows``, its gradient
+    accumulated over micro-batches of ``train.micro_batch_size`` rows (one of all when None).
+
+    ``micro_loss(part)`` gives the loss of micro-batch ``rows[part]``, weighted so that the
+    micro-batches' losses sum to the minibatch's (then so do their gradients), and tensors to
+    keep. Returns the gradient norm, on the device, and the kept tensors joined over the
+    micro-batches, detached.
+    """
     learner.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    kept = []
+    for part in micro_batches(torch.arange(len(rows), device=rows.device), learner.train.micro_batch_size):
+        loss, keep = micro_loss(part)
+        loss.backward()
+        kept.append(keep)
     grad_norm = torch.nn.utils.clip_grad_norm_(learner.parameters, learner.algorithm.max_grad_norm)
-    _check_finite("train/grad_norm", grad_norm)
     learner.optimizer.step()
-    return float(grad_norm)
+    return grad_norm, join_rows(kept)
 
 
 class MetricMean:
-    """Running means of per-minibatch metrics."""
+    """Running means of per-update metrics (0-d tensors), summed on the device in float64."""
 
     def __init__(self):
-        self.sums: dict[str, float] = {}
+        self.sums: dict[str, Tensor] = {}
         self.counts: dict[str, int] = {}
 
-    def add(self, metrics: dict[str, float]) -> None:
+    def add(self, metrics: dict[str, Tensor]) -> None:
         for key, value in metrics.items():
-            self.sums[key] = self.sums.get(key, 0.0) + value
+            self.sums[key] = self.sums.get(key, 0.0) + value.detach().double()
             self.counts[key] = self.counts.get(key, 0) + 1
 
-    def means(self) -> dict[str, float]:
+    def means(self) -> dict[str, Tensor]:
         return {key: total / self.counts[key] for key, total in self.sums.items()}
+
+
+def to_host(metrics: dict[str, Tensor | float]) -> dict[str, float]:
+    """A step's metrics as floats, the tensors among them moved off the device in one transfer;
+    a non-finite ``MUST_BE_FINITE`` metric (the mean over the step's updates: non-finite when
+    any update's is) stops the trial. Checked here, once a step, rather than at each update,
+    so that no update waits on the device; the updates after a non-finite one run on weights
+    the trial then throws away."""
+    on_device = [key for key, value in metrics.items() if isinstance(value, Tensor)]
+    if on_device:
+        device = metrics[on_device[0]].device
+        values = torch.stack([metrics[k].detach().reshape(()).to(device, torch.float64) for k in on_device])
+        metrics = {**metrics, **dict(zip(on_device, values.tolist()))}
+    host = {key: float(value) for key, value in metrics.items()}
+    for name in MUST_BE_FINITE:
+        if name in host and not math.isfinite(host[name]):
+            raise NonFiniteError(
+                f"{name} became {host[name]}; lower the learning rate or max_grad_norm, or check the reward function"
+            )
+    return host
+
+
+def training_scores(learner: Learner, items: list[Item], completions: list[str], reward: RewardFn) -> Tensor:
+    """The verifier's score of each completion (rows grouped by prompt, ``group_size`` each); for
+    a placebo arm (``train.placebo_reward``) the same scores shuffled across the batch with the
+    trial's generator: the reward keeps its mean and spread and loses its link to the text."""
+    group = learner.algorithm.group_size
+    scores = torch.tensor(score_groups(items, completions, group, reward), device=learner.lm.device)
+    if learner.train.placebo_reward:
+        scores = scores[torch.randperm(scores.numel(), generator=learner.generator, device=scores.device)]
+    return scores

@@ -23,6 +23,7 @@ from transformers import (
 
 from harness.engine.spec import ModelConfig
 from harness.engine.tasks.base import Task
+from harness.engine.warmstart_key import auto_dtype
 from harness.errors import ConfigError
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>"]
@@ -130,9 +131,7 @@ def pick_device(config: ModelConfig) -> torch.device:
 
 
 def pick_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
-    if config.dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return getattr(torch, config.dtype)
+    return getattr(torch, auto_dtype(device.type) if config.dtype == "auto" else config.dtype)
 
 
 def load_pretrained(source: str, config: ModelConfig) -> LoadedModel:
@@ -158,6 +157,14 @@ def _unloadable(source: str, err: OSError) -> ConfigError:
         f"model.name {source!r}: cannot load it ({err}); give 'tiny', a local folder with "
         "config.json and weights, or a hub id reachable from this machine"
     )
+
+
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them;
+    transformers does it in train mode only. Non-reentrant, so the backward reaches a LoRA
+    adapter's weights even though no input of a checkpointed layer requires grad."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable  # older name
+    enable({"use_reentrant": False})
 
 
 def with_lora(model: PreTrainedModel, config: ModelConfig) -> PreTrainedModel:

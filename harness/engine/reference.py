@@ -9,11 +9,14 @@ from __future__ import annotations
 import copy
 from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 
 import torch
 
+from harness.engine.logprobs import completion_forward
+from harness.engine.micro_batches import in_micro_batches
 from harness.engine.models import LoadedModel
-from harness.engine.rollout import Rollout, completion_forward, sample_groups
+from harness.engine.rollout import Rollout, sample_groups
 
 
 class Reference:
@@ -28,9 +31,11 @@ class Reference:
         return self._adapter_off() if self._adapter_off is not None else nullcontext()
 
     @torch.no_grad()
-    def logprobs(self, rollout: Rollout, temperature: float) -> torch.Tensor:
+    def logprobs(self, rollout: Rollout, temperature: float, micro_batch_size: int | None = None) -> torch.Tensor:
+        """The reference's log-probs of the completion tokens, over micro-batches of rows."""
+        forward = partial(completion_forward, self._model, temperature=temperature)
         with self._frozen():
-            return completion_forward(self._model, rollout, temperature=temperature).logprobs
+            return in_micro_batches(forward, rollout, micro_batch_size).logprobs
 
     @torch.no_grad()
     def sample_groups(self, lm: LoadedModel, prompts: list[str], group_size: int, **sampling) -> Rollout:

@@ -1,36 +1,46 @@
 """One RL step, readable top to bottom: rollout, score, the no-grad passes (the policy's own
-where the old log-probs are recomputed or the critic shares its trunk, the reference's),
-advantages, K epochs of minibatch updates. Every algorithm goes through the same calls; the
+where the old log-probs are recomputed, the critic's old values, the reference's), advantages,
+K epochs of minibatch updates, the metrics. Every algorithm goes through the same calls; the
 parts it uses come from the registries named in its ``RLConfig``, and the loss of each update is
 ``harness.algorithms.objective.update_loss``.
+
+Memory is bounded by ``TrainConfig.micro_batch_size``: the no-grad passes run over micro-batches
+of that many rows, and each update accumulates its minibatch's gradient over micro-batches,
+each one's loss its share of the minibatch's (``_share_of``). Metrics stay on the device until
+the step ends, then move to the host in one transfer.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
+from torch import Tensor
 
 from harness.algorithms.advantages import AdvantageInputs, compute_advantages
-from harness.algorithms.aggregation import make_aggregator
+from harness.algorithms.aggregation import Aggregator, make_aggregator
 from harness.algorithms.critic import explained_variance
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
 from harness.engine.critic import critic_values
-from harness.engine.learner import Learner, MetricMean, apply_gradients
-from harness.engine.rollout import (
-    Rollout,
-    completion_forward,
-    decode_completions,
-    sample_groups,
+from harness.engine.learner import (
+    Learner,
+    MetricMean,
+    apply_gradients,
+    to_host,
+    training_scores,
 )
-from harness.engine.tasks.base import Item, RewardFn, score_groups
+from harness.engine.logprobs import completion_forward
+from harness.engine.micro_batches import in_micro_batches
+from harness.engine.rollout import Rollout, decode_completions, sample_groups
+from harness.engine.tasks.base import Item, RewardFn
 
 
-def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
-    return float((x * mask).sum() / mask.sum().clamp(min=1))
+def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1)
 
 
 def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, float]:
@@ -44,30 +54,32 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
     rollout = sample_groups(lm, [i.prompt for i in items], group, **learner.sampling)
     timings["time/generate_s"] = time.perf_counter() - clock
 
-    # 2. score with the verifier
+    # 2. score with the verifier (a placebo arm: its scores shuffled across the batch)
     clock = time.perf_counter()
-    scores = torch.tensor(score_groups(items, decode_completions(lm, rollout), group, reward), device=lm.device)
+    scores = training_scores(learner, items, decode_completions(lm, rollout), reward)
     timings["time/score_s"] = time.perf_counter() - clock
 
-    # 3. no-grad passes: the policy's own (old log-probs recomputed, or hidden states for a
-    #    critic on its trunk), the reference's log-probs, the critic's old values
+    # 3. no-grad passes, over micro-batches of rows: the policy's own (old log-probs recomputed,
+    #    with the hidden states for a critic on its trunk), the critic's old values, the
+    #    reference's log-probs
     clock = time.perf_counter()
     completion_mask = rollout.completion_mask
     recompute = recomputes_old_logprobs(cfg, {p.dtype for p in lm.model.parameters()})
     shares_trunk = learner.critic is not None and learner.critic.trunk is None
-    gap: dict[str, float] = {}
+    micro = train.micro_batch_size
+    gap: dict[str, Tensor] = {}
     own, old_values = None, None
     with torch.no_grad():
-        if recompute or shares_trunk:
-            own = completion_forward(lm.model, rollout, temperature=train.temperature, want_hidden=shares_trunk)
         if recompute:
+            own_pass = partial(completion_forward, lm.model, temperature=train.temperature, want_hidden=shares_trunk)
+            own = in_micro_batches(own_pass, rollout, micro)
             # the largest per-token |sampler - trainer| log-prob difference in the rollout
-            gap["train/old_logprob_gap"] = float(((own.logprobs - rollout.logprobs) * completion_mask).abs().max())
+            gap["train/old_logprob_gap"] = ((own.logprobs - rollout.logprobs) * completion_mask).abs().max()
             rollout = replace(rollout, logprobs=own.logprobs)
         if learner.critic is not None:
             hidden = None if own is None else own.hidden
-            old_values = critic_values(learner.critic, rollout, hidden, train.temperature)
-    ref_logprobs = learner.reference.logprobs(rollout, train.temperature)
+            old_values = critic_values(learner.critic, lm.model, rollout, hidden, micro_batch_size=micro)
+    ref_logprobs = learner.reference.logprobs(rollout, train.temperature, micro_batch_size=micro)
     kl_tokens = kl_estimate(rollout.logprobs, ref_logprobs, cfg.kl_estimator)
     timings["time/reference_s"] = time.perf_counter() - clock
 
@@ -77,55 +89,97 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
 
     # 5. K epochs of minibatch updates over the rows that are kept
     clock = time.perf_counter()
-    update_metrics = _update(learner, rollout, adv.advantages, adv.returns, old_values, ref_logprobs, adv.keep_rows)
+    targets = _Targets(rollout, adv.advantages, adv.returns, old_values, ref_logprobs)
+    update_metrics = _update(learner, targets, adv.keep_rows)
     timings["time/update_s"] = time.perf_counter() - clock
 
+    # 6. the metrics, moved to the host in one transfer (a non-finite loss stops the trial here)
     grouped = scores.view(-1, group)
-    generated = float(completion_mask.sum())
-    trained = float(completion_mask[adv.keep_rows].sum()) * cfg.epochs
+    kept_tokens = (completion_mask.sum(1) * adv.keep_rows.to(completion_mask)).sum()
     metrics = {
-        "train/reward_mean": float(scores.mean()),
-        "train/reward_std_in_group": float(grouped.std(dim=1).mean()) if group > 1 else 0.0,
-        "train/frac_degenerate": float(adv.degenerate.float().mean()),
+        "train/reward_mean": scores.mean(),
+        "train/reward_std_in_group": grouped.std(dim=1).mean() if group > 1 else 0.0,
+        "train/frac_degenerate": adv.degenerate.float().mean(),
         "train/kl_ref": _masked_mean(kl_tokens, completion_mask),
-        "train/completion_len": float(completion_mask.sum(1).mean()),
-        "tokens/generated": generated,
-        "tokens/trained": trained,
+        "train/completion_len": completion_mask.sum(1).mean(),
+        "tokens/generated": completion_mask.sum(),
+        "tokens/trained": kept_tokens * cfg.epochs,
         **gap,
         **update_metrics,
         **timings,
     }
     if old_values is not None and adv.returns is not None:
         metrics["train/explained_var"] = explained_variance(old_values, adv.returns, completion_mask)
-    return metrics
+    return to_host(metrics)
 
 
-def _update(learner, rollout: Rollout, advantages, returns, old_values, ref_logprobs, keep_rows) -> dict[str, float]:
-    cfg, train, lm, critic = learner.algorithm, learner.train, learner.lm, learner.critic
-    aggregate = make_aggregator(cfg, train.max_new_tokens)
-    kept = torch.nonzero(keep_rows.to(rollout.completion_mask.device)).squeeze(1)
+@dataclass
+class _Targets:
+    """What the updates fit, for every row of the rollout: its tokens and old log-probs, and
+    the advantages, returns, old values and reference log-probs of the no-grad passes."""
+
+    rollout: Rollout
+    advantages: Tensor
+    returns: Tensor | None
+    old_values: Tensor | None
+    ref_logprobs: Tensor
+
+
+def _update(learner: Learner, targets: _Targets, keep_rows: Tensor) -> dict[str, Tensor | float]:
+    cfg, lm = learner.algorithm, learner.lm
+    aggregate = make_aggregator(cfg, learner.train.max_new_tokens)
+    kept = torch.nonzero(keep_rows.to(targets.rollout.completion_mask.device)).squeeze(1)
     if kept.numel() == 0:
         return {"train/rows_updated": 0.0}
-    want_hidden = critic is not None and critic.trunk is None
     mean = MetricMean()
     lm.model.train()
     for _ in range(cfg.epochs):
         order = kept[torch.randperm(kept.numel(), generator=learner.generator, device=kept.device)]
         for rows in order.chunk(cfg.minibatches):
-            batch = rollout.rows(rows)
-            forward = completion_forward(lm.model, batch, temperature=train.temperature, want_hidden=want_hidden)
-            loss, metrics = update_loss(UpdateBatch(
-                logprobs=forward.logprobs,
-                old_logprobs=batch.logprobs,
-                ref_logprobs=ref_logprobs[rows],
-                advantages=advantages[rows],
-                mask=batch.completion_mask,
-                entropy=forward.entropy,
-                values=None if critic is None else critic_values(critic, batch, forward.hidden, train.temperature),
-                old_values=None if old_values is None else old_values[rows],
-                returns=None if returns is None else returns[rows],
-            ), cfg, aggregate)
-            metrics["train/grad_norm"] = apply_gradients(learner, loss)
-            mean.add(metrics)
+            micro_loss = partial(_micro_batch_loss, learner, targets, rows, aggregate)
+            grad_norm, batch = apply_gradients(learner, rows, micro_loss)
+            _, metrics = update_loss(batch, cfg, aggregate)  # the whole minibatch's, from its parts
+            mean.add({**metrics, "train/grad_norm": grad_norm})
     lm.model.eval()
     return {**mean.means(), "train/rows_updated": float(kept.numel())}
+
+
+def _micro_batch_loss(
+    learner: Learner, targets: _Targets, rows: Tensor, aggregate: Aggregator, part: Tensor
+) -> tuple[Tensor, UpdateBatch]:
+    """The loss of the micro-batch ``rows[part]`` as its share of minibatch ``rows``' loss, and
+    the loss's view of it, with the policy's (and the critic's) forward pass on it."""
+    cfg, train, critic, model = learner.algorithm, learner.train, learner.critic, learner.lm.model
+    micro = rows[part]
+    rollout = targets.rollout.rows(micro)
+    shares_trunk = critic is not None and critic.trunk is None
+    forward = completion_forward(  # the loss always reports the entropy; its term needs a gradient
+        model, rollout, temperature=train.temperature, want_entropy=True, entropy_grad=bool(cfg.entropy_coef),
+        want_hidden=shares_trunk,
+    )
+    batch = UpdateBatch(
+        logprobs=forward.logprobs,
+        old_logprobs=rollout.logprobs,
+        ref_logprobs=targets.ref_logprobs[micro],
+        advantages=targets.advantages[micro],
+        mask=rollout.completion_mask,
+        entropy=forward.entropy,
+        values=None if critic is None else critic_values(critic, model, rollout, forward.hidden),
+        old_values=None if targets.old_values is None else targets.old_values[micro],
+        returns=None if targets.returns is None else targets.returns[micro],
+    )
+    share = _share_of(aggregate, targets.rollout.completion_mask[rows], part)
+    return update_loss(batch, cfg, share)[0], batch
+
+
+def _share_of(aggregate: Aggregator, minibatch_mask: Tensor, part: Tensor) -> Aggregator:
+    """``aggregate`` of a micro-batch (the minibatch's rows ``part``) as its share of the
+    minibatch's: its per-token terms placed in its rows of the minibatch, zeros elsewhere, and
+    normalised by the whole minibatch's mask. Every aggregation sums row terms linear in the
+    per-token values and divides by a count from the mask (tokens, or rows with a token), so
+    the micro-batches' shares of each term sum to the minibatch's, and so do their gradients."""
+
+    def share(per_token: Tensor, mask: Tensor) -> Tensor:
+        return aggregate(per_token.new_zeros(minibatch_mask.shape).index_copy(0, part, per_token), minibatch_mask)
+
+    return share

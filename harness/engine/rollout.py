@@ -1,4 +1,4 @@
-"""Sampling completions with their log-probabilities and masks, and recomputing log-probs.
+"""Sampling completions with their log-probabilities and masks (recomputed in ``logprobs.py``).
 
 Prompts are left-padded so every completion starts at the same column. Sampling uses an explicit
 ``torch.Generator``: the same seed gives the same tokens. Log-probabilities are always taken from
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers import Cache, DynamicCache
+from transformers.cache_utils import CacheLayerMixin, get_layer_types_and_kwargs
 
 from harness.engine.models import LoadedModel
 
@@ -54,16 +56,72 @@ def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, t
     return ids.to(lm.device), mask.to(lm.device)
 
 
-def _cache_of(output) -> dict:
-    """The KV cache of a forward pass as the keyword the next call takes (``cache`` in
-    transformers 5, ``past_key_values`` before)."""
-    if getattr(output, "cache", None) is not None:
-        return {"cache": output.cache}
-    return {"past_key_values": output.past_key_values}
-
-
-def _positions(mask: torch.Tensor) -> torch.Tensor:
+def position_ids_of(mask: torch.Tensor) -> torch.Tensor:
+    """Each token's position among its row's real tokens (left padding at 0): what the model is given."""
     return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+#: tokens between two host reads of how many rows are done (the decode loop's own only syncs)
+CHECK_EVERY = 8
+#: at a check, the finished rows leave the decode batch once they are this share of it
+DROP_SHARE = 0.25
+
+
+class InPlaceLayer(CacheLayerMixin):
+    """One attention layer's keys and values, preallocated for ``max_cache_len`` positions and
+    written in place. Unlike ``StaticLayer``, whose attention reads the whole buffer at every token
+    (on CPU that costs more than the copies it saves, at long budgets), ``update`` returns the
+    positions written so far, as a view: nothing is copied and attention reads what it needs."""
+
+    is_sliding = False
+
+    def __init__(self, max_cache_len: int):
+        super().__init__()
+        self.max_cache_len, self.cumulative_length = max_cache_len, 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        rows_heads = key_states.shape[:2]
+        self.keys = key_states.new_zeros((*rows_heads, self.max_cache_len, key_states.shape[-1]))
+        self.values = value_states.new_zeros((*rows_heads, self.max_cache_len, value_states.shape[-1]))
+        self.device, self.is_initialized = key_states.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start, end = self.cumulative_length, self.cumulative_length + key_states.shape[-2]
+        self.keys[:, :, start:end] = key_states
+        self.values[:, :, start:end] = value_states
+        self.cumulative_length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.cumulative_length + query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.cumulative_length
+
+    def get_max_length(self) -> int:
+        return self.max_cache_len
+
+
+def kv_cache(model, max_len: int, preallocate: bool = True) -> Cache:
+    """A cache of ``InPlaceLayer``s for ``max_len`` positions when ``preallocate`` and every layer
+    of the model is full attention; else transformers' ``DynamicCache`` (it grows by concatenation),
+    which also knows the other layer kinds (sliding windows, recurrent states)."""
+    config = model.config.get_text_config(decoder=True)
+    layer_types, _ = get_layer_types_and_kwargs(config)
+    if preallocate and all(kind == "full_attention" for kind in layer_types):
+        return Cache(layers=[InPlaceLayer(max_len) for _ in layer_types])
+    return DynamicCache(config=config)
+
+
+def _draw(logp_all: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF sampling: per row the first token whose cumulative probability passes ``uniform``
+    (one draw per row instead of ``multinomial``'s one per vocabulary entry; zero-probability
+    tokens are never drawn, as a token's interval is empty)."""
+    cdf = logp_all.exp().cumsum(-1)
+    token = torch.searchsorted(cdf, (uniform * cdf[:, -1])[:, None], right=True).squeeze(-1)
+    return token.clamp_(max=cdf.shape[-1] - 1)  # uniform * total rounded up to the total
 
 
 @torch.no_grad()
@@ -76,73 +134,81 @@ def sample(
     temperature: float,
     generator: torch.Generator | None,  # on the model's device
     greedy: bool = False,
+    group_size: int = 1,
+    preallocate: bool = True,
 ) -> Rollout:
-    """Generate up to ``max_new_tokens`` per row with a KV cache; stop rows at EOS."""
+    """Generate up to ``max_new_tokens`` per row, ``group_size`` rows per prompt (prompt i: rows
+    i*G..i*G+G-1); rows stop at EOS.
+
+    Each prompt is prefilled once, then its cache and last logits are copied to its G rows. The
+    cache is preallocated for the prompt width plus the budget and written in place (``kv_cache``);
+    the attention mask is built once at that width, 1 on every completion column, and each step
+    passes a view of its first columns (a finished row's later columns are never read back).
+
+    Finished rows stay in the decode batch until a check, every ``CHECK_EVERY`` tokens (the loop's
+    own only reads from the device), finds them ``DROP_SHARE`` of it or more; then they leave it,
+    cache included. A compaction copies the live rows' cache once, about what the attention of a
+    decode step reads anyway, and there are few: at most one per check, each shrinking the batch
+    by a quarter or more. Sampling draws one uniform per row and token for every row, dropped or
+    not, so which rows are still in the batch never changes a row's draw.
+    """
     model, eos, pad = lm.model, lm.tokenizer.eos_token_id, lm.tokenizer.pad_token_id
-    batch = prompt_ids.shape[0]
-    attention = prompt_mask.clone()
-    positions = _positions(attention)
-    out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=positions, use_cache=True)
-    next_pos = positions[:, -1:] + 1
-    done = torch.zeros(batch, dtype=torch.bool, device=prompt_ids.device)
-    tokens, logps, masks = [], [], []
-    for _ in range(max_new_tokens):
-        logp_all = F.log_softmax(out.logits[:, -1, :].float() / temperature, dim=-1)
+    n, width = prompt_ids.shape
+    rows, device = n * group_size, prompt_ids.device
+    cache = kv_cache(model, width + max_new_tokens, preallocate)
+    attention = torch.cat([prompt_mask, prompt_mask.new_ones(n, max_new_tokens)], dim=1)
+    positions = position_ids_of(prompt_mask)
+    # logits of the last prompt position only: a real vocabulary over every prompt position is GBs
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, cache=cache, use_cache=True,
+                logits_to_keep=1)
+    logits, next_pos = out.logits[:, -1, :], positions[:, -1:] + 1
+    if group_size > 1:
+        index = torch.arange(n, device=device).repeat_interleave(group_size)
+        cache.reorder_cache(index)
+        logits, attention, next_pos = logits[index], attention[index], next_pos[index]
+    live = torch.arange(rows, device=device)  # the output row of each row of the decode batch
+    done = torch.zeros(rows, dtype=torch.bool, device=device)
+    tokens = torch.full((rows, max_new_tokens), pad, dtype=torch.long, device=device)
+    logps = torch.zeros((rows, max_new_tokens), device=device)
+    masks = torch.zeros((rows, max_new_tokens), device=device)
+    for step in range(max_new_tokens):
+        logp_all = F.log_softmax(logits.float() / temperature, dim=-1)
         if greedy:
             token = logp_all.argmax(-1)
         else:
-            token = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+            token = _draw(logp_all, torch.rand(rows, generator=generator, device=device)[live])
         alive = ~done
-        tokens.append(torch.where(alive, token, torch.full_like(token, pad)))
-        logps.append(torch.where(alive, logp_all.gather(-1, token[:, None]).squeeze(-1), 0.0))
-        masks.append(alive.float())
+        tokens[live, step] = torch.where(alive, token, pad)
+        logps[live, step] = torch.where(alive, logp_all.gather(-1, token[:, None]).squeeze(-1), 0.0)
+        masks[live, step] = alive.float()
         done = done | (token == eos)
-        if bool(done.all()):
+        if step + 1 == max_new_tokens:
             break
-        attention = torch.cat([attention, alive.long()[:, None]], dim=1)
+        if (step + 1) % CHECK_EVERY == 0:
+            finished = int(done.sum())
+            if finished == live.numel():
+                break
+            if finished >= DROP_SHARE * live.numel():
+                keep = (~done).nonzero().squeeze(-1)
+                cache.reorder_cache(keep)
+                live, done, token, attention, next_pos = (t[keep] for t in (live, done, token, attention, next_pos))
         out = model(
-            input_ids=tokens[-1][:, None],
-            attention_mask=attention,
+            input_ids=token[:, None],
+            attention_mask=attention[:, : width + step + 1],
             position_ids=next_pos,
+            cache=cache,
             use_cache=True,
-            **_cache_of(out),
         )
-        next_pos = next_pos + 1
-    return Rollout(
-        prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1), torch.stack(logps, 1)
-    )
+        logits, next_pos = out.logits[:, -1, :], next_pos + 1
+    used = int(masks.sum(1).max())  # the columns up to the longest completion, as if stopped there
+    ids = prompt_ids.repeat_interleave(group_size, 0), prompt_mask.repeat_interleave(group_size, 0)
+    return Rollout(*ids, tokens[:, :used], masks[:, :used], logps[:, :used])
 
 
 def sample_groups(lm: LoadedModel, prompts: list[str], group_size: int, **sampling) -> Rollout:
     """``group_size`` completions per prompt, rows grouped by prompt (prompt i: rows i*G..i*G+G-1)."""
     ids, mask = encode_prompts(lm, prompts)
-    return sample(lm, ids.repeat_interleave(group_size, 0), mask.repeat_interleave(group_size, 0), **sampling)
-
-
-@dataclass
-class Forward:
-    logprobs: torch.Tensor  # [B, T] log-prob of each completion token (temperature-scaled)
-    entropy: torch.Tensor  # [B, T]
-    hidden: torch.Tensor | None  # [B, T, H] last hidden state at the position predicting each token
-
-
-def completion_forward(model, rollout: Rollout, *, temperature: float, want_hidden: bool = False) -> Forward:
-    """Log-probs (with grad if enabled) of the completion tokens under ``model``."""
-    attention = rollout.attention_mask
-    out = model(
-        input_ids=rollout.input_ids,
-        attention_mask=attention,
-        position_ids=_positions(attention),
-        output_hidden_states=want_hidden,
-    )
-    width = rollout.completion_ids.shape[1]
-    start = rollout.prompt_ids.shape[1] - 1
-    logits = out.logits[:, start : start + width, :].float() / temperature
-    logp_all = F.log_softmax(logits, dim=-1)
-    logprobs = logp_all.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
-    hidden = out.hidden_states[-1][:, start : start + width, :] if want_hidden else None
-    return Forward(logprobs * rollout.completion_mask, entropy, hidden)
+    return sample(lm, ids, mask, group_size=group_size, **sampling)
 
 
 def decode_completions(lm: LoadedModel, rollout: Rollout) -> list[str]:

@@ -84,6 +84,22 @@ class TrainConfig(_Strict):
     eval_samples: PositiveInt = 4
     max_eval_prompts: PositiveInt | None = None
     threads: PositiveInt | None = Field(None, description="torch CPU threads; None keeps torch's")
+    micro_batch_size: PositiveInt | None = Field(
+        None,
+        description="rows (DPO: pairs) per forward pass: the reference, old-log-prob and critic passes run over "
+        "micro-batches of this many rows, and each update accumulates its minibatch's gradient over them: less "
+        "memory, the same gradient and metrics to rounding. None: the whole batch at once",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute the policy's decoder-layer activations in the backward pass of its updates instead "
+        "of keeping them: less memory, for one more forward pass of the trunk per update",
+    )
+    placebo_reward: bool = Field(
+        False,
+        description="train on the verifier's rewards shuffled across each batch (the same mean and spread, no link "
+        "to the completion): the study's placebo arm (placebo: random_reward) sets it",
+    )
 
 
 class TrialSpec(_Strict):

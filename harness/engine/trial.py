@@ -23,8 +23,8 @@ from harness.algorithms.critic import build_critic
 from harness.algorithms.presets import check_algorithm
 from harness.engine.dpo_step import dpo_step
 from harness.engine.evaluation import eval_metrics, evaluate
-from harness.engine.learner import Learner
-from harness.engine.models import check_tokenizer
+from harness.engine.learner import Learner, make_optimizer
+from harness.engine.models import check_tokenizer, enable_gradient_checkpointing
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
 from harness.engine.spec import NO_LEARNING_SIGNAL, TrialResult, TrialSpec
@@ -80,18 +80,40 @@ def _warn(lines: list[str]) -> list[str]:
     return lines
 
 
+def trial_generator(spec: TrialSpec, device: torch.device) -> torch.Generator:
+    """The trial's generator (sampling, minibatch order), seeded from the trial seed; the seed
+    check (``harness.engine.seed_check``) draws from exactly this."""
+    return torch.Generator(device=device).manual_seed(spec.seed)
+
+
+def start_policy(spec: TrialSpec):
+    """The task and the warm-started policy of a trial, as every trial starts: (task, lm, warm
+    info, warnings); the global torch seed set from the trial seed."""
+    check_algorithm(spec.algorithm)
+    if spec.train.threads:
+        torch.set_num_threads(spec.train.threads)
+    task = build_task(spec.task)
+    check_tokenizer(spec.model, task)
+    lm, warm_info, warnings = load_policy(spec, task)
+    torch.manual_seed(spec.seed)
+    return task, lm, warm_info, warnings
+
+
 def _learner(spec: TrialSpec, lm) -> Learner:
     cfg = spec.algorithm
     groups = [{"params": [p for p in lm.model.parameters() if p.requires_grad], "lr": cfg.lr}]
     critic = build_critic(cfg, lm.model) if isinstance(cfg, RLConfig) else None
     if critic is not None:
         groups.append({"params": list(critic.parameters()), "lr": cfg.critic_lr or cfg.lr})
-    generator = torch.Generator(device=lm.device).manual_seed(spec.seed)
+    generator = trial_generator(spec, lm.device)
+    reference = Reference(lm.model)
+    if spec.train.gradient_checkpointing:  # the policy's only (it acts in train mode: the updates)
+        enable_gradient_checkpointing(lm.model)
     return Learner(
         lm=lm,
-        reference=Reference(lm.model),
+        reference=reference,
         critic=critic,
-        optimizer=torch.optim.AdamW(groups, weight_decay=0.0),
+        optimizer=make_optimizer(groups, lm.device),
         algorithm=cfg,
         train=spec.train,
         generator=generator,
@@ -100,14 +122,8 @@ def _learner(spec: TrialSpec, lm) -> Learner:
 
 def run_trial(spec: TrialSpec) -> TrialResult:
     started = time.perf_counter()
-    check_algorithm(spec.algorithm)
-    if spec.train.threads:
-        torch.set_num_threads(spec.train.threads)
-    task = build_task(spec.task)
-    check_tokenizer(spec.model, task)
-    lm, warm_info, warnings = load_policy(spec, task)
+    task, lm, warm_info, warnings = start_policy(spec)
     _warn(warnings)
-    torch.manual_seed(spec.seed)
     learner = _learner(spec, lm)
     step_fn = STEPS[spec.algorithm.kind]
 

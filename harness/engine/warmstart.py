@@ -8,7 +8,8 @@ are never used here.
 
 The warm start reads only ``WarmStartInputs`` (the model, the task, its own settings and the
 generation budget its accuracy checks use), and the cache key hashes all of it: a setting it
-reads cannot be left out of the key, because it can read nothing else.
+reads cannot be left out of the key, because it can read nothing else. The inputs, the key and
+the folder are in ``warmstart_key.py`` (torch-free: the plan reads them).
 
 The cache folder holds the saved model and tokenizer, ``warmstart.json`` (the metrics a trial
 reports, unchanged from older caches) and, written last and atomically, ``manifest.json``: the
@@ -45,31 +46,28 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from harness.engine.evaluation import greedy_accuracy
+from harness.engine.learner import make_optimizer
 from harness.engine.models import (
     LoadedModel,
     build_tiny_model,
     char_tokenizer,
     load_pretrained,
     pick_device,
-    pick_dtype,
 )
 from harness.engine.spec import (
     WARMSTART_BELOW_TARGET,
     ModelConfig,
-    TaskConfig,
     TrialSpec,
     WarmStartConfig,
 )
 from harness.engine.tasks.base import Item, Task
+from harness.engine.warmstart_key import MANIFEST_FILE, WarmStartInputs, cache_folder
 
-WARMSTART_FORMAT = 1  # bump when the procedure below changes what it produces
 VALIDATION_PROMPTS = 128
 CHECK_EVERY = 25
 INFO_FILE = "warmstart.json"  # the metrics trials report: {"warmstart/steps", "warmstart/val_accuracy"}
-MANIFEST_FILE = "manifest.json"  # written last: {"sha256": {file: digest}, "val_accuracy": measured}
 ACCURACY_SLACK_PROMPTS = 2  # a cache without checksums may re-measure this many prompts' worth off
 PROGRESS_EVERY_S = 15.0  # SFT prints a progress line at the first accuracy check after this long
 
@@ -80,36 +78,6 @@ class WarmStartCacheWarning(UserWarning):
 
 class _Unusable(Exception):
     """Why a cached warm start cannot be used, in one line."""
-
-
-class WarmStartInputs(BaseModel):
-    """Everything the warm start reads; arms and seeds of a study that agree here share it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: ModelConfig
-    task: TaskConfig
-    warmstart: WarmStartConfig
-    max_new_tokens: PositiveInt  # the budget of the greedy accuracy checks that decide when to stop
-
-    @classmethod
-    def of(cls, spec: TrialSpec) -> WarmStartInputs:
-        return cls(model=spec.model, task=spec.task, warmstart=spec.warmstart,
-                   max_new_tokens=spec.train.max_new_tokens)
-
-
-def cache_key(inputs: WarmStartInputs) -> str:
-    payload = {"format": WARMSTART_FORMAT, **inputs.model_dump(mode="json")}
-    payload["model"]["dtype"] = _keyed_dtype(inputs.model)
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _keyed_dtype(model: ModelConfig) -> str:
-    """The dtype the model loads in here: ``auto`` resolved (without failing on a missing GPU)."""
-    if model.dtype != "auto":
-        return model.dtype
-    cuda = model.device == "cuda" or (model.device == "auto" and torch.cuda.is_available())
-    return str(pick_dtype(model, torch.device("cuda" if cuda else "cpu"))).removeprefix("torch.")
 
 
 @contextmanager
@@ -131,11 +99,6 @@ def initial_model(inputs: WarmStartInputs, task: Task) -> LoadedModel:
     model = build_tiny_model(inputs.model, len(tokenizer), tokenizer, seed=inputs.warmstart.seed)
     device = pick_device(inputs.model)
     return LoadedModel(model.to(device), tokenizer, device, use_chat_template=False)
-
-
-def cache_folder(spec: TrialSpec) -> Path:
-    """The warm-start cache entry of ``spec``'s set-up (complete once it holds ``MANIFEST_FILE``)."""
-    return Path(spec.cache_dir) / "warmstart" / cache_key(WarmStartInputs.of(spec))
 
 
 def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, float], list[str]]:
@@ -340,7 +303,7 @@ def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -
     pool = list(task.train[VALIDATION_PROMPTS:]) or list(task.train)
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
-    optimizer = torch.optim.AdamW(lm.model.parameters(), lr=config.lr, weight_decay=0.0)
+    optimizer = make_optimizer([{"params": list(lm.model.parameters()), "lr": config.lr}], lm.device)
     budget = inputs.max_new_tokens
     accuracy, step = 0.0, 0
     started = shown = time.perf_counter()

@@ -3,7 +3,9 @@ terminal writers so that every output shows the same numbers formatted the same 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,6 +23,28 @@ class Section:
     table: pd.DataFrame  # all cells are strings
     caption: str = ""
     notes: list[str] = field(default_factory=list)  # shown as a list under the table
+
+
+def jsonable(x: Any) -> Any:
+    """A report value as plain JSON (what ``--json`` prints): frames become lists of rows, numpy
+    scalars Python ones, and a NaN, an infinity or a missing value ``None``."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, pd.DataFrame):
+        return jsonable(x.to_dict(orient="records"))
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if x is None or isinstance(x, (str, int)):
+        return x
+    if x is pd.NA or x is pd.NaT:
+        return None
+    return str(x)
 
 
 def fmt(x, digits: int = 4) -> str:

@@ -2,22 +2,23 @@
 loss and gradient agree on the probe batch (``harness.algorithms.probe``) waste a study. Such a
 pair is an error before anything runs; two conditions with the same configuration are only a
 warning (``study_warnings``), and pairs that differ where the probe cannot see (learning rate,
-schedule, group size, train settings) are never flagged.
+schedule, group size, train settings) are never flagged. Probe results are kept in the cache
+(``probe_cache``): a study whose configurations were probed before is checked without torch.
 """
 
 from __future__ import annotations
 
 from harness.algorithms.config import RLConfig
-from harness.algorithms.probe import (
+from harness.algorithms.probe_result import (
     TOLERANCE,
     UNPROBED,
     ProbeResult,
     differing_fields,
-    probe,
 )
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError
 from harness.study.expand import condition_spec, tuning_specs
+from harness.study.probe_cache import probe_result
 from harness.study.schema import Study, format_value
 
 
@@ -49,7 +50,7 @@ def noop_pairs(study: Study) -> list[str]:
     def result(name: str) -> ProbeResult:
         if name not in results:
             spec = specs[name]
-            results[name] = probe(spec.algorithm, spec.train.max_new_tokens)
+            results[name] = probe_result(spec.algorithm, spec.train.max_new_tokens, spec.cache_dir)
         return results[name]
 
     names, lines = list(specs), []

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.engine.spec import TrialSpec
+from harness.engine.warmstart_key import MANIFEST_FILE, cache_folder
 from harness.errors import ConfigError
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import comparisons, condition_spec, study_dir, tuning_specs
@@ -219,7 +220,6 @@ def measured_run(records: Iterable[Any]) -> Measured | None:
 
 def warm_starts(specs: Iterable[TrialSpec]) -> list[WarmStartPlan]:
     """The distinct warm starts of ``specs`` (warm start on), each cached here or to be built."""
-    from harness.engine.warmstart import MANIFEST_FILE, cache_folder
 
     out: dict[str, WarmStartPlan] = {}
     for spec in specs:

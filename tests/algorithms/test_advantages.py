@@ -3,9 +3,10 @@ import math
 import pytest
 import torch
 
-from harness.algorithms.advantages import ADVANTAGES, AdvantageInputs, sequence_returns
+from harness.algorithms.advantages import AdvantageInputs, sequence_returns
 from harness.algorithms.config import RLConfig
 from harness.algorithms.objective import token_rewards
+from harness.algorithms.parts import ADVANTAGES
 
 GROUP_ESTIMATORS = ["group_zscore", "group_mean", "leave_one_out"]
 

@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from harness.algorithms.aggregation import AGGREGATIONS, make_aggregator
+from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.config import RLConfig
+from harness.algorithms.parts import AGGREGATIONS
 
 PER_TOKEN = torch.tensor([[1.0, 2.0, 3.0], [4.0, float("nan"), 99.0], [7.0, 7.0, 7.0]])
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # row 2: dropped

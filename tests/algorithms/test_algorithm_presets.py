@@ -1,16 +1,12 @@
 import pytest
 import torch
 
-from harness.algorithms.advantages import (
-    ADVANTAGES,
-    AdvantageInputs,
-    compute_advantages,
-)
+from harness.algorithms.advantages import AdvantageInputs, compute_advantages
 from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import value_loss
 from harness.algorithms.kl import kl_estimate
-from harness.algorithms.losses import POLICY_LOSSES
+from harness.algorithms.parts import ADVANTAGES, POLICY_LOSSES
 from harness.algorithms.presets import (
     PRESETS,
     check_algorithm,

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 from harness.algorithms.registry import Registry
@@ -35,3 +37,17 @@ def test_duplicates_and_missing_metadata_are_refused():
         reg.register("a", fast=True)
     with pytest.raises(TypeError, match=r"must declare exactly \['fast'\]"):
         reg.register("b")
+
+
+def test_a_declared_entry_is_imported_on_first_get_only(tmp_path, monkeypatch):
+    (tmp_path / "lazy_widgets.py").write_text("def spin():\n    return 'spun'\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    reg = Registry("widget", meta_keys=("fast",))
+    reg.declare("spin", "lazy_widgets:spin", fast=True)
+    reg.check("spin")
+    assert reg.names() == ["spin"] and reg.meta("spin") == {"fast": True}
+    assert "lazy_widgets" not in sys.modules
+    assert reg.get("spin")() == "spun" and "lazy_widgets" in sys.modules
+    monkeypatch.delitem(sys.modules, "lazy_widgets")
+    with pytest.raises(ValueError, match="not 'module:attr'"):
+        reg.declare("twist", "lazy_widgets.twist", fast=False)

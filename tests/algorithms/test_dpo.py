@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from harness.algorithms.dpo import PAIR_SOURCES, build_pairs, dpo_loss, pair_sampler
+from harness.algorithms.dpo import build_pairs, dpo_loss, pair_sampler
+from harness.algorithms.parts import PAIR_SOURCES
 from harness.algorithms.presets import PRESETS, check_algorithm, resolve_algorithm
 from harness.errors import ConfigError
 

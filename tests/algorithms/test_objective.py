@@ -7,8 +7,9 @@ import torch
 
 from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.config import RLConfig
-from harness.algorithms.kl import KL_PLACEMENTS, kl_weights
+from harness.algorithms.kl import kl_weights
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
+from harness.algorithms.parts import KL_PLACEMENTS
 
 
 def one_token_batch(ratio: float, advantage: float, ref_gap: float, **extra) -> UpdateBatch:

@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from harness.algorithms.old_logprobs import OLD_LOGPROBS, recomputes_old_logprobs
-from harness.algorithms.parts import SLOTS
+from harness.algorithms.old_logprobs import recomputes_old_logprobs
+from harness.algorithms.parts import OLD_LOGPROBS, SLOTS
 from harness.algorithms.presets import PRESETS, resolve_algorithm
-from harness.algorithms.probe import UNPROBED, probe
+from harness.algorithms.probe import probe
+from harness.algorithms.probe_result import UNPROBED
 from harness.errors import ConfigError
 
 FP32, BF16, FP16 = torch.float32, torch.bfloat16, torch.float16

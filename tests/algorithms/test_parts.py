@@ -3,7 +3,7 @@
 import pytest
 
 from harness.algorithms.config import DPOConfig, RLConfig
-from harness.algorithms.parts import SLOTS, STEP_FIELDS, fields_read, readers
+from harness.algorithms.parts import DPO_SLOTS, SLOTS, STEP_FIELDS, fields_read, readers
 from harness.algorithms.presets import PRESETS, check_algorithm, resolve_algorithm
 from harness.errors import ConfigError
 
@@ -24,6 +24,12 @@ def test_declared_reads_are_fields_and_every_field_has_a_reader():
     for field in PART_FIELDS:
         assert readers(field), f"{field} is read by no part"
     assert set(OTHER_VALUE) == set(PART_FIELDS)
+
+
+def test_every_declared_part_resolves_to_its_function():
+    for registry in [*SLOTS.values(), *DPO_SLOTS.values()]:
+        for name in registry.names():
+            assert callable(registry.get(name)), (registry.kind, name)
 
 
 @pytest.mark.parametrize("preset", RL_PRESETS)

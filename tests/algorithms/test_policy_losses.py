@@ -3,9 +3,8 @@ import math
 import pytest
 import torch
 
-from harness.algorithms.aggregation import AGGREGATIONS
 from harness.algorithms.config import RLConfig
-from harness.algorithms.losses import POLICY_LOSSES
+from harness.algorithms.parts import AGGREGATIONS, POLICY_LOSSES
 
 
 def cfg(**kw) -> RLConfig:

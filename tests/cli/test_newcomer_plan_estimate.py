@@ -12,7 +12,7 @@ import pytest
 from cli_main import run_main
 
 from harness.engine.spec import TrialResult
-from harness.engine.warmstart import MANIFEST_FILE, cache_folder
+from harness.engine.warmstart_key import MANIFEST_FILE, cache_folder
 from harness.study.expand import expand, study_dir
 from harness.study.load import load_study
 from harness.study.plan import (

@@ -14,7 +14,7 @@ from cli_main import run_main
 
 from harness.cli.trial import TRIALS_DIR, build_spec
 from harness.engine.spec import WARMSTART_BELOW_TARGET, TrialResult
-from harness.engine.warmstart import WarmStartInputs, cache_key
+from harness.engine.warmstart_key import WarmStartInputs, cache_key
 from harness.study.expand import expand
 from harness.study.load import load_study
 from harness.tracking.mlflow_mirror import Tracker

@@ -83,7 +83,7 @@ def test_trial_on_a_model_folder_with_a_jsonl_task(model_dir, gsm_file, cache_di
 def test_warm_start_of_a_lora_model_is_merged_and_cached(model_dir, gsm_file, cache_dir):
     from pathlib import Path
 
-    from harness.engine.warmstart import WarmStartInputs, cache_key
+    from harness.engine.warmstart_key import WarmStartInputs, cache_key
 
     spec = _spec(model_dir, gsm_file, cache_dir, warm_steps=3)
     result = run_trial(spec)

@@ -1,8 +1,8 @@
 import torch
 
+from harness.engine.logprobs import completion_forward
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
 from harness.engine.rollout import (
-    completion_forward,
     decode_completions,
     encode_prompts,
     sample,

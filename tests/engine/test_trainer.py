@@ -4,7 +4,7 @@ import pytest
 
 from harness.algorithms import PRESETS
 from harness.engine.trial import prompt_batches, run_trial
-from harness.engine.warmstart import WarmStartInputs, cache_key
+from harness.engine.warmstart_key import WarmStartInputs, cache_key
 from harness.errors import ConfigError, NonFiniteError
 
 COMMON = [
@@ -97,17 +97,17 @@ def test_drop_degenerate_updates_only_mixed_groups(make_spec, kl):
 def test_dpo_samples_its_pairs_from_the_model_pairs_from_names(make_spec, monkeypatch):
     import harness.engine.dpo_step as dpo_step
 
-    score = dpo_step.score_groups
+    score = dpo_step.training_scores
 
     def completions(pairs_from: str, lr: float) -> list[list[str]]:
         """Every step's sampled completions (what the verifier ranks into pairs)."""
         seen: list[list[str]] = []
 
-        def spy(items, texts, group, reward):
+        def spy(learner, items, texts, reward):
             seen.append(list(texts))
-            return score(items, texts, group, reward)
+            return score(learner, items, texts, reward)
 
-        monkeypatch.setattr(dpo_step, "score_groups", spy)
+        monkeypatch.setattr(dpo_step, "training_scores", spy)
         result = run_trial(make_spec("dpo", overrides={"pairs_from": pairs_from, "lr": lr}, train={"steps": 4}))
         assert result.history[1]["train/pairs"] > 0  # the first step updates the policy
         return seen

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from harness.engine.trial import run_trial
-from harness.engine.warmstart import WarmStartInputs, cache_key
+from harness.engine.warmstart_key import WarmStartInputs, cache_key
 
 REBUILT = r"warm-start cache .*; rebuilding it"
 

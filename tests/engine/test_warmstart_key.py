@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.spec import TrialSpec
-from harness.engine.warmstart import WarmStartInputs, cache_key
+from harness.engine.warmstart_key import WarmStartInputs, cache_key
 
 
 def other(value: Any) -> Any:

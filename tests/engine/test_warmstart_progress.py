@@ -14,7 +14,7 @@ import pytest
 import harness.engine.warmstart as warmstart
 from harness.engine.spec import WARMSTART_BELOW_TARGET
 from harness.engine.trial import run_trial
-from harness.engine.warmstart import MANIFEST_FILE, WarmStartInputs, cache_key
+from harness.engine.warmstart_key import MANIFEST_FILE, WarmStartInputs, cache_key
 
 
 def _folder(spec) -> Path:

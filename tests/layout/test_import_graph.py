@@ -4,7 +4,7 @@ The rule is written once, in ``MAY_IMPORT``: each part of ``harness`` lists the 
 import. A part may always import its own modules, ``harness.errors`` and the package root
 (``__version__``). The engine is reached
 from outside only through its spec and its tasks (the study checks task names), its warm-start
-cache (the plan says whether a study's warm start is cached) and, by a ``module:function``
+key (the plan says whether a study's warm start is cached; torch-free) and, by a ``module:function``
 string in a child process, through ``harness.engine.trial``.
 """
 
@@ -23,7 +23,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "algorithms": set(),
     "stats": set(),
     "engine": {"algorithms"},
-    "study": {"algorithms", "engine.spec", "engine.tasks", "engine.warmstart"},
+    "study": {"algorithms", "engine.spec", "engine.tasks", "engine.warmstart_key"},
     "tracking": {"study", "engine.spec", "harness"},
     "runner": {"study", "tracking", "engine.spec"},
     "report": {"stats", "tracking"},

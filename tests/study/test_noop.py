@@ -1,6 +1,7 @@
 """Arms that differ in the study file but compute the same thing are an error before any work."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -9,6 +10,7 @@ from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import ConfigError
 from harness.runner.options import RunOptions
 from harness.runner.run import prepare
+from harness.study import probe_cache
 from harness.study.load import load_study
 from harness.study.noop import noop_pairs
 
@@ -78,3 +80,22 @@ def test_differences_the_probe_cannot_see_and_real_ablations_pass(tmp_path):
     lines = noop_pairs(load_study(grid))
     assert len(lines) == 1 and lines[0].startswith("grpo[dual_clip=1000.0] and grpo[dual_clip=2000.0]")
 
+
+
+def test_probe_results_are_kept_until_the_code_changes(tmp_path, monkeypatch):
+    study = load_study(study_file(tmp_path, PLANTED))
+    found = noop_pairs(study)
+    kept = sorted((Path(".cache") / "harness" / "probe").glob("*.json"))
+    assert len(kept) == 3  # one per configuration, under the working folder's cache
+
+    def no_probe(cfg, max_new_tokens):
+        raise AssertionError("probed again")
+
+    monkeypatch.setattr("harness.algorithms.probe.probe", no_probe)
+    assert noop_pairs(study) == found  # read back, not probed
+    kept[0].write_text("{not json")
+    with pytest.raises(AssertionError, match="probed again"):  # an unreadable entry is probed again
+        noop_pairs(study)
+    monkeypatch.setattr(probe_cache, "_code_digest", lambda: "edited")
+    with pytest.raises(AssertionError, match="probed again"):  # so is every entry after an edit
+        noop_pairs(study)
