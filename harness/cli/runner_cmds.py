@@ -69,7 +69,7 @@ def worker_cmd(
     grace_period: float = typer.Option(None, "--grace-period", hidden=True),
     poll_interval: float = typer.Option(None, "--poll-interval", hidden=True),
 ) -> None:
-    """Join a running study from this machine: work on its queue until nothing is left."""
+    """Join a running study from this machine: work on its queue until the study is finished."""
     from harness.runner.run import run_worker
 
     opts = _options(
@@ -91,7 +91,8 @@ def status_cmd(
     study: StudyArg,
     storage: str = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
-    """Show the study's trials by state (completed / running / waiting / failed) with failure reasons.
+    """Show the study's trials by state (completed / running / waiting / failed) with failure reasons
+    (and, for a sequential study, its current look and each arm's state).
 
     With --storage, the records other machines stored there are copied into this machine's
     study folder first.

@@ -27,6 +27,7 @@ from harness.study.plan import (
     format_duration,
     plan_study,
 )
+from harness.study.schema import AA, AA_SEED_OFFSET
 from harness.tracking.records import read_records
 
 
@@ -66,7 +67,46 @@ def _summary(study) -> list[str]:
         f"{len(comparisons(study))} comparison(s) vs control; output {study_dir(study)}"
     )
     lines.append(f"decision: {decision_line(study.min_effect, study.test, study.failures)}")
+    if study.sequential is not None:
+        lines.append(f"sequential: {looks_line(study.sequential.schedule(), study.sequential.spending)}; "
+                     "the trials above are its maximum")
+    extra = [what for what, on in (("an A/A copy of the control", study.calibration == "aa"),
+                                   ("a placebo", study.placebo != "none")) if on]
+    if extra:
+        lines.append(f"calibration: {' and '.join(extra)}, reported apart from the verdicts")
     return lines
+
+
+def looks_line(looks: list[int], spending: str) -> str:
+    return f"looks at {', '.join(map(str, looks))} seeds per arm ({spending.replace('_', '-')} spending)"
+
+
+def sequential_lines(plan: StudyPlan) -> list[str]:
+    """A sequential plan: its looks, and the trials it spends on average under no effect and at
+    min_effect (planning figures: the seed sd measured on the control, or assumed)."""
+    from harness.stats.sequential import expected_trials
+
+    design = plan.sequential
+    arms = len(plan.comparisons)
+    cells = sum(c.arm == plan.control and c.role == "arm" for c in plan.conditions) or 1
+    lines = [f"sequential: {looks_line(design['looks'], design['spending'])}; the trials below are the maximum"]
+    if not arms:
+        return lines
+    if plan.control_sd is not None:
+        sd, source = plan.control_sd, f"the control's seed sd {plan.control_sd:.3g} ({plan.control_sd_from} records)"
+    elif plan.min_effect is not None:
+        sd, source = plan.min_effect, "a seed sd assumed equal to min_effect (none measured yet)"
+    else:
+        return [*lines, "  expected trials: set min_effect (or run the first look) to plan them"]
+    arms_per_cell = arms // cells
+    spent = {
+        what: cells * expected_trials(design["looks"], arms=arms_per_cell, delta=delta, margin=plan.min_effect, sd=sd,
+                                      spending=design["spending"], followers=plan.followers).mean
+        for what, delta in (("no effect", 0.0), ("min_effect", plan.min_effect))
+        if delta is not None
+    }
+    shown = "; ".join(f"{n:.0f} under {what}" for what, n in spent.items())
+    return [*lines, f"  expected trials: {shown} (every arm alike; from {source})"]
 
 
 @app.command()
@@ -143,7 +183,11 @@ def render_plan(plan: StudyPlan) -> str:
             f"phase 2, comparison: each arm's best configuration x {_seeds(plan.seeds)}"
         )
     else:
-        lines.append(f"seeds: {_seeds(plan.seeds)}, the same for every condition")
+        aa = any(c.role == AA for c in plan.conditions)
+        lines.append(f"seeds: {_seeds(plan.seeds)}, the same for every condition"
+                     + (f" (the A/A copy: the same + {AA_SEED_OFFSET})" if aa else ""))
+    if plan.sequential is not None:
+        lines += sequential_lines(plan)
     lines.append("")
     rows = [["condition", "algorithm", "overrides", "trials", "done", "tokens/trial", "est/trial"]]
     for c in plan.conditions:

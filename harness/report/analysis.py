@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness import stats
 from harness.errors import unknown_name
+from harness.report.calibration import calibration_table, tripwire_state
 from harness.report.comparisons import (
     arm_scores,
     compare_scores,
@@ -69,6 +70,7 @@ class Analysis:
     components: pd.DataFrame = field(default_factory=pd.DataFrame)  # variance components of the primary metric
     budget: pd.DataFrame = field(default_factory=pd.DataFrame)  # predicted SE of a difference per design option
     looks: pd.DataFrame = field(default_factory=pd.DataFrame)  # sequential studies: each comparison look by look
+    calibration: pd.DataFrame = field(default_factory=pd.DataFrame)  # A/A and placebo comparisons, apart
     notes: list[str] = field(default_factory=list)
 
 
@@ -214,7 +216,8 @@ def curve_bands(results, metric: str, *, x: str = "step", alpha: float = 0.05, n
 
 def build_header(results, *, correction: str, alpha: float, min_effect: float | None = None,
                  planning_effect: float | None = None, noise_line: str = "", level: float | None = None,
-                 failed_by_condition: dict[str, int] | None = None, design: str = "") -> dict[str, Any]:
+                 failed_by_condition: dict[str, int] | None = None, design: str = "",
+                 tripwires: list[str] | None = None) -> dict[str, Any]:
     import harness
 
     meta = meta_of(results)
@@ -225,7 +228,7 @@ def build_header(results, *, correction: str, alpha: float, min_effect: float | 
     n_failed = int(status.get("failed", 0))
     n_pending = int(status.get("running", 0)) + int(status.get("waiting", 0))
     failures = meta.get("failures") or "drop"
-    state = []
+    state = list(tripwires or [])
     if n_pending:
         state.append(
             f"STILL RUNNING: {n_pending} of {n_total} trials are still running or waiting; "
@@ -337,6 +340,9 @@ def analyze(
                                         power=power, min_effect=margin, planning_effect=effect, looks=looks,
                                         family_size=len(pairs) if looks is not None else None)
     verdicts = mark_no_learning_signal(verdicts, results)
+    calibration = calibration_table(results, scores, metric=metric, alpha=alpha, correction=correction,
+                                    direction=direction, min_effect=margin, failures=failures,
+                                    test=meta.get("test") or "auto", n_permutations=n_permutations, seed=seed)
     split = noise_split(metric, scores, level=level, effect=effect, margin=margin, power=power,
                         plan=typical_plan(pairs))
 
@@ -348,7 +354,8 @@ def analyze(
         header=build_header(results, correction=correction, alpha=alpha, min_effect=margin, planning_effect=effect,
                             noise_line=split.line, level=level,
                             failed_by_condition={c: s.failed for c, s in scores.items()},
-                            design=design_line(rep) if rep is not None else ""),
+                            design=design_line(rep) if rep is not None else "",
+                            tripwires=tripwire_state(calibration)),
         conditions=condition_table(results, metric, alpha=alpha),
         verdicts=verdicts,
         robustness=robustness,
@@ -362,6 +369,7 @@ def analyze(
         components=split.components,
         budget=split.budget,
         looks=rep.table if rep is not None else pd.DataFrame(),
+        calibration=calibration,
     )
     for m in curve_metrics_of(results, curve_metrics):
         for x in ("step", "tokens"):

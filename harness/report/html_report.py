@@ -104,8 +104,7 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
 
     order: list[str] = [_header(analysis.header)]
     order.append(_table(by_key["verdicts"]))
-    if "looks" in by_key:
-        order.append(_table(by_key["looks"]))
+    order += [_table(by_key[key]) for key in ("looks", "calibration") if key in by_key]
     order += figs("fig-forest")
     order.append(_table(by_key["robustness"]))
     order += figs("fig-strip")

@@ -95,7 +95,7 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
     """Every comparison of a sequential study, look by look (see the module docstring)."""
     meta = meta_of(results)
     design = meta["sequential"]
-    looks, spending, pool = list(design["looks"]), design["spending"], list(meta.get("seeds") or [])
+    looks, spending = list(design["looks"]), design["spending"]
     pairs = comparisons_of(results)
     family = len(pairs) if correction == "bonferroni" else 1
     trials = results.trials
@@ -103,8 +103,7 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
     for condition, control in pairs:
         state = states[(condition, control)] = PairState()
         for k, n_k in enumerate(looks):
-            seeds = pool[:n_k]
-            checks = [_look_trials(trials, c, seeds) for c in (condition, control)]
+            checks = [_look_trials(trials, c, look_pool(meta, c, n_k)) for c in (condition, control)]
             if not all(done for _, done in checks):
                 state.waiting = k
                 if not all(present for present, _ in checks):
@@ -112,7 +111,8 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
                         wanted[c] = max(wanted.get(c, k), k)
                 break
             state.reached = k
-            pair = compare_scores(_on_pool(scores[condition], seeds), _on_pool(scores[control], seeds), condition,
+            pair = compare_scores(_on_pool(scores[condition], look_pool(meta, condition, n_k)),
+                                  _on_pool(scores[control], look_pool(meta, control, n_k)), condition,
                                   control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
                                   failures=failures, robustness=False)
             count = min(pair.difference.n_arm, pair.difference.n_control)
@@ -131,7 +131,24 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
             if decided:
                 state.verdict, state.stopped_at = verdict.label, k
                 break
+    _follow_controls(meta, trials, looks, wanted)
     return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), states, wanted)
+
+
+def look_pool(meta: dict, condition: str, n: int) -> list[int]:
+    """The first ``n`` seeds of ``condition`` (its own pool: an A/A copy's seeds are its own)."""
+    pools = meta.get("seed_pools") or {}
+    return list(pools.get(condition) or meta.get("seeds") or [])[:n]
+
+
+def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:
+    """A calibration condition (A/A copy, placebo) takes the seeds its control has, look by look;
+    it never asks for seeds of its own."""
+    for condition, control in (meta.get("mirrors") or {}).items():
+        has = [k for k, n in enumerate(looks) if _look_trials(trials, control, look_pool(meta, control, n))[0]]
+        target = max([*has, wanted.get(control, -1)])
+        if target >= 0 and not _look_trials(trials, condition, look_pool(meta, condition, looks[target]))[0]:
+            wanted[condition] = target
 
 
 def final_pairs(rep: Replay, results, scores: dict[str, ArmScores], *, metric: str, failures: str, test: str,
@@ -139,11 +156,11 @@ def final_pairs(rep: Replay, results, scores: dict[str, ArmScores], *, metric: s
     """Each comparison on the seeds of the look that decided it (or of its latest look), with its
     robustness checks, and that look; one not yet tested at any look is untestable, saying why."""
     meta = meta_of(results)
-    pool, pairs, looks = list(meta.get("seeds") or []), [], []
+    pairs, looks = [], []
     for (condition, control), state in rep.states.items():
-        k = 0 if state.tested_at is None else state.tested_at
-        seeds = pool[: rep.looks[k]]
-        pair = compare_scores(_on_pool(scores[condition], seeds), _on_pool(scores[control], seeds), condition,
+        n = rep.looks[0 if state.tested_at is None else state.tested_at]
+        pair = compare_scores(_on_pool(scores[condition], look_pool(meta, condition, n)),
+                              _on_pool(scores[control], look_pool(meta, control, n)), condition,
                               control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
                               failures=failures, n_permutations=n_permutations, seed=seed,
                               robustness=state.tested_at is not None)

@@ -229,6 +229,12 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
                            "estimate and its repeated interval (level: that look's, from the spending function "
                            "at alpha / m), and what the look decided (stop: the verdict; continue: the next "
                            "look's seeds were bought)."))
+    if len(analysis.calibration):
+        out.append(Section("calibration", "Calibration checks", _strings(analysis.calibration),
+                           "Read like the verdicts, at the same level, but outside their family. A/A tripwire: "
+                           "the control again on other seeds; better or worse means the verdicts above are not "
+                           "to be trusted. Placebo: each arm against the control trained on shuffled rewards "
+                           "(no signal); a gain over it is not format or length drift."))
     out += [
         Section("robustness", "Robustness checks", robustness_display(analysis),
                 "Other tests of the same comparison (unadjusted p), none identical to the verdict's test at "

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.runner import trial_queue as queue
+from harness.runner.looks import due_looks, look_lines
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir
 from harness.study.load import load_study
@@ -50,7 +51,8 @@ class RunSummary:
     storage_url: str
     trials: list[TrialOutcome] = field(default_factory=list)
     interrupted: bool = False
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what is missing (the exit code is then 1)
+    looks: list[str] = field(default_factory=list)  # a sequential study: where its looks stand
 
     @property
     def exit_code(self) -> int:
@@ -76,6 +78,7 @@ class RunSummary:
             for t in trials:
                 if t.status == "failed":
                     lines.append(f"  failed {t.key} (attempt {t.attempts}): {t.reason}")
+        lines.extend(self.looks)
         lines.extend(self.notes)
         if self.interrupted:
             lines.append(
@@ -162,6 +165,7 @@ class StatusReport:
     storage_url: str
     trials: list[TrialOutcome] = field(default_factory=list)
     started: bool = True
+    looks: list[str] = field(default_factory=list)  # a sequential study: where its looks stand
 
     def format(self) -> str:
         lines = [f"study {self.study} ({self.study_dir}), storage {redact_url(self.storage_url)}"]
@@ -189,6 +193,7 @@ class StatusReport:
                     lines.append(f"  {t.status:<8} {t.key} (attempt {t.attempts}), earlier failures:")
                     for attempt, why in t.reasons:
                         lines.append(f"           attempt {attempt}: {why}")
+        lines += self.looks
         lines += summary_lines(t.earlier for t in self.trials if t.earlier is not None)
         return "\n".join(lines)
 
@@ -196,7 +201,7 @@ class StatusReport:
 def study_status(study_ref: str | Path, storage: str | None = None) -> StatusReport:
     """``harness status``: every trial's state (latest attempt), failure reasons and attempts."""
 
-    study, folder, _ = _study_from(study_ref)
+    study, folder, study_file = _study_from(study_ref)
     url = storage or study_db.default_storage_url(folder)
     report = StatusReport(study.name, folder, url)
     if storage is None and not (folder / "optuna.db").exists():
@@ -212,5 +217,7 @@ def study_status(study_ref: str | Path, storage: str | None = None) -> StatusRep
     for t in report.trials:
         if t.phase == "compare" and t.spec is not None:
             t.earlier = earlier_design_of(study, t.spec, t.key.rsplit("-s", 1)[0])
+    if study.sequential is not None:
+        report.looks = look_lines(due_looks(study_file, url))
     return report
 

@@ -17,10 +17,16 @@ With ``tuning:`` the tuning phase runs first: an Optuna study ``<name>.tune.<arm
 exactly ``n_trials`` trials each (equal budget; completed ones count on resume), then the best
 parameters of each arm (``study.apply_best``) give the comparison trials, run like any study.
 
+With ``sequential:`` only the first look is queued at first; each next look is queued, for the
+undecided arms and their controls, as soon as the look before it has been read
+(:mod:`harness.runner.looks`: by this runner or by any worker, exactly once). A study that
+stopped early is complete: the looks it never needed are not "not run".
+
 Before anything is queued the study folder must be writable with some free space
 (:func:`harness.runner.output_dir.check_output_dir`; a clear error, exit 2, otherwise).
 
-``run_worker`` joins an existing study from any machine (no queueing). The pool of worker
+``run_worker`` joins an existing study from any machine (it queues nothing but a sequential
+study's next looks, which its workers work out themselves). The pool of worker
 processes lives in :mod:`harness.runner.pool`, summaries and ``study_status`` in :mod:`harness.runner.outcomes`.
 """
 
@@ -35,6 +41,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from harness.runner import trial_queue as queue
+from harness.runner.looks import Looks, due_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
     EXIT_BAD_INPUT,
@@ -53,6 +60,7 @@ from harness.runner.outcomes import (
 )
 from harness.runner.output_dir import check_output_dir, make_output_dir
 from harness.runner.pool import Progress, run_pool
+from harness.runner.seed_check import seed_check
 from harness.runner.slots import plan_slots
 from harness.study.expand import apply_best, expand, study_dir
 from harness.study.load import dump_study, load_study
@@ -145,7 +153,9 @@ class _Phases:
     """What ``harness run`` queues, in order: the tuning budget, then the comparison trials.
 
     With tuning, the comparison trials are queued from inside the pool as soon as every tuning
-    job has finished, so the same workers carry on (no restart between phases).
+    job has finished, so the same workers carry on (no restart between phases); the queue's
+    ``compare_queued`` attribute tells the workers of other machines to wait for them until then.
+    A sequential study queues its looks one by one as they fall due (the workers do too).
     """
 
     def __init__(self, setup: _Setup, opts: RunOptions, workers: int):
@@ -159,6 +169,9 @@ class _Phases:
         self.progress = Progress(study.name, [self.main_q], keys=None, workers=workers,
                                  stream=self.out, every_s=opts.progress_every)
         self.hold_file = setup.study_dir / "tmp" / f"hold-{os.getpid()}"
+        self.looks = None
+        if study.sequential is not None:
+            self.looks = Looks(study, setup.study_file, setup.storage_url, self.main_q, self._say)
         if study.tuning is not None:
             self.tune = {
                 a.name: queue.create_queue(setup.storage, study_db.tune_study_name(study.name, a.name, tuning_space_key(study)), study.direction)
@@ -173,12 +186,19 @@ class _Phases:
     def slot_keys(self) -> list[str]:
         return [f"slot{i:04d}" for i in range(self.setup.study.tuning.n_trials)]
 
+    def _say(self, message: str) -> None:
+        print(f"[harness] {message}", file=self.out, flush=True)
+
     def start(self) -> None:
 
         study = self.setup.study
+        if self.looks is not None:
+            self.queue_looks()
+            return
         if not self.tune:
             self.queue_compare(expand(study))
             return
+        queue.set_queue_attr(self.main_q, queue.COMPARE_QUEUED, False)
         with _lock(self.setup.study_dir):
             for arm, q in self.tune.items():
                 report = queue.enqueue_slots(q, arm=arm, n_trials=study.tuning.n_trials, retries=self.opts.retries)
@@ -190,8 +210,12 @@ class _Phases:
         self.tick()
 
     def tick(self) -> None:
-        """Queue the comparison trials once tuning is over (called every poll of the pool)."""
+        """Queue what has fallen due (called every poll of the pool): a sequential study's next
+        looks; the comparison trials once tuning is over."""
 
+        if self.looks is not None:
+            self.looks.advance()
+            return
         if self.specs is not None or not self.tune or any(queue.has_work(q) for q in self.tune.values()):
             return
         best, self.notes = best_params(self.setup)
@@ -202,6 +226,7 @@ class _Phases:
                 shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
                 print(f"[harness] best {arm}: {shown}", file=self.out, flush=True)
             self.queue_compare(apply_best(self.setup.study, best))
+        queue.set_queue_attr(self.main_q, queue.COMPARE_QUEUED, True)
         self.hold_file.unlink(missing_ok=True)
 
     def queue_compare(self, specs: list) -> None:
@@ -212,10 +237,36 @@ class _Phases:
         self.specs = specs
         self.progress.retarget(self.setup.study.name, [self.main_q], {s.trial_id for s in specs})
 
-    def pending(self) -> bool:
-        """Whether workers are needed: something waiting or running, or a phase still to queue."""
+    def queue_looks(self) -> None:
+        """A sequential study: retry the failed trials of the looks queued before (a re-run),
+        then queue what is due (the first look of a new study)."""
 
-        return self.specs is None or any(queue.has_work(q) for q in self.queues)
+        design = expand(self.setup.study)
+        queue.set_queue_attr(self.main_q, queue.RETRIES, self.opts.retries)  # for looks queued anywhere
+        with _lock(self.setup.study_dir):
+            report = queue.enqueue_specs(self.main_q, design, phase="compare", retries=self.opts.retries,
+                                         add_new=False)
+        if report.requeued or report.cancelled:
+            self._say(f"queued {report}")
+        self.specs = design
+        self.progress.retarget(self.setup.study.name, [self.main_q], {s.trial_id for s in design})
+        self.looks.advance(force=True)
+
+    def compare_keys(self) -> list[str]:
+        """The comparison trials to report: the design's; of a sequential study, those its looks
+        queued (a study that stopped early never needed the rest)."""
+
+        keys = [s.trial_id for s in self.specs]
+        if self.looks is None:
+            return keys
+        queued = queue.latest(queue.jobs(self.main_q))
+        return [k for k in keys if k in queued]
+
+    def pending(self) -> bool:
+        """Whether workers are needed: something waiting or running, or a phase or look still to queue."""
+
+        unfinished = self.looks is not None and not self.looks.finished
+        return self.specs is None or unfinished or any(queue.has_work(q) for q in self.queues)
 
     def close(self) -> None:
         self.hold_file.unlink(missing_ok=True)
@@ -232,6 +283,7 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         f"| {len(slots)} worker(s) on {', '.join(s.device for s in slots)}",
         file=out, flush=True,
     )
+    print(f"[harness] {seed_check(study, setup.study_dir, opts)}", file=out, flush=True)
     summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
     phases = _Phases(setup, opts, len(slots))
     try:
@@ -258,9 +310,13 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         summary.trials += _outcomes(q, "tune", phases.slot_keys, label=_slot_label(arm))
     summary.notes += phases.notes
     if phases.specs is not None:
-        summary.trials += _outcomes(phases.main_q, "compare", [s.trial_id for s in phases.specs])
+        summary.trials += _outcomes(phases.main_q, "compare", phases.compare_keys())
     elif not summary.interrupted:
         summary.notes.append("the comparison trials were not queued (tuning did not finish)")
+    if phases.looks is not None:
+        summary.looks = look_lines(phases.looks.due) if phases.looks.due is not None else []
+        if not phases.looks.finished and not summary.interrupted:
+            summary.notes.append("the sequential study is not finished: run the same command again to go on")
     return summary
 
 # --------------------------------------------------------------------------------------------
@@ -268,7 +324,8 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
 
 
 def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSummary:
-    """``harness worker``: work on an existing study's queue until nothing is left (no queueing)."""
+    """``harness worker``: work on an existing study's queue until the study is finished (see
+    :mod:`harness.runner.worker`: a sequential study's workers queue its next looks themselves)."""
 
     opts = opts or RunOptions()
     study, folder, study_file = _study_from(study_ref)
@@ -294,6 +351,8 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
                                    opts=opts, progress=progress)
     for phase, q in found:
         summary.trials += _queue_outcomes(q, phase)
+    if study.sequential is not None and not summary.interrupted:
+        summary.looks = look_lines(due_looks(study_file, url))
     return summary
 
 

@@ -28,6 +28,11 @@ Two departures from plain Optuna, both because several processes share one queue
   ``UPDATE ... WHERE state = 'RUNNING' AND worker = <owner>``). A job failed as stale in the
   meantime, or superseded by a newer attempt of its trial, gives a :class:`Revoked` instead, and
   the transaction changes nothing.
+- **Exactly-once enqueue.** :func:`enqueue_missing` adds the trials a queue has never held in
+  one transaction that first locks the queue's study row (the lock Optuna itself takes to create
+  a trial), so processes on any number of machines that find the same trials due at once queue
+  them once, and one that dies midway leaves nothing half-queued (a sequential study's looks,
+  :mod:`harness.runner.looks`).
 - **Storage outages.** :func:`retry_storage` retries a call while the database is unreachable
   (SQLAlchemy ``OperationalError`` and the like, also when Optuna wraps them), with back-off, for
   a bounded time (``$HARNESS_STORAGE_RETRY_S``, default 60 s), then raises
@@ -83,6 +88,25 @@ def load_queue(storage: RDBStorage, name: str, sampler: optuna.samplers.BaseSamp
         return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     except KeyError:
         return None
+
+
+# --------------------------------------------------------------------------------------------
+# the queue's own attributes: what every machine working on it must know
+
+#: the ``--retries`` of the run: the budget of jobs that any machine queues later (the looks)
+RETRIES = "retries"
+#: a tuned study: the comparison phase is decided (its trials queued, or none will be)
+COMPARE_QUEUED = "compare_queued"
+
+
+@retried("reading the queue")
+def queue_attr(study: optuna.Study, key: str, default: Any = None) -> Any:
+    return study.user_attrs.get(key, default)
+
+
+@retried("writing the queue")
+def set_queue_attr(study: optuna.Study, key: str, value: Any) -> None:
+    study.set_user_attr(key, value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,12 +223,28 @@ def _waiting_trial(attrs: dict[str, Any], params: dict[str, Any] | None = None):
     )
 
 
-def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int) -> EnqueueReport:
+def _spec_attrs(spec: Any, *, phase: str, attempt: int, retries: int) -> dict[str, Any]:
+    """The user attributes of a comparison job: everything a worker anywhere needs to run it."""
+    return {
+        TRIAL_ID: spec.trial_id,
+        ARM: spec.arm,
+        SEED: getattr(spec, "seed", None),
+        PHASE: phase,
+        ATTEMPT: attempt,
+        MAX_ATTEMPT: attempt + retries,
+        SPEC: spec.model_dump(mode="json"),
+    }
+
+
+def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int,
+                  add_new: bool = True) -> EnqueueReport:
     """Queue every spec whose trial is not queued, running or completed already (idempotent).
 
     A trial whose latest attempt failed is queued again with a fresh retry budget: re-running a
     study retries its failures. Waiting jobs whose trial id is not in ``specs`` (the study file
     changed) are failed with a reason, so workers do not run trials that left the design.
+    ``add_new=False`` leaves out the trials never queued (a sequential study queues those look by
+    look, with :func:`enqueue_missing`): only the retries and the cancellations are done.
     """
     report = EnqueueReport()
     now = latest(jobs(study))
@@ -214,24 +254,15 @@ def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retr
         trial_id = spec.trial_id
         wanted.add(trial_id)
         job = now.get(trial_id)
-        if job is None:
+        if job is None and add_new:
             attempt = 1
             report.added += 1
-        elif job.state == TrialState.FAIL:
+        elif job is not None and job.state == TrialState.FAIL:
             attempt = job.attempt + 1
             report.requeued += 1
         else:
             continue
-        attrs = {
-            TRIAL_ID: trial_id,
-            ARM: spec.arm,
-            SEED: getattr(spec, "seed", None),
-            PHASE: phase,
-            ATTEMPT: attempt,
-            MAX_ATTEMPT: attempt + retries,
-            SPEC: spec.model_dump(mode="json"),
-        }
-        new.append(_waiting_trial(attrs))
+        new.append(_waiting_trial(_spec_attrs(spec, phase=phase, attempt=attempt, retries=retries)))
     if new:
         study.add_trials(new)
     for key, job in now.items():
@@ -267,6 +298,49 @@ def enqueue_slots(study: optuna.Study, *, arm: str, n_trials: int, retries: int)
     if new:
         study.add_trials(new)
     return report
+
+
+@retried("queueing the next look")  # safe to repeat: what the queue holds is skipped
+def enqueue_missing(study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int) -> list[str]:
+    """Queue the specs whose trial id the queue has never held, exactly once across processes.
+
+    One transaction: a no-op update of the queue's study row first takes the lock Optuna takes
+    to create a trial (a row lock in PostgreSQL, the write lock in SQLite), so every other
+    ``enqueue_missing`` and Optuna trial creation on this queue waits; then it reads the trial
+    ids the queue holds (in any state, any attempt) and inserts a WAITING job, numbered as
+    Optuna numbers trials, for each spec not among them. A second process that found the same
+    trials due waits for the lock, then finds them queued and adds nothing; a process that dies
+    before the commit leaves nothing behind (the next one to look queues them). Retries of
+    failed trials are not this function's: see :func:`enqueue_specs`. Returns the trial ids added.
+    """
+    trials = _models.TrialModel.__table__
+    studies = _models.StudyModel.__table__
+    user = _models.TrialUserAttributeModel.__table__
+    system = _models.TrialSystemAttributeModel.__table__
+    sid = study._study_id
+    added: list[str] = []
+    with backend(study).engine.begin() as conn:
+        conn.execute(sa.update(studies).where(studies.c.study_id == sid).values(study_name=studies.c.study_name))
+        held = {
+            json.loads(value) for value in conn.execute(
+                sa.select(user.c.value_json).join(trials, trials.c.trial_id == user.c.trial_id)
+                .where(trials.c.study_id == sid, user.c.key == TRIAL_ID)
+            ).scalars()
+        }
+        number = conn.execute(sa.select(sa.func.count()).select_from(trials).where(trials.c.study_id == sid)).scalar()
+        for spec in specs:
+            if spec.trial_id in held:
+                continue
+            held.add(spec.trial_id)
+            row = conn.execute(sa.insert(trials).values(number=number, study_id=sid, state=TrialState.WAITING))
+            number += 1
+            trial_id = row.inserted_primary_key[0]
+            attrs = _spec_attrs(spec, phase=phase, attempt=1, retries=retries)
+            conn.execute(sa.insert(user), [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)}
+                                           for k, v in attrs.items()])
+            conn.execute(sa.insert(system).values(trial_id=trial_id, key="fixed_params", value_json="{}"))
+            added.append(spec.trial_id)
+    return added
 
 
 @retried("queueing the next attempt", nested=True)  # after the FAIL: the retry must not get lost

@@ -36,6 +36,13 @@ A worker that died between 3 and 4 leaves a record without its MLflow run: every
 mirrors the local records that MLflow lacks (:func:`harness.tracking.mlflow_mirror.sync`, one
 worker of a machine at a time), so the next worker, or the next ``harness run``, repairs it.
 
+**When the queue is empty** a worker exits only once nothing more can come: nothing waiting or
+running anywhere, and the study finished. A sequential study is finished when its replay says
+so; until then an idle worker works out the next look itself and queues it (exactly once across
+machines, :mod:`harness.runner.looks`). A tuned study is finished once ``harness run`` has queued
+its comparison trials (the queue's ``compare_queued`` attribute) and they are done, so workers
+on other machines carry on from the tuning phase into the comparison.
+
 While a job runs, a thread records fenced heartbeats; jobs of dead workers are found by their
 stale heartbeats and re-queued (see :mod:`harness.runner.trial_queue`). A worker whose heartbeat
 finds its claim revoked stops its trial process at once. Starting and watching the trial's
@@ -81,6 +88,7 @@ from harness.runner.child import one_line
 from harness.runner.heartbeat import Either, Heartbeat
 from harness.runner.launch import prestart_forkserver, run_trial_process
 from harness.runner.local_write import LocalWrite, file_lock
+from harness.runner.looks import Looks
 from harness.runner.worker_config import WorkerConfig, WorkerStats
 from harness.study.expand import tuning_specs
 from harness.study.load import load_study
@@ -150,6 +158,12 @@ class Worker:
         self._last_stale_check = 0.0
         self._job = None  # the job being run (named when the worker has to stop)
         self._beats: Heartbeat | None = None
+        self._compare_q = next((q for q in self.queues
+                                if q.study_name == study_db.compare_study_name(self.study.name)), None)
+        self._looks = None
+        if self.study.sequential is not None and self._compare_q is not None:
+            self._looks = Looks(self.study, config.study_file, config.storage_url, self._compare_q, self._say)
+        self._said_waiting = False
 
     # ---- main loop ---------------------------------------------------------------------------
 
@@ -168,8 +182,11 @@ class Worker:
                 if claimed is not None:
                     self._run_job(*claimed)
                     continue
+                if self._looks is not None and self._db("working out the next look", self._looks.advance):
+                    continue  # this worker queued a look: claim its trials
                 held = self.config.hold_file is not None and Path(self.config.hold_file).exists()
-                if not held and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues):
+                if (not held and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues)
+                        and self._finished()):
                     break  # nothing waiting, nothing running anywhere, nothing more coming: done
                 self.stop.wait(self.config.poll_interval)  # others still run: one may fail and retry
         except outages.StorageUnavailable as err:
@@ -183,6 +200,21 @@ class Worker:
             self.stats.stopped = str(err)
             self._say(str(err))
         return self.stats
+
+    def _finished(self) -> bool:
+        """Whether the study is over, once no job is waiting or running anywhere (see the module
+        doc): a sequential study by its replay, a tuned one once its comparison trials were queued."""
+        if self._looks is not None:
+            return self._looks.finished
+        if self.study.tuning is None or self._compare_q is None:
+            return True
+        if self._db("polling the queue", queue.queue_attr, self._compare_q, queue.COMPARE_QUEUED, True):
+            return True
+        if not self._said_waiting:
+            self._say("tuning is over; waiting for `harness run` to queue the comparison trials "
+                      "(run it again if it has stopped)")
+            self._said_waiting = True
+        return False
 
     def _db(self, what: str, fn, *args, **kwargs):
         """A storage call, retried through an outage of up to ``storage_retry`` seconds."""

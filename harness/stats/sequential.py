@@ -251,3 +251,35 @@ class Look:
             return 1e-15
         return math.exp(optimize.brentq(lambda log_a: self.bound(math.exp(log_a)) - z, math.log(1e-15),
                                         math.log(0.999), xtol=1e-6))
+
+
+@dataclass(frozen=True)
+class ExpectedTrials:
+    """What a sequential study spends: its maximum, and the mean at a true difference."""
+
+    maximum: int
+    mean: float
+
+
+def expected_trials(looks: Sequence[int], *, arms: int, delta: float, margin: float | None, sd: float,
+                    alpha: float = 0.05, spending: str = "obrien_fleming", followers: int = 0) -> ExpectedTrials:
+    """The trials a sequential study of ``arms`` arms against one control spends when every arm
+    differs from the control by ``delta`` (seed sd ``sd``, unpaired, known variance: a planning
+    figure). An arm stops at the look that decides it (``look_odds``, at alpha / arms); the
+    control, and each of ``followers`` conditions that take its seeds (an A/A copy, a placebo),
+    run until the last arm stops, with the arms treated as independent."""
+    looks = [int(n) for n in looks]
+    if not looks or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] < 1:
+        raise ValueError(f"looks must rise strictly from at least 1 seed; got {looks}")
+    if not sd > 0 or not math.isfinite(sd):
+        raise ValueError(f"the seed sd must be a finite number > 0; got {sd}")
+    n = np.asarray(looks, dtype=float)
+    bounds = efficacy_bounds(n / n[-1], alpha / max(1, arms), spending)
+    odds = look_odds(bounds, 2.0 * sd * sd / n, delta, margin)
+    stop = odds.stopped.copy()
+    stop[-1] += odds.undecided
+    per_arm = float(n @ stop)
+    done_by = np.minimum(np.cumsum(stop), 1.0) ** max(1, arms)  # P(every arm has stopped by look k)
+    control = float(n @ np.diff(np.concatenate([[0.0], done_by])))
+    return ExpectedTrials(maximum=int(looks[-1] * (arms + 1 + followers)),
+                          mean=arms * per_arm + (1 + followers) * control)

@@ -42,9 +42,10 @@ def _inside(study: Study, values: dict[str, Any]) -> bool:
 
 def earlier_design(study: Study, spec: TrialSpec) -> str | None:
     """Why the comparison trial ``spec`` is not part of ``study``'s current design, or None."""
-    if spec.arm not in study.conditions():
+    conditions = {c.name: c for c in study.iter_conditions()}
+    if spec.arm not in conditions:
         return f"arm {spec.arm} (no longer in the study)"
-    if spec.seed not in study.seeds:
+    if spec.seed not in study.condition_seeds(conditions[spec.arm]):
         return f"seed {spec.seed} (no longer among the study's seeds)"
     try:
         if study.tuning is None:

@@ -20,6 +20,8 @@ from harness.engine.spec import TrainConfig, TrialSpec
 from harness.errors import ConfigError
 from harness.study.field_errors import FieldError, format_validation_error
 from harness.study.schema import (
+    AA,
+    PLACEBO,
     Arm,
     Condition,
     Study,
@@ -87,7 +89,12 @@ def condition_spec(study: Study, condition: str | Condition, seed: int) -> Trial
                 f"unknown condition {condition!r}; valid: {', '.join(by_name)}"
             )
         condition = by_name[condition]
-    return _spec(study, study.arm(condition.arm), condition.name, condition.cell, seed, condition.name)
+    params = {**condition.cell, **({PLACEBO_TRAIN_KEY: True} if condition.role == PLACEBO else {})}
+    return _spec(study, study.arm(condition.arm), condition.name, params, seed, condition.name)
+
+
+#: what makes the placebo condition the control trained on shuffled rewards (``harness.engine.learner``)
+PLACEBO_TRAIN_KEY = "train.placebo_reward"
 
 
 def expand(study: Study) -> list[TrialSpec]:
@@ -97,22 +104,36 @@ def expand(study: Study) -> list[TrialSpec]:
             f"study {study.name!r} has a tuning phase: its comparison trials are known only "
             "after tuning; build them with apply_best(study, best)"
         )
-    first = [condition_spec(study, c, study.seeds[0]) for c in study.iter_conditions()]
-    return [spec.model_copy(update={"seed": seed}, deep=True) for seed in study.seeds for spec in first]
+    return _seed_major(study, study.iter_conditions(), range(len(study.seeds)))
 
 
-def look_seeds(study: Study, look: int) -> list[int]:
-    """The seeds a sequential study adds at ``look`` (0-based): the pool's next ones, in order."""
+def _seed_major(study: Study, conditions: Sequence[Condition], positions) -> list[TrialSpec]:
+    """The trials of ``conditions`` at the given positions of each one's seed list, seed-major."""
+    first = [(condition_spec(study, c, study.seeds[0]), study.condition_seeds(c)) for c in conditions]
+    return [spec.model_copy(update={"seed": seeds[i]}, deep=True) for i in positions for spec, seeds in first]
+
+
+def look_positions(study: Study, look: int) -> range:
+    """Where in each condition's seed list a sequential study's ``look`` (0-based) takes its new
+    seeds: the next ones, in order."""
     schedule = study.sequential.schedule()
     if not 0 <= look < len(schedule):
         raise ConfigError(f"study {study.name!r} has looks 0..{len(schedule) - 1}; got look {look}")
-    return study.seeds[(schedule[look - 1] if look else 0) : schedule[look]]
+    return range(schedule[look - 1] if look else 0, schedule[look])
+
+
+def look_seeds(study: Study, look: int) -> list[int]:
+    """The seeds of the study's pool that ``look`` adds (an A/A copy adds the same positions of its own)."""
+    return [study.seeds[i] for i in look_positions(study, look)]
 
 
 def look_specs(study: Study, look: int, conditions: Sequence[str]) -> list[TrialSpec]:
-    """The trials of ``conditions`` at a sequential study's ``look``, seed-major like ``expand``."""
-    first = [condition_spec(study, c, study.seeds[0]) for c in conditions]
-    return [spec.model_copy(update={"seed": seed}, deep=True) for seed in look_seeds(study, look) for spec in first]
+    """The trials of ``conditions`` (by name) at a sequential study's ``look``, seed-major like ``expand``."""
+    by_name = {c.name: c for c in study.iter_conditions()}
+    unknown = [c for c in conditions if c not in by_name]
+    if unknown:
+        raise ConfigError(f"unknown condition {unknown[0]!r}; valid: {', '.join(by_name)}")
+    return _seed_major(study, [by_name[c] for c in conditions], look_positions(study, look))
 
 
 def comparisons(study: Study) -> list[tuple[str, str]]:
@@ -120,8 +141,22 @@ def comparisons(study: Study) -> list[tuple[str, str]]:
     return [
         (c.name, condition_name(study.control, c.cell))
         for c in study.iter_conditions()
-        if c.arm != study.control
+        if c.arm != study.control and c.role == "arm"
     ]
+
+
+def calibration_comparisons(study: Study) -> list[tuple[str, str, str]]:
+    """(condition, what it is compared with, role): the A/A copy against the control, and every
+    arm of a cell (the control included) against its placebo. Reported apart, never in the family."""
+    out = []
+    for c in study.iter_conditions():
+        control = condition_name(study.control, c.cell)
+        if c.role == AA:
+            out.append((c.name, control, AA))
+        elif c.role == PLACEBO:
+            out += [(other.name, c.name, PLACEBO) for other in study.iter_conditions()
+                    if other.role == "arm" and other.cell == c.cell]
+    return out
 
 
 def _tuning_params(study: Study, params: Mapping[str, Any], where: str) -> dict[str, Any]:

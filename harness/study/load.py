@@ -514,7 +514,7 @@ def study_warnings(study: Study) -> list[str]:
         out.append("a single arm: the report gives its noise floor but no comparisons")
     if study.tuning is None:
         seen: dict[str, str] = {}
-        for c in study.iter_conditions():
+        for c in (c for c in study.iter_conditions() if c.role == "arm"):  # an A/A copy is identical by design
             spec = condition_spec(study, c, study.seeds[0])
             key = spec.model_copy(update={"arm": "_"}).config_hash()
             if key in seen:

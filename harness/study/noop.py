@@ -25,7 +25,7 @@ from harness.study.schema import Study, format_value
 def _condition_specs(study: Study) -> dict[str, TrialSpec]:
     seed = study.seeds[0] if study.tuning is None else study.tuning.seeds[0]
     if study.tuning is None:
-        return {c.name: condition_spec(study, c, seed) for c in study.iter_conditions()}
+        return {c.name: condition_spec(study, c, seed) for c in study.iter_conditions() if c.role == "arm"}
     return {a.name: tuning_specs(study, a.name, {}, seed) for a in study.arms}
 
 

@@ -68,6 +68,7 @@ class PlannedCondition:
     done: int
     tokens_per_trial: int
     est_trial_s: float
+    role: str = "arm"  # or a calibration condition: "aa", "placebo"
 
 
 @dataclass
@@ -143,6 +144,10 @@ class StudyPlan:
     measured: Measured | None = None
     warnings: list[str] = field(default_factory=list)
     earlier_design: list[str] = field(default_factory=list)  # records the current design does not use
+    sequential: dict[str, Any] | None = None  # looks (seeds per arm), spending; the totals above are its maximum
+    control_sd: float | None = None  # the control's seed sd of the primary metric, from its completed records
+    control_sd_from: int = 0  # how many records that is
+    followers: int = 0  # conditions that take the control's seeds (A/A copy, placebo), per grid cell
 
     @property
     def run_start_s(self) -> float:
@@ -220,7 +225,6 @@ def measured_run(records: Iterable[Any]) -> Measured | None:
 
 def warm_starts(specs: Iterable[TrialSpec]) -> list[WarmStartPlan]:
     """The distinct warm starts of ``specs`` (warm start on), each cached here or to be built."""
-
     out: dict[str, WarmStartPlan] = {}
     for spec in specs:
         if not spec.warmstart.enabled:
@@ -273,13 +277,13 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
     tuning_phase = None
     if study.tuning is None:
         for c in study.iter_conditions():
-            specs = [condition_spec(study, c, seed) for seed in study.seeds]
+            specs = [condition_spec(study, c, seed) for seed in study.condition_seeds(c)]
             est = costs.trial_s(specs[0])
             done = sum(s.trial_id in done_ids for s in specs)
             arm = study.arm(c.arm)
             planned.append(PlannedCondition(
                 c.name, c.arm, arm.algorithm, _overrides(arm, c.cell), len(specs), done,
-                trial_tokens(specs[0]), est,
+                trial_tokens(specs[0]), est, c.role,
             ))
             if done < len(specs):
                 waiting.append(specs[0])
@@ -344,7 +348,20 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         measured=measured_run(records),
         warnings=study_warnings(study) + _default_cost_warnings(study, costs),
         earlier_design=earlier,
+        sequential=({"looks": study.sequential.schedule(), "spending": study.sequential.spending}
+                    if study.sequential is not None else None),
+        followers=(study.calibration == "aa") + (study.placebo != "none"),
+        **_control_sd(study, records),
     )
+
+
+def _control_sd(study: Study, records: list[Any]) -> dict[str, Any]:
+    """The control's seed sd of the primary metric, from its completed comparison records (3 or more)."""
+    values = [r.final.get(study.primary_metric) for r in records if r.arm == study.control and r.phase == "compare"]
+    values = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if len(values) < 3 or statistics.stdev(values) <= 0:
+        return {}
+    return {"control_sd": statistics.stdev(values), "control_sd_from": len(values)}
 
 
 def _default_cost_warnings(study: Study, costs: Costs) -> list[str]:

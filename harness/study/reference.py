@@ -104,7 +104,8 @@ MEANINGS: dict[str, str] = {
 _SECTION_READERS = {
     "task": "harness.engine.tasks", "model": "harness.engine.models", "warmstart": "harness.engine.warmstart",
     "train": "harness.engine.trial", "tuning": "harness.runner (Optuna)", "arms": "harness.study",
-    "sequential": "harness.study, harness.report (looks)",
+    "sequential": "harness.study, harness.runner (looks), harness.report (looks)",
+    "checks": "harness.runner (before the first trial)",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {
@@ -112,7 +113,8 @@ _READ_BY = {
     "output_dir": "harness.study, harness.runner", "primary_metric": "harness.stats, harness.report",
     "direction": "harness.stats, harness.report", "min_effect": "harness.stats, harness.report",
     "test": "harness.stats", "failures": "harness.stats", "control": "harness.study, harness.stats",
-    "seeds": "harness.study", "grid": "harness.study", "arms[].description": "nothing: a note for the file's readers",
+    "seeds": "harness.study", "grid": "harness.study",
+    "calibration": "harness.study, harness.report (calibration)", "placebo": "harness.study, harness.report (calibration)", "arms[].description": "nothing: a note for the file's readers",
 }
 #: How a model reads as a type.
 _MODEL_TYPES = {Arm: "arm", SearchParam: "range or choices"}

@@ -350,6 +350,23 @@ class Tuning(_Strict):
         return v
 
 
+#: calibration conditions: the control's copy on disjoint seeds (A/A) and the control trained
+#: on a reward with no signal (placebo); their names are the control's with these suffixes
+AA, PLACEBO = "aa", "placebo"
+CALIBRATION_SUFFIX = {AA: "-aa", PLACEBO: "-placebo"}
+#: added to the study's seeds for the A/A copy's seeds
+AA_SEED_OFFSET = 1_000_000
+
+class SelfChecks(_Strict):
+    """Checks that guard every study's verdicts, on by default."""
+
+    seeds: bool = Field(
+        True, description="before the first trial, sample the control's first step at its first seed twice and at "
+        "the next seed once: the same seed must repeat (bitwise on a CPU) and two seeds must differ, else the run "
+        "stops with the reason",
+    )
+
+
 #: the Lan-DeMets spending functions of ``harness.stats.sequential`` (a test keeps the two in step)
 SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
 #: the fewest seeds per arm a look can test at (a standard error needs two)
@@ -438,6 +455,15 @@ class Study(_Strict):
         default_factory=dict, description="override key -> values; every arm runs at every combination"
     )
     tuning: Tuning | None = Field(None, description="tune each arm with Optuna before the comparison")
+    checks: SelfChecks = Field(SelfChecks(), description="self-checks run with the study (each can be switched off)")
+    calibration: Literal["none", "aa"] = Field(
+        "none", description="aa: add an A/A tripwire, a copy of the control on disjoint seeds compared with it like "
+        "any arm but reported apart (a difference means the verdicts are not to be trusted)"
+    )
+    placebo: Literal["none", "random_reward"] = Field(
+        "none", description="random_reward: add the control trained on its own rewards shuffled across each batch "
+        "(the same mean, no signal), reported apart: a gain over it is not format or length drift"
+    )
     sequential: Sequential | None = Field(
         None, description="buy seeds look by look and stop each comparison once decided (seeds: the pool, in order)"
     )
@@ -548,6 +574,14 @@ class Study(_Strict):
                 f"(bounded: {', '.join(METRIC_RANGES)}); use 'drop'",
             )
 
+        for role, on in ((AA, self.calibration == "aa"), (PLACEBO, self.placebo != "none")):
+            name = self.control + CALIBRATION_SUFFIX[role]
+            if on and name in names:
+                raise FieldError(("calibration" if role == AA else "placebo",),
+                                 f"adds the condition {name!r}, which is already an arm; rename that arm")
+            if on and self.tuning is not None:
+                raise FieldError(("calibration" if role == AA else "placebo",),
+                                 "cannot be combined with tuning yet; run the tuned study without it")
         if self.sequential is not None:
             last = self.sequential.schedule()[-1]
             if len(self.seeds) < last:
@@ -602,12 +636,26 @@ class Study(_Strict):
         return cells
 
     def iter_conditions(self) -> list[Condition]:
-        """(arm, grid cell) pairs in order: arms as listed, then grid cells."""
+        """(arm, grid cell) pairs in order: arms as listed, then grid cells; then the calibration
+        conditions (the control's A/A copy, its placebo) at each cell."""
+        extra = [role for role, on in ((AA, self.calibration == "aa"), (PLACEBO, self.placebo != "none")) if on]
         return [
             Condition(name=condition_name(arm.name, cell), arm=arm.name, cell=cell)
             for arm in self.arms
             for cell in self.grid_cells()
+        ] + [
+            Condition(name=condition_name(self.control + CALIBRATION_SUFFIX[role], cell), arm=self.control,
+                      cell=cell, role=role)
+            for role in extra
+            for cell in self.grid_cells()
         ]
+
+    def condition_seeds(self, condition: Condition) -> list[int]:
+        """A condition's seeds: the study's, or for the A/A copy the same ones moved by
+        ``AA_SEED_OFFSET`` (disjoint, so it is not the control's run repeated)."""
+        if condition.role == AA:
+            return [AA_SEED_OFFSET + s for s in self.seeds]
+        return list(self.seeds)
 
     def conditions(self) -> list[str]:
         """Condition names: the arm name, or ``arm[key=value,...]`` with a grid (keys sorted)."""
@@ -615,13 +663,15 @@ class Study(_Strict):
 
 
 class Condition(BaseModel):
-    """One arm at one grid cell; ``TrialSpec.arm`` holds ``name``."""
+    """One arm at one grid cell; ``TrialSpec.arm`` holds ``name``. ``role`` is "arm" for the
+    study's own arms, or a calibration condition built from the control (see ``Study``)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     arm: str
     cell: dict[str, Any] = {}
+    role: Literal["arm", "aa", "placebo"] = "arm"
 
 
 def condition_name(arm: str, cell: dict[str, Any]) -> str:

@@ -26,8 +26,9 @@ from pydantic import ValidationError
 
 from harness.engine.spec import TrialSpec
 from harness.study.design import earlier_design_of, summary_lines
+from harness.study.expand import calibration_comparisons
 from harness.study.expand import comparisons as comparisons_of
-from harness.study.schema import METRIC_RANGES, Sequential, Study
+from harness.study.schema import AA, METRIC_RANGES, Sequential, Study, condition_name
 from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
 from harness.tracking.records import (
     TrialRecord,
@@ -360,8 +361,12 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
     else:
         conditions = observed
     conditions += [c for c in observed if c not in conditions]
+    calibration, pools, mirrors = [], {}, {}
     if study is not None:
         comparisons = [tuple(c) for c in comparisons_of(study)]
+        calibration = [tuple(c) for c in calibration_comparisons(study)]
+        pools = {c.name: study.condition_seeds(c) for c in study.iter_conditions()}
+        mirrors = {c.name: condition_name(study.control, c.cell) for c in study.iter_conditions() if c.role != "arm"}
     else:
         comparisons = []
         for condition in conditions:
@@ -375,10 +380,12 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
     designed_seeds = seeds_of(trials)  # whatever their state: a failed trial does not unpair the design
     pool = _seed_list(pick("seeds"))
     sequential = _sequential_meta(pick("sequential"))
+    # the A/A copy runs on seeds of its own by design: it does not unpair the others
+    matched = {c: v for c, v in designed_seeds.items() if c not in {a for a, _, role in calibration if role == AA}}
     if sequential:  # arms stop at different looks; each takes the pool's seeds in order
-        seed_matched = all(v == sorted(pool[: len(v)]) for v in designed_seeds.values())
+        seed_matched = all(v == sorted(pool[: len(v)]) for v in matched.values())
     else:
-        seed_matched = len({tuple(v) for v in designed_seeds.values()}) <= 1
+        seed_matched = len({tuple(v) for v in matched.values()}) <= 1
     return {
         "study": name,
         "study_dir": str(ref.dir),
@@ -391,6 +398,9 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         "control": control,
         "conditions": conditions,
         "comparisons": comparisons,
+        "calibration": calibration,
+        "seed_pools": pools,
+        "mirrors": mirrors,  # calibration condition -> the control condition whose seeds it follows
         "seeds": pool,
         "seed_matched": seed_matched,
         "sequential": sequential,

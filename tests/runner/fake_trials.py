@@ -12,6 +12,10 @@ They behave by arm name, so one study can mix outcomes:
 - ``slowfirst*``: the first call for a trial id sleeps ``FAKE_SLOW_FIRST_S`` seconds (default
   60) before succeeding, later calls succeed at once (a trial to kill its worker in).
 
+``planted`` (``fake_trials:planted``) gives every arm the same accuracy up to a little seeded
+noise, except arms named ``big*``, which get a large effect (+0.3): a sequential study stops
+them at the first look.
+
 Every call appends a line to ``$FAKE_TRIALS_DIR/<trial_id>.started`` and, on success,
 ``<trial_id>.done``, so a test can count how often each trial ran. ``FAKE_TRIAL_SLEEP`` (seconds)
 makes successful trials slow. With ``FAKE_TRIALS_DUMP_ENV`` set, each call also writes the
@@ -20,6 +24,7 @@ trial process's environment to ``<trial_id>.env`` (JSON), to check what a trial 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -62,6 +67,24 @@ def _succeed(spec: TrialSpec) -> TrialResult:
     )
 
 
+PLANTED_EFFECT = 0.3
+
+
+def planted_accuracy(arm: str, seed: int) -> float:
+    """0.5, +0.3 for ``big*`` arms, plus noise in [-0.01, 0.01] drawn from (arm, seed)."""
+    noise = int(hashlib.sha256(f"{arm}:{seed}".encode()).hexdigest()[:8], 16) / 2**32 - 0.5
+    return round(0.5 + (PLANTED_EFFECT if arm.startswith("big") else 0.0) + 0.02 * noise, 6)
+
+
+def planted(spec: TrialSpec) -> TrialResult:
+    _mark(spec, "started")
+    time.sleep(float(os.environ.get("FAKE_TRIAL_SLEEP", "0")))
+    acc = planted_accuracy(spec.arm, spec.seed)
+    _mark(spec, "done")
+    return TrialResult(trial_id=spec.trial_id, final={"eval/accuracy": acc, "eval/mean_reward": acc / 2},
+                       wall_time_s=0.01)
+
+
 def by_arm(spec: TrialSpec) -> TrialResult:
     calls = _mark(spec, "started")
     if os.environ.get("FAKE_TRIALS_DUMP_ENV"):
@@ -82,3 +105,18 @@ def by_arm(spec: TrialSpec) -> TrialResult:
     if arm.startswith("badmetric"):
         return TrialResult(trial_id=spec.trial_id, final={"eval/accuracy": float("nan")})
     return _succeed(spec)
+
+
+class SeedCheckError(Exception):
+    """Named as the engine's, so the runner reads the failure as the check's own."""
+
+
+def passing_seed_check(spec: TrialSpec) -> TrialResult:
+    _mark(spec, "checked")
+    return TrialResult(trial_id=spec.trial_id, final={"check/same_seed_tokens_alike": 1.0,
+                                                      "check/other_seed_tokens_alike": 0.1})
+
+
+def failing_seed_check(spec: TrialSpec) -> TrialResult:
+    _mark(spec, "checked")
+    raise SeedCheckError(f"seeds {spec.seed} and {spec.seed + 1} gave identical rollouts in arm {spec.arm}'s first step")

@@ -137,3 +137,26 @@ def test_looks_must_match_the_differences():
 def test_a_look_needs_rising_seeds(seeds):
     with pytest.raises(ValueError, match="rise strictly"):
         Look(seeds, 10)
+
+
+def test_expected_trials_match_a_simulation():
+    from harness.stats.sequential import expected_trials
+
+    looks, arms, margin = [4, 8, 12, 16, 20], 3, 1.0
+    for delta in (0.0, 1.0):
+        plan = expected_trials(looks, arms=arms, delta=delta, margin=margin, sd=1.0, followers=1)
+        rng = np.random.default_rng(9)
+        reps = 20_000
+        n = np.array(looks)
+        diffs = (rng.normal(delta, 1.0, (reps, arms, n[-1])) - rng.normal(0.0, 1.0, (reps, 1, n[-1])))
+        means = diffs.cumsum(axis=2)[..., n - 1] / n
+        half = efficacy_bounds(n / n[-1], 0.05 / arms) * np.sqrt(2.0 / n)
+        stop = (means - half > 0) | (means + half < 0) | ((np.abs(means) + half) < margin)
+        first = np.where(stop.any(axis=2), np.argmax(stop, axis=2), len(looks) - 1)
+        seeds = n[first]
+        simulated = seeds.sum(axis=1) + 2 * seeds.max(axis=1)  # the control and one follower
+        assert plan.maximum == 20 * (arms + 2)
+        # independence of the arms is an approximation for the control's share (they share it)
+        assert plan.mean == pytest.approx(simulated.mean(), rel=0.03)
+    with pytest.raises(ValueError, match="seed sd"):
+        expected_trials(looks, arms=1, delta=0.0, margin=None, sd=0.0)

@@ -1,0 +1,109 @@
+"""A sequential study on several machines sharing one PostgreSQL storage: a look is queued once
+however many machines find it due at once, and when the `harness run` machine dies after the
+first look, a worker on another machine queues and runs the rest of the study.
+
+A "machine" is a folder the harness commands run in, with its own ``runs/<study>``
+(:class:`faults_helpers.Machine`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+import yaml
+from faults_helpers import Machine, queue_jobs, record_files, wait_for
+from optuna.trial import TrialState
+
+from harness.runner import trial_queue as queue
+from harness.study.expand import expand, look_specs
+from harness.study.load import load_study
+from harness.tracking import storage as study_db
+
+PLANTED = "fake_trials:planted"  # big* arms: a large effect; the others: equal
+FAST = ["--trial-fn", PLANTED, "--poll-interval", "0.2", "--heartbeat-interval", "1", "--grace-period", "3",
+        "--no-tracking"]
+
+
+def write_sequential(folder, name: str = "seq"):
+    """Arms grpo (control), big and equal; a pool of 8 seeds bought at looks of 3, 5 and 8."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"name": name, "seeds": 8, "control": "grpo",
+            "arms": [{"name": arm, "algorithm": "grpo"} for arm in ("grpo", "big", "equal")],
+            "sequential": {"looks": [3, 5, 8], "spending": "pocock"}}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_machines_queueing_the_same_look_at_once_queue_it_once(tmp_path, pg_url):
+    study = load_study(write_sequential(tmp_path))
+    storage = study_db.open_storage(pg_url, create=True)
+    queue.create_queue(storage, study.name, "maximize")
+    specs = [*look_specs(study, 0, ["grpo", "big", "equal"]), *expand(study)]  # look 1 twice over
+    racers = 6
+    barrier = threading.Barrier(racers)
+    added, errors = [], []
+
+    def machine() -> None:
+        mine = study_db.open_storage(pg_url)  # its own connection pool
+        q = queue.load_queue(mine, study.name)
+        try:
+            barrier.wait()
+            added.append(len(queue.enqueue_missing(q, specs, phase="compare", retries=0)))
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+        finally:
+            mine.engine.dispose()
+
+    threads = [threading.Thread(target=machine) for _ in range(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    design = expand(study)
+    assert sorted(added) == [0] * (racers - 1) + [len(design)]
+    jobs = queue_jobs(pg_url, study.name)
+    assert Counter(j.key for j in jobs) == Counter({s.trial_id: 1 for s in design})
+    assert sorted(j.number for j in jobs) == list(range(len(design)))
+    storage.engine.dispose()
+
+
+@pytest.mark.slow
+def test_a_worker_on_another_machine_runs_the_next_looks_when_the_runner_machine_dies(tmp_path, fault_env, pg_url):
+    a, b = Machine(tmp_path, "machine_a"), Machine(tmp_path, "machine_b")
+    study_a, study_b = write_sequential(a.dir), write_sequential(b.dir)  # the same file, copied
+    env = {"FAKE_TRIAL_SLEEP": "1"}  # look 2 (4 trials) takes A's one worker 4 s or more
+
+    def completed() -> list:
+        return [j for j in queue_jobs(pg_url, "seq") if j.state == TrialState.COMPLETE]
+
+    try:
+        runner = a.start("run", study_a.name, "--storage", pg_url, "--workers", "1", *FAST, label="run", env=env)
+        wait_for(lambda: len(completed()) >= 9, 120, "the first look's 9 trials")
+        runner.kill()  # the `harness run` machine dies; its orphaned worker puts its trial back and stops
+        runner.wait(timeout=30)
+        wait_for(lambda: not any(j.state == TrialState.RUNNING for j in queue_jobs(pg_url, "seq")), 60,
+                 "machine A's worker to stop")
+        code, _, err = b.run("worker", study_b.name, "--storage", pg_url, "--workers", "1", *FAST,
+                             label="worker", env=env, timeout=240)
+    finally:
+        a.stop_all()
+        b.stop_all()
+    assert code == 0, err
+    assert "look 3 of 3: queued 6 trials (grpo, equal)" in err  # B worked out the last look itself
+    jobs = queue_jobs(pg_url, "seq")
+    done = Counter(j.key for j in jobs if j.state == TrialState.COMPLETE)
+    assert set(done.values()) == {1} and len(done) == 19  # each trial once; big only at look 1
+    study = load_study(study_b)
+    big = {s.trial_id for s in look_specs(study, 0, ["big"])}
+    assert {k for k in done if k.startswith("big-")} == big
+    last = {s.trial_id for s in look_specs(study, 2, ["grpo", "equal"])}
+    assert last <= set(record_files(b.study_dir("seq")))  # run on machine B
+
+    code, out, err = b.run("status", study_b.name, "--storage", pg_url, label="status")
+    assert code == 0, err
+    assert "sequential: look 3 of 3 (finished)" in out
+    assert "stopped at look 1: better" in out
