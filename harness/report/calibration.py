@@ -14,8 +14,6 @@ the looks its data reached), but none of them is counted in that family.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pandas as pd
 
 from harness import stats
@@ -27,7 +25,7 @@ from harness.report.comparisons import (
     verdict_rows,
 )
 from harness.report.frames import comparisons_of, meta_of
-from harness.report.looks import look_pool
+from harness.report.looks import look_pool, on_pool
 
 CALIBRATION_COLUMNS = ["role", *VERDICT_COLUMNS]
 ROLE_NAMES = {"aa": "A/A tripwire", "placebo": "placebo"}
@@ -58,8 +56,7 @@ def calibration_table(results, scores: dict[str, ArmScores], *, metric: str, alp
         a, b = scores[condition], scores[other]
         if meta.get("sequential"):  # the seeds of the looks the two have reached
             n = min(len(a.values), len(b.values))
-            a = dataclasses.replace(a, values=a.values[a.values.index.isin(look_pool(meta, condition, n))])
-            b = dataclasses.replace(b, values=b.values[b.values.index.isin(look_pool(meta, other, n))])
+            a, b = on_pool(a, look_pool(meta, condition, n)), on_pool(b, look_pool(meta, other, n))
         pair = compare_scores(a, b, condition, other, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
                               failures=failures, n_permutations=n_permutations, seed=seed)
         pairs.append(pair)

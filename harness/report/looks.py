@@ -84,7 +84,8 @@ def _look_trials(trials: pd.DataFrame, condition: str, seeds: list[int]) -> tupl
     return present, present and bool(rows["status"].isin(FINISHED).all())
 
 
-def _on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
+def on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
+    """``scores`` on those of ``seeds`` it has: the per-seed values and the seed x prompt table alike."""
     keep = scores.values.index.isin(seeds)
     table = None if scores.table is None else scores.table.loc[scores.table.index.isin(seeds)]
     return dataclasses.replace(scores, values=scores.values[keep], table=table)
@@ -111,8 +112,8 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
                         wanted[c] = max(wanted.get(c, k), k)
                 break
             state.reached = k
-            pair = compare_scores(_on_pool(scores[condition], look_pool(meta, condition, n_k)),
-                                  _on_pool(scores[control], look_pool(meta, control, n_k)), condition,
+            pair = compare_scores(on_pool(scores[condition], look_pool(meta, condition, n_k)),
+                                  on_pool(scores[control], look_pool(meta, control, n_k)), condition,
                                   control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
                                   failures=failures, robustness=False)
             count = min(pair.difference.n_arm, pair.difference.n_control)
@@ -159,8 +160,8 @@ def final_pairs(rep: Replay, results, scores: dict[str, ArmScores], *, metric: s
     pairs, looks = [], []
     for (condition, control), state in rep.states.items():
         n = rep.looks[0 if state.tested_at is None else state.tested_at]
-        pair = compare_scores(_on_pool(scores[condition], look_pool(meta, condition, n)),
-                              _on_pool(scores[control], look_pool(meta, control, n)), condition,
+        pair = compare_scores(on_pool(scores[condition], look_pool(meta, condition, n)),
+                              on_pool(scores[control], look_pool(meta, control, n)), condition,
                               control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
                               failures=failures, n_permutations=n_permutations, seed=seed,
                               robustness=state.tested_at is not None)

@@ -89,8 +89,12 @@ def condition_spec(study: Study, condition: str | Condition, seed: int) -> Trial
                 f"unknown condition {condition!r}; valid: {', '.join(by_name)}"
             )
         condition = by_name[condition]
-    params = {**condition.cell, **({PLACEBO_TRAIN_KEY: True} if condition.role == PLACEBO else {})}
-    return _spec(study, study.arm(condition.arm), condition.name, params, seed, condition.name)
+    return _spec(study, study.arm(condition.arm), condition.name, condition_params(condition), seed, condition.name)
+
+
+def condition_params(condition: Condition) -> dict[str, Any]:
+    """A condition's overrides of its arm: its grid cell, and what a placebo sets (its reward)."""
+    return {**condition.cell, **({PLACEBO_TRAIN_KEY: True} if condition.role == PLACEBO else {})}
 
 
 #: what makes the placebo condition the control trained on shuffled rewards (``harness.engine.learner``)

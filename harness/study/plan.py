@@ -25,14 +25,14 @@ from harness.engine.warmstart_key import MANIFEST_FILE, cache_folder
 from harness.errors import ConfigError
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import (
-    PLACEBO_TRAIN_KEY,
     comparisons,
+    condition_params,
     condition_spec,
     study_dir,
     tuning_specs,
 )
 from harness.study.load import study_warnings
-from harness.study.schema import PLACEBO, Arm, Study, format_value
+from harness.study.schema import Arm, Study, format_value
 
 # Default costs, measured on the 2-core development machine from the 35 completed records of
 # studies/seven_algorithms.yaml (2 workers, one torch thread each; the tiny testbed model, the
@@ -243,11 +243,6 @@ def warm_starts(specs: Iterable[TrialSpec]) -> list[WarmStartPlan]:
     return list(out.values())
 
 
-def _role_params(condition) -> dict[str, Any]:
-    """What a calibration condition sets beyond the control's configuration (the placebo's reward)."""
-    return {PLACEBO_TRAIN_KEY: True} if condition.role == PLACEBO else {}
-
-
 def _overrides(arm: Arm, cell: Mapping[str, Any]) -> dict[str, Any]:
     return {**arm.set, **{f"train.{k}": v for k, v in arm.train.items()}, **cell}
 
@@ -293,7 +288,7 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
             done = sum(s.trial_id in done_ids for s in specs)
             arm = study.arm(c.arm)
             planned.append(PlannedCondition(
-                c.name, c.arm, arm.algorithm, _overrides(arm, {**c.cell, **_role_params(c)}), len(specs), done,
+                c.name, c.arm, arm.algorithm, _overrides(arm, condition_params(c)), len(specs), done,
                 trial_tokens(specs[0]), est, c.role,
             ))
             if done < len(specs):
