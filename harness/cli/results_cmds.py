@@ -71,11 +71,10 @@ def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: Storage
     folder = ref.dir
     bring_records(str(ref.path), storage)
     if storage:
-        from harness.tracking.records import read_records
         from harness.tracking.shared_records import open_store, publish_missing
         from harness.tracking.study_ref import study_name
 
-        store = open_store(storage, study_name(ref, read_records(folder)))
+        store = open_store(storage, study_name(ref))
         sent = publish_missing(folder, store)
         typer.echo(f"{folder}: {sent} local records stored in the shared storage", err=True)
     report = sync(folder, tracking_uri)

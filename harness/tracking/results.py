@@ -422,10 +422,13 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
     """
 
     ref = resolve_study(study_or_dir)
-    records = read_records(ref.dir)
-    name = study_name(ref, records)
-    records = merge(records, stored_records(ref.dir, storage=storage, study=name))
+    name = study_name(ref)
+    # The queue's states first, then the records: a worker writes a trial's record before its
+    # state, so every trial read here as finished has its record in what is read next. The other
+    # way round, a trial finishing in between reads as finished without a result (a failure),
+    # and a sequential study's replay would take a look for complete too early.
     queued = optuna_trials(ref.dir, storage=storage, study=name)
+    records = merge(read_records(ref.dir), stored_records(ref.dir, storage=storage, study=name))
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
     earlier = earlier_trials(ref.study, records, queued, trials)

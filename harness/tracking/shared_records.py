@@ -256,7 +256,7 @@ def import_for_study(study_or_dir, storage_url: str) -> tuple[Path, ImportReport
     (a study file or folder, as those commands take it) brought up to date from the storage."""
 
     ref = resolve_study(study_or_dir)
-    name = study_name(ref, read_records(ref.dir))
+    name = study_name(ref)
     return ref.dir, import_from_storage(ref.dir, storage_url, name)
 
 

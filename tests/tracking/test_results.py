@@ -151,6 +151,44 @@ def test_study_yaml_path_study_object_and_package_shortcut(filled, monkeypatch):
     assert plain.meta["comparisons"] == [("drgrpo", "grpo")] and plain.meta["seeds"] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("first", ["optuna_trials", "read_records"])
+def test_a_trial_finishing_while_the_results_are_read_never_reads_as_a_failure(tmp_path, make_record, monkeypatch,
+                                                                                 first):
+    """A worker writes a trial's record, then its Optuna state. Whichever of the two reads of
+    load_results comes first, the trial finishing right after it reads as running or completed,
+    never as a finished trial without a result (which a sequential replay would count as done)."""
+    import optuna
+
+    from harness.tracking import results as results_module
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    (folder / "study.yaml").write_text(yaml.safe_dump({**STUDY, "output_dir": str(folder)}))
+    record = make_record("grpo", 0)
+    queue = optuna.create_study(storage=f"sqlite:///{folder / 'optuna.db'}", study_name="demo/compare")
+    queue.enqueue_trial({}, user_attrs={"trial_id": record.trial_id, "arm": "grpo", "seed": 0, "phase": "compare"})
+    running = queue.ask()
+
+    def finish() -> None:  # what a worker does: the record first, then the state
+        records.write_record(folder, record)
+        queue.tell(running, record.final["eval/accuracy"])
+
+    original = getattr(results_module, first)
+
+    def then_finish(*args, **kwargs):
+        out = original(*args, **kwargs)
+        monkeypatch.setattr(results_module, first, original)  # once
+        finish()
+        return out
+
+    monkeypatch.setattr(results_module, first, then_finish)
+    row = load_results(folder).trials.set_index("trial_id").loc[record.trial_id]
+    assert row["status"] in ("running", "completed"), row["error"]
+    assert (row["status"] == "completed") == (not math.isnan(row.get("eval/accuracy", math.nan)))
+    assert load_results(folder).trials.set_index("trial_id").loc[record.trial_id, "status"] == "completed"
+
+
 def test_grid_conditions_without_study_file_and_broken_queue(tmp_path, make_record, monkeypatch):
     folder = tmp_path / "grid"
     for arm in ("grpo[lr=0.001]", "grpo[lr=0.003]", "cispo[lr=0.001]", "cispo[lr=0.003]"):
