@@ -110,9 +110,9 @@ def _our_stepper(folder: str, cell: Cell):
         generator=torch.Generator().manual_seed(0),
     )
 
-    def step(items, reward) -> dict[str, float]:
+    def step(task, items) -> dict[str, float]:
         clock = time.perf_counter()
-        metrics = rl_step(learner, items, reward)
+        metrics = rl_step(learner, task, items)
         total = time.perf_counter() - clock
         assert metrics["train/completion_len"] == cell.new_tokens, "EOS was not suppressed"
         return {**{phase: metrics[f"time/{phase}_s"] for phase in PHASES}, "step": total}
@@ -168,7 +168,7 @@ def run_cell(cell: Cell, task, steps: int, warmup: int) -> None:
         def on_step_end(self, *args, **kwargs):
             whole = time.perf_counter() - self.started
             spent = phases.take()
-            ours_row = ours(items[self.step * PROMPTS : (self.step + 1) * PROMPTS], task.reward)
+            ours_row = ours(task, items[self.step * PROMPTS : (self.step + 1) * PROMPTS])
             if self.step >= warmup:
                 inner = spent["_generate_and_score_completions"]
                 cell.trl.append({

@@ -6,6 +6,7 @@ Each module below registers its commands on the shared ``app``.
 from harness.cli import (  # noqa: F401
     report_cmds,
     results_cmds,
+    reward_model_cmds,
     runner_cmds,
     schema_cmds,
     study_cmds,

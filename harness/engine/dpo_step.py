@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from harness.algorithms import build_pairs, dpo_loss, pair_sampler
+from harness.engine.generation import generate
 from harness.engine.learner import (
     Learner,
     MetricMean,
@@ -23,24 +24,27 @@ from harness.engine.learner import (
     training_scores,
 )
 from harness.engine.logprobs import completion_forward
-from harness.engine.rollout import Rollout, decode_completions, sample_groups
-from harness.engine.tasks.base import Item, RewardFn
+from harness.engine.rollout import Rollout
+from harness.engine.tasks.base import Item, Task
 
 
-def dpo_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, float]:
+def dpo_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]:
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     group = cfg.group_size
     lm.model.eval()
-    sample = pair_sampler(cfg.pairs_from, policy=sample_groups, reference=learner.reference.sample_groups)
-    rollout = sample(lm, [i.prompt for i in items], group, **learner.sampling)
-    scores = training_scores(learner, items, decode_completions(lm, rollout), reward)
+    sample = pair_sampler(cfg.pairs_from, policy=generate, reference=learner.reference.generate)
+    generation = sample(lm, task, [i.prompt for i in items], group, mask_tool_tokens=train.mask_tool_tokens,
+                        **learner.sampling)
+    rollout = generation.rollout
+    scores, reward_metrics = training_scores(learner, task, items, generation)
     pairs = build_pairs(scores.view(-1, group))
     metrics = {
+        **reward_metrics,
         "train/reward_mean": scores.mean(),
         "train/reward_std_in_group": scores.view(-1, group).std(dim=1).mean(),
         "train/frac_degenerate": 1.0 - len(pairs) / len(items),
-        "train/completion_len": rollout.completion_mask.sum(1).mean(),
-        "tokens/generated": rollout.completion_mask.sum(),
+        "train/completion_len": rollout.sampled.sum(1).mean(),
+        "tokens/generated": rollout.sampled.sum(),
         "tokens/trained": 0.0,
         "train/pairs": float(len(pairs)),
     }

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import torch
 
+from harness.engine.generation import generate, verifier_scores
 from harness.engine.models import LoadedModel
-from harness.engine.rollout import decode_completions, sample_groups
 from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, TrainConfig
-from harness.engine.tasks.base import Item, RewardFn, Task, prompt_ids, score_groups
+from harness.engine.tasks.base import Item, Task, prompt_ids
 
 EVAL_SEED = 20_241_129
 EVAL_BATCH = 256
@@ -24,8 +24,8 @@ EVAL_BATCH = 256
 @torch.no_grad()
 def item_rewards(
     lm: LoadedModel,
+    task: Task,
     items: list[Item],
-    reward: RewardFn,
     *,
     samples: int,
     max_new_tokens: int,
@@ -33,22 +33,16 @@ def item_rewards(
     generator: torch.Generator | None = None,
     greedy: bool = False,
 ) -> list[list[float]]:
-    """The verifier's score of each of ``samples`` completions per item, one list per item."""
+    """The verifier's score of each of ``samples`` completions (or tool-calling episodes, scored
+    on their final turn) per item, one list per item."""
     was_training = lm.model.training
     lm.model.eval()
     per_item: list[list[float]] = []
     for start in range(0, len(items), EVAL_BATCH):
         chunk = items[start : start + EVAL_BATCH]
-        rollout = sample_groups(
-            lm,
-            [i.prompt for i in chunk],
-            samples,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            generator=generator,
-            greedy=greedy,
-        )
-        scores = score_groups(chunk, decode_completions(lm, rollout), samples, reward)
+        generation = generate(lm, task, [i.prompt for i in chunk], samples, max_new_tokens=max_new_tokens,
+                              temperature=temperature, generator=generator, greedy=greedy)
+        scores = verifier_scores(task, chunk, generation, samples)
         per_item += [scores[j : j + samples] for j in range(0, len(scores), samples)]
     lm.model.train(was_training)
     return per_item
@@ -59,24 +53,24 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def greedy_scores(lm: LoadedModel, items: list[Item], reward: RewardFn, max_new_tokens: int) -> list[float]:
+def greedy_scores(lm: LoadedModel, task: Task, items: list[Item], max_new_tokens: int) -> list[float]:
     """Each item's score of its one greedy completion."""
-    rewards = item_rewards(lm, items, reward, samples=1, max_new_tokens=max_new_tokens, greedy=True)
+    rewards = item_rewards(lm, task, items, samples=1, max_new_tokens=max_new_tokens, greedy=True)
     return [score for (score,) in rewards]
 
 
-def greedy_accuracy(lm: LoadedModel, items: list[Item], reward: RewardFn, max_new_tokens: int) -> float:
-    return mean(greedy_scores(lm, items, reward, max_new_tokens))
+def greedy_accuracy(lm: LoadedModel, task: Task, items: list[Item], max_new_tokens: int) -> float:
+    return mean(greedy_scores(lm, task, items, max_new_tokens))
 
 
 def evaluate(lm: LoadedModel, task: Task, train: TrainConfig, step: int) -> PromptScores:
     """Score every held-out prompt (``train.max_eval_prompts`` of them) at ``step``."""
     items = list(task.eval[: train.max_eval_prompts])
-    greedy = greedy_scores(lm, items, task.reward, train.max_new_tokens)
+    greedy = greedy_scores(lm, task, items, train.max_new_tokens)
     sampled = item_rewards(
         lm,
+        task,
         items,
-        task.reward,
         samples=train.eval_samples,
         max_new_tokens=train.max_new_tokens,
         temperature=train.temperature,

@@ -16,11 +16,12 @@ from torch import Tensor
 
 from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.critic import ValueCritic
+from harness.engine.generation import Generation, generate, training_rewards
 from harness.engine.micro_batches import join_rows, micro_batches
 from harness.engine.models import LoadedModel
 from harness.engine.reference import Reference
 from harness.engine.spec import TrainConfig
-from harness.engine.tasks.base import Item, RewardFn, score_groups
+from harness.engine.tasks.base import Item, Task
 from harness.errors import NonFiniteError
 
 #: device types with a fused AdamW kernel for floating-point parameters (CPU since torch 2.4)
@@ -40,6 +41,12 @@ class Learner:
     algorithm: RLConfig | DPOConfig
     train: TrainConfig
     generator: torch.Generator  # sampling and minibatch order, seeded from the trial seed
+    turns: int = 1  # policy turns per row at most (a tool-calling episode's task.max_turns)
+
+    @property
+    def token_budget(self) -> int:
+        """The most policy tokens a row can hold: the normaliser of a constant-length aggregation."""
+        return self.train.max_new_tokens * self.turns
 
     @property
     def sampling(self) -> dict:
@@ -121,12 +128,20 @@ def to_host(metrics: dict[str, Tensor | float]) -> dict[str, float]:
     return host
 
 
-def training_scores(learner: Learner, items: list[Item], completions: list[str], reward: RewardFn) -> Tensor:
-    """The verifier's score of each completion (rows grouped by prompt, ``group_size`` each); for
-    a placebo arm (``train.placebo_reward``) the same scores shuffled across the batch with the
+def training_scores(learner: Learner, task: Task, items: list[Item], generation: Generation
+                    ) -> tuple[Tensor, dict[str, float]]:
+    """What each row of ``generation`` is trained on (rows grouped by prompt, ``group_size``
+    each: ``harness.engine.generation.training_rewards``) and the step's reward metrics; for a
+    placebo arm (``train.placebo_reward``) the same scores shuffled across the batch with the
     trial's generator: the reward keeps its mean and spread and loses its link to the text."""
-    group = learner.algorithm.group_size
-    scores = torch.tensor(score_groups(items, completions, group, reward), device=learner.lm.device)
+    values, metrics = training_rewards(task, items, generation, learner.algorithm.group_size)
+    scores = torch.tensor(values, dtype=torch.float32, device=learner.lm.device)
     if learner.train.placebo_reward:
         scores = scores[torch.randperm(scores.numel(), generator=learner.generator, device=scores.device)]
-    return scores
+    return scores, metrics
+
+
+def draw_samples(learner: Learner, task: Task, items: list[Item]) -> Generation:
+    """A training step's samples: ``group_size`` per prompt, drawn with the trial's generator."""
+    return generate(learner.lm, task, [i.prompt for i in items], learner.algorithm.group_size,
+                    mask_tool_tokens=learner.train.mask_tool_tokens, **learner.sampling)

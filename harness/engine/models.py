@@ -148,8 +148,13 @@ def load_pretrained(source: str, config: ModelConfig) -> LoadedModel:
     if config.lora is not None:
         model = with_lora(model, config)
     model.to(device)
-    use_chat = config.chat_template and getattr(tokenizer, "chat_template", None) is not None
-    return LoadedModel(model, tokenizer, device, use_chat)
+    return LoadedModel(model, tokenizer, device, uses_chat_template(config, tokenizer))
+
+
+def uses_chat_template(config: ModelConfig, tokenizer) -> bool:
+    """Whether prompts go through the tokenizer's chat template: it has one and the config wants it
+    (the testbed model never does: its warm start saves a tokenizer with no template)."""
+    return config.name != "tiny" and config.chat_template and getattr(tokenizer, "chat_template", None) is not None
 
 
 def _unloadable(source: str, err: OSError) -> ConfigError:

@@ -13,10 +13,12 @@ from functools import partial
 
 import torch
 
+from harness.engine.generation import Generation, generate
 from harness.engine.logprobs import completion_forward
 from harness.engine.micro_batches import in_micro_batches
 from harness.engine.models import LoadedModel
-from harness.engine.rollout import Rollout, sample_groups
+from harness.engine.rollout import Rollout
+from harness.engine.tasks.base import Task
 
 
 class Reference:
@@ -38,7 +40,7 @@ class Reference:
             return in_micro_batches(forward, rollout, micro_batch_size).logprobs
 
     @torch.no_grad()
-    def sample_groups(self, lm: LoadedModel, prompts: list[str], group_size: int, **sampling) -> Rollout:
-        """Completions from the reference policy (the warm start), with ``lm``'s tokenizer."""
+    def generate(self, lm: LoadedModel, task: Task, prompts: list[str], group_size: int, **sampling) -> Generation:
+        """Samples (completions or episodes) from the reference policy (the warm start), with ``lm``'s tokenizer."""
         with self._frozen():
-            return sample_groups(replace(lm, model=self._model), prompts, group_size, **sampling)
+            return generate(replace(lm, model=self._model), task, prompts, group_size, **sampling)

@@ -30,33 +30,36 @@ from harness.engine.learner import (
     Learner,
     MetricMean,
     apply_gradients,
+    draw_samples,
     to_host,
     training_scores,
 )
 from harness.engine.logprobs import completion_forward
 from harness.engine.micro_batches import in_micro_batches
-from harness.engine.rollout import Rollout, decode_completions, sample_groups
-from harness.engine.tasks.base import Item, RewardFn
+from harness.engine.rollout import Rollout
+from harness.engine.tasks.base import Item, Task
 
 
 def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1)
 
 
-def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, float]:
+def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]:
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
-    # 1. rollout: G samples per prompt, rows grouped by prompt
+    # 1. rollout: G samples (or tool-calling episodes) per prompt, rows grouped by prompt
     lm.model.eval()
     group = cfg.group_size
-    rollout = sample_groups(lm, [i.prompt for i in items], group, **learner.sampling)
+    generation = draw_samples(learner, task, items)
+    rollout = generation.rollout
     timings["time/generate_s"] = time.perf_counter() - clock
 
-    # 2. score with the verifier (a placebo arm: its scores shuffled across the batch)
+    # 2. score: the verifier, an episode's trajectory reward or a learned reward (a placebo arm:
+    #    its scores shuffled across the batch)
     clock = time.perf_counter()
-    scores = training_scores(learner, items, decode_completions(lm, rollout), reward)
+    scores, reward_metrics = training_scores(learner, task, items, generation)
     timings["time/score_s"] = time.perf_counter() - clock
 
     # 3. no-grad passes, over micro-batches of rows: the policy's own (old log-probs recomputed,
@@ -64,7 +67,8 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
     #    reference's log-probs
     clock = time.perf_counter()
     completion_mask = rollout.completion_mask
-    recompute = recomputes_old_logprobs(cfg, {p.dtype for p in lm.model.parameters()})
+    # tool tokens in the loss (mask_tool_tokens off) have no sampled log-probs: recompute them
+    recompute = recomputes_old_logprobs(cfg, {p.dtype for p in lm.model.parameters()}) or rollout.unsampled_in_loss
     shares_trunk = learner.critic is not None and learner.critic.trunk is None
     micro = train.micro_batch_size
     gap: dict[str, Tensor] = {}
@@ -74,7 +78,7 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
             own_pass = partial(completion_forward, lm.model, temperature=train.temperature, want_hidden=shares_trunk)
             own = in_micro_batches(own_pass, rollout, micro)
             # the largest per-token |sampler - trainer| log-prob difference in the rollout
-            gap["train/old_logprob_gap"] = ((own.logprobs - rollout.logprobs) * completion_mask).abs().max()
+            gap["train/old_logprob_gap"] = ((own.logprobs - rollout.logprobs) * rollout.sampled).abs().max()
             rollout = replace(rollout, logprobs=own.logprobs)
         if learner.critic is not None:
             hidden = None if own is None else own.hidden
@@ -101,10 +105,11 @@ def rl_step(learner: Learner, items: list[Item], reward: RewardFn) -> dict[str, 
         "train/reward_std_in_group": grouped.std(dim=1).mean() if group > 1 else 0.0,
         "train/frac_degenerate": adv.degenerate.float().mean(),
         "train/kl_ref": _masked_mean(kl_tokens, completion_mask),
-        "train/completion_len": completion_mask.sum(1).mean(),
-        "tokens/generated": completion_mask.sum(),
+        "train/completion_len": rollout.sampled.sum(1).mean(),  # the policy's own tokens, whatever the loss reads
+        "tokens/generated": rollout.sampled.sum(),
         "tokens/trained": kept_tokens * cfg.epochs,
         **gap,
+        **reward_metrics,
         **update_metrics,
         **timings,
     }
@@ -127,7 +132,7 @@ class _Targets:
 
 def _update(learner: Learner, targets: _Targets, keep_rows: Tensor) -> dict[str, Tensor | float]:
     cfg, lm = learner.algorithm, learner.lm
-    aggregate = make_aggregator(cfg, learner.train.max_new_tokens)
+    aggregate = make_aggregator(cfg, learner.token_budget)
     kept = torch.nonzero(keep_rows.to(targets.rollout.completion_mask.device)).squeeze(1)
     if kept.numel() == 0:
         return {"train/rows_updated": 0.0}

@@ -25,8 +25,14 @@ class Rollout:
     prompt_ids: torch.Tensor  # [B, P] left-padded
     prompt_mask: torch.Tensor  # [B, P] 1 on real prompt tokens
     completion_ids: torch.Tensor  # [B, T] right-padded with pad
-    completion_mask: torch.Tensor  # [B, T] float, 1 on generated tokens including EOS
-    logprobs: torch.Tensor  # [B, T] sampling log-probs (0 on padding)
+    #: [B, T] float, 1 on the tokens the loss, the KL, the entropy and the length count read: the
+    #: generated ones including EOS (in a tool-calling episode, the policy's turns only)
+    completion_mask: torch.Tensor
+    logprobs: torch.Tensor  # [B, T] sampling log-probs (0 on padding and on tokens the policy did not write)
+    #: [B, T] 1 on every real completion token, the ones a tool wrote included; None: the completion mask
+    completion_attention: torch.Tensor | None = None
+    #: [B, T] 1 on the tokens the policy sampled (``logprobs`` holds theirs); None: the completion mask
+    sampled_mask: torch.Tensor | None = None
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -34,10 +40,21 @@ class Rollout:
 
     @property
     def attention_mask(self) -> torch.Tensor:
-        return torch.cat([self.prompt_mask, self.completion_mask.to(self.prompt_mask.dtype)], dim=1)
+        real = self.completion_mask if self.completion_attention is None else self.completion_attention
+        return torch.cat([self.prompt_mask, real.to(self.prompt_mask.dtype)], dim=1)
+
+    @property
+    def sampled(self) -> torch.Tensor:
+        return self.completion_mask if self.sampled_mask is None else self.sampled_mask
+
+    @property
+    def unsampled_in_loss(self) -> bool:
+        """Whether the loss reads tokens the policy did not sample (tool tokens left unmasked, an
+        ablation): their old log-probs must come from a forward pass."""
+        return self.sampled_mask is not None and bool((self.completion_mask > self.sampled_mask).any())
 
     def rows(self, index: torch.Tensor) -> "Rollout":
-        return Rollout(*(t[index] for t in vars(self).values()))
+        return Rollout(*(None if t is None else t[index] for t in vars(self).values()))
 
 
 def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,6 +153,7 @@ def sample(
     greedy: bool = False,
     group_size: int = 1,
     preallocate: bool = True,
+    stop: torch.Tensor | None = None,
 ) -> Rollout:
     """Generate up to ``max_new_tokens`` per row, ``group_size`` rows per prompt (prompt i: rows
     i*G..i*G+G-1); rows stop at EOS.
@@ -144,6 +162,9 @@ def sample(
     cache is preallocated for the prompt width plus the budget and written in place (``kv_cache``);
     the attention mask is built once at that width, 1 on every completion column, and each step
     passes a view of its first columns (a finished row's later columns are never read back).
+
+    A row also stops once its last tokens are ``stop`` (token ids, e.g. a tool call's closing tag),
+    which it keeps, as it keeps EOS.
 
     Finished rows stay in the decode batch until a check, every ``CHECK_EVERY`` tokens (the loop's
     own only reads from the device), finds them ``DROP_SHARE`` of it or more; then they leave it,
@@ -182,6 +203,8 @@ def sample(
         logps[live, step] = torch.where(alive, logp_all.gather(-1, token[:, None]).squeeze(-1), 0.0)
         masks[live, step] = alive.float()
         done = done | (token == eos)
+        if stop is not None and step + 1 >= stop.numel():
+            done = done | (tokens[live, step + 1 - stop.numel() : step + 1] == stop).all(-1)
         if step + 1 == max_new_tokens:
             break
         if (step + 1) % CHECK_EVERY == 0:

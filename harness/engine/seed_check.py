@@ -18,7 +18,8 @@ import time
 
 import torch
 
-from harness.engine.rollout import Rollout, sample_groups
+from harness.engine.generation import generate
+from harness.engine.rollout import Rollout
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.engine.trial import prompt_batches, start_policy, trial_generator
 from harness.errors import HarnessError
@@ -31,10 +32,10 @@ class SeedCheckError(HarnessError):
     """The seed does not reach the rollouts, or one seed does not repeat."""
 
 
-def _first_rollout(lm, spec: TrialSpec, prompts: list[str], group: int) -> Rollout:
+def _first_rollout(lm, task, spec: TrialSpec, prompts: list[str], group: int) -> Rollout:
     lm.model.eval()
-    return sample_groups(lm, prompts, group, max_new_tokens=spec.train.max_new_tokens,
-                         temperature=spec.train.temperature, generator=trial_generator(spec, lm.device))
+    return generate(lm, task, prompts, group, max_new_tokens=spec.train.max_new_tokens,
+                    temperature=spec.train.temperature, generator=trial_generator(spec, lm.device)).rollout
 
 
 def _agreement(a: Rollout, b: Rollout) -> tuple[float, float]:
@@ -58,7 +59,7 @@ def check_seeds(spec: TrialSpec) -> TrialResult:
     prompts = [item.prompt for item in prompt_batches(task.train, spec.train.prompts_per_step, 1, spec.seed)[0]]
     group = spec.algorithm.group_size
     other = spec.model_copy(update={"seed": spec.seed + 1})
-    first, again, second = (_first_rollout(lm, s, prompts, group) for s in (spec, spec, other))
+    first, again, second = (_first_rollout(lm, task, s, prompts, group) for s in (spec, spec, other))
     same_share, same_gap = _agreement(first, again)
     other_share, _ = _agreement(first, second)
     on_gpu = lm.device.type != "cpu"

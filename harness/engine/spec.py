@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    Tag,
     model_validator,
 )
 
@@ -28,6 +30,54 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class ToolRewardConfig(_Strict):
+    """The trajectory reward of a tool-calling episode, scored once after its last turn: the
+    answer's part plus the format's (calls, tags, the turn limit), clipped to +-``clip``."""
+
+    answer: float = Field(1.0, description="paid when the final turn passes the task's verifier")
+    valid_call: float = Field(0.1, description="per well-formed call: a JSON object with `name` and `arguments`")
+    max_call_bonus: float = Field(
+        0.1, ge=0, description="at most this much from valid calls per episode, so needless calls do not pay"
+    )
+    call_bonus_needs_answer: bool = Field(False, description="pay the call bonus only with a correct answer")
+    invalid_call: float = Field(-0.2, description="per call that is not valid JSON, lacks name/arguments or names no tool")
+    unclosed_tag: float = Field(-0.2, description="per turn whose <tool_call> and </tool_call> counts differ")
+    turn_limit: float = Field(-0.5, description="when the episode hit task.max_turns with its last turn a call")
+    clip: PositiveFloat = Field(3.0, description="the reward is clipped to [-clip, clip]")
+
+
+class LearnedRewardConfig(_Strict):
+    """A learned (Bradley-Terry) reward model as a task's training reward (``task.reward: {model: ...}``):
+    each completion is trained on ``weight`` x the model's score, normalised to zero mean and unit sd
+    over its held-out completions, plus ``verifier_weight`` x the verifier's. The verifier stays the
+    gold score: held-out evaluation and ``train/reward_gold`` use it alone."""
+
+    model: str = Field(
+        description="a reward-model folder (`harness reward-model train` writes one) or the id it prints, "
+        "rm-<hash>, found under <cache_dir>/reward_models/"
+    )
+    weight: float = Field(1.0, description="on the reward model's normalised score")
+    verifier_weight: float = Field(0.0, description="on the verifier's score (the task's own or `verifier`)")
+    verifier: str | None = Field(
+        None, description="the gold verifier: registered reward name or `module:function`; default: the task's own"
+    )
+    batch_size: PositiveInt = Field(64, description="completions the reward model scores per forward pass")
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> "LearnedRewardConfig":
+        if self.weight == 0 and self.verifier_weight == 0:
+            raise ValueError("weight and verifier_weight are both 0: the training reward would be 0 everywhere")
+        return self
+
+
+#: ``task.reward``: a reward's name, or a learned reward model's settings (a mapping); the tags are
+#: the input's type, so an error in one is reported alone and at its own field path
+TaskReward = Annotated[
+    Annotated[str, Tag("str")] | Annotated[LearnedRewardConfig, Tag("dict")],
+    Discriminator(lambda value: "str" if isinstance(value, str) else "dict"),
+]
+
+
 class TaskConfig(_Strict):
     name: str = "addition"
     n_train: PositiveInt = 2000
@@ -36,9 +86,44 @@ class TaskConfig(_Strict):
     max_digits: PositiveInt = 2
     path: str | None = Field(None, description="JSONL file for file-backed tasks (gsm8k_jsonl)")
     eval_path: str | None = Field(None, description="held-out JSONL; default: a split of `path`")
-    reward: str | None = Field(
-        None, description="registered reward name or `module:function`; default: the task's own"
+    reward: TaskReward | None = Field(
+        None, description="registered reward name or `module:function`; default: the task's own; or a learned "
+        "reward model, {model: FOLDER_OR_ID, weight, verifier_weight}, trained on in place of the verifier"
     )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="tools the policy may call in multi-turn episodes: registered names (calculator, lookup) or "
+        "`module:function` factories; none: single-turn completions",
+    )
+    max_turns: PositiveInt = Field(3, description="policy turns per tool-calling episode, at most")
+    tool_timeout_s: PositiveFloat = Field(2.0, description="a tool call running longer returns an error to the model")
+    describe_tools: bool = Field(
+        True,
+        description="put the tools' JSON schemas into the prompt of a model without a chat template (a chat "
+        "template gets them through its `tools=` argument); the testbed's fixed tool set may leave them out",
+    )
+    tool_reward: ToolRewardConfig = Field(
+        ToolRewardConfig(), description="the weights of a tool-calling episode's trajectory reward (its keys below)"
+    )
+    demo_share: float = Field(
+        0.5, ge=0, le=1,
+        description="tool tasks: the share of warm-start examples that demonstrate the tool call (the rest answer "
+        "directly), which sets how often the warm-started policy calls a tool",
+    )
+
+    @model_validator(mode="after")
+    def _tool_keys_need_tools(self) -> "TaskConfig":
+        """A tool setting changed from its default without tools would be read by nothing."""
+        if not self.tools:
+            changed = [k for k in TOOL_KEYS if getattr(self, k) != type(self).model_fields[k].get_default(call_default_factory=True)]
+            if changed:
+                raise ValueError(f"task.{changed[0]} is read only by tool-calling episodes; add task.tools "
+                                 "(e.g. [calculator]) or drop it")
+        return self
+
+
+#: the task keys only tool-calling episodes read
+TOOL_KEYS = ("max_turns", "tool_timeout_s", "describe_tools", "tool_reward", "demo_share")
 
 
 class TinyModelConfig(_Strict):
@@ -94,6 +179,11 @@ class TrainConfig(_Strict):
         False,
         description="recompute the policy's decoder-layer activations in the backward pass of its updates instead "
         "of keeping them: less memory, for one more forward pass of the trunk per update",
+    )
+    mask_tool_tokens: bool = Field(
+        True,
+        description="tool-calling episodes: keep the tokens a tool (and the chat template around it) wrote out of the "
+        "loss, the KL, the entropy and the length normalisation; false trains on them too (an ablation)",
     )
     placebo_reward: bool = Field(
         False,

@@ -22,6 +22,7 @@ from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import build_critic
 from harness.algorithms.presets import check_algorithm
 from harness.engine.dpo_step import dpo_step
+from harness.engine.episodes.turn_format import check_turn_format
 from harness.engine.evaluation import eval_metrics, evaluate
 from harness.engine.learner import Learner, make_optimizer
 from harness.engine.models import check_tokenizer, enable_gradient_checkpointing
@@ -94,6 +95,7 @@ def start_policy(spec: TrialSpec):
         torch.set_num_threads(spec.train.threads)
     task = build_task(spec.task)
     check_tokenizer(spec.model, task)
+    check_turn_format(spec.model, task)
     lm, warm_info, warnings = load_policy(spec, task)
     torch.manual_seed(spec.seed)
     return task, lm, warm_info, warnings
@@ -117,6 +119,7 @@ def _learner(spec: TrialSpec, lm) -> Learner:
         algorithm=cfg,
         train=spec.train,
         generator=generator,
+        turns=spec.task.max_turns if spec.task.tools else 1,
     )
 
 
@@ -135,7 +138,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     batches = prompt_batches(task.train, spec.train.prompts_per_step, spec.train.steps, spec.seed)
     for step, items in enumerate(batches, 1):
         clock = time.perf_counter()
-        latest = step_fn(learner, items, task.reward)
+        latest = step_fn(learner, task, items)
         latest["time/step_s"] = time.perf_counter() - clock
         total_tokens += latest["tokens/generated"] + latest["tokens/trained"]
         latest["tokens/total"] = total_tokens
@@ -147,7 +150,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
 
     final_eval = {k: v for k, v in history[-1].items() if k.startswith("eval/")}
     final = {
-        **{k: v for k, v in latest.items() if k.startswith("train/")},
+        **{k: v for k, v in latest.items() if k.startswith(("train/", "tools/"))},
         **final_eval,
         "eval/accuracy_start": start_eval["eval/accuracy"],
         "eval/mean_reward_start": start_eval["eval/mean_reward"],

@@ -47,6 +47,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from harness.engine.episodes import demonstration
 from harness.engine.evaluation import greedy_accuracy
 from harness.engine.learner import make_optimizer
 from harness.engine.models import (
@@ -266,24 +267,30 @@ def _load(folder: Path, model: ModelConfig) -> LoadedModel:
     return lm
 
 
-def _sft_batch(lm: LoadedModel, items: list[Item]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded prompt+target+EOS ids, attention mask and loss mask (target tokens only)."""
+def _sft_example(lm: LoadedModel, task: Task, item: Item) -> tuple[list[int], list[int], list[float]]:
+    """An item's prompt tokens, target tokens (EOS last) and the target's loss mask: a
+    tool-calling episode's demonstration has its tools' tokens out of the loss, as in RL."""
+    if task.tool_use is not None:
+        return demonstration(lm, task.tool_use, item.prompt, item.turns or (item.target,))
     tok = lm.tokenizer
     prefix = [tok.bos_token_id] if tok.bos_token_id is not None and not lm.use_chat_template else []
-    rows = []
-    for item in items:
-        prompt = prefix + tok(lm.format_prompt(item.prompt), add_special_tokens=False)["input_ids"]
-        target = tok(item.target, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        rows.append((prompt, target))
-    width = max(len(p) + len(t) for p, t in rows)
-    ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+    prompt = prefix + tok(lm.format_prompt(item.prompt), add_special_tokens=False)["input_ids"]
+    target = tok(item.target, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    return prompt, target, [1.0] * len(target)
+
+
+def _sft_batch(lm: LoadedModel, task: Task, items: list[Item]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded prompt+target ids, attention mask and loss mask (the target's policy tokens)."""
+    rows = [_sft_example(lm, task, item) for item in items]
+    width = max(len(p) + len(t) for p, t, _ in rows)
+    ids = torch.full((len(rows), width), lm.tokenizer.pad_token_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
     loss_mask = torch.zeros(ids.shape, dtype=torch.float)
-    for r, (prompt, target) in enumerate(rows):
+    for r, (prompt, target, mask) in enumerate(rows):
         seq = prompt + target
         ids[r, : len(seq)] = torch.tensor(seq)
         attention[r, : len(seq)] = 1
-        loss_mask[r, len(prompt) : len(seq)] = 1.0
+        loss_mask[r, len(prompt) : len(seq)] = torch.tensor(mask)
     return ids.to(lm.device), attention.to(lm.device), loss_mask.to(lm.device)
 
 
@@ -294,7 +301,7 @@ def _validation(task: Task) -> list[Item]:
 
 def validation_accuracy(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -> float:
     """Greedy accuracy on the validation prompts: the check SFT stops on, and the cache's own."""
-    return greedy_accuracy(lm, _validation(task), task.reward, inputs.max_new_tokens)
+    return greedy_accuracy(lm, task, _validation(task), inputs.max_new_tokens)
 
 
 def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -> dict[str, float]:
@@ -309,7 +316,7 @@ def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -
     started = shown = time.perf_counter()
     for step in range(1, config.steps + 1):
         lm.model.train()
-        ids, attention, loss_mask = _sft_batch(lm, rng.sample(pool, min(config.batch_size, len(pool))))
+        ids, attention, loss_mask = _sft_batch(lm, task, rng.sample(pool, min(config.batch_size, len(pool))))
         logits = lm.model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
         token_loss = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
         loss = (token_loss * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
@@ -317,7 +324,7 @@ def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -
         loss.backward()
         optimizer.step()
         if step % CHECK_EVERY == 0 or step == config.steps:
-            accuracy = greedy_accuracy(lm, validation, task.reward, budget)
+            accuracy = greedy_accuracy(lm, task, validation, budget)
             if accuracy >= config.target_accuracy:
                 break
             now = time.perf_counter()

@@ -34,8 +34,19 @@ class WarmStartInputs(BaseModel):
 
     @classmethod
     def of(cls, spec: TrialSpec) -> WarmStartInputs:
-        return cls(model=spec.model, task=spec.task, warmstart=spec.warmstart,
+        return cls(model=spec.model, task=gold_task(spec.task), warmstart=spec.warmstart,
                    max_new_tokens=spec.train.max_new_tokens)
+
+
+def gold_task(task: TaskConfig) -> TaskConfig:
+    """The task as the warm start reads it: a learned reward (``task.reward: {model: ...}``) is RL's
+    training reward only, and the warm start's accuracy checks use its verifier; so a study trained
+    on a reward model shares the warm start of the same study on the verifier (and the reward model,
+    trained on that warm start's samples, does not key its own warm start: no cycle)."""
+    reward = task.reward
+    if reward is None or isinstance(reward, str):
+        return task
+    return task.model_copy(update={"reward": reward.verifier})
 
 
 def auto_dtype(device_type: str) -> str:

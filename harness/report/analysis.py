@@ -42,6 +42,7 @@ from harness.report.frames import (
 )
 from harness.report.looks import design_line, final_pairs, replay
 from harness.report.noise import noise_floor_table, noise_split, typical_plan
+from harness.report.overoptimisation import overoptimisation_frame
 from harness.report.trial_warnings import mark_no_learning_signal, warning_state
 
 #: Spec keys that name a trial rather than configure it (left out of the config-diff table).
@@ -71,6 +72,7 @@ class Analysis:
     budget: pd.DataFrame = field(default_factory=pd.DataFrame)  # predicted SE of a difference per design option
     looks: pd.DataFrame = field(default_factory=pd.DataFrame)  # sequential studies: each comparison look by look
     calibration: pd.DataFrame = field(default_factory=pd.DataFrame)  # A/A and placebo comparisons, apart
+    overoptimisation: pd.DataFrame = field(default_factory=pd.DataFrame)  # learned reward: proxy, gold, KL per step
     notes: list[str] = field(default_factory=list)
 
 
@@ -370,6 +372,7 @@ def analyze(
         budget=split.budget,
         looks=rep.table if rep is not None else pd.DataFrame(),
         calibration=calibration,
+        overoptimisation=overoptimisation_frame(results),
     )
     for m in curve_metrics_of(results, curve_metrics):
         for x in ("step", "tokens"):

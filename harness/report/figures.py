@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from harness.errors import ConfigError
 from harness.report.analysis import Analysis
 from harness.report.frames import completed, seed_values
+from harness.report.overoptimisation import overoptimisation_plot
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
@@ -238,4 +239,8 @@ def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, 
         figs.append(("fig-components", "Variance components", components_plot(analysis)))
     for i, (metric, x) in enumerate(analysis.curves):
         figs.append((f"fig-curve-{i}", f"{metric} by {x}", curve_plot(analysis, metric, x, smooth=smooth)))
+    if len(analysis.overoptimisation):
+        figs.append(("fig-overopt", "Over-optimisation: gold against proxy and KL",
+                     overoptimisation_plot(analysis.overoptimisation, colors_for(analysis.header["conditions"]),
+                                           TEMPLATE)))
     return figs

@@ -116,6 +116,9 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
     if curves:  # two panels a row on a wide screen: by step beside by tokens of the same metric
         order.append('<h2 id="curves">Training curves</h2><div class="curve-grid">'
                      + "".join(f"<div>{c}</div>" for c in curves) + "</div>")
+    if "overoptimisation" in by_key:  # a learned reward: gold against proxy and KL, then the last step's table
+        order += figs("fig-overopt")
+        order.append(_table(by_key["overoptimisation"]))
     for key in ("cost", "failed", "pending", "config"):
         if key in by_key:
             order.append(_table(by_key[key]))

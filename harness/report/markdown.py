@@ -52,6 +52,10 @@ def render_markdown(analysis: Analysis) -> str:
         "the per-trial table is `results.csv`.",
         "",
     ]
+    if len(analysis.overoptimisation):
+        out += ["Trained on a learned reward: `index.html` draws each arm's gold (verifier) reward against its "
+                "proxy (reward-model) reward and against the KL to the reference, step by step (section "
+                "*Over-optimisation*); the table below gives the last step's.", ""]
     for s in sections(analysis, include_trials=False):
         out += [f"## {s.title}", ""]
         if s.caption:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.report.analysis import Analysis
 from harness.report.comparisons import SEEDS_SEARCH_LIMIT
+from harness.report.overoptimisation import last_step_table
 
 DASH = "—"
 
@@ -217,6 +218,15 @@ def _verdict_caption(h: dict) -> str:
             "from the measured variance (prospective, never from the observed difference).")
 
 
+def overoptimisation_display(analysis: Analysis) -> pd.DataFrame:
+    last = last_step_table(analysis.overoptimisation)
+    return pd.DataFrame({
+        "condition": last["condition"], "step": [fmt(int(s)) for s in last["step"]],
+        "proxy": [fmt(v) for v in last["proxy"]], "gold": [fmt(v) for v in last["gold"]],
+        "KL": [fmt(v) for v in last["kl"]], "seeds": [fmt(int(s)) for s in last["seeds"]],
+    }, columns=["condition", "step", "proxy", "gold", "KL", "seeds"])
+
+
 def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section]:
     """The report's tables in page order."""
     h = analysis.header
@@ -265,6 +275,14 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
     ]
     if len(analysis.pending):
         out.append(Section("pending", "Trials still running or waiting", _strings(analysis.pending), ""))
+    if len(analysis.overoptimisation):
+        out.append(Section("overoptimisation", "Over-optimisation: proxy, gold and KL at the last step",
+                           overoptimisation_display(analysis),
+                           "Trained on a learned reward model: per arm, at its last logged step, the seed means of "
+                           "the proxy (train/reward_proxy, the reward model's training reward), the gold score "
+                           "(train/reward_gold, the verifier's on the same samples) and the KL to the reference "
+                           "(train/kl_ref). A proxy well above its start with gold flat or falling is the proxy "
+                           "exploited (Gao et al. 2023); the figure shows the path there."))
     out.append(Section("config", "What differs between the arms", _strings(analysis.config_diff),
                        "Configuration keys whose values differ across conditions."))
     if include_trials:

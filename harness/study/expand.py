@@ -41,9 +41,13 @@ def resolve_arm(arm: Arm, extra: Mapping[str, Any], where: str) -> RLConfig | DP
 
 def arm_train(study: Study, arm: Arm, extra: Mapping[str, Any], where: str) -> TrainConfig:
     try:
-        return TrainConfig.model_validate({**study.train.model_dump(), **arm.train, **extra})
+        train = TrainConfig.model_validate({**study.train.model_dump(), **arm.train, **extra})
     except ValidationError as err:
         raise ConfigError(f"{where}: {format_validation_error(err, TrainConfig)}") from None
+    if not train.mask_tool_tokens and not study.task.tools:
+        raise ConfigError(f"{where}: train.mask_tool_tokens is read only by tool-calling episodes; "
+                          "add task.tools (e.g. [calculator]) or drop it")
+    return train
 
 
 def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -84,7 +84,8 @@ def unwrap_type(tp: Any, want_model: bool = False) -> Any:
             tp = typing.get_args(tp)[0]
         elif origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(tp) if a is not type(None)]
-            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            branches = [typing.get_args(a)[0] if typing.get_origin(a) is Annotated else a for a in args]  # tagged
+            models = [a for a in branches if isinstance(a, type) and issubclass(a, BaseModel)]
             if want_model and models:
                 tp = models[0]
             elif len(args) == 1:

@@ -27,7 +27,7 @@ from harness.algorithms import parts
 from harness.algorithms.config import CONFIG_TYPES
 from harness.algorithms.presets import PRESETS
 from harness.engine.spec import TrainConfig
-from harness.engine.tasks import TASKS, jsonl
+from harness.engine.tasks import TASKS, TOOLS, jsonl
 from harness.engine.tasks.rewards import REWARDS
 from harness.study.schema import (
     FINAL_METRICS,
@@ -172,7 +172,9 @@ def _choices(path: str, field: str) -> list[str] | None:
     if path == "task.name":
         return TASKS.names()
     if path == "task.reward":
-        return [*REWARDS.names(), "module:function"]
+        return [*REWARDS.names(), "module:function", "a learned reward model {model: ...} (`task.reward` below)"]
+    if path == "task.tools":
+        return [*TOOLS.names(), "module:function"]
     if path == "primary_metric":
         return list(FINAL_METRICS)
     for slots in (parts.SLOTS, parts.DPO_SLOTS):
@@ -214,10 +216,15 @@ def _nested(annotation: Any, path: str) -> tuple[type[BaseModel], str] | None:
     ``LoraConfig | None``, ``arms[].`` for ``list[Arm]``, ``tuning.search_space.KEY.`` for a
     mapping to ``SearchParam``; None for a plain value."""
     origin = typing.get_origin(annotation)
-    for candidate in (annotation, *typing.get_args(annotation)):
+    candidates = [annotation, *typing.get_args(annotation)]
+    while candidates:
+        candidate = candidates.pop(0)
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
             suffix = "[]." if origin is list else ".KEY." if origin is dict else "."
             return candidate, path + suffix
+        if candidate is not annotation and typing.get_origin(candidate) in (typing.Annotated, typing.Union,
+                                                                              types.UnionType):
+            candidates += typing.get_args(candidate)  # a tagged union's branches (task.reward)
     return None
 
 

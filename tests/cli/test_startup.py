@@ -27,6 +27,7 @@ COMMANDS = [
     ["plan", "studies/small.yaml"],
     ["schema"],
     ["algorithms"],
+    ["reward-model", "train", "--help"],
     ["status", "small"],
     ["results", "small"],
     ["report", "small", "--out", "rep"],

@@ -227,7 +227,7 @@ def test_an_rl_step_never_builds_the_full_vocabulary_logits_of_its_batch(small_c
                       generator=torch.Generator().manual_seed(0))
     vocab = lm.model.get_output_embeddings().weight.shape[0]
     prompt_width = int(max(len(i.prompt) for i in task.train[:4])) + 1  # + BOS
-    metrics = rl_step(learner, list(task.train[:4]), task.reward)
+    metrics = rl_step(learner, task, list(task.train[:4]))
     rows = 4 * cfg.group_size
     chunks = [s for s in shapes if len(s) == 2]  # the log-prob passes: [tokens, vocab]
     sampler = [s for s in shapes if len(s) == 3]  # the model's own forward: sampling, and the one check

@@ -44,7 +44,7 @@ def _step(preset: str, overrides: dict, micro_batch_size: int | None):
         generator=torch.Generator().manual_seed(0),
     )
     step = dpo_step if cfg.kind == "dpo" else rl_step
-    metrics = step(learner, list(task.train[:PROMPTS]), task.reward)
+    metrics = step(learner, task, list(task.train[:PROMPTS]))
     return [p.grad.clone() for p in learner.parameters], {k: v for k, v in metrics.items() if not k.startswith("time/")}
 
 

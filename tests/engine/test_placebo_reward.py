@@ -3,10 +3,11 @@
 import torch
 
 from harness.algorithms import resolve_algorithm
+from harness.engine.generation import Generation
 from harness.engine.learner import Learner, training_scores
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
 from harness.engine.spec import ModelConfig, TrainConfig
-from harness.engine.tasks.base import Item
+from harness.engine.tasks.base import Item, Task
 
 
 def learner(placebo: bool, seed: int = 0) -> Learner:
@@ -26,15 +27,24 @@ def exact(item, text):
     return float(text == item.answer)
 
 
+TASK = Task("toy", (), (), exact)
+GENERATION = Generation(rollout=None, texts=COMPLETIONS)
+
+
+def trained_on(learner_):
+    values, _ = training_scores(learner_, TASK, ITEMS, GENERATION)
+    return values
+
+
 def test_the_control_scores_each_completion():
-    scores = training_scores(learner(False), ITEMS, COMPLETIONS, exact)
+    scores = trained_on(learner(False))
     assert scores.tolist() == [1.0, 0.0] * 8
 
 
 def test_the_placebo_keeps_the_scores_but_not_their_order():
-    shuffled = training_scores(learner(True), ITEMS, COMPLETIONS, exact)
+    shuffled = trained_on(learner(True))
     assert sorted(shuffled.tolist()) == sorted([1.0, 0.0] * 8)  # the same mean and spread
     assert shuffled.tolist() != [1.0, 0.0] * 8
-    again = training_scores(learner(True), ITEMS, COMPLETIONS, exact)
+    again = trained_on(learner(True))
     assert torch.equal(shuffled, again)  # seeded by the trial's generator
-    assert not torch.equal(shuffled, training_scores(learner(True, seed=1), ITEMS, COMPLETIONS, exact))
+    assert not torch.equal(shuffled, trained_on(learner(True, seed=1)))

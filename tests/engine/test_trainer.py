@@ -103,9 +103,9 @@ def test_dpo_samples_its_pairs_from_the_model_pairs_from_names(make_spec, monkey
         """Every step's sampled completions (what the verifier ranks into pairs)."""
         seen: list[list[str]] = []
 
-        def spy(learner, items, texts, reward):
-            seen.append(list(texts))
-            return score(learner, items, texts, reward)
+        def spy(learner, task, items, generation):
+            seen.append(list(generation.texts))
+            return score(learner, task, items, generation)
 
         monkeypatch.setattr(dpo_step, "training_scores", spy)
         result = run_trial(make_spec("dpo", overrides={"pairs_from": pairs_from, "lr": lr}, train={"steps": 4}))

@@ -5,7 +5,8 @@ import. A part may always import its own modules, ``harness.errors`` and the pac
 (``__version__``). The engine is reached
 from outside only through its spec and its tasks (the study checks task names), its warm-start
 key (the plan says whether a study's warm start is cached; torch-free) and, by a ``module:function``
-string in a child process, through ``harness.engine.trial``.
+string in a child process, through ``harness.engine.trial``; ``harness reward-model train`` trains through
+``harness.engine.reward_model`` (imported inside the command, so the CLI starts without torch).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tracking": {"study", "engine.spec", "harness"},
     "runner": {"study", "tracking", "engine.spec"},
     "report": {"stats", "tracking"},
-    "cli": {"algorithms", "engine.spec", "engine.trial", "report", "runner", "study", "stats", "tracking"},
+    # engine.reward_model: `harness reward-model train` trains in its own process (imported lazily, in the command)
+    "cli": {"algorithms", "engine.spec", "engine.trial", "engine.reward_model", "report", "runner", "study", "stats",
+            "tracking"},
 }
 
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from harness.engine.spec import ToolRewardConfig
+    from harness.engine.tools import ToolSet
 
 RewardFn = Callable[["Item", str], float]
+BatchScorer = Callable[[list["Item"], list[str]], list[float]]
 
 
 @dataclass(frozen=True)
@@ -18,10 +23,22 @@ class Item:
     prompt: str
     answer: str
     solution: str | None = None
+    turns: tuple[str, ...] | None = None  # tool tasks: the demonstrated policy turns (calls, then the answer)
 
     @property
     def target(self) -> str:
         return self.solution if self.solution is not None else self.answer
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """How a task's rollouts are tool-calling episodes (``task.tools``): the tools, the turn limit,
+    the trajectory reward's weights and whether plain-text prompts describe the tools."""
+
+    toolset: "ToolSet"
+    max_turns: int
+    reward: "ToolRewardConfig"
+    describe: bool = True
 
 
 @dataclass(frozen=True)
@@ -31,6 +48,12 @@ class Task:
     eval: tuple[Item, ...]
     reward: RewardFn
     alphabet: str = ""  # characters the testbed tokenizer must cover ("" for natural-language tasks)
+    table: dict[str, str] | None = None  # the key-value store a lookup tool of this task reads
+    tool_use: ToolUse | None = None  # rollouts are multi-turn episodes with these tools
+    #: a training reward in place of the verifier (a learned reward model, maybe weighted with the
+    #: verifier): ``scorer(items, completions) -> scores``, one item per completion (a prompt's item
+    #: repeated for each of its samples), one score each; the verifier stays the gold score
+    scorer: "BatchScorer | None" = None
 
     def __post_init__(self):
         overlap = {i.prompt for i in self.train} & {i.prompt for i in self.eval}

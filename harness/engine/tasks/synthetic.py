@@ -37,10 +37,18 @@ def _sorting_lengths(config) -> range:
     return range(config.min_digits + 2, config.max_digits + 3)
 
 
+def multipliers(config) -> int:
+    """Multiplication's second operands: 1 up to one digit fewer than the first's largest
+    (a 2-3 digit number times a 1-2 digit one)."""
+    return 10 ** max(1, config.max_digits - 1) - 1
+
+
 def prompt_space(config) -> int:
     """How many distinct prompts the synthetic task ``config.name`` can produce (arithmetic only)."""
     if config.name == "addition":
         return _operands(config.min_digits, config.max_digits)[1] ** 2
+    if config.name == "multiplication":
+        return _operands(config.min_digits, config.max_digits)[1] * multipliers(config)
     if config.name == "sorting":
         return sum(10**length for length in _sorting_lengths(config))
     raise ValueError(f"task {config.name}: not a synthetic task")

@@ -1,0 +1,182 @@
+"""Where a learned reward model lives: what its training reads, the key that hashes it, its id and
+folder, and the checks that a folder is one (torch-free: ``harness validate`` runs them).
+
+A reward model is cached like the warm start, by the content hash of everything its training
+reads (``RewardModelInputs``: the base model's config, the pairs' content hash or the settings
+that build them from the verifier, the training settings), under
+``<cache_dir>/reward_models/<key>/``; its id is ``rm-<key>``. A study names either the id or a
+folder. The folder holds the trunk (``save_pretrained``: config.json and weights), its tokenizer,
+the scalar head (``reward_head.safetensors``) and, written last and atomically, ``manifest.json``:
+the format and its version, the base, the training settings, the held-out metrics, the mean and
+sd of the scores of the held-out completions (the scorer normalises by them) and the sha256 of
+every other file. A folder without a readable manifest of this format, or without the head, is
+not a reward model: a one-line ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+)
+
+from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
+from harness.engine.warmstart_key import WarmStartInputs, _keyed_dtype, gold_task
+from harness.engine.warmstart_key import cache_key as warmstart_cache_key
+from harness.errors import ConfigError
+
+FORMAT = "harness-reward-model"
+FORMAT_VERSION = 1  # bump when training or the folder's layout changes what a key produces
+FOLDER = "reward_models"  # under a cache_dir, beside warmstart/
+MANIFEST_FILE = "manifest.json"  # written last
+HEAD_FILE = "reward_head.safetensors"  # {"weight": [1, hidden]}: the scalar head on the last token's state
+ID_PREFIX = "rm-"
+_ID = re.compile(r"^rm-([0-9a-f]{16})$")
+#: the command that builds a study's reward model, as error messages name it
+TRAIN_COMMAND = "harness reward-model train --study STUDY.yaml --from-verifier --label-noise 0.2"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class RewardTraining(_Frozen):
+    """How the scalar head (and the trunk) are fitted to the pairs."""
+
+    steps: PositiveInt | None = Field(None, description="optimiser steps; None: `epochs` passes over the train pairs")
+    epochs: PositiveInt = 15  # the testbed's: 20% label noise needs ~7k steps to break out of its plateau
+    lr: PositiveFloat = 5e-4
+    batch_size: PositiveInt = Field(32, description="pairs per optimiser step")
+    held_out: float = Field(0.2, gt=0, lt=1, description="share of pairs (whole prompts) held out for the metrics")
+    seed: NonNegativeInt = 0
+    max_grad_norm: PositiveFloat = 1.0
+
+
+class VerifierPairs(_Frozen):
+    """Pairs built from the task's verifier on the warm-start policy's samples: per prompt, a sample
+    the verifier scores higher against one it scores lower, each label flipped with probability
+    ``label_noise`` (seeded), as a human labeller disagrees with the verifier."""
+
+    prompts: PositiveInt | None = Field(None, description="train prompts sampled; None: all of the task's")
+    samples_per_prompt: int = Field(8, ge=2, description="completions sampled per prompt")
+    pairs_per_prompt: PositiveInt = Field(3, description="pairs kept per prompt, at most")
+    label_noise: float = Field(0.0, ge=0, le=0.5, description="probability that a pair's label is flipped")
+    temperature: PositiveFloat = 1.0
+    max_new_tokens: PositiveInt = 8
+
+
+class RewardModelInputs(_Frozen):
+    """Everything a reward model's training reads; the cache key hashes all of it."""
+
+    base: str = Field(description="'warmstart' (the study's warm-started policy), 'model' (the study's model as "
+                      "configured: a fresh tiny one, or the pretrained one) or a hub id / local folder")
+    model: ModelConfig  # dtype, device, LoRA and the tiny model's shape
+    task: TaskConfig  # as the warm start reads it (``gold_task``): the verifier, the alphabet, the prompts
+    warmstart: str | None = Field(None, description="the warm start's cache key, when it is read")
+    pairs_sha256: str | None = Field(None, description="the content hash of a pair file's pairs")
+    verifier_pairs: VerifierPairs | None = None
+    training: RewardTraining
+
+    @classmethod
+    def of(cls, spec: TrialSpec, *, base: str, training: RewardTraining, pairs_sha256: str | None = None,
+           verifier_pairs: VerifierPairs | None = None) -> RewardModelInputs:
+        if (pairs_sha256 is None) == (verifier_pairs is None):
+            raise ConfigError("give the pairs either as a file (--pairs) or built from the verifier (--from-verifier)")
+        reads_warmstart = base == "warmstart" or verifier_pairs is not None
+        return cls(base=base, model=spec.model, task=gold_task(spec.task), training=training,
+                   warmstart=warmstart_cache_key(WarmStartInputs.of(spec)) if reads_warmstart else None,
+                   pairs_sha256=pairs_sha256, verifier_pairs=verifier_pairs)
+
+
+def cache_key(inputs: RewardModelInputs) -> str:
+    payload = {"format": FORMAT_VERSION, **inputs.model_dump(mode="json")}
+    payload["model"]["dtype"] = _keyed_dtype(inputs.model)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def reward_model_id(key: str) -> str:
+    return f"{ID_PREFIX}{key}"
+
+
+def cache_folder(cache_dir: str | Path, key: str) -> Path:
+    return Path(cache_dir) / FOLDER / key
+
+
+def default_cache_dir() -> str:
+    """Where a study's trials cache (``TrialSpec.cache_dir``'s default): ids are looked up there."""
+    return TrialSpec.model_fields["cache_dir"].default
+
+
+def resolve_reward_model(ref: str, cache_dir: str | Path | None = None, *, where: str = "reward.model"
+                         ) -> tuple[Path, dict[str, Any]]:
+    """The folder and manifest of the reward model ``ref`` names: an id ``rm-<key>`` (looked up
+    under ``<cache_dir>/reward_models/``) or a folder. Torch-free and cheap (no checksums: those
+    are checked when the model loads); anything else is a one-line ``ConfigError``."""
+    match = _ID.match(ref)
+    if match:
+        folder = cache_folder(cache_dir or default_cache_dir(), match.group(1))
+        if not (folder / MANIFEST_FILE).is_file():
+            raise ConfigError(
+                f"{where} {ref!r}: no such reward model in {folder.parent} (not built here yet); build it with "
+                f"`{TRAIN_COMMAND}` (same study, same options: it prints this id), or name a reward-model folder"
+            )
+        return folder, read_manifest(folder, where=f"{where} {ref!r}")
+    folder = Path(ref)
+    if not folder.exists():
+        raise ConfigError(f"{where} {ref!r}: no such folder; give a reward-model folder or an id rm-<hash> "
+                          f"that `{TRAIN_COMMAND}` printed")
+    return folder, read_manifest(folder, where=f"{where} {ref!r}")
+
+
+def read_manifest(folder: Path, *, where: str | None = None) -> dict[str, Any]:
+    """The manifest of a reward-model folder, checked for its format, or a one-line ``ConfigError``
+    saying why ``folder`` is not a scalar-head reward model."""
+    where = where or str(folder)
+    not_one = f"{where}: not a scalar-head reward model folder"
+    if not folder.is_dir():
+        raise ConfigError(f"{not_one} (it is a file); give the folder `harness reward-model train` wrote")
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise ConfigError(f"{not_one} (it has no {MANIFEST_FILE}; `harness reward-model train` writes one last, "
+                          f"beside the trunk and {HEAD_FILE})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"{not_one} ({MANIFEST_FILE} is unreadable: {' '.join(str(err).split())})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ConfigError(f"{not_one} ({MANIFEST_FILE} is not a {FORMAT} manifest)")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(f"{not_one} of this harness (format version {manifest.get('format_version')!r}, this "
+                          f"harness reads {FORMAT_VERSION}); train it again")
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise ConfigError(f"{not_one} ({MANIFEST_FILE} {problem})")
+    if not (folder / HEAD_FILE).is_file():
+        raise ConfigError(f"{not_one} (its scalar head {HEAD_FILE} is missing)")
+    return manifest
+
+
+def _manifest_problem(manifest: dict[str, Any]) -> str | None:
+    digests = manifest.get("sha256")
+    if not (isinstance(digests, dict) and HEAD_FILE in digests and all(isinstance(v, str) for v in digests.values())):
+        return f"does not list the files' sha256 checksums, {HEAD_FILE} among them"
+    for key in ("score_mean", "score_std"):
+        value = manifest.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"records no {key}"
+    if not manifest["score_std"] > 0:
+        return "records a score_std that is not positive"
+    if not isinstance(manifest.get("prompt_format"), str):
+        return "records no prompt_format"
+    return None
+

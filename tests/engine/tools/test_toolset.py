@@ -1,0 +1,122 @@
+"""ToolSet.run never raises: every way a call or a tool can go wrong is an error result."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import tool_factories
+
+from harness.engine.tasks.base import Task
+from harness.engine.tools import (
+    ParsedCall,
+    Tool,
+    ToolOutcome,
+    ToolSet,
+    build_tools,
+    parse_calls,
+)
+from harness.engine.tools.toolset import MAX_RESULT_CHARS
+
+TASK = Task(name="lookup", train=(), eval=(), reward=lambda item, text: 0.0, table={"paris": "France"})
+
+
+def _call(name: str, **arguments) -> ParsedCall:
+    return ParsedCall(raw="", name=name, arguments=arguments, error=None)
+
+
+def _tools(*names: str, timeout_s: float = 2.0):
+    return build_tools(list(names), TASK, timeout_s=timeout_s)
+
+
+def test_a_good_call():
+    tools = _tools("calculator", "lookup")
+    assert tools.run(_call("calculator", expression="256*37")) == ToolOutcome("9472", ok=True)
+    assert tools.run(_call("lookup", key="paris")) == ToolOutcome("France", ok=True)
+
+
+def test_a_parsed_turn_runs_end_to_end():
+    [call] = parse_calls('<tool_call>{"name": "calculator", "arguments": {"expression": "1/4"}}</tool_call>')
+    assert _tools("calculator").run(call) == ToolOutcome("0.25", ok=True)
+
+
+@pytest.mark.parametrize(
+    "call, expected",
+    [
+        (ParsedCall(raw="{", name=None, arguments=None, error="not valid JSON: x"), "invalid tool call: not valid"),
+        (_call("search", query="x"), "unknown tool 'search'; available: calculator, lookup"),
+        (_call("calculator"), "'expression' is a required property"),
+        (_call("calculator", expression=5), "($.expression): 5 is not of type 'string'"),
+        (_call("calculator", expression="1", extra=True), "Additional properties are not allowed"),
+        (_call("calculator", expression="2**8"), "got '*' at position 2"),
+        (_call("calculator", expression="1/0"), "error: division by zero"),
+        (_call("lookup", key="rome"), "error: no entry for key 'rome'"),
+    ],
+)
+def test_bad_calls_are_error_results(call, expected):
+    outcome = _tools("calculator", "lookup").run(call)
+    assert not outcome.ok
+    assert outcome.text.startswith("error: ") and "\n" not in outcome.text
+    assert expected in outcome.text
+
+
+@pytest.mark.parametrize(
+    "factory, expected",
+    [
+        ("crashing", "error: tool 'crashing' failed: RuntimeError: disk on fire second line"),
+        ("refusing", "error: not today"),
+        ("exiting", "error: tool 'exiting' failed: SystemExit: 3"),
+        ("non_text", "error: tool 'non_text' returned int, not text"),
+    ],
+)
+def test_failing_tools_are_error_results(factory, expected):
+    tools = _tools(f"tool_factories:{factory}")
+    assert tools.run(_call(factory)) == ToolOutcome(expected, ok=False)
+
+
+def test_a_stuck_tool_is_abandoned_at_the_timeout():
+    tools = _tools("tool_factories:stuck", timeout_s=0.2)
+    started = time.monotonic()
+    try:
+        outcome = tools.run(_call("stuck"))
+    finally:
+        tool_factories.RELEASE.set()
+    assert time.monotonic() - started < 2.0
+    assert outcome == ToolOutcome("error: tool 'stuck' ran past its time limit of 0.2 s", ok=False)
+
+
+def test_long_output_is_truncated():
+    outcome = _tools("tool_factories:verbose").run(_call("verbose"))
+    assert outcome.ok
+    assert len(outcome.text) == MAX_RESULT_CHARS
+    assert outcome.text.startswith("xxxx") and outcome.text.endswith("[truncated]")
+
+
+def test_a_long_error_is_truncated_too():
+    outcome = _tools("calculator").run(_call("x" * 2000))
+    assert not outcome.ok and len(outcome.text) == MAX_RESULT_CHARS
+
+
+def test_names_schemas_and_description():
+    tools = _tools("calculator", "lookup")
+    assert tools.names == ("calculator", "lookup")
+    schemas = tools.schemas()
+    assert [s["function"]["name"] for s in schemas] == ["calculator", "lookup"]
+    assert all(s["type"] == "function" and s["function"]["parameters"]["type"] == "object" for s in schemas)
+    text = tools.describe()
+    assert text.startswith("<tools>\n") and text.endswith("\n</tools>\n")
+    lines = text.splitlines()[1:-1]
+    assert [json.loads(line) for line in lines] == schemas
+
+
+def test_schemas_are_copies():
+    tools = _tools("calculator")
+    tools.schemas()[0]["function"]["parameters"]["required"].append("oops")
+    assert tools.schemas()[0]["function"]["parameters"]["required"] == ["expression"]
+
+
+def test_an_unchecked_schema_is_an_error_result_too():
+    broken = Tool(name="broken", description="", parameters={"type": "objekt"}, run=lambda arguments: "")
+    outcome = ToolSet([broken], timeout_s=1.0).run(_call("broken"))
+    assert not outcome.ok and outcome.text.startswith("error: cannot check the arguments of 'broken'")
