@@ -29,16 +29,11 @@ used without training; any other content is one ``RewardModelCacheWarning`` line
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
 import math
-import os
 import shutil
 import sys
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +43,13 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from harness.engine.checked_folder import (
+    Unusable,
+    locked,
+    one_line,
+    verify,
+    write_manifest,
+)
 from harness.engine.learner import make_optimizer
 from harness.engine.models import (
     LoadedModel,
@@ -93,10 +95,6 @@ PROGRESS_EVERY_S = 15.0
 
 class RewardModelCacheWarning(UserWarning):
     """A cached reward model failed its checks and is being rebuilt."""
-
-
-class _Unusable(Exception):
-    """Why a cached reward model cannot be used, in one line."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,8 +223,8 @@ def load_reward_model(folder: str | Path, device: torch.device | str | None = No
     folder = Path(folder)
     manifest = read_manifest(folder)
     try:
-        _verify(folder, manifest["sha256"])
-    except _Unusable as problem:
+        verify(folder, manifest["sha256"])
+    except Unusable as problem:
         raise ConfigError(f"reward model {folder}: {problem}; train it again") from None
     return _load(folder, manifest, device)
 
@@ -241,7 +239,7 @@ def _load(folder: Path, manifest: dict[str, Any], device=None) -> RewardModel:
     try:
         head.load_state_dict(load_file(str(folder / HEAD_FILE)))
     except Exception as err:  # noqa: BLE001 - any unreadable head: not this format
-        raise ConfigError(f"reward model {folder}: its head {HEAD_FILE} does not load ({_one_line(err)})") from None
+        raise ConfigError(f"reward model {folder}: its head {HEAD_FILE} does not load ({one_line(err)})") from None
     module = ScalarRewardModel(lm.model, head.to(lm.device)).eval()
     for p in module.parameters():
         p.requires_grad_(False)
@@ -276,14 +274,14 @@ def train_reward_model(spec: TrialSpec, *, training: RewardTraining, base: str =
     pick_device(spec.model)  # a device this machine lacks is its own error
     key = cache_key(inputs)
     folder = cache_folder(spec.cache_dir, key)
-    with _locked(folder.with_suffix(".lock")):
+    with locked(folder.with_suffix(".lock")):
         if folder.is_dir() and any(folder.iterdir()):
             try:
                 manifest = _open_cache(folder, key)
                 _say(f"using the cached reward model {folder} (held-out pair accuracy "
                      f"{manifest['metrics']['heldout/accuracy']:.3f})")
                 return TrainedRewardModel(folder, reward_model_id(key), manifest, cached=True)
-            except _Unusable as problem:
+            except Unusable as problem:
                 warnings.warn(f"reward-model cache {folder}: {problem}; rebuilding it",
                               RewardModelCacheWarning, stacklevel=2)
         manifest = _build(folder, key, inputs, spec, task, pairs)
@@ -332,7 +330,7 @@ def _build(folder: Path, key: str, inputs: RewardModelInputs, spec: TrialSpec, t
         "training": {**training.model_dump(mode="json"), "steps_run": steps}, "metrics": metrics,
         "score_mean": mean, "score_std": std,
     }
-    manifest = _write_manifest(folder, manifest)
+    manifest = write_manifest(folder, manifest)
     _say(f"done: held-out pair accuracy {metrics['heldout/accuracy']:.3f}"
          + (f" (against the noise-free labels {metrics['heldout/accuracy_gold']:.3f})"
             if "heldout/accuracy_gold" in metrics else "") + f", in {metrics['time/train_s']:.0f} s")
@@ -437,17 +435,6 @@ def _score_stats(rm: RewardModel, pairs: list[Pair]) -> tuple[float, float]:
 # The folder
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _save(module: ScalarRewardModel, lm: LoadedModel, folder: Path) -> None:
     trunk = module.trunk
     if hasattr(trunk, "merge_and_unload"):  # a LoRA adapter is merged into the trunk's weights
@@ -457,51 +444,18 @@ def _save(module: ScalarRewardModel, lm: LoadedModel, folder: Path) -> None:
     save_file({"weight": module.head.weight.detach().float().cpu().contiguous()}, str(folder / HEAD_FILE))
 
 
-def _saved_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name != MANIFEST_FILE and not p.name.startswith("."))
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    manifest = {**manifest, "sha256": {p.name: _sha256(p) for p in _saved_files(folder)}}
-    partial = folder / f".{MANIFEST_FILE}.partial"
-    partial.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    os.replace(partial, folder / MANIFEST_FILE)  # atomic: a manifest is whole or absent
-    return json.loads((folder / MANIFEST_FILE).read_text())  # as a later load reads it
-
-
 def _open_cache(folder: Path, key: str) -> dict[str, Any]:
     try:
         manifest = read_manifest(folder)
     except ConfigError as err:
-        raise _Unusable(str(err).split(": ", 1)[-1]) from None
+        raise Unusable(str(err).split(": ", 1)[-1]) from None
     if manifest.get("key") != key:
-        raise _Unusable(f"{MANIFEST_FILE} records key {manifest.get('key')!r}, not {key!r}")
-    _verify(folder, manifest["sha256"])
+        raise Unusable(f"{MANIFEST_FILE} records key {manifest.get('key')!r}, not {key!r}")
+    verify(folder, manifest["sha256"])
     return manifest
-
-
-def _verify(folder: Path, digests: dict[str, str]) -> None:
-    names = {p.name for p in _saved_files(folder)}
-    missing = sorted(set(digests) - names)
-    if missing:
-        raise _Unusable(f"{', '.join(missing)} listed in {MANIFEST_FILE} but missing")
-    extra = sorted(names - set(digests))
-    if extra:
-        raise _Unusable(f"{', '.join(extra)} not listed in {MANIFEST_FILE}")
-    for name in sorted(digests):
-        if _sha256(folder / name) != digests[name]:
-            raise _Unusable(f"{name} does not match its sha256 in {MANIFEST_FILE}")
 
 
 def _say(line: str) -> None:
     print(f"reward model: {line}", file=sys.stderr, flush=True)
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(f"{type(err).__name__}: {err}".split())
-    return text if len(text) <= 300 else text[:297] + "..."

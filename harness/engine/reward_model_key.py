@@ -30,6 +30,7 @@ from pydantic import (
     PositiveInt,
 )
 
+from harness.engine.checked_folder import MANIFEST_FILE  # noqa: F401 - re-exported: written last
 from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
 from harness.engine.warmstart_key import WarmStartInputs, _keyed_dtype, gold_task
 from harness.engine.warmstart_key import cache_key as warmstart_cache_key
@@ -38,7 +39,6 @@ from harness.errors import ConfigError
 FORMAT = "harness-reward-model"
 FORMAT_VERSION = 1  # bump when training or the folder's layout changes what a key produces
 FOLDER = "reward_models"  # under a cache_dir, beside warmstart/
-MANIFEST_FILE = "manifest.json"  # written last
 HEAD_FILE = "reward_head.safetensors"  # {"weight": [1, hidden]}: the scalar head on the last token's state
 ID_PREFIX = "rm-"
 _ID = re.compile(r"^rm-([0-9a-f]{16})$")

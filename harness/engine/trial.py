@@ -93,7 +93,7 @@ def start_policy(spec: TrialSpec):
     check_algorithm(spec.algorithm)
     if spec.train.threads:
         torch.set_num_threads(spec.train.threads)
-    task = build_task(spec.task)
+    task = build_task(spec.task, cache_dir=spec.cache_dir)
     check_tokenizer(spec.model, task)
     check_turn_format(spec.model, task)
     lm, warm_info, warnings = load_policy(spec, task)

@@ -32,21 +32,25 @@ gives the trial a ``warmstart_below_target`` warning, whether it was built now o
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import os
 import random
 import shutil
 import sys
 import time
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from harness.engine.checked_folder import (
+    MANIFEST_FILE,
+    Unusable,
+    locked,
+    one_line,
+    verify,
+    write_manifest,
+)
 from harness.engine.episodes import demonstration
 from harness.engine.evaluation import greedy_accuracy
 from harness.engine.learner import make_optimizer
@@ -64,7 +68,7 @@ from harness.engine.spec import (
     WarmStartConfig,
 )
 from harness.engine.tasks.base import Item, Task
-from harness.engine.warmstart_key import MANIFEST_FILE, WarmStartInputs, cache_folder
+from harness.engine.warmstart_key import WarmStartInputs, cache_folder
 
 VALIDATION_PROMPTS = 128
 CHECK_EVERY = 25
@@ -75,21 +79,6 @@ PROGRESS_EVERY_S = 15.0  # SFT prints a progress line at the first accuracy chec
 
 class WarmStartCacheWarning(UserWarning):
     """A cached warm start failed its checks (or would not load) and is being rebuilt."""
-
-
-class _Unusable(Exception):
-    """Why a cached warm start cannot be used, in one line."""
-
-
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def initial_model(inputs: WarmStartInputs, task: Task) -> LoadedModel:
@@ -109,14 +98,14 @@ def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, flo
         return initial_model(inputs, task), {}, []
     pick_device(inputs.model)  # a device this machine lacks is its own error, not a broken cache
     folder = cache_folder(spec)
-    with _locked(folder.with_suffix(".lock")):
+    with locked(folder.with_suffix(".lock")):
         built = None
         if folder.is_dir() and any(folder.iterdir()):
             try:
                 built = _open_cache(folder, task, inputs)
                 _say(f"using the cached warm start {folder} ({built[1]['warmstart/steps']:.0f} SFT steps, "
                      f"val accuracy {built[2]:.3f})")
-            except _Unusable as problem:
+            except Unusable as problem:
                 warnings.warn(f"warm-start cache {folder}: {problem}; rebuilding it",
                               WarmStartCacheWarning, stacklevel=2)
         lm, info, accuracy = built or _build(folder, task, inputs)
@@ -157,49 +146,32 @@ def _build(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedMod
     _save(lm, folder, info)
     lm = _load(folder, inputs.model)
     accuracy = validation_accuracy(lm, task, inputs)
-    _write_manifest(folder, accuracy)
+    write_manifest(folder, {"val_accuracy": accuracy})
     return lm, json.loads((folder / INFO_FILE).read_text()), accuracy
 
 
 def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float], float]:
     """The cached policy, metrics and val accuracy (the manifest's) after their checks;
-    ``_Unusable`` says which check failed."""
+    ``Unusable`` says which check failed."""
     manifest = _read_manifest(folder)
     if manifest is not None:
-        _verify(folder, manifest["sha256"])
+        verify(folder, manifest["sha256"])
     info = _read_info(folder)
     try:
         lm = _load(folder, inputs.model)
     except Exception as err:  # any load error means this cache cannot be used as it is
-        raise _Unusable(f"cannot load it ({_one_line(err)})") from err
+        raise Unusable(f"cannot load it ({one_line(err)})") from err
     if manifest is None:  # from before checksums (or stopped just before its manifest)
         recorded = info["warmstart/val_accuracy"]
         if info["warmstart/steps"] == 0:
-            raise _Unusable(f"{MANIFEST_FILE} is missing and {INFO_FILE} records no measured accuracy")
+            raise Unusable(f"{MANIFEST_FILE} is missing and {INFO_FILE} records no measured accuracy")
         measured = validation_accuracy(lm, task, inputs)
         if abs(measured - recorded) > ACCURACY_SLACK_PROMPTS / len(_validation(task)) + 1e-9:
-            raise _Unusable(f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
+            raise Unusable(f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
                             f"{measured:.4f}, but {INFO_FILE} records {recorded:.4f}")
-        _write_manifest(folder, measured)
+        write_manifest(folder, {"val_accuracy": measured})
         return lm, info, measured
     return lm, info, manifest["val_accuracy"]
-
-
-def _saved_files(folder: Path) -> list[Path]:
-    """The files a manifest covers: all but itself and hidden temporaries."""
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name != MANIFEST_FILE and not p.name.startswith("."))
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def _write_manifest(folder: Path, val_accuracy: float) -> None:
-    manifest = {"sha256": {p.name: _sha256(p) for p in _saved_files(folder)}, "val_accuracy": val_accuracy}
-    partial = folder / f".{MANIFEST_FILE}.partial"
-    partial.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    os.replace(partial, folder / MANIFEST_FILE)  # atomic: a manifest is whole or absent
 
 
 def _read_manifest(folder: Path) -> dict | None:
@@ -209,46 +181,28 @@ def _read_manifest(folder: Path) -> dict | None:
     try:
         manifest = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise _Unusable(f"{MANIFEST_FILE} is unreadable ({_one_line(err)})") from err
+        raise Unusable(f"{MANIFEST_FILE} is unreadable ({one_line(err)})") from err
     digests = manifest.get("sha256") if isinstance(manifest, dict) else None
     if not (isinstance(digests, dict) and INFO_FILE in digests and all(isinstance(v, str) for v in digests.values())):
-        raise _Unusable(f"{MANIFEST_FILE} does not list the files' sha256 checksums")
+        raise Unusable(f"{MANIFEST_FILE} does not list the files' sha256 checksums")
     accuracy = manifest.get("val_accuracy")
     if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)):
-        raise _Unusable(f"{MANIFEST_FILE} records no val_accuracy")
+        raise Unusable(f"{MANIFEST_FILE} records no val_accuracy")
     return manifest
-
-
-def _verify(folder: Path, digests: dict[str, str]) -> None:
-    names = {p.name for p in _saved_files(folder)}
-    missing = sorted(set(digests) - names)
-    if missing:
-        raise _Unusable(f"{', '.join(missing)} listed in {MANIFEST_FILE} but missing")
-    extra = sorted(names - set(digests))
-    if extra:
-        raise _Unusable(f"{', '.join(extra)} not listed in {MANIFEST_FILE}")
-    for name in sorted(digests):
-        if _sha256(folder / name) != digests[name]:
-            raise _Unusable(f"{name} does not match its sha256 in {MANIFEST_FILE}")
 
 
 def _read_info(folder: Path) -> dict[str, float]:
     path = folder / INFO_FILE
     if not path.is_file():
-        raise _Unusable(f"{INFO_FILE} is missing (the build did not finish)")
+        raise Unusable(f"{INFO_FILE} is missing (the build did not finish)")
     try:
         info = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise _Unusable(f"{INFO_FILE} is unreadable ({_one_line(err)})") from err
+        raise Unusable(f"{INFO_FILE} is unreadable ({one_line(err)})") from err
     keys = ("warmstart/steps", "warmstart/val_accuracy")
     if not (isinstance(info, dict) and all(isinstance(info.get(k), (int, float)) for k in keys)):
-        raise _Unusable(f"{INFO_FILE} lacks {' or '.join(keys)}")
+        raise Unusable(f"{INFO_FILE} lacks {' or '.join(keys)}")
     return info
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(f"{type(err).__name__}: {err}".split())
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _save(lm: LoadedModel, folder: Path, info: dict) -> None:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
+from harness.engine.checked_folder import MANIFEST_FILE  # noqa: F401 - re-exported: written last
 from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec, WarmStartConfig
 
 WARMSTART_FORMAT = 2  # bump when the warm start changes what it produces (2: fused AdamW)
-MANIFEST_FILE = "manifest.json"  # written last: {"sha256": {file: digest}, "val_accuracy": measured}
 
 
 class WarmStartInputs(BaseModel):

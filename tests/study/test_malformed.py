@@ -67,7 +67,7 @@ EXPECTED: dict[str, str] = {
     "name_with_dotdot.yaml": "name: study name 'bad..study' must not contain '..'",
     "unknown_direction.yaml": "direction: Input should be 'maximize' or 'minimize'",
     "unknown_metric.yaml": "primary_metric: unknown metric 'eval/acuracy'",
-    "unknown_task.yaml": "task.name: unknown task 'multiplication'; valid: ",
+    "unknown_task.yaml": "task.name: unknown task 'division'; valid: ",
     # grid
     "grid_unknown_key.yaml": "grid.lrr: unknown key; valid: ",
     "grid_empty_list.yaml": "grid.lr: must list at least one value",
