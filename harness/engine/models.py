@@ -69,12 +69,12 @@ def task_tokenizer(config: ModelConfig, task: Task) -> PreTrainedTokenizerFast:
         raise _unloadable(config.name, err) from err
 
 
-def _lost_ids(tokenizer) -> set[int]:
+def lost_ids(tokenizer) -> set[int]:
     """Ids that stand for a character the tokenizer has no token of (the char tokenizer's is <pad>)."""
     return {i for i in (tokenizer.unk_token_id, tokenizer.pad_token_id) if i is not None}
 
 
-def _is_lost(ids: list[int], lost_ids: set[int]) -> bool:
+def is_lost(ids: list[int], lost_ids: set[int]) -> bool:
     """Whether a character's ids stand for nothing but "unknown" (none at all is whitespace a
     sentencepiece tokenizer folds into the next token, not a loss)."""
     return bool(ids) and set(ids) <= lost_ids
@@ -87,8 +87,8 @@ def check_tokenizer(config: ModelConfig, task: Task) -> None:
     tokenizer = task_tokenizer(config, task)
     texts = [text for item in (*task.train, *task.eval) for text in (item.prompt, item.target)]
     counts = Counter("".join(texts))
-    lost_ids = _lost_ids(tokenizer)
-    lost = sorted((c for c in counts if _is_lost(tokenizer(c, add_special_tokens=False)["input_ids"], lost_ids)),
+    unknown = lost_ids(tokenizer)
+    lost = sorted((c for c in counts if is_lost(tokenizer(c, add_special_tokens=False)["input_ids"], unknown)),
                   key=lambda c: -counts[c])  # the most frequent first
     share = sum(counts[c] for c in lost) / max(sum(counts.values()), 1)
     if share <= MAX_LOST_SHARE:

@@ -53,11 +53,11 @@ from harness.engine.checked_folder import (
 from harness.engine.learner import make_optimizer
 from harness.engine.models import (
     LoadedModel,
-    _is_lost,
-    _lost_ids,
     build_tiny_model,
     char_tokenizer,
+    is_lost,
     load_pretrained,
+    lost_ids,
     pick_device,
 )
 from harness.engine.preference_pairs import (
@@ -366,8 +366,8 @@ def _check_characters(lm: LoadedModel, pairs: list[Pair]) -> None:
     counts: dict[str, int] = {}
     for c in text:
         counts[c] = counts.get(c, 0) + 1
-    lost_ids = _lost_ids(lm.tokenizer)
-    lost = [c for c in counts if _is_lost(lm.tokenizer(c, add_special_tokens=False)["input_ids"], lost_ids)]
+    unknown = lost_ids(lm.tokenizer)
+    lost = [c for c in counts if is_lost(lm.tokenizer(c, add_special_tokens=False)["input_ids"], unknown)]
     share = sum(counts[c] for c in lost) / max(len(text), 1)
     if share > MAX_LOST_SHARE:
         shown = " ".join(repr(c) for c in sorted(lost, key=lambda c: -counts[c])[:20])
