@@ -163,7 +163,10 @@ class WarmStartConfig(_Strict):
 class TrainConfig(_Strict):
     steps: PositiveInt = 60
     prompts_per_step: PositiveInt = 8
-    max_new_tokens: PositiveInt = Field(8, description="tokens a completion may have; in a tool-calling episode, each turn")
+    max_new_tokens: PositiveInt = Field(
+        8, description="the most tokens a completion may have, in training and evaluation; in a tool-calling "
+        "episode, each turn"
+    )
     temperature: PositiveFloat = 1.0
     eval_every: NonNegativeInt = 10
     eval_samples: PositiveInt = 4

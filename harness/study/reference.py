@@ -68,7 +68,6 @@ MEANINGS: dict[str, str] = {
     "WarmStartConfig.lr": "SFT learning rate",
     "TrainConfig.steps": "RL steps per trial",
     "TrainConfig.prompts_per_step": "prompts per RL step, each sampled group_size times",
-    "TrainConfig.max_new_tokens": "the most tokens a completion may have, in training and evaluation",
     "TrainConfig.temperature": "sampling temperature of training rollouts and of evaluation's sampled completions",
     "TrainConfig.eval_every": "evaluate every this many steps (and at the start and the end); 0: start and end only",
     "TrainConfig.eval_samples": "sampled completions per held-out prompt, for eval/mean_reward",
