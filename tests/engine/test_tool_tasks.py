@@ -69,3 +69,12 @@ def test_a_tool_setting_without_tools_is_refused(key, value):
     with pytest.raises(ValidationError, match=f"task.{key} is read only by tool-calling episodes"):
         TaskConfig(name="multiplication", **{key: value})
     assert getattr(TaskConfig(name="multiplication", tools=["calculator"], **{key: value}), key) == value
+
+
+def test_a_learned_reward_with_tools_is_refused(tmp_path, monkeypatch):
+    from harness.engine import reward_scorer
+
+    # a folder that passes as a reward model: what is refused is scoring episodes with it
+    monkeypatch.setattr(reward_scorer, "resolve_reward_model", lambda model, cache_dir: (tmp_path, {}))
+    with pytest.raises(ConfigError, match="scored by its trajectory reward"):
+        multiplication(reward={"model": str(tmp_path)})
