@@ -69,28 +69,34 @@ def task_tokenizer(config: ModelConfig, task: Task) -> PreTrainedTokenizerFast:
         raise _unloadable(config.name, err) from err
 
 
-def lost_ids(tokenizer) -> set[int]:
+def _lost_ids(tokenizer) -> set[int]:
     """Ids that stand for a character the tokenizer has no token of (the char tokenizer's is <pad>)."""
     return {i for i in (tokenizer.unk_token_id, tokenizer.pad_token_id) if i is not None}
 
 
-def is_lost(ids: list[int], lost_ids: set[int]) -> bool:
+def _is_lost(ids: list[int], lost_ids: set[int]) -> bool:
     """Whether a character's ids stand for nothing but "unknown" (none at all is whitespace a
     sentencepiece tokenizer folds into the next token, not a loss)."""
     return bool(ids) and set(ids) <= lost_ids
 
 
-def check_tokenizer(config: ModelConfig, task: Task) -> None:
-    """Refuse, before any work, a task whose characters the tokenizer cannot encode: a model that
-    reads every prompt as padding learns nothing (the tiny model has tokens for the task's
-    ``alphabet`` only, and a natural-language task has none)."""
-    tokenizer = task_tokenizer(config, task)
-    texts = [text for item in (*task.train, *task.eval) for text in (item.prompt, item.target)]
+def lost_characters(tokenizer, texts: list[str]) -> tuple[list[str], float]:
+    """The characters of ``texts`` that ``tokenizer`` cannot encode, the most frequent first, and
+    their share of all the characters; more than ``MAX_LOST_SHARE`` is refused by the callers."""
     counts = Counter("".join(texts))
-    unknown = lost_ids(tokenizer)
-    lost = sorted((c for c in counts if is_lost(tokenizer(c, add_special_tokens=False)["input_ids"], unknown)),
-                  key=lambda c: -counts[c])  # the most frequent first
-    share = sum(counts[c] for c in lost) / max(sum(counts.values()), 1)
+    lost_ids = _lost_ids(tokenizer)
+    lost = sorted((c for c in counts if _is_lost(tokenizer(c, add_special_tokens=False)["input_ids"], lost_ids)),
+                  key=lambda c: -counts[c])
+    return lost, sum(counts[c] for c in lost) / max(sum(counts.values()), 1)
+
+
+def check_tokenizer(config: ModelConfig, task: Task, tokenizer=None) -> None:
+    """Refuse, before any work, a task whose characters the tokenizer (``task_tokenizer``'s, unless
+    given) cannot encode: a model that reads every prompt as padding learns nothing (the tiny model
+    has tokens for the task's ``alphabet`` only, and a natural-language task has none)."""
+    tokenizer = tokenizer or task_tokenizer(config, task)
+    lost, share = lost_characters(tokenizer, [text for item in (*task.train, *task.eval)
+                                              for text in (item.prompt, item.target)])
     if share <= MAX_LOST_SHARE:
         return
     shown = " ".join(repr(c) for c in lost[:20]) + (f" and {len(lost) - 20} more" if len(lost) > 20 else "")

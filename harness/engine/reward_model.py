@@ -52,12 +52,12 @@ from harness.engine.checked_folder import (
 )
 from harness.engine.learner import make_optimizer
 from harness.engine.models import (
+    MAX_LOST_SHARE,
     LoadedModel,
     build_tiny_model,
     char_tokenizer,
-    is_lost,
     load_pretrained,
-    lost_ids,
+    lost_characters,
     pick_device,
 )
 from harness.engine.preference_pairs import (
@@ -80,7 +80,7 @@ from harness.engine.reward_model_key import (  # noqa: F401 - RewardTraining, Ve
     read_manifest,
     reward_model_id,
 )
-from harness.engine.rollout import position_ids_of
+from harness.engine.rollout import pad_rows, position_ids_of
 from harness.engine.spec import ModelConfig, TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Task
@@ -89,7 +89,6 @@ from harness.errors import ConfigError, HarnessError
 
 ECE_BINS = 10
 SCORE_BATCH = 64  # rows per forward pass when measuring
-MAX_LOST_SHARE = 0.01  # pairs whose characters the tokenizer loses more often than this are refused
 PROGRESS_EVERY_S = 15.0
 
 
@@ -186,13 +185,7 @@ class RewardModel:
             ids = (prefix + tok(self.lm.format_prompt(prompt), add_special_tokens=False)["input_ids"]
                    + tok(completion, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
             rows.append(ids[-limit:] if limit else ids)
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, seq in enumerate(rows):
-            ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-            mask[r, : len(seq)] = 1
-        return ids.to(self.lm.device), mask.to(self.lm.device)
+        return pad_rows(rows, tok.pad_token_id, left=False, device=self.lm.device)
 
     def forward(self, prompts: list[str], completions: list[str]) -> torch.Tensor:
         return self.module(*self.encode(prompts, completions))
@@ -362,15 +355,9 @@ def _base_model(inputs: RewardModelInputs, spec: TrialSpec, task: Task, pairs: l
 
 def _check_characters(lm: LoadedModel, pairs: list[Pair]) -> None:
     """Refuse pairs whose text the trunk's tokenizer cannot encode (it would compare placeholders)."""
-    text = "".join(t for p in pairs for t in (p.prompt, p.chosen, p.rejected))
-    counts: dict[str, int] = {}
-    for c in text:
-        counts[c] = counts.get(c, 0) + 1
-    unknown = lost_ids(lm.tokenizer)
-    lost = [c for c in counts if is_lost(lm.tokenizer(c, add_special_tokens=False)["input_ids"], unknown)]
-    share = sum(counts[c] for c in lost) / max(len(text), 1)
+    lost, share = lost_characters(lm.tokenizer, [t for p in pairs for t in (p.prompt, p.chosen, p.rejected)])
     if share > MAX_LOST_SHARE:
-        shown = " ".join(repr(c) for c in sorted(lost, key=lambda c: -counts[c])[:20])
+        shown = " ".join(repr(c) for c in lost[:20])
         raise ConfigError(f"the reward model's tokenizer cannot encode {len(lost)} of the pairs' characters ({shown}), "
                           f"{share:.0%} of their text; use --base model (a fresh tiny model covers the pairs' "
                           "characters) or a model whose tokenizer covers them")

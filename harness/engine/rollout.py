@@ -57,6 +57,20 @@ class Rollout:
         return Rollout(*(None if t is None else t[index] for t in vars(self).values()))
 
 
+def pad_rows(rows: list[list], pad, *, left: bool, dtype: torch.dtype = torch.long, device=None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rows`` of unequal length as one tensor, padded with ``pad`` on the left (prompts: every
+    completion starts at the same column) or on the right, and the mask of their real entries."""
+    width = max(len(row) for row in rows)
+    values = torch.full((len(rows), width), pad, dtype=dtype)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        span = slice(width - len(row), width) if left else slice(0, len(row))
+        values[i, span] = torch.tensor(row, dtype=dtype)
+        mask[i, span] = 1
+    return values.to(device), mask.to(device)
+
+
 def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded token ids and attention mask, with BOS when the tokenizer defines one."""
     tok = lm.tokenizer
@@ -64,13 +78,7 @@ def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, t
     encoded = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     if tok.bos_token_id is not None and not lm.use_chat_template:
         encoded = [[tok.bos_token_id] + ids for ids in encoded]
-    width = max(len(ids) for ids in encoded)
-    ids = torch.full((len(encoded), width), tok.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(encoded), width), dtype=torch.long)
-    for row, seq in enumerate(encoded):
-        ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-        mask[row, width - len(seq) :] = 1
-    return ids.to(lm.device), mask.to(lm.device)
+    return pad_rows(encoded, tok.pad_token_id, left=True, device=lm.device)
 
 
 def position_ids_of(mask: torch.Tensor) -> torch.Tensor:

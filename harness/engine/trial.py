@@ -25,7 +25,11 @@ from harness.engine.dpo_step import dpo_step
 from harness.engine.episodes.turn_format import check_turn_format
 from harness.engine.evaluation import eval_metrics, evaluate
 from harness.engine.learner import Learner, make_optimizer
-from harness.engine.models import check_tokenizer, enable_gradient_checkpointing
+from harness.engine.models import (
+    check_tokenizer,
+    enable_gradient_checkpointing,
+    task_tokenizer,
+)
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
 from harness.engine.spec import NO_LEARNING_SIGNAL, TrialResult, TrialSpec
@@ -94,8 +98,9 @@ def start_policy(spec: TrialSpec):
     if spec.train.threads:
         torch.set_num_threads(spec.train.threads)
     task = build_task(spec.task, cache_dir=spec.cache_dir)
-    check_tokenizer(spec.model, task)
-    check_turn_format(spec.model, task)
+    tokenizer = task_tokenizer(spec.model, task)  # loaded once for the checks, before the model
+    check_tokenizer(spec.model, task, tokenizer)
+    check_turn_format(spec.model, task, tokenizer)
     lm, warm_info, warnings = load_policy(spec, task)
     torch.manual_seed(spec.seed)
     return task, lm, warm_info, warnings

@@ -51,7 +51,7 @@ from harness.engine.checked_folder import (
     verify,
     write_manifest,
 )
-from harness.engine.episodes import demonstration
+from harness.engine.episodes import demonstration, format_of
 from harness.engine.evaluation import greedy_accuracy
 from harness.engine.learner import make_optimizer
 from harness.engine.models import (
@@ -61,6 +61,7 @@ from harness.engine.models import (
     load_pretrained,
     pick_device,
 )
+from harness.engine.rollout import pad_rows
 from harness.engine.spec import (
     WARMSTART_BELOW_TARGET,
     ModelConfig,
@@ -221,11 +222,12 @@ def _load(folder: Path, model: ModelConfig) -> LoadedModel:
     return lm
 
 
-def _sft_example(lm: LoadedModel, task: Task, item: Item) -> tuple[list[int], list[int], list[float]]:
+def _sft_example(lm: LoadedModel, task: Task, item: Item, fmt) -> tuple[list[int], list[int], list[float]]:
     """An item's prompt tokens, target tokens (EOS last) and the target's loss mask: a
-    tool-calling episode's demonstration has its tools' tokens out of the loss, as in RL."""
+    tool-calling episode's demonstration (in the turn format ``fmt``) has its tools' tokens out of
+    the loss, as in RL."""
     if task.tool_use is not None:
-        return demonstration(lm, task.tool_use, item.prompt, item.turns or (item.target,))
+        return demonstration(fmt, task.tool_use, item.prompt, item.turns or (item.target,))
     tok = lm.tokenizer
     prefix = [tok.bos_token_id] if tok.bos_token_id is not None and not lm.use_chat_template else []
     prompt = prefix + tok(lm.format_prompt(item.prompt), add_special_tokens=False)["input_ids"]
@@ -235,17 +237,12 @@ def _sft_example(lm: LoadedModel, task: Task, item: Item) -> tuple[list[int], li
 
 def _sft_batch(lm: LoadedModel, task: Task, items: list[Item]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded prompt+target ids, attention mask and loss mask (the target's policy tokens)."""
-    rows = [_sft_example(lm, task, item) for item in items]
-    width = max(len(p) + len(t) for p, t, _ in rows)
-    ids = torch.full((len(rows), width), lm.tokenizer.pad_token_id, dtype=torch.long)
-    attention = torch.zeros_like(ids)
-    loss_mask = torch.zeros(ids.shape, dtype=torch.float)
-    for r, (prompt, target, mask) in enumerate(rows):
-        seq = prompt + target
-        ids[r, : len(seq)] = torch.tensor(seq)
-        attention[r, : len(seq)] = 1
-        loss_mask[r, len(prompt) : len(seq)] = torch.tensor(mask)
-    return ids.to(lm.device), attention.to(lm.device), loss_mask.to(lm.device)
+    fmt = format_of(lm, task.tool_use) if task.tool_use is not None else None
+    rows = [_sft_example(lm, task, item, fmt) for item in items]
+    ids, attention = pad_rows([p + t for p, t, _ in rows], lm.tokenizer.pad_token_id, left=False, device=lm.device)
+    loss_mask, _ = pad_rows([[0.0] * len(p) + m for p, _, m in rows], 0.0, left=False, dtype=torch.float,
+                            device=lm.device)
+    return ids, attention, loss_mask
 
 
 def _validation(task: Task) -> list[Item]:

@@ -38,7 +38,7 @@ class StudyRef:
     def describe(self) -> str:
         """What the reference resolved to, in one line:
         ``study quickstart: studies/quickstart.yaml, runs/quickstart``."""
-        name = study_name(self)
+        name = study_name(self, from_records=False)
         shown = name if name.isprintable() else repr(name)
         if self.path is not None and self.path.is_file():
             return f"study {shown}: {self.path}, {self.dir}"
@@ -105,13 +105,14 @@ def _at(path: Path) -> StudyRef:
     raise HarnessError(f"no study file or study folder at {path}")
 
 
-def study_name(ref: StudyRef) -> str:
-    """The study's name: its Study, its raw YAML, its records (read only when needed), else its folder's name."""
+def study_name(ref: StudyRef, *, from_records: bool = True) -> str:
+    """The study's name: its Study, its raw YAML, its records (read only when needed, and
+    ``from_records``), else its folder's name."""
     if ref.study is not None:
         return ref.study.name
     if isinstance(ref.raw.get("name"), str):
         return ref.raw["name"]
-    records = read_records(ref.dir)
+    records = read_records(ref.dir) if from_records else []
     if records:
         return Counter(r.study for r in records).most_common(1)[0][0]
     return ref.dir.name

@@ -9,7 +9,7 @@ import torch
 
 from harness.algorithms import resolve_algorithm
 from harness.engine import episodes as episodes_module
-from harness.engine.episodes import demonstration, sample_episodes
+from harness.engine.episodes import demonstration, format_of, sample_episodes
 from harness.engine.episodes.turn_format import RESPONSE_CLOSE, RESPONSE_OPEN
 from harness.engine.learner import Learner, make_optimizer
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
@@ -62,7 +62,8 @@ def greedy(lm, task, prompts, group=1, **kw):
 
 
 def test_the_demonstration_masks_the_tools_tokens_out_of_the_warm_start(lm):
-    prompt, ids, mask = demonstration(lm, tool_task().tool_use, "12*3=", (CALL, "36"))
+    tool_use = tool_task().tool_use
+    prompt, ids, mask = demonstration(format_of(lm, tool_use), tool_use, "12*3=", (CALL, "36"))
     text = lm.tokenizer.decode(ids, skip_special_tokens=True)
     assert text == f"{CALL}{RESPONSE_OPEN}36{RESPONSE_CLOSE}36"  # the result comes from the real calculator
     policy = lm.tokenizer.decode([t for t, m in zip(ids, mask) if m], skip_special_tokens=True)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.engine.episodes.turn_format import format_of
+from harness.engine.episodes.turn_format import PlainTurns, TemplateTurns, format_of
 from harness.engine.models import LoadedModel
-from harness.engine.rollout import Rollout, sample
+from harness.engine.rollout import Rollout, pad_rows, sample
 from harness.engine.tasks.base import ToolUse
 from harness.engine.tools import CLOSE_TAG, ToolOutcome, parse_calls
 
@@ -57,16 +57,6 @@ class Episode:
         return sum(len(ids) for ids, logps in self.pieces if (logps is not None) == policy)
 
 
-def _left_padded(rows: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-        mask[i, width - len(row):] = 1
-    return ids.to(device), mask.to(device)
-
-
 def sample_episodes(
     lm: LoadedModel,
     tool_use: ToolUse,
@@ -92,16 +82,18 @@ def sample_episodes(
         if not going:
             break
         if turn == 0:  # every episode of a group has the same context: prefill it once
-            ids, mask = _left_padded([ids for ids, _ in starts], pad, lm.device)
+            ids, mask = pad_rows([ids for ids, _ in starts], pad, left=True, device=lm.device)
             out = sample(lm, ids, mask, group_size=group_size, stop=stop, **sampling)
         else:
-            ids, mask = _left_padded([e.context for e in going], pad, lm.device)
+            ids, mask = pad_rows([e.context for e in going], pad, left=True, device=lm.device)
             out = sample(lm, ids, mask, stop=stop, **sampling)
+        # to the host once a turn: the turn's tokens, log-probs and lengths of every row
         lengths = out.completion_mask.sum(1).long().tolist()
+        turn_ids, turn_logps = out.completion_ids.tolist(), out.logprobs.tolist()
         for row, episode in enumerate(going):
             n = lengths[row]
-            tokens = out.completion_ids[row, :n].tolist()
-            episode.pieces.append((tokens, out.logprobs[row, :n].tolist()))
+            tokens = turn_ids[row][:n]
+            episode.pieces.append((tokens, turn_logps[row][:n]))
             text = tok.decode(tokens, skip_special_tokens=True)
             episode.turns.append(text)
             calls = parse_calls(text)
@@ -119,40 +111,33 @@ def sample_episodes(
 
 def _as_rollout(lm: LoadedModel, starts, episodes: list[Episode], group_size: int, mask_tool_tokens: bool) -> Rollout:
     """The episodes as rollout rows: the prompt left-padded, the episode right-padded after it."""
-    pad = lm.tokenizer.pad_token_id
-    prompt_ids, prompt_mask = _left_padded([ids for ids, _ in starts], pad, lm.device)
-    rows = len(episodes)
-    width = max(1, max(sum(len(ids) for ids, _ in e.pieces) for e in episodes))
-    ids = torch.full((rows, width), pad, dtype=torch.long)
-    logps, sampled, attention = (torch.zeros((rows, width)) for _ in range(3))
-    for r, episode in enumerate(episodes):
-        at = 0
-        for tokens, values in episode.pieces:
-            span = slice(at, at + len(tokens))
-            ids[r, span] = torch.tensor(tokens, dtype=torch.long)
-            attention[r, span] = 1.0
-            if values is not None:
-                logps[r, span], sampled[r, span] = torch.tensor(values), 1.0
-            at += len(tokens)
-    device = lm.device
-    loss_mask = sampled if mask_tool_tokens else attention
+    pad, device = lm.tokenizer.pad_token_id, lm.device
+    prompt_ids, prompt_mask = pad_rows([ids for ids, _ in starts], pad, left=True, device=device)
+    tokens = [[t for ids, _ in e.pieces for t in ids] for e in episodes]
+    logps = [[v for ids, values in e.pieces for v in (values or [0.0] * len(ids))] for e in episodes]
+    policy = [[float(values is not None) for ids, values in e.pieces for _ in ids] for e in episodes]
+    ids, attention = pad_rows(tokens, pad, left=False, device=device)
+    logprobs, sampled = (pad_rows(rows, 0.0, left=False, dtype=torch.float, device=device)[0] for rows in (logps, policy))
+    attention = attention.float()
     return Rollout(
         prompt_ids.repeat_interleave(group_size, 0), prompt_mask.repeat_interleave(group_size, 0),
-        ids.to(device), loss_mask.to(device), logps.to(device), attention.to(device), sampled.to(device),
+        ids, sampled if mask_tool_tokens else attention, logprobs, attention, sampled,
     )
 
 
-def demonstration(lm: LoadedModel, tool_use: ToolUse, prompt: str, turns: tuple[str, ...]) -> tuple[list[int], list[int], list[float]]:
-    """A worked episode for the warm start: the prompt's tokens, then the demonstrated policy
-    ``turns`` (EOS after the last) with the results of their calls, run on the real tools, between
-    them; and the loss mask (1 on the policy's tokens, as in RL)."""
-    fmt = format_of(lm, tool_use)
+def demonstration(fmt: PlainTurns | TemplateTurns, tool_use: ToolUse, prompt: str, turns: tuple[str, ...]
+                  ) -> tuple[list[int], list[int], list[float]]:
+    """A worked episode for the warm start, in the turn format ``fmt`` (``format_of``: build it
+    once per batch): the prompt's tokens, then the demonstrated policy ``turns`` (EOS after the
+    last) with the results of their calls, run on the real tools, between them; and the loss mask
+    (1 on the policy's tokens, as in RL)."""
+    tokenizer = fmt.tokenizer
     prompt_ids, history = fmt.start(prompt)
     ids, mask = [], []
     for k, turn in enumerate(turns):
-        tokens = lm.tokenizer(turn, add_special_tokens=False)["input_ids"]
+        tokens = tokenizer(turn, add_special_tokens=False)["input_ids"]
         if k == len(turns) - 1:
-            tokens = tokens + [lm.tokenizer.eos_token_id]
+            tokens = tokens + [tokenizer.eos_token_id]
         ids += tokens
         mask += [1.0] * len(tokens)
         if k < len(turns) - 1:

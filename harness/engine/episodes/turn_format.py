@@ -18,7 +18,7 @@ such as Qwen use), so one turn holds at most one call's worth of text before the
 
 from __future__ import annotations
 
-from harness.engine.models import LoadedModel, task_tokenizer, uses_chat_template
+from harness.engine.models import LoadedModel, uses_chat_template
 from harness.engine.spec import ModelConfig
 from harness.engine.tasks.base import Task, ToolUse
 from harness.engine.tools import CLOSE_TAG, ToolOutcome
@@ -39,11 +39,10 @@ def format_of(lm: LoadedModel, tool_use: ToolUse) -> "PlainTurns | TemplateTurns
     return turn_format(lm.tokenizer, lm.use_chat_template, tool_use)
 
 
-def check_turn_format(config: ModelConfig, task: Task) -> None:
-    """Refuse, before any work (the model is not loaded), a tool task whose model's chat template
-    cannot show the tools or their results."""
+def check_turn_format(config: ModelConfig, task: Task, tokenizer) -> None:
+    """Refuse, before any work (only the tokenizer is loaded), a tool task whose model's chat
+    template cannot show the tools or their results."""
     if task.tool_use is not None:
-        tokenizer = task_tokenizer(config, task)
         turn_format(tokenizer, uses_chat_template(config, tokenizer), task.tool_use)
 
 
