@@ -28,11 +28,13 @@ Two departures from plain Optuna, both because several processes share one queue
   ``UPDATE ... WHERE state = 'RUNNING' AND worker = <owner>``). A job failed as stale in the
   meantime, or superseded by a newer attempt of its trial, gives a :class:`Revoked` instead, and
   the transaction changes nothing.
-- **Exactly-once enqueue.** :func:`enqueue_missing` adds the trials a queue has never held in
+- **Exactly-once enqueue.** Every enqueue (:func:`enqueue_specs`, :func:`enqueue_missing`, the
+  retries of :func:`requeue`, the tuning slots) decides what to add and adds it in
   one transaction that first locks the queue's study row (the lock Optuna itself takes to create
-  a trial), so processes on any number of machines that find the same trials due at once queue
-  them once, and one that dies midway leaves nothing half-queued (a sequential study's looks,
-  :mod:`harness.runner.looks`).
+  a trial), so processes on any number of machines that find the same trials due at once (a
+  sequential study's next look, :mod:`harness.runner.looks`; the failures two re-runs retry; a
+  retry a worker queues while a re-run retries the same failure) queue them once, and one that
+  dies midway leaves nothing half-queued.
 - **Storage outages.** :func:`retry_storage` retries a call while the database is unreachable
   (SQLAlchemy ``OperationalError`` and the like, also when Optuna wraps them), with back-off, for
   a bounded time (``$HARNESS_STORAGE_RETRY_S``, default 60 s), then raises
@@ -46,7 +48,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +56,7 @@ import optuna
 import sqlalchemy as sa
 from optuna.storages import RDBStorage
 from optuna.storages._rdb import models as _models
-from optuna.trial import TrialState, create_trial
+from optuna.trial import TrialState
 
 from harness.runner.storage_outages import backend, retried
 from harness.tracking.storage import (
@@ -113,6 +115,15 @@ def set_queue_attr(study: optuna.Study, key: str, value: Any) -> None:
 # jobs
 
 
+def job_key(attrs: dict[str, Any], number: int) -> str:
+    """A job's identity: its trial id, its tuning slot, or (neither) its Optuna number."""
+    if TRIAL_ID in attrs:
+        return str(attrs[TRIAL_ID])
+    if SLOT in attrs:
+        return f"slot{int(attrs[SLOT]):04d}"
+    return f"optuna{number}"
+
+
 @dataclass
 class Job:
     """One Optuna trial of a queue, as the runner sees it."""
@@ -141,11 +152,7 @@ class Job:
 
     @property
     def key(self) -> str:
-        if TRIAL_ID in self.attrs:
-            return str(self.attrs[TRIAL_ID])
-        if SLOT in self.attrs:
-            return f"slot{int(self.attrs[SLOT]):04d}"
-        return f"optuna{self.number}"
+        return job_key(self.attrs, self.number)
 
     @property
     def status(self) -> str:
@@ -208,6 +215,12 @@ class EnqueueReport:
     requeued: int = 0  # keys whose latest attempt had failed: queued again, with a fresh budget
     cancelled: int = 0  # waiting keys no longer part of the design
 
+    @classmethod
+    def of(cls, queued: list[dict[str, Any]]) -> EnqueueReport:
+        """The report of the jobs queued (their user attributes): first attempts, and retries."""
+        first = sum(attrs[ATTEMPT] == 1 for attrs in queued)
+        return cls(added=first, requeued=len(queued) - first)
+
     def __str__(self) -> str:
         parts = [f"{self.added} new"]
         if self.requeued:
@@ -215,12 +228,6 @@ class EnqueueReport:
         if self.cancelled:
             parts.append(f"{self.cancelled} no longer in the design")
         return ", ".join(parts)
-
-
-def _waiting_trial(attrs: dict[str, Any], params: dict[str, Any] | None = None):
-    return create_trial(
-        state=TrialState.WAITING, system_attrs={"fixed_params": dict(params or {})}, user_attrs=attrs
-    )
 
 
 def _spec_attrs(spec: Any, *, phase: str, attempt: int, retries: int) -> dict[str, Any]:
@@ -236,9 +243,69 @@ def _spec_attrs(spec: Any, *, phase: str, attempt: int, retries: int) -> dict[st
     }
 
 
+@dataclass(frozen=True)
+class Held:
+    """Where one key stands in the queue: its latest attempt and that attempt's state."""
+
+    attempt: int
+    state: TrialState
+
+
+#: what to queue, decided under the queue's lock from what it holds: (user attrs, fixed params) per job
+Due = Callable[[dict[str, Held]], list[tuple[dict[str, Any], dict[str, Any]]]]
+
+
+def _enqueue_locked(study: optuna.Study, due: Due) -> list[dict[str, Any]]:
+    """Queue what ``due`` asks for, given what the queue holds, exactly once across processes.
+
+    One transaction: a no-op update of the queue's study row first takes the lock Optuna takes
+    to create a trial (a row lock in PostgreSQL, the write lock in SQLite), so every other
+    enqueue and Optuna trial creation on this queue waits; then it reads the latest attempt of
+    every key the queue holds (in any state) and inserts a WAITING job, numbered as Optuna
+    numbers trials, for each entry ``due`` returns. A second process that found the same jobs
+    due waits for the lock, then finds them queued and adds nothing; a process that dies before
+    the commit leaves nothing behind (the next one to look queues them). Returns the user
+    attributes of the jobs added.
+    """
+    trials = _models.TrialModel.__table__
+    studies = _models.StudyModel.__table__
+    user = _models.TrialUserAttributeModel.__table__
+    system = _models.TrialSystemAttributeModel.__table__
+    sid = study._study_id
+    with backend(study).engine.begin() as conn:
+        conn.execute(sa.update(studies).where(studies.c.study_id == sid).values(study_name=studies.c.study_name))
+        rows = conn.execute(
+            sa.select(trials.c.trial_id, trials.c.number, trials.c.state, user.c.key, user.c.value_json)
+            .join(user, user.c.trial_id == trials.c.trial_id, isouter=True)
+            .where(trials.c.study_id == sid)
+        ).all()
+        found: dict[int, tuple[int, TrialState, dict[str, Any]]] = {}
+        for trial_id, number, state, key, value in rows:
+            attrs = found.setdefault(trial_id, (number, state, {}))[2]
+            if key in (TRIAL_ID, SLOT, ATTEMPT):
+                attrs[key] = json.loads(value)
+        newest: dict[str, tuple[int, int, TrialState]] = {}
+        for number, state, attrs in found.values():
+            key, attempt = job_key(attrs, number), int(attrs.get(ATTEMPT, 1))
+            if key not in newest or (attempt, number) > newest[key][:2]:
+                newest[key] = (attempt, number, state)
+        number = len(found)
+        added = []
+        for attrs, params in due({key: Held(a, state) for key, (a, _, state) in newest.items()}):
+            row = conn.execute(sa.insert(trials).values(number=number, study_id=sid, state=TrialState.WAITING))
+            number += 1
+            trial_id = row.inserted_primary_key[0]
+            conn.execute(sa.insert(user), [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)}
+                                           for k, v in attrs.items()])
+            conn.execute(sa.insert(system).values(trial_id=trial_id, key="fixed_params", value_json=json.dumps(params)))
+            added.append(attrs)
+    return added
+
+
 def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int,
                   add_new: bool = True) -> EnqueueReport:
-    """Queue every spec whose trial is not queued, running or completed already (idempotent).
+    """Queue every spec whose trial is not queued, running or completed already (idempotent, and
+    exactly once across processes: :func:`_enqueue_locked`).
 
     A trial whose latest attempt failed is queued again with a fresh retry budget: re-running a
     study retries its failures. Waiting jobs whose trial id is not in ``specs`` (the study file
@@ -246,26 +313,20 @@ def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retr
     ``add_new=False`` leaves out the trials never queued (a sequential study queues those look by
     look, with :func:`enqueue_missing`): only the retries and the cancellations are done.
     """
-    report = EnqueueReport()
-    now = latest(jobs(study))
-    wanted = set()
-    new = []
-    for spec in specs:
-        trial_id = spec.trial_id
-        wanted.add(trial_id)
-        job = now.get(trial_id)
-        if job is None and add_new:
-            attempt = 1
-            report.added += 1
-        elif job is not None and job.state == TrialState.FAIL:
-            attempt = job.attempt + 1
-            report.requeued += 1
-        else:
-            continue
-        new.append(_waiting_trial(_spec_attrs(spec, phase=phase, attempt=attempt, retries=retries)))
-    if new:
-        study.add_trials(new)
-    for key, job in now.items():
+
+    def due(held: dict[str, Held]):
+        out = {}
+        for spec in specs:
+            job = held.get(spec.trial_id)
+            if job is None and add_new:
+                out[spec.trial_id] = _spec_attrs(spec, phase=phase, attempt=1, retries=retries)
+            elif job is not None and job.state == TrialState.FAIL:
+                out[spec.trial_id] = _spec_attrs(spec, phase=phase, attempt=job.attempt + 1, retries=retries)
+        return [(attrs, {}) for attrs in out.values()]
+
+    report = EnqueueReport.of(_enqueue_locked(study, due))
+    wanted = {spec.trial_id for spec in specs}
+    for key, job in latest(jobs(study)).items():
         if job.state == TrialState.WAITING and TRIAL_ID in job.attrs and key not in wanted:
             set_reason(study, job, "no longer in the study design")
             if transition(study, job, TrialState.WAITING, TrialState.FAIL):
@@ -274,82 +335,52 @@ def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retr
 
 
 def enqueue_slots(study: optuna.Study, *, arm: str, n_trials: int, retries: int) -> EnqueueReport:
-    """Queue the tuning budget of one arm: exactly ``n_trials`` slots, whatever ran before.
+    """Queue the tuning budget of one arm: exactly ``n_trials`` slots, whatever ran before, and
+    exactly once across processes (:func:`_enqueue_locked`).
 
     A slot whose latest attempt failed is queued again with its parameters fixed (a retry of the
     same configuration), with a fresh retry budget.
     """
-    report = EnqueueReport()
-    now = latest(jobs(study))
-    new = []
-    for slot in range(n_trials):
-        job = now.get(f"slot{slot:04d}")
-        params: dict[str, Any] = {}
-        if job is None:
-            attempt = 1
-            report.added += 1
-        elif job.state == TrialState.FAIL:
-            attempt, params = job.attempt + 1, job.params
-            report.requeued += 1
-        else:
-            continue
-        attrs = {SLOT: slot, ARM: arm, PHASE: "tune", ATTEMPT: attempt, MAX_ATTEMPT: attempt + retries}
-        new.append(_waiting_trial(attrs, params))
-    if new:
-        study.add_trials(new)
-    return report
+    tried = latest(jobs(study))  # the failed attempts' parameters, read before the lock
+
+    def due(held: dict[str, Held]):
+        out = []
+        for slot in range(n_trials):
+            key = f"slot{slot:04d}"
+            job = held.get(key)
+            if job is None:
+                attempt, params = 1, {}
+            elif job.state == TrialState.FAIL and key in tried and tried[key].attempt == job.attempt:
+                attempt, params = job.attempt + 1, tried[key].params
+            else:
+                continue
+            out.append(({SLOT: slot, ARM: arm, PHASE: "tune", ATTEMPT: attempt, MAX_ATTEMPT: attempt + retries},
+                        params))
+        return out
+
+    return EnqueueReport.of(_enqueue_locked(study, due))
 
 
 @retried("queueing the next look")  # safe to repeat: what the queue holds is skipped
 def enqueue_missing(study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int) -> list[str]:
-    """Queue the specs whose trial id the queue has never held, exactly once across processes.
+    """Queue the specs whose trial id the queue has never held, exactly once across processes
+    (:func:`_enqueue_locked`; a sequential study's looks). Returns the trial ids added."""
 
-    One transaction: a no-op update of the queue's study row first takes the lock Optuna takes
-    to create a trial (a row lock in PostgreSQL, the write lock in SQLite), so every other
-    ``enqueue_missing`` and Optuna trial creation on this queue waits; then it reads the trial
-    ids the queue holds (in any state, any attempt) and inserts a WAITING job, numbered as
-    Optuna numbers trials, for each spec not among them. A second process that found the same
-    trials due waits for the lock, then finds them queued and adds nothing; a process that dies
-    before the commit leaves nothing behind (the next one to look queues them). Retries of
-    failed trials are not this function's: see :func:`enqueue_specs`. Returns the trial ids added.
-    """
-    trials = _models.TrialModel.__table__
-    studies = _models.StudyModel.__table__
-    user = _models.TrialUserAttributeModel.__table__
-    system = _models.TrialSystemAttributeModel.__table__
-    sid = study._study_id
-    added: list[str] = []
-    with backend(study).engine.begin() as conn:
-        conn.execute(sa.update(studies).where(studies.c.study_id == sid).values(study_name=studies.c.study_name))
-        held = {
-            json.loads(value) for value in conn.execute(
-                sa.select(user.c.value_json).join(trials, trials.c.trial_id == user.c.trial_id)
-                .where(trials.c.study_id == sid, user.c.key == TRIAL_ID)
-            ).scalars()
-        }
-        number = conn.execute(sa.select(sa.func.count()).select_from(trials).where(trials.c.study_id == sid)).scalar()
-        for spec in specs:
-            if spec.trial_id in held:
-                continue
-            held.add(spec.trial_id)
-            row = conn.execute(sa.insert(trials).values(number=number, study_id=sid, state=TrialState.WAITING))
-            number += 1
-            trial_id = row.inserted_primary_key[0]
-            attrs = _spec_attrs(spec, phase=phase, attempt=1, retries=retries)
-            conn.execute(sa.insert(user), [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)}
-                                           for k, v in attrs.items()])
-            conn.execute(sa.insert(system).values(trial_id=trial_id, key="fixed_params", value_json="{}"))
-            added.append(spec.trial_id)
-    return added
+    def due(held: dict[str, Held]):
+        fresh = {spec.trial_id: spec for spec in specs if spec.trial_id not in held}
+        return [(_spec_attrs(spec, phase=phase, attempt=1, retries=retries), {}) for spec in fresh.values()]
+
+    return [attrs[TRIAL_ID] for attrs in _enqueue_locked(study, due)]
 
 
 @retried("queueing the next attempt", nested=True)  # after the FAIL: the retry must not get lost
 def requeue(study: optuna.Study, job: Job, *, fresh_budget: bool = False) -> None:
-    """Queue the next attempt of a failed job (same key, same spec, same tuning parameters)."""
+    """Queue the next attempt of a failed job (same key, same spec, same tuning parameters),
+    unless the queue holds a later attempt already (a re-run retried it first)."""
     attrs = {k: v for k, v in job.attrs.items() if k not in (REASON, WORKER, TRIAL_IDS)}
     attrs[ATTEMPT] = job.attempt + 1
     attrs[MAX_ATTEMPT] = job.max_attempt + 1 if fresh_budget else job.max_attempt
-    study.add_trial(_waiting_trial(attrs, job.params))
+    _enqueue_locked(study, lambda held: [] if held[job.key].attempt > job.attempt else [(attrs, job.params)])
 
 
 # --------------------------------------------------------------------------------------------

@@ -155,3 +155,75 @@ def test_storage_errors_never_show_credentials(tmp_path):
     assert "s3cret-pw" not in str(err.value) and "alice:***@127.0.0.1" in str(err.value)
     with pytest.raises(study_db.StorageError, match="harness run"):
         study_db.open_storage(study_db.default_storage_url(tmp_path / "missing"))
+
+
+def _race(url: str, racers: int, work) -> list:
+    """``work(queue)`` in ``racers`` threads at once, each with connections of its own (another
+    machine); returns what each returned."""
+    barrier = threading.Barrier(racers)
+    results, errors = [], []
+
+    def machine():
+        storage = study_db.open_storage(url)
+        try:
+            mine = queue.load_queue(storage, "s")
+            barrier.wait()
+            results.append(work(mine))
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+        finally:
+            storage.engine.dispose()
+
+    threads = [threading.Thread(target=machine) for _ in range(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    return results
+
+
+def _fail_all(study) -> None:
+    while (job := queue.claim_next(study)) is not None:
+        queue.fail(study, job, "RuntimeError: boom", retry=False)
+
+
+def test_re_runs_at_once_retry_each_failure_once(q):
+    """Several machines re-running a study at the same instant queue each failed trial's next
+    attempt once, and each never-queued trial once."""
+    study, url = q
+    specs = [_Spec(f"a-s{i}") for i in range(6)]
+    queue.enqueue_specs(study, specs[:4], phase="compare", retries=0)
+    _fail_all(study)
+    reports = _race(url, 4, lambda mine: queue.enqueue_specs(mine, specs, phase="compare", retries=0))
+    assert sorted((r.added, r.requeued) for r in reports) == [(0, 0)] * 3 + [(2, 4)]
+    tries = queue.attempts(queue.jobs(study))
+    assert {key: [j.attempt for j in js] for key, js in tries.items()} == {
+        **{f"a-s{i}": [1, 2] for i in range(4)}, "a-s4": [1], "a-s5": [1]}
+    numbers = sorted(j.number for j in queue.jobs(study))
+    assert numbers == list(range(len(numbers)))  # numbered as Optuna numbers its trials
+
+
+def test_a_worker_retry_and_a_re_run_retry_of_one_failure_queue_one_attempt(q):
+    """A re-run that retried a failure first leaves the failing worker's own retry nothing to add,
+    and the other way round."""
+    study, _ = q
+    queue.enqueue_specs(study, [_Spec("a-s0"), _Spec("a-s1")], phase="compare", retries=1)
+    first = queue.claim_next(study)
+    queue.fail(study, first, "RuntimeError: boom", retry=False)
+    assert queue.enqueue_specs(study, [_Spec("a-s0"), _Spec("a-s1")], phase="compare", retries=1).requeued == 1
+    queue.requeue(study, first)  # the worker's retry, late
+    assert [j.attempt for j in queue.attempts(queue.jobs(study))[first.key]] == [1, 2]
+
+    second = queue.claim_next(study)
+    assert second.key != first.key
+    assert queue.fail(study, second, "RuntimeError: boom") is True  # the worker's retry first
+    assert queue.enqueue_specs(study, [_Spec("a-s0"), _Spec("a-s1")], phase="compare", retries=1).requeued == 0
+    assert [j.attempt for j in queue.attempts(queue.jobs(study))[second.key]] == [1, 2]
+
+
+def test_tuning_slots_queued_at_once_are_queued_once(q):
+    study, url = q
+    reports = _race(url, 4, lambda mine: queue.enqueue_slots(mine, arm="a", n_trials=5, retries=0))
+    assert sorted(r.added for r in reports) == [0, 0, 0, 5]
+    assert sorted(j.key for j in queue.jobs(study)) == [f"slot{i:04d}" for i in range(5)]
