@@ -140,8 +140,9 @@ def pick_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
     return getattr(torch, auto_dtype(device.type) if config.dtype == "auto" else config.dtype)
 
 
-def load_pretrained(source: str, config: ModelConfig) -> LoadedModel:
-    """A local folder or hub id, on the chosen device and dtype, with LoRA when configured."""
+def load_pretrained(source: str, config: ModelConfig, *, adapter_seed: int = 0) -> LoadedModel:
+    """A local folder or hub id, on the chosen device and dtype, with LoRA when configured (its
+    adapter initialised from ``adapter_seed``: the trial seed for a trial's policy)."""
     device = pick_device(config)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -152,7 +153,7 @@ def load_pretrained(source: str, config: ModelConfig) -> LoadedModel:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     if config.lora is not None:
-        model = with_lora(model, config)
+        model = with_lora(model, config, adapter_seed)
     model.to(device)
     return LoadedModel(model, tokenizer, device, uses_chat_template(config, tokenizer))
 
@@ -178,7 +179,11 @@ def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
     enable({"use_reentrant": False})
 
 
-def with_lora(model: PreTrainedModel, config: ModelConfig) -> PreTrainedModel:
+def with_lora(model: PreTrainedModel, config: ModelConfig, seed: int) -> PreTrainedModel:
+    """``model`` wrapped in the configured LoRA adapter. The adapter's random init (peft draws its
+    A matrices from torch's global generator) comes from ``seed`` alone, whatever that generator
+    held before, and leaves it as it was: without this, every seed of a study started from the
+    same adapter, and a trial that built its warm start first from a different one than a re-run."""
     from peft import LoraConfig, get_peft_model
 
     lora = config.lora
@@ -189,4 +194,7 @@ def with_lora(model: PreTrainedModel, config: ModelConfig) -> PreTrainedModel:
         target_modules=lora.target_modules,
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, peft_config)
+    cuda = sorted({p.device.index for p in model.parameters() if p.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):  # the generators of wherever the weights are
+        torch.manual_seed(seed)
+        return get_peft_model(model, peft_config)

@@ -345,7 +345,7 @@ def _base_model(inputs: RewardModelInputs, spec: TrialSpec, task: Task, pairs: l
         return load_policy(spec, task)[0]
     name = spec.model.name if inputs.base == "model" else inputs.base
     if name != "tiny":
-        return load_pretrained(name, spec.model.model_copy(update={"name": name}))
+        return load_pretrained(name, spec.model.model_copy(update={"name": name}), adapter_seed=inputs.training.seed)
     alphabet = set(task.alphabet) | {c for p in pairs for text in (p.prompt, p.chosen, p.rejected) for c in text}
     tokenizer = char_tokenizer("".join(sorted(alphabet)))
     model = build_tiny_model(spec.model, len(tokenizer), tokenizer, seed=inputs.training.seed)

@@ -60,6 +60,7 @@ from harness.engine.models import (
     char_tokenizer,
     load_pretrained,
     pick_device,
+    with_lora,
 )
 from harness.engine.rollout import pad_rows
 from harness.engine.spec import (
@@ -82,10 +83,12 @@ class WarmStartCacheWarning(UserWarning):
     """A cached warm start failed its checks (or would not load) and is being rebuilt."""
 
 
-def initial_model(inputs: WarmStartInputs, task: Task) -> LoadedModel:
-    """The policy before any warm start: a fresh tiny model, or the pretrained one."""
+def initial_model(inputs: WarmStartInputs, task: Task, adapter_seed: int) -> LoadedModel:
+    """The policy before any warm start: a fresh tiny model (no adapter: built from scratch, its
+    warm start trains every weight), or the pretrained one with its LoRA adapter, when configured,
+    initialised from ``adapter_seed``."""
     if inputs.model.name != "tiny":
-        return load_pretrained(inputs.model.name, inputs.model)
+        return load_pretrained(inputs.model.name, inputs.model, adapter_seed=adapter_seed)
     tokenizer = char_tokenizer(task.alphabet)
     model = build_tiny_model(inputs.model, len(tokenizer), tokenizer, seed=inputs.warmstart.seed)
     device = pick_device(inputs.model)
@@ -93,23 +96,27 @@ def initial_model(inputs: WarmStartInputs, task: Task) -> LoadedModel:
 
 
 def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, float], list[str]]:
-    """The starting policy for a trial, the warm start's own metrics, and its warnings."""
+    """The starting policy for a trial, the warm start's own metrics, and its warnings. A LoRA
+    adapter on it is initialised from the trial seed (the warm start's own, from its seed)."""
     inputs = WarmStartInputs.of(spec)
     if not inputs.warmstart.enabled:
-        return initial_model(inputs, task), {}, []
+        lm = initial_model(inputs, task, spec.seed)
+        if inputs.model.name == "tiny" and inputs.model.lora is not None:  # no warm start: on the fresh model
+            lm.model = with_lora(lm.model, inputs.model, spec.seed)
+        return lm, {}, []
     pick_device(inputs.model)  # a device this machine lacks is its own error, not a broken cache
     folder = cache_folder(spec)
     with locked(folder.with_suffix(".lock")):
         built = None
         if folder.is_dir() and any(folder.iterdir()):
             try:
-                built = _open_cache(folder, task, inputs)
+                built = _open_cache(folder, task, inputs, spec.seed)
                 _say(f"using the cached warm start {folder} ({built[1]['warmstart/steps']:.0f} SFT steps, "
                      f"val accuracy {built[2]:.3f})")
             except Unusable as problem:
                 warnings.warn(f"warm-start cache {folder}: {problem}; rebuilding it",
                               WarmStartCacheWarning, stacklevel=2)
-        lm, info, accuracy = built or _build(folder, task, inputs)
+        lm, info, accuracy = built or _build(folder, task, inputs, spec.seed)
     return lm, info, below_target(info, accuracy, inputs.warmstart)
 
 
@@ -133,25 +140,28 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
-def _build(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float], float]:
+def _build(folder: Path, task: Task, inputs: WarmStartInputs,
+           adapter_seed: int) -> tuple[LoadedModel, dict[str, float], float]:
     """SFT from scratch, saved into an emptied ``folder``; the manifest goes last. Call under the lock.
-    Returns the policy as loaded back, its metrics and its val accuracy (the manifest's)."""
+    Returns the policy as loaded back (a LoRA adapter on it from ``adapter_seed``, as a trial that
+    finds the cache gets it), its metrics and its val accuracy (the manifest's)."""
     _say(f"building {folder}: SFT of up to {inputs.warmstart.steps} steps until greedy accuracy on "
          f"{len(_validation(task))} train-validation prompts reaches {inputs.warmstart.target_accuracy:g}")
-    lm = initial_model(inputs, task)
+    lm = initial_model(inputs, task, inputs.warmstart.seed)
     info = supervised_fine_tune(lm, task, inputs)  # if this fails, what was in the folder stays
     if folder.is_dir():
         shutil.rmtree(folder)  # unlinked, not overwritten: a process still reading old files keeps them
     elif folder.exists():
         folder.unlink()
     _save(lm, folder, info)
-    lm = _load(folder, inputs.model)
+    lm = _load(folder, inputs.model, adapter_seed)
     accuracy = validation_accuracy(lm, task, inputs)
     write_manifest(folder, {"val_accuracy": accuracy})
     return lm, json.loads((folder / INFO_FILE).read_text()), accuracy
 
 
-def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[LoadedModel, dict[str, float], float]:
+def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs,
+                adapter_seed: int) -> tuple[LoadedModel, dict[str, float], float]:
     """The cached policy, metrics and val accuracy (the manifest's) after their checks;
     ``Unusable`` says which check failed."""
     manifest = _read_manifest(folder)
@@ -159,7 +169,7 @@ def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs) -> tuple[Load
         verify(folder, manifest["sha256"])
     info = _read_info(folder)
     try:
-        lm = _load(folder, inputs.model)
+        lm = _load(folder, inputs.model, adapter_seed)
     except Exception as err:  # any load error means this cache cannot be used as it is
         raise Unusable(f"cannot load it ({one_line(err)})") from err
     if manifest is None:  # from before checksums (or stopped just before its manifest)
@@ -215,8 +225,8 @@ def _save(lm: LoadedModel, folder: Path, info: dict) -> None:
     (folder / INFO_FILE).write_text(json.dumps(info, indent=2))
 
 
-def _load(folder: Path, model: ModelConfig) -> LoadedModel:
-    lm = load_pretrained(str(folder), model)
+def _load(folder: Path, model: ModelConfig, adapter_seed: int) -> LoadedModel:
+    lm = load_pretrained(str(folder), model, adapter_seed=adapter_seed)
     if model.name == "tiny":
         lm.use_chat_template = False
     return lm

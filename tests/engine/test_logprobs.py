@@ -38,7 +38,7 @@ def _lm(seed: int = 0, lora: bool = False) -> LoadedModel:
     config = ModelConfig(tiny=TINY, lora={"r": 4, "alpha": 8} if lora else None)
     model = build_tiny_model(config, len(tok), tok, seed=seed)
     if lora:
-        model = with_lora(model, config)
+        model = with_lora(model, config, seed=seed)
         for name, p in model.named_parameters():  # LoRA's B starts at 0: give the adapter an effect
             if "lora_B" in name:
                 torch.nn.init.normal_(p, std=0.1)

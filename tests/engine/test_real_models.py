@@ -6,6 +6,7 @@ import json
 import string
 
 import pytest
+import torch
 
 from harness.algorithms import resolve_algorithm
 from harness.engine.models import build_tiny_model, char_tokenizer, load_pretrained
@@ -93,3 +94,49 @@ def test_warm_start_of_a_lora_model_is_merged_and_cached(model_dir, gsm_file, ca
     assert not (folder / "adapter_config.json").exists(), "the adapter is merged into a full model"
     reloaded = load_pretrained(str(folder), spec.model)
     assert reloaded.use_chat_template  # the template travels with the cached tokenizer
+
+
+def _adapter(lm) -> dict:
+    return {name: p.detach().clone() for name, p in lm.model.named_parameters() if "lora_A" in name}
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_lora_adapter_starts_from_its_seed_whatever_the_global_generator_holds(model_dir):
+    config = ModelConfig(name=model_dir, lora={"r": 4, "alpha": 8})
+    first = _adapter(load_pretrained(model_dir, config, adapter_seed=3))
+    torch.rand(1000)  # anything drawn before must not change the adapter
+    state = torch.get_rng_state()
+    again = _adapter(load_pretrained(model_dir, config, adapter_seed=3))
+    assert torch.equal(torch.get_rng_state(), state)  # and the load leaves the generator as it was
+    other = _adapter(load_pretrained(model_dir, config, adapter_seed=4))
+    assert first and _same(first, again)
+    assert all(not torch.equal(first[k], other[k]) for k in first)
+
+
+def test_a_trial_gets_the_adapter_of_its_seed_whether_it_built_the_warm_start_or_found_it(
+        model_dir, gsm_file, cache_dir):
+    from harness.engine.tasks import build_task
+    from harness.engine.warmstart import load_policy
+
+    spec = _spec(model_dir, gsm_file, cache_dir, warm_steps=2)
+    task = build_task(spec.task, cache_dir=spec.cache_dir)
+    built = _adapter(load_policy(spec, task)[0])  # builds the warm start (SFT draws from the generator)
+    found = _adapter(load_policy(spec, task)[0])  # finds it cached
+    other_seed = _adapter(load_policy(spec.model_copy(update={"seed": spec.seed + 1}), task)[0])
+    assert built and _same(built, found)
+    assert all(not torch.equal(built[k], other_seed[k]) for k in built)
+
+
+def test_lora_on_the_tiny_model_without_a_warm_start_trains_the_adapter_only(cache_dir):
+    from harness.engine.tasks import build_task
+    from harness.engine.warmstart import load_policy
+
+    spec = TrialSpec(arm="grpo", algorithm=resolve_algorithm("grpo", {"group_size": 2}),
+                     model={"lora": {"r": 4, "alpha": 8}}, warmstart={"enabled": False}, cache_dir=cache_dir)
+    lm = load_policy(spec, build_task(spec.task))[0]
+    trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert _same(_adapter(lm), _adapter(load_policy(spec, build_task(spec.task))[0]))
