@@ -27,7 +27,7 @@ from harness.study.plan import (
     format_duration,
     plan_study,
 )
-from harness.study.schema import AA, AA_SEED_OFFSET
+from harness.study.sections import AA, AA_SEED_OFFSET
 from harness.tracking.records import read_records
 
 

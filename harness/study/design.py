@@ -17,7 +17,8 @@ from typing import Any
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError
 from harness.study.expand import condition_spec, tuned_spec
-from harness.study.schema import Study, split_key
+from harness.study.overrides import split_key
+from harness.study.schema import Study
 
 
 def _tuned_values(study: Study, spec: TrialSpec) -> dict[str, Any]:

@@ -19,16 +19,9 @@ from harness.algorithms.presets import resolve_algorithm
 from harness.engine.spec import TrainConfig, TrialSpec
 from harness.errors import ConfigError
 from harness.study.field_errors import FieldError, format_validation_error
-from harness.study.schema import (
-    AA,
-    PLACEBO,
-    Arm,
-    Condition,
-    Study,
-    coerce_override,
-    condition_name,
-    split_key,
-)
+from harness.study.overrides import coerce_override, split_key
+from harness.study.schema import Arm, Condition, Study, condition_name
+from harness.study.sections import AA, PLACEBO
 
 
 def resolve_arm(arm: Arm, extra: Mapping[str, Any], where: str) -> RLConfig | DPOConfig:

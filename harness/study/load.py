@@ -37,7 +37,8 @@ from harness.engine.tasks import TASKS, build_task
 from harness.errors import ConfigError
 from harness.study.expand import arm_train, condition_spec, resolve_arm, split_params
 from harness.study.field_errors import format_validation_error
-from harness.study.schema import Study, format_value, numeric_kind
+from harness.study.overrides import format_value, numeric_kind
+from harness.study.schema import Study
 
 # --------------------------------------------------------------------------------------------
 # Reading YAML: safe, strict about duplicate keys, YAML 1.2 floats, bounded in size and time

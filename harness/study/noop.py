@@ -18,8 +18,9 @@ from harness.algorithms.probe_result import (
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError
 from harness.study.expand import condition_spec, tuning_specs
+from harness.study.overrides import format_value
 from harness.study.probe_cache import probe_result
-from harness.study.schema import Study, format_value
+from harness.study.schema import Study
 
 
 def _condition_specs(study: Study) -> dict[str, TrialSpec]:

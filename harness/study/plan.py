@@ -32,7 +32,8 @@ from harness.study.expand import (
     tuning_specs,
 )
 from harness.study.load import study_warnings
-from harness.study.schema import Arm, Study, format_value
+from harness.study.overrides import format_value
+from harness.study.schema import Arm, Study
 
 # Default costs, measured on the 2-core development machine from the 35 completed records of
 # studies/seven_algorithms.yaml (2 workers, one torch thread each; the tiny testbed model, the

@@ -29,13 +29,9 @@ from harness.algorithms.presets import PRESETS
 from harness.engine.spec import TrainConfig
 from harness.engine.tasks import TASKS, TOOLS, jsonl
 from harness.engine.tasks.rewards import REWARDS
-from harness.study.schema import (
-    FINAL_METRICS,
-    Arm,
-    SearchParam,
-    Study,
-    algorithm_keys,
-)
+from harness.study.overrides import algorithm_keys
+from harness.study.schema import FINAL_METRICS, Arm, Study
+from harness.study.sections import SearchParam
 
 COMMAND = "harness schema > docs/study-reference.md"
 

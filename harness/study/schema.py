@@ -1,4 +1,5 @@
-"""The study file as pydantic models: ``Study``, ``Arm``, ``Tuning`` and its ``SearchParam`` entries.
+"""The study file as pydantic models: ``Study`` and its ``Arm`` entries (the other sections are in
+``harness.study.sections``, the override keys in ``harness.study.overrides``).
 
 Everything here is structural and needs no algorithm registry: types, names, seeds, which keys an
 override, a grid or a search space may touch, and how the sections agree with each other. Checks
@@ -12,34 +13,41 @@ pydantic ``ValidationError`` into the one line the CLI prints, e.g.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PositiveInt,
     PrivateAttr,
-    TypeAdapter,
-    ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 
-from harness.algorithms.config import CONFIG_TYPES
 from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
-from harness.study.field_errors import (
-    FieldError,
-    Loc,
-    field_error,
-    short_repr,
-    unwrap_type,
+from harness.study.field_errors import FieldError, short_repr
+from harness.study.overrides import (
+    algorithm_keys,
+    check_override_key,
+    coerce_override,
+    first_repeat,
+    format_value,
+    is_scalar,
+    split_key,
+    train_keys,
+)
+from harness.study.sections import (
+    AA,
+    AA_SEED_OFFSET,
+    CALIBRATION_SUFFIX,
+    PLACEBO,
+    SelfChecks,
+    Sequential,
+    Strict,
+    Tuning,
+    check_seed_list,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -62,13 +70,6 @@ def check_name(value: Any, what: str) -> str:
         )
     return value
 
-
-# --------------------------------------------------------------------------------------------
-# Override keys: which fields an arm, a grid or a search space may set
-# --------------------------------------------------------------------------------------------
-
-#: Algorithm config fields that identify a preset rather than configure it.
-_NOT_OVERRIDABLE = frozenset({"name", "kind"})
 
 #: Final metrics the trainer reports (listed in docs/study-reference.md); ``primary_metric`` must be one.
 FINAL_METRICS: tuple[str, ...] = (
@@ -107,112 +108,12 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
 PRIMARY_TESTS = ("auto", "seed_prompt", "welch_t", "paired_t", "yuen")
 
 
-def _algorithm_fields() -> dict[str, FieldInfo]:
-    """The fields of every algorithm config type (RL and DPO), in declaration order."""
-    fields: dict[str, FieldInfo] = {}
-    for config_type in CONFIG_TYPES.values():
-        fields.update({k: v for k, v in config_type.model_fields.items() if k not in fields})
-    return fields
-
-
-def algorithm_keys() -> list[str]:
-    """Keys an arm's ``set:`` may override: fields of an algorithm config (which of them a given
-    preset reads is checked when the arm resolves)."""
-    return [k for k in _algorithm_fields() if k not in _NOT_OVERRIDABLE]
-
-
-def train_keys() -> list[str]:
-    return list(TrainConfig.model_fields)
-
-
-def override_keys() -> list[str]:
-    """Keys a grid or a search space may vary: algorithm config fields and ``train.<field>``."""
-    return algorithm_keys() + [f"train.{k}" for k in train_keys()]
-
-
-def split_key(key: str) -> tuple[Literal["algorithm", "train"], str]:
-    """``'lr'`` -> ``('algorithm', 'lr')``; ``'train.steps'`` -> ``('train', 'steps')``."""
-    if key.startswith("train."):
-        return "train", key[len("train.") :]
-    return "algorithm", key
-
-
-def _field_info(key: str) -> FieldInfo:
-    section, name = split_key(key)
-    return TrainConfig.model_fields[name] if section == "train" else _algorithm_fields()[name]
-
-
-@cache
-def _adapter(key: str) -> TypeAdapter:
-    info = _field_info(key)
-    finite = ConfigDict(allow_inf_nan=False)
-    if not info.metadata:
-        return TypeAdapter(info.annotation, config=finite)
-    return TypeAdapter(Annotated[info.annotation, *info.metadata], config=finite)
-
-
-def check_override_key(key: Any) -> str:
-    if not isinstance(key, str) or key not in override_keys():
-        raise FieldError((str(key),), "unknown key; valid: " + ", ".join(override_keys()))
-    return key
-
-
-def coerce_override(key: str, value: Any, loc: Loc) -> Any:
-    """Validate one value for an override key against the field's type and bounds."""
-    try:
-        return _adapter(key).validate_python(value)
-    except ValidationError as err:
-        raise field_error(err, loc) from None
-
-
-def numeric_kind(key: str) -> Literal["int", "float"] | None:
-    """Whether a field holds an int, a float, or neither (a name, a flag)."""
-    tp = unwrap_type(_field_info(key).annotation)
-    if tp is bool:
-        return None
-    if tp is int:
-        return "int"
-    if tp is float:
-        return "float"
-    return None
-
-
-def format_value(value: Any) -> str:
-    """Values in condition names: ``0.001``, ``8``, ``true``, ``group_mean``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-def _distinct(values: Sequence[Any]) -> int | None:
-    """Index of the first repeated value (``True`` and ``1`` count as different), else None."""
-    seen: set[tuple[type, Any]] = set()
-    for i, v in enumerate(values):
-        token = (type(v), v)
-        if token in seen:
-            return i
-        seen.add(token)
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class Arm(_Strict):
+class Arm(Strict):
     """One thing being compared: a preset, with optional algorithm and train overrides."""
 
     name: str = Field(description="the arm's name, used in condition names, trial ids and reports")
@@ -251,175 +152,7 @@ class Arm(_Strict):
         return {key: coerce_override(f"train.{key}", value, (key,)) for key, value in v.items()}
 
 
-class SearchParam(_Strict):
-    """One search-space entry: a range ``{low, high[, log][, step]}`` or ``{choices: [...]}``."""
-
-    low: float | None = Field(None, description="lower end of the range")
-    high: float | None = Field(None, description="upper end of the range")
-    log: bool = Field(False, description="sample the range log-uniformly (needs low > 0)")
-    step: float | None = Field(None, gt=0, description="sample only low, low + step, ... (not with log)")
-    choices: list[Any] | None = Field(None, description="the values to pick from, instead of a range")
-
-    @model_validator(mode="after")
-    def _shape(self) -> SearchParam:
-        ranged = self.low is not None or self.high is not None
-        if self.choices is not None:
-            if ranged or self.log or self.step is not None:
-                raise ValueError("give either {low, high[, log, step]} or {choices: [...]}, not both")
-            if not self.choices:
-                raise FieldError(("choices",), "must list at least one value")
-            for i, c in enumerate(self.choices):
-                if not _is_scalar(c):
-                    raise FieldError(("choices", i), f"must be a number, string or bool, got {short_repr(c)}")
-            dup = _distinct(self.choices)
-            if dup is not None:
-                raise FieldError(("choices", dup), f"duplicate choice {self.choices[dup]!r}")
-            return self
-        if self.low is None or self.high is None:
-            missing = "low" if self.low is None else "high"
-            raise FieldError((missing,), "required: give {low, high[, log, step]} or {choices: [...]}")
-        for end in ("low", "high"):
-            if not math.isfinite(getattr(self, end)):
-                raise FieldError((end,), "must be a finite number")
-        if not self.low < self.high:
-            raise FieldError(("low",), f"low ({self.low:g}) must be less than high ({self.high:g})")
-        if self.log and self.low <= 0:
-            raise FieldError(("low",), f"a log-uniform range needs low > 0, got {self.low:g}")
-        if self.log and self.step is not None:
-            raise FieldError(("step",), "cannot be combined with log: true")
-        return self
-
-    def describe(self) -> str:
-        if self.choices is not None:
-            return "one of [" + ", ".join(format_value(c) for c in self.choices) + "]"
-        kind = "log-uniform" if self.log else "uniform"
-        step = f" step {self.step:g}" if self.step is not None else ""
-        return f"{kind}[{self.low:g}, {self.high:g}]{step}"
-
-
-class Tuning(_Strict):
-    """An Optuna tuning phase: the same number of trials for every arm, on its own seeds."""
-
-    n_trials: PositiveInt = Field(description="tuning trials per arm")
-    seeds: list[int] = Field(description="seeds used while tuning; disjoint from the study's seeds")
-    sampler_seed: int = Field(0, ge=0, description="seed of Optuna's TPE sampler")
-    search_space: dict[str, SearchParam] = Field(
-        description="override key -> a range {low, high[, log][, step]} or {choices: [...]}"
-    )
-
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _seeds(cls, v: Any) -> list[int]:
-        if not isinstance(v, list):
-            raise ValueError(f"expected a list of distinct non-negative integers, got {short_repr(v)}")
-        return _check_seed_list(v)
-
-    @field_validator("search_space", mode="before")
-    @classmethod
-    def _space_keys(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            if not v:
-                raise ValueError("must name at least one parameter to tune")
-            for key in v:
-                check_override_key(key)
-        return v
-
-    @field_validator("search_space")
-    @classmethod
-    def _space_values(cls, v: dict[str, SearchParam]) -> dict[str, SearchParam]:
-        for key, param in v.items():
-            kind = numeric_kind(key)
-            if param.choices is not None:
-                param.choices = [
-                    coerce_override(key, c, (key, "choices", i)) for i, c in enumerate(param.choices)
-                ]
-                continue
-            if kind is None:
-                raise FieldError(
-                    (key,), "is not numeric: give {choices: [...]} instead of a low/high range"
-                )
-            for end in ("low", "high"):
-                value = getattr(param, end)
-                if kind == "int":
-                    if value != int(value):
-                        raise FieldError((key, end), f"{key} is an integer field; got {value:g}")
-                    value = int(value)
-                coerce_override(key, value, (key, end))
-            if kind == "int" and param.step is not None and param.step != int(param.step):
-                raise FieldError((key, "step"), f"{key} is an integer field; got {param.step:g}")
-        return v
-
-
-#: calibration conditions: the control's copy on disjoint seeds (A/A) and the control trained
-#: on a reward with no signal (placebo); their names are the control's with these suffixes
-AA, PLACEBO = "aa", "placebo"
-CALIBRATION_SUFFIX = {AA: "-aa", PLACEBO: "-placebo"}
-#: added to the study's seeds for the A/A copy's seeds
-AA_SEED_OFFSET = 1_000_000
-
-class SelfChecks(_Strict):
-    """Checks that guard every study's verdicts, on by default."""
-
-    seeds: bool = Field(
-        True, description="before the first trial, sample the control's first step at its first seed twice and at "
-        "the next seed once: the same seed must repeat (bitwise on a CPU) and two seeds must differ, else the run "
-        "stops with the reason",
-    )
-
-
-#: the Lan-DeMets spending functions of ``harness.stats.sequential`` (a test keeps the two in step)
-SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
-#: the fewest seeds per arm a look can test at (a standard error needs two)
-MIN_LOOK_SEEDS = 2
-
-
-class Sequential(_Strict):
-    """Seeds bought look by look: at each look every undecided comparison is read on its repeated
-    confidence interval (alpha spent across the looks), and an arm that is decided stops."""
-
-    looks: list[int] | None = Field(None, description="seeds per arm at each look, rising, e.g. [3, 5, 8, 12, 20]")
-    batch: PositiveInt | None = Field(None, description="with max_seeds: a look every `batch` seeds")
-    max_seeds: PositiveInt | None = Field(None, description="with batch: the seeds per arm of the last look")
-    spending: Literal[SPENDING_FUNCTIONS] = Field(  # type: ignore[valid-type]
-        "obrien_fleming", description="how alpha is spent: obrien_fleming (little early) or pocock (evenly)"
-    )
-
-    @model_validator(mode="after")
-    def _one_schedule(self) -> Sequential:
-        if self.looks is not None and (self.batch is not None or self.max_seeds is not None):
-            raise ValueError("give either looks: or batch: with max_seeds:, not both")
-        if self.looks is None and (self.batch is None or self.max_seeds is None):
-            raise ValueError("give either looks: [n1, n2, ...] or both batch: and max_seeds:")
-        schedule = self.schedule()
-        if schedule[0] < MIN_LOOK_SEEDS:
-            raise ValueError(f"the first look needs at least {MIN_LOOK_SEEDS} seeds per arm; got {schedule[0]}")
-        if any(b <= a for a, b in zip(schedule, schedule[1:])):
-            raise ValueError(f"looks must rise strictly; got {schedule}")
-        return self
-
-    def schedule(self) -> list[int]:
-        """Seeds per arm at each look."""
-        if self.looks is not None:
-            return list(self.looks)
-        steps = list(range(self.batch, self.max_seeds + 1, self.batch))
-        return steps if steps and steps[-1] == self.max_seeds else [*steps, self.max_seeds]
-
-
-def _check_seed_list(values: list[Any]) -> list[int]:
-    if not values:
-        raise ValueError("must list at least one seed")
-    for i, s in enumerate(values):
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise ValueError(f"seed at index {i} must be an integer, got {short_repr(s)}")
-        if s < 0:
-            raise ValueError(f"seed at index {i} is negative ({s}); seeds are non-negative integers")
-    dup = _distinct(values)
-    if dup is not None:
-        raise ValueError(f"duplicate seed {values[dup]} at index {dup}; seeds must be distinct")
-    return list(values)
-
-
-class Study(_Strict):
+class Study(Strict):
     """A pre-registered comparison: arms x (grid cells) x seeds, against a control arm.
 
     ``seeds`` is always a list after validation (``seeds: 3`` means ``[0, 1, 2]``).
@@ -504,7 +237,7 @@ class Study(_Strict):
                 raise ValueError(f"the number of seeds must be at least 1, got {v}")
             return list(range(v))
         if isinstance(v, list):
-            return _check_seed_list(v)
+            return check_seed_list(v)
         raise ValueError(
             f"expected a number of seeds (n means 0..n-1) or a list of distinct non-negative "
             f"integers, got {short_repr(v)}"
@@ -542,10 +275,10 @@ class Study(_Strict):
             if not values:
                 raise FieldError((key,), "must list at least one value")
             for i, value in enumerate(values):
-                if not _is_scalar(value):
+                if not is_scalar(value):
                     raise FieldError((key, i), f"must be a number, string or bool, got {short_repr(value)}")
             values = [coerce_override(key, value, (key, i)) for i, value in enumerate(values)]
-            dup = _distinct(values)
+            dup = first_repeat(values)
             if dup is not None:
                 raise FieldError((key, dup), f"duplicate value {values[dup]!r}")
             out[key] = values

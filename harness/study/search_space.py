@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.study.schema import Study, numeric_kind
+from harness.study.overrides import numeric_kind
+from harness.study.schema import Study
 
 
 def suggest_params(study: Study, trial: Any) -> dict[str, Any]:

@@ -28,7 +28,8 @@ from harness.engine.spec import TrialSpec
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import calibration_comparisons
 from harness.study.expand import comparisons as comparisons_of
-from harness.study.schema import AA, METRIC_RANGES, Sequential, Study, condition_name
+from harness.study.schema import METRIC_RANGES, Study, condition_name
+from harness.study.sections import AA, Sequential
 from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
 from harness.tracking.records import (
     TrialRecord,

@@ -11,7 +11,7 @@ from harness.study.expand import (
     look_specs,
 )
 from harness.study.load import parse_study
-from harness.study.schema import AA_SEED_OFFSET
+from harness.study.sections import AA_SEED_OFFSET
 
 
 def study(**extra):

@@ -26,7 +26,8 @@ from harness.engine.spec import (
 from harness.engine.tasks.jsonl import read_jsonl
 from harness.study import reference
 from harness.study.load import load_study
-from harness.study.schema import Study, override_keys
+from harness.study.overrides import override_keys
+from harness.study.schema import Study
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "study-reference.md"

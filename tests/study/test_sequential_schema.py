@@ -6,7 +6,7 @@ from harness import stats
 from harness.errors import ConfigError
 from harness.study.expand import expand, look_seeds, look_specs
 from harness.study.load import parse_study
-from harness.study.schema import SPENDING_FUNCTIONS
+from harness.study.sections import SPENDING_FUNCTIONS
 
 
 def study(**extra):

@@ -1,0 +1,115 @@
+"""Override keys: which fields an arm's ``set:``/``train:``, a grid or a search space may set, how
+a value given for one is checked against the field's type and bounds, and how it reads in a
+condition's name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+
+from harness.algorithms.config import CONFIG_TYPES
+from harness.engine.spec import TrainConfig
+from harness.study.field_errors import FieldError, Loc, field_error, unwrap_type
+
+#: Algorithm config fields that identify a preset rather than configure it.
+_NOT_OVERRIDABLE = frozenset({"name", "kind"})
+
+
+def _algorithm_fields() -> dict[str, FieldInfo]:
+    """The fields of every algorithm config type (RL and DPO), in declaration order."""
+    fields: dict[str, FieldInfo] = {}
+    for config_type in CONFIG_TYPES.values():
+        fields.update({k: v for k, v in config_type.model_fields.items() if k not in fields})
+    return fields
+
+
+def algorithm_keys() -> list[str]:
+    """Keys an arm's ``set:`` may override: fields of an algorithm config (which of them a given
+    preset reads is checked when the arm resolves)."""
+    return [k for k in _algorithm_fields() if k not in _NOT_OVERRIDABLE]
+
+
+def train_keys() -> list[str]:
+    return list(TrainConfig.model_fields)
+
+
+def override_keys() -> list[str]:
+    """Keys a grid or a search space may vary: algorithm config fields and ``train.<field>``."""
+    return algorithm_keys() + [f"train.{k}" for k in train_keys()]
+
+
+def split_key(key: str) -> tuple[Literal["algorithm", "train"], str]:
+    """``'lr'`` -> ``('algorithm', 'lr')``; ``'train.steps'`` -> ``('train', 'steps')``."""
+    if key.startswith("train."):
+        return "train", key[len("train.") :]
+    return "algorithm", key
+
+
+def _field_info(key: str) -> FieldInfo:
+    section, name = split_key(key)
+    return TrainConfig.model_fields[name] if section == "train" else _algorithm_fields()[name]
+
+
+@cache
+def _adapter(key: str) -> TypeAdapter:
+    info = _field_info(key)
+    finite = ConfigDict(allow_inf_nan=False)
+    if not info.metadata:
+        return TypeAdapter(info.annotation, config=finite)
+    return TypeAdapter(Annotated[info.annotation, *info.metadata], config=finite)
+
+
+def check_override_key(key: Any) -> str:
+    if not isinstance(key, str) or key not in override_keys():
+        raise FieldError((str(key),), "unknown key; valid: " + ", ".join(override_keys()))
+    return key
+
+
+def coerce_override(key: str, value: Any, loc: Loc) -> Any:
+    """Validate one value for an override key against the field's type and bounds."""
+    try:
+        return _adapter(key).validate_python(value)
+    except ValidationError as err:
+        raise field_error(err, loc) from None
+
+
+def numeric_kind(key: str) -> Literal["int", "float"] | None:
+    """Whether a field holds an int, a float, or neither (a name, a flag)."""
+    tp = unwrap_type(_field_info(key).annotation)
+    if tp is bool:
+        return None
+    if tp is int:
+        return "int"
+    if tp is float:
+        return "float"
+    return None
+
+
+def format_value(value: Any) -> str:
+    """Values in condition names: ``0.001``, ``8``, ``true``, ``group_mean``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def first_repeat(values: Sequence[Any]) -> int | None:
+    """Index of the first repeated value (``True`` and ``1`` count as different), else None."""
+    seen: set[tuple[type, Any]] = set()
+    for i, v in enumerate(values):
+        token = (type(v), v)
+        if token in seen:
+            return i
+        seen.add(token)
+    return None

@@ -1,0 +1,200 @@
+"""The study file's sections beside its arms: the tuning phase (``tuning:`` and its search space),
+the self-checks and calibration conditions (``checks:``, ``calibration:``, ``placebo:``), and the
+sequential design (``sequential:``); with the strict base model and the seed-list check the whole
+file uses."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+from harness.study.field_errors import FieldError, short_repr
+from harness.study.overrides import (
+    check_override_key,
+    coerce_override,
+    first_repeat,
+    format_value,
+    is_scalar,
+    numeric_kind,
+)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class SearchParam(Strict):
+    """One search-space entry: a range ``{low, high[, log][, step]}`` or ``{choices: [...]}``."""
+
+    low: float | None = Field(None, description="lower end of the range")
+    high: float | None = Field(None, description="upper end of the range")
+    log: bool = Field(False, description="sample the range log-uniformly (needs low > 0)")
+    step: float | None = Field(None, gt=0, description="sample only low, low + step, ... (not with log)")
+    choices: list[Any] | None = Field(None, description="the values to pick from, instead of a range")
+
+    @model_validator(mode="after")
+    def _shape(self) -> SearchParam:
+        ranged = self.low is not None or self.high is not None
+        if self.choices is not None:
+            if ranged or self.log or self.step is not None:
+                raise ValueError("give either {low, high[, log, step]} or {choices: [...]}, not both")
+            if not self.choices:
+                raise FieldError(("choices",), "must list at least one value")
+            for i, c in enumerate(self.choices):
+                if not is_scalar(c):
+                    raise FieldError(("choices", i), f"must be a number, string or bool, got {short_repr(c)}")
+            dup = first_repeat(self.choices)
+            if dup is not None:
+                raise FieldError(("choices", dup), f"duplicate choice {self.choices[dup]!r}")
+            return self
+        if self.low is None or self.high is None:
+            missing = "low" if self.low is None else "high"
+            raise FieldError((missing,), "required: give {low, high[, log, step]} or {choices: [...]}")
+        for end in ("low", "high"):
+            if not math.isfinite(getattr(self, end)):
+                raise FieldError((end,), "must be a finite number")
+        if not self.low < self.high:
+            raise FieldError(("low",), f"low ({self.low:g}) must be less than high ({self.high:g})")
+        if self.log and self.low <= 0:
+            raise FieldError(("low",), f"a log-uniform range needs low > 0, got {self.low:g}")
+        if self.log and self.step is not None:
+            raise FieldError(("step",), "cannot be combined with log: true")
+        return self
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "one of [" + ", ".join(format_value(c) for c in self.choices) + "]"
+        kind = "log-uniform" if self.log else "uniform"
+        step = f" step {self.step:g}" if self.step is not None else ""
+        return f"{kind}[{self.low:g}, {self.high:g}]{step}"
+
+
+class Tuning(Strict):
+    """An Optuna tuning phase: the same number of trials for every arm, on its own seeds."""
+
+    n_trials: PositiveInt = Field(description="tuning trials per arm")
+    seeds: list[int] = Field(description="seeds used while tuning; disjoint from the study's seeds")
+    sampler_seed: int = Field(0, ge=0, description="seed of Optuna's TPE sampler")
+    search_space: dict[str, SearchParam] = Field(
+        description="override key -> a range {low, high[, log][, step]} or {choices: [...]}"
+    )
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, v: Any) -> list[int]:
+        if not isinstance(v, list):
+            raise ValueError(f"expected a list of distinct non-negative integers, got {short_repr(v)}")
+        return check_seed_list(v)
+
+    @field_validator("search_space", mode="before")
+    @classmethod
+    def _space_keys(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("must name at least one parameter to tune")
+            for key in v:
+                check_override_key(key)
+        return v
+
+    @field_validator("search_space")
+    @classmethod
+    def _space_values(cls, v: dict[str, SearchParam]) -> dict[str, SearchParam]:
+        for key, param in v.items():
+            kind = numeric_kind(key)
+            if param.choices is not None:
+                param.choices = [
+                    coerce_override(key, c, (key, "choices", i)) for i, c in enumerate(param.choices)
+                ]
+                continue
+            if kind is None:
+                raise FieldError(
+                    (key,), "is not numeric: give {choices: [...]} instead of a low/high range"
+                )
+            for end in ("low", "high"):
+                value = getattr(param, end)
+                if kind == "int":
+                    if value != int(value):
+                        raise FieldError((key, end), f"{key} is an integer field; got {value:g}")
+                    value = int(value)
+                coerce_override(key, value, (key, end))
+            if kind == "int" and param.step is not None and param.step != int(param.step):
+                raise FieldError((key, "step"), f"{key} is an integer field; got {param.step:g}")
+        return v
+
+
+#: calibration conditions: the control's copy on disjoint seeds (A/A) and the control trained
+#: on a reward with no signal (placebo); their names are the control's with these suffixes
+AA, PLACEBO = "aa", "placebo"
+CALIBRATION_SUFFIX = {AA: "-aa", PLACEBO: "-placebo"}
+#: added to the study's seeds for the A/A copy's seeds
+AA_SEED_OFFSET = 1_000_000
+
+class SelfChecks(Strict):
+    """Checks that guard every study's verdicts, on by default."""
+
+    seeds: bool = Field(
+        True, description="before the first trial, sample the control's first step at its first seed twice and at "
+        "the next seed once: the same seed must repeat (bitwise on a CPU) and two seeds must differ, else the run "
+        "stops with the reason",
+    )
+
+
+#: the Lan-DeMets spending functions of ``harness.stats.sequential`` (a test keeps the two in step)
+SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
+#: the fewest seeds per arm a look can test at (a standard error needs two)
+MIN_LOOK_SEEDS = 2
+
+
+class Sequential(Strict):
+    """Seeds bought look by look: at each look every undecided comparison is read on its repeated
+    confidence interval (alpha spent across the looks), and an arm that is decided stops."""
+
+    looks: list[int] | None = Field(None, description="seeds per arm at each look, rising, e.g. [3, 5, 8, 12, 20]")
+    batch: PositiveInt | None = Field(None, description="with max_seeds: a look every `batch` seeds")
+    max_seeds: PositiveInt | None = Field(None, description="with batch: the seeds per arm of the last look")
+    spending: Literal[SPENDING_FUNCTIONS] = Field(  # type: ignore[valid-type]
+        "obrien_fleming", description="how alpha is spent: obrien_fleming (little early) or pocock (evenly)"
+    )
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> Sequential:
+        if self.looks is not None and (self.batch is not None or self.max_seeds is not None):
+            raise ValueError("give either looks: or batch: with max_seeds:, not both")
+        if self.looks is None and (self.batch is None or self.max_seeds is None):
+            raise ValueError("give either looks: [n1, n2, ...] or both batch: and max_seeds:")
+        schedule = self.schedule()
+        if schedule[0] < MIN_LOOK_SEEDS:
+            raise ValueError(f"the first look needs at least {MIN_LOOK_SEEDS} seeds per arm; got {schedule[0]}")
+        if any(b <= a for a, b in zip(schedule, schedule[1:])):
+            raise ValueError(f"looks must rise strictly; got {schedule}")
+        return self
+
+    def schedule(self) -> list[int]:
+        """Seeds per arm at each look."""
+        if self.looks is not None:
+            return list(self.looks)
+        steps = list(range(self.batch, self.max_seeds + 1, self.batch))
+        return steps if steps and steps[-1] == self.max_seeds else [*steps, self.max_seeds]
+
+
+def check_seed_list(values: list[Any]) -> list[int]:
+    if not values:
+        raise ValueError("must list at least one seed")
+    for i, s in enumerate(values):
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ValueError(f"seed at index {i} must be an integer, got {short_repr(s)}")
+        if s < 0:
+            raise ValueError(f"seed at index {i} is negative ({s}); seeds are non-negative integers")
+    dup = first_repeat(values)
+    if dup is not None:
+        raise ValueError(f"duplicate seed {values[dup]} at index {dup}; seeds must be distinct")
+    return list(values)
