@@ -23,7 +23,9 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from harness.engine.tasks.jsonl_file import jsonl_records
 from harness.errors import ConfigError, HarnessError
 
 FIELDS = ("prompt", "chosen", "rejected")
@@ -40,28 +42,14 @@ class Pair:
 
 def read_pairs(path: str | Path) -> list[Pair]:
     """The pairs of a JSONL file, every line checked (one-line ``ConfigError`` naming file:line)."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"--pairs {path}: no such file; give a JSONL file of "
-                          '{"prompt": ..., "chosen": ..., "rejected": ...} lines')
-    pairs = []
-    try:
-        with file.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    pairs.append(_pair(line, f"{path}:{number}"))
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    pairs = [_pair(record, where) for where, record in
+             jsonl_records(path, "--pairs", '{"prompt": ..., "chosen": ..., "rejected": ...}')]
     if not pairs:
         raise ConfigError(f"{path}: the file holds no pairs; each line needs string fields prompt, chosen, rejected")
     return pairs
 
 
-def _pair(line: str, where: str) -> Pair:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+def _pair(record: Any, where: str) -> Pair:
     if not isinstance(record, dict):
         raise ConfigError(f"{where}: a line must be a JSON object with string fields prompt, chosen and rejected, "
                           f"not a {type(record).__name__}")

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,28 @@ def test_gsm8k_jsonl_bad_files(tmp_path):
     wrong.write_text('{"prompt": "q"}\n')
     with pytest.raises(ConfigError, match="needs 'question' and 'answer'"):
         build_task(TaskConfig(name="gsm8k_jsonl", path=str(wrong)))
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"question": "q", "answer": "#### 1"}\n\xff\xfe binary\n', "not UTF-8 text"),
+    (b"[" * 100_000 + b"\n", "bad.jsonl:1: not valid JSON"),  # nests too deep for the parser
+    (b'{"question": "q", "answer": ' + b"9" * 5000 + b"}\n", "bad.jsonl:1: not valid JSON"),  # too many digits
+    (b'[1, 2]\n', "needs 'question' and 'answer'"),
+])
+def test_a_corrupt_jsonl_file_is_one_line_naming_it(tmp_path, content, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as err:
+        build_task(TaskConfig(name="gsm8k_jsonl", path=str(bad)))
+    assert "\n" not in str(err.value)
+
+
+def test_a_jsonl_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    from harness.engine.tasks import jsonl_file
+
+    big = tmp_path / "big.jsonl"
+    big.write_text('{"question": "q", "answer": "#### 1"}\n' * 100)
+    monkeypatch.setattr(jsonl_file, "MAX_JSONL_BYTES", 1000)
+    monkeypatch.setattr(Path, "open", lambda *a, **k: pytest.fail("the file was opened"))
+    with pytest.raises(ConfigError, match="3,800 bytes, over the 1,000 bytes a JSONL file may have"):
+        build_task(TaskConfig(name="gsm8k_jsonl", path=str(big)))

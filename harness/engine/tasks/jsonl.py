@@ -7,11 +7,10 @@ warm start (ending in ``\\boxed{42}``).
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
 
 from harness.engine.tasks.base import Item, Task
+from harness.engine.tasks.jsonl_file import jsonl_records
 from harness.engine.tasks.rewards import boxed_answer
 from harness.engine.tasks.synthetic import TASK_SEED
 from harness.errors import ConfigError
@@ -32,19 +31,7 @@ def _item(record: dict, where: str) -> Item:
 
 
 def read_jsonl(path: str) -> list[Item]:
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"task.path {path!r}: no such file; give a JSONL file of question/answer lines")
-    items = []
-    with file.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{path}:{number}: not valid JSON ({err.msg})") from err
-            items.append(_item(record, f"{path}:{number}"))
+    items = [_item(record, where) for where, record in jsonl_records(path, "task.path", "question/answer")]
     if not items:
         raise ConfigError(f"task.path {path!r}: the file holds no problems")
     return items
