@@ -8,11 +8,10 @@ the per-prompt scores, so the two never disagree.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 
 import torch
 
-from harness.engine.generation import generate, verifier_scores
+from harness.engine.generation import generate, mean, verifier_scores
 from harness.engine.models import LoadedModel
 from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, TrainConfig
 from harness.engine.tasks.base import Item, Task, prompt_ids
@@ -46,11 +45,6 @@ def item_rewards(
         per_item += [scores[j : j + samples] for j in range(0, len(scores), samples)]
     lm.model.train(was_training)
     return per_item
-
-
-def mean(values: Sequence[float]) -> float:
-    """Summed in order, then divided: the one way an evaluation average is taken."""
-    return sum(values) / len(values)
 
 
 def greedy_scores(lm: LoadedModel, task: Task, items: list[Item], max_new_tokens: int) -> list[float]:

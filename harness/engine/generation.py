@@ -10,6 +10,7 @@ reward model's score (``task.scorer``), else the verifier's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.engine.episodes import Episode, sample_episodes
@@ -53,10 +54,11 @@ def training_rewards(task: Task, items: list[Item], generation: Generation, grou
     if task.scorer is None:
         return gold, {}
     proxy = list(task.scorer([items[j // group_size] for j in range(len(generation.texts))], generation.texts))
-    return proxy, {"train/reward_proxy": _mean(proxy), "train/reward_gold": _mean(gold)}
+    return proxy, {"train/reward_proxy": mean(proxy), "train/reward_gold": mean(gold)}
 
 
-def _mean(values) -> float:
+def mean(values: Iterable[float]) -> float:
+    """Summed in order, then divided: the one way an average of scores is taken (0 for none)."""
     values = list(values)
     return sum(values) / max(len(values), 1)
 
@@ -67,9 +69,9 @@ def _episode_rewards(task: Task, episodes: list[Episode], gold: list[float]) -> 
                             tool_names=tool_use.toolset.names, config=tool_use.reward)
              for e, score in zip(episodes, gold)]
     return [p.total for p in parts], {**episode_metrics(episodes), **{
-        "train/reward_answer": _mean(p.answer for p in parts),
-        "train/reward_format": _mean(p.format for p in parts),
-        "train/answer_correct": _mean(gold),
+        "train/reward_answer": mean(p.answer for p in parts),
+        "train/reward_format": mean(p.format for p in parts),
+        "train/answer_correct": mean(gold),
         "tools/valid_call_rate": sum(p.valid_calls for p in parts) / max(sum(p.calls for p in parts), 1),
     }}
 
@@ -78,10 +80,10 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     """How the episodes used their tools: calls, errors, turns, the turn limit, policy vs tool tokens."""
     outcomes = [o for e in episodes for o in e.outcomes]
     return {
-        "tools/calls_per_episode": _mean(len(e.outcomes) for e in episodes),
+        "tools/calls_per_episode": mean(len(e.outcomes) for e in episodes),
         "tools/error_rate": sum(not o.ok for o in outcomes) / max(len(outcomes), 1),
-        "tools/turns": _mean(len(e.turns) for e in episodes),
-        "tools/hit_turn_limit": _mean(float(e.hit_turn_limit) for e in episodes),
+        "tools/turns": mean(len(e.turns) for e in episodes),
+        "tools/hit_turn_limit": mean(float(e.hit_turn_limit) for e in episodes),
         "tokens/policy": float(sum(e.tokens(policy=True) for e in episodes)),
         "tokens/tool": float(sum(e.tokens(policy=False) for e in episodes)),
     }

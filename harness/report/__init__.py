@@ -65,7 +65,7 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
 
 def verdict_tags(analysis: Analysis) -> dict[str, str]:
     """``verdict.<condition>`` -> verdict for each comparison, keys as MLflow accepts them."""
-    from harness.tracking.mlflow_mirror import mlflow_key
+    from harness.tracking.mlflow_layout import mlflow_key
 
     v = analysis.verdicts
     return {mlflow_key(f"verdict.{c}"): str(label) for c, label in zip(v["condition"], v["verdict"])}

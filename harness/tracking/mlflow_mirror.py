@@ -21,13 +21,9 @@ Tracking failures never raise: :meth:`Tracker.log_record` warns and returns Fals
 from __future__ import annotations
 
 import contextlib
-import csv
-import gzip
-import io
 import json
 import logging
 import os
-import re
 import socket
 import tempfile
 import time
@@ -35,15 +31,29 @@ import urllib.request
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
-from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
+from harness.tracking import mlflow_env
+from harness.tracking.mlflow_layout import (
+    FINAL_PREFIX,
+    METRICS_PER_BATCH,
+    PARAMS_PER_BATCH,
+    PARENT_TAG,
+    RECORD_SHA_TAG,
+    REPORT_ARTIFACTS,
+    ROLE_TAG,
+    SYNCED_TAG,
+    history_csv,
+    history_timestamps,
+    mlflow_key,
+    param_items,
+    prompt_scores_csv_gz,
+    trial_tags,
+)
 from harness.tracking.records import (
     TrialRecord,
-    flatten,
     history_points,
     iso_to_ms,
     read_records,
@@ -51,33 +61,7 @@ from harness.tracking.records import (
 )
 from harness.tracking.urls import redact_text, redact_url
 
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-# A dead tracking server must not stall a trial for minutes (MLflow's defaults: 7 retries with
-# exponential backoff, 120 s per request). The user's own settings win.
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-# MLflow's own INFO lines ("Creating initial MLflow database tables...") would interleave with
-# every worker's output; warnings and errors still show. The user's own level wins.
-_USER_MLFLOW_LEVEL = os.environ.get("MLFLOW_LOGGING_LEVEL")
-os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
-# MLflow prints "View run ... at: <tracking URI>/#/..." on stdout after every run it ends, with
-# the URI as given: credentials in it would be printed in full. Never.
-os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
-
-ROLE_TAG = "harness.role"
-SYNCED_TAG = "harness.synced"
-RECORD_SHA_TAG = "harness.record_sha"
-PARENT_TAG = "mlflow.parentRunId"
-FINAL_PREFIX = "final/"
-REPORT_ARTIFACTS = "report"  # the parent run's folder for the files of ``harness report``
-
-MAX_PARAM_VALUE = 6000  # MLflow's MAX_PARAM_VAL_LENGTH
-MAX_TAG_VALUE = 8000  # MLflow's MAX_TAG_VAL_LENGTH
-PARAMS_PER_BATCH = 100  # MLflow's MAX_PARAMS_TAGS_PER_BATCH
-METRICS_PER_BATCH = 1000  # MLflow's MAX_METRICS_PER_BATCH
 CONNECT_TIMEOUT_S = 3.0
-_TRUNCATED = "...[truncated; full value in config.json]"
 
 
 class TrackingWarning(UserWarning):
@@ -89,7 +73,7 @@ def quiet_mlflow() -> None:
     its schema migrations) at WARNING unless ``MLFLOW_LOGGING_LEVEL`` was set, and the
     deprecation/future warnings raised from inside MLflow and alembic.
     :class:`TrackingWarning` is raised from this module, so it is never filtered."""
-    if _USER_MLFLOW_LEVEL is None:
+    if mlflow_env.USER_MLFLOW_LEVEL is None:
         for name in ("mlflow", "alembic"):
             logging.getLogger(name).setLevel(logging.WARNING)
     for category in (DeprecationWarning, FutureWarning, PendingDeprecationWarning):
@@ -122,115 +106,6 @@ def failure_text(err: BaseException, tracking_uri: str) -> str:
 
 def _quotable(value: str) -> bool:
     return "'" not in value and "\\" not in value and "\n" not in value
-
-
-def mlflow_key(name: str) -> str:
-    """``name`` as MLflow accepts a metric or param key: characters it rejects become ``_``
-    (``eval/pass@1`` -> ``eval/pass_1``); valid names are unchanged."""
-    try:
-        from mlflow.utils.validation import (
-            path_not_unique,
-            validate_param_and_metric_name,
-        )
-    except ImportError:  # pragma: no cover - MLflow moved its validators
-        return name
-    if validate_param_and_metric_name(name) and not path_not_unique(name):
-        return name
-    cleaned = re.sub(r"[^\w\-. /]", "_", name)
-    cleaned = "/".join(part if part not in {"", ".", ".."} else "_" for part in cleaned.split("/"))
-    return cleaned[:250]
-
-
-def param_items(spec: dict[str, Any]) -> dict[str, str]:
-    """The flattened spec as MLflow params: strings, JSON for lists, cut to MLflow's limit."""
-    out = {}
-    for key, value in flatten(spec).items():
-        if isinstance(value, (list, dict)):
-            text = json.dumps(value, sort_keys=True)
-        else:
-            text = str(value)
-        if len(text) > MAX_PARAM_VALUE:
-            text = text[: MAX_PARAM_VALUE - len(_TRUNCATED)] + _TRUNCATED
-        out[mlflow_key(key)[:250]] = text
-    return out
-
-
-def trial_tags(record: TrialRecord) -> dict[str, str]:
-    """The tags of a trial's child run (everything but the completeness marker)."""
-    tags = {
-        ROLE_TAG: "trial",
-        "study": record.study,
-        "arm": record.arm,
-        "seed": str(record.seed),
-        "trial_id": record.trial_id,
-        "config_hash": record.config_hash,
-        "git_commit": record.git_commit or "unknown",
-        "harness_version": record.harness_version,
-        "harness_path": record.harness_path or "unknown",
-        "device": record.device,
-        "host": record.host,
-        "status": record.status,
-        "phase": record.phase,
-        "attempt": str(record.attempt),
-        "started_at": record.started_at,
-        "finished_at": record.finished_at,
-        RECORD_SHA_TAG: record.fingerprint(),
-    }
-    if record.git_commit:
-        tags["mlflow.source.git.commit"] = record.git_commit
-    if record.error:
-        tags["error"] = record.error[:MAX_TAG_VALUE]
-    return tags
-
-
-def _history_timestamps(record: TrialRecord) -> dict[int, int]:
-    """A wall-clock time (ms) per history step: cumulative ``time/step_s`` when logged,
-    else spread evenly between the trial's start and finish."""
-    start, end = iso_to_ms(record.started_at), iso_to_ms(record.finished_at)
-    steps = []
-    for index, row in enumerate(record.history):
-        try:
-            steps.append(int(row.get("step", index)))
-        except (TypeError, ValueError):
-            steps.append(index)
-    out: dict[int, int] = {}
-    if record.history and all(isinstance(r.get("time/step_s"), (int, float)) for r in record.history):
-        elapsed = 0.0
-        for step, row in zip(steps, record.history):
-            elapsed += float(row["time/step_s"])
-            out.setdefault(step, start + int(elapsed * 1000))
-        return out
-    n = max(len(steps), 1)
-    for index, step in enumerate(steps):
-        out.setdefault(step, start + int((end - start) * (index + 1) / n))
-    return out
-
-
-def _history_csv(record: TrialRecord) -> str:
-    keys: list[str] = []
-    for row in record.history:
-        for key in row:
-            if key not in keys:
-                keys.append(key)
-    if "step" in keys:
-        keys.remove("step")
-    keys = ["step", *keys]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    writer.writeheader()
-    for index, row in enumerate(record.history):
-        writer.writerow({"step": row.get("step", index), **{k: v for k, v in row.items() if k != "step"}})
-    return buf.getvalue()
-
-
-def _prompt_scores_csv_gz(record: TrialRecord, where: str) -> bytes:
-    """The record's per-prompt scores as gzipped CSV (floats in full: they read back exactly)."""
-    cols = long_columns(decode_scores(record.prompt_scores, where))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(LONG_COLUMNS)
-    writer.writerows(zip(*(cols[c] for c in LONG_COLUMNS)))
-    return gzip.compress(buf.getvalue().encode("utf-8"), mtime=0)
 
 
 @contextlib.contextmanager
@@ -486,7 +361,7 @@ class Tracker:
         for i in range(0, len(params), PARAMS_PER_BATCH):
             client.log_batch(run_id, params=params[i : i + PARAMS_PER_BATCH], synchronous=True)
 
-        stamps = _history_timestamps(record)
+        stamps = history_timestamps(record)
         end_ms = iso_to_ms(record.finished_at)
         metrics = [
             Metric(mlflow_key(key), value, stamps.get(step, end_ms), step) for step, key, value in history_points(record)
@@ -526,11 +401,11 @@ class Tracker:
         (folder / "config.json").write_text(json.dumps(record.spec, indent=2, sort_keys=True) + "\n")
         (folder / "config.yaml").write_text(yaml.safe_dump(record.spec, sort_keys=True))
         (folder / "history.json").write_text(json.dumps(record.history, indent=1) + "\n")
-        (folder / "history.csv").write_text(_history_csv(record))
+        (folder / "history.csv").write_text(history_csv(record))
         (folder / "record.json").write_text(record.model_dump_json(indent=1) + "\n")
         if record.prompt_scores is not None:
             where = f"trial record {record_path(self.study_dir, record.trial_id)}"
-            (folder / "prompt_scores.csv.gz").write_bytes(_prompt_scores_csv_gz(record, where))
+            (folder / "prompt_scores.csv.gz").write_bytes(prompt_scores_csv_gz(record, where))
 
 
 # --------------------------------------------------------------------------------------------

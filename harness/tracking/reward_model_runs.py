@@ -15,14 +15,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from harness.tracking.mlflow_mirror import (
-    ROLE_TAG,
-    Tracker,
-    TrackingWarning,
-    failure_text,
-    mlflow_key,
-    param_items,
-)
+from harness.tracking.mlflow_layout import ROLE_TAG, mlflow_key, param_items
+from harness.tracking.mlflow_mirror import Tracker, TrackingWarning, failure_text
 from harness.tracking.urls import redact_url
 
 EXPERIMENT = "reward-models"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from harness.engine.evaluation import mean
+from harness.engine.generation import mean
 from harness.engine.spec import PromptScores
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item, prompt_id, prompt_ids

@@ -8,13 +8,13 @@ A "machine" is a folder the harness commands run in, with its own ``runs/<study>
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
 import yaml
 from faults_helpers import Machine, queue_jobs, record_files, wait_for
 from optuna.trial import TrialState
+from runner_helpers import at_once
 
 from harness.runner import trial_queue as queue
 from harness.study.expand import expand, look_specs
@@ -42,29 +42,10 @@ def test_machines_queueing_the_same_look_at_once_queue_it_once(tmp_path, pg_url)
     storage = study_db.open_storage(pg_url, create=True)
     queue.create_queue(storage, study.name, "maximize")
     specs = [*look_specs(study, 0, ["grpo", "big", "equal"]), *expand(study)]  # look 1 twice over
-    racers = 6
-    barrier = threading.Barrier(racers)
-    added, errors = [], []
-
-    def machine() -> None:
-        mine = study_db.open_storage(pg_url)  # its own connection pool
-        q = queue.load_queue(mine, study.name)
-        try:
-            barrier.wait()
-            added.append(len(queue.enqueue_missing(q, specs, phase="compare", retries=0)))
-        except BaseException as err:  # noqa: BLE001 - reported below
-            errors.append(err)
-        finally:
-            mine.engine.dispose()
-
-    threads = [threading.Thread(target=machine) for _ in range(racers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    added = at_once(pg_url, study.name, 6,
+                    lambda q: len(queue.enqueue_missing(q, specs, phase="compare", retries=0)))
     design = expand(study)
-    assert sorted(added) == [0] * (racers - 1) + [len(design)]
+    assert sorted(added) == [0] * 5 + [len(design)]
     jobs = queue_jobs(pg_url, study.name)
     assert Counter(j.key for j in jobs) == Counter({s.trial_id: 1 for s in design})
     assert sorted(j.number for j in jobs) == list(range(len(design)))

@@ -19,14 +19,13 @@ from faults_helpers import (
 )
 from optuna.trial import TrialState
 
-from harness.tracking.mlflow_mirror import (
+from harness.tracking.mlflow_layout import (
     FINAL_PREFIX,
     SYNCED_TAG,
-    Tracker,
     mlflow_key,
     param_items,
-    sync,
 )
+from harness.tracking.mlflow_mirror import Tracker, sync
 from harness.tracking.records import history_points, read_records
 
 

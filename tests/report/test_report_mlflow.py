@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 import harness.report
 from harness.cli import app, report_cmds
 from harness.report import MIRRORED_FILES, mirror_report, verdict_tags
-from harness.tracking.mlflow_mirror import REPORT_ARTIFACTS, Tracker, mlflow_key
+from harness.tracking.mlflow_layout import REPORT_ARTIFACTS, mlflow_key
+from harness.tracking.mlflow_mirror import Tracker
 
 STUDY = "hand-built"  # the study name of make_analysis()
 

@@ -39,3 +39,34 @@ def options(**kw):
 def calls(counters: Path, trial_id: str, what: str = "started") -> int:
     path = counters / f"{trial_id}.{what}"
     return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def at_once(storage_url: str, queue_name: str, racers: int, work) -> list:
+    """``work(queue)`` in ``racers`` threads released together, each with a storage connection of
+    its own (another machine); returns what each returned, after asserting none raised."""
+    import threading
+
+    from harness.runner import trial_queue as queue
+    from harness.tracking import storage as study_db
+
+    barrier = threading.Barrier(racers)
+    results, errors = [], []
+
+    def machine():
+        storage = study_db.open_storage(storage_url)
+        try:
+            mine = queue.load_queue(storage, queue_name)
+            barrier.wait()
+            results.append(work(mine))
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+        finally:
+            storage.engine.dispose()
+
+    threads = [threading.Thread(target=machine) for _ in range(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    return results

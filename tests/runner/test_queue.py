@@ -8,6 +8,7 @@ import time
 import optuna
 import pytest
 from optuna.trial import TrialState
+from runner_helpers import at_once
 
 from harness.runner import trial_queue as queue
 from harness.runner.slots import plan_slots
@@ -157,32 +158,6 @@ def test_storage_errors_never_show_credentials(tmp_path):
         study_db.open_storage(study_db.default_storage_url(tmp_path / "missing"))
 
 
-def _race(url: str, racers: int, work) -> list:
-    """``work(queue)`` in ``racers`` threads at once, each with connections of its own (another
-    machine); returns what each returned."""
-    barrier = threading.Barrier(racers)
-    results, errors = [], []
-
-    def machine():
-        storage = study_db.open_storage(url)
-        try:
-            mine = queue.load_queue(storage, "s")
-            barrier.wait()
-            results.append(work(mine))
-        except Exception as err:  # pragma: no cover - reported below
-            errors.append(err)
-        finally:
-            storage.engine.dispose()
-
-    threads = [threading.Thread(target=machine) for _ in range(racers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
-    return results
-
-
 def _fail_all(study) -> None:
     while (job := queue.claim_next(study)) is not None:
         queue.fail(study, job, "RuntimeError: boom", retry=False)
@@ -195,7 +170,7 @@ def test_re_runs_at_once_retry_each_failure_once(q):
     specs = [_Spec(f"a-s{i}") for i in range(6)]
     queue.enqueue_specs(study, specs[:4], phase="compare", retries=0)
     _fail_all(study)
-    reports = _race(url, 4, lambda mine: queue.enqueue_specs(mine, specs, phase="compare", retries=0))
+    reports = at_once(url, "s", 4, lambda mine: queue.enqueue_specs(mine, specs, phase="compare", retries=0))
     assert sorted((r.added, r.requeued) for r in reports) == [(0, 0)] * 3 + [(2, 4)]
     tries = queue.attempts(queue.jobs(study))
     assert {key: [j.attempt for j in js] for key, js in tries.items()} == {
@@ -224,6 +199,6 @@ def test_a_worker_retry_and_a_re_run_retry_of_one_failure_queue_one_attempt(q):
 
 def test_tuning_slots_queued_at_once_are_queued_once(q):
     study, url = q
-    reports = _race(url, 4, lambda mine: queue.enqueue_slots(mine, arm="a", n_trials=5, retries=0))
+    reports = at_once(url, "s", 4, lambda mine: queue.enqueue_slots(mine, arm="a", n_trials=5, retries=0))
     assert sorted(r.added for r in reports) == [0, 0, 0, 5]
     assert sorted(j.key for j in queue.jobs(study)) == [f"slot{i:04d}" for i in range(5)]

@@ -124,7 +124,8 @@ def one_attempt_everywhere(setup, q, trial_id: str, *, attempt: int, mlflow: boo
     shared = [r for r in RecordStore.of(setup.storage, setup.study.name).all_attempts() if r.trial_id == trial_id]
     assert [(r.attempt, r.fingerprint()) for r in shared] == [(attempt, record.fingerprint())]
     if mlflow:
-        from harness.tracking.mlflow_mirror import SYNCED_TAG, Tracker
+        from harness.tracking.mlflow_layout import SYNCED_TAG
+        from harness.tracking.mlflow_mirror import Tracker
 
         runs = Tracker(None, setup.study_dir, setup.study.name).trial_runs(trial_id).get(trial_id, [])
         assert [(r.data.tags["attempt"], r.data.tags.get(SYNCED_TAG)) for r in runs] == [(str(attempt), "1")]

@@ -12,17 +12,19 @@ from pathlib import Path
 import pytest
 
 from harness.tracking import records
-from harness.tracking.mlflow_mirror import (
+from harness.tracking.mlflow_layout import (
     FINAL_PREFIX,
     MAX_PARAM_VALUE,
     SYNCED_TAG,
+    mlflow_key,
+    param_items,
+    trial_tags,
+)
+from harness.tracking.mlflow_mirror import (
     Tracker,
     TrackingWarning,
     default_tracking_uri,
-    mlflow_key,
-    param_items,
     sync,
-    trial_tags,
 )
 
 
