@@ -2,7 +2,8 @@
 
 * **A/A tripwire** (``calibration: aa``): the control's copy on disjoint seeds against the
   control. Nothing differs but the seeds, so a "better" or "worse" here says the study's
-  verdicts are not to be trusted: nondeterminism, a leak between trials, or a bug.
+  verdicts are not to be trusted: nondeterminism, a leak between trials, a bug, or (about alpha / m
+  of the time) a rare draw of seeds, which an A/A copy on fresh seeds tells apart.
 * **Placebo** (``placebo: random_reward``): every arm of a cell against the control trained on
   its own rewards shuffled across each batch (the same mean, no signal). A gain over the placebo
   is the part of an arm's effect that format or length drift does not explain.
@@ -78,6 +79,8 @@ def tripwire_state(table: pd.DataFrame) -> list[str]:
                 f"A/A TRIPWIRE: {row.condition}, the control run again on other seeds, came out {row.verdict} than "
                 f"{row.control} by {row.diff:+.4g} ({row.ci_level:.4g} interval [{row.ci_low:.4g}, {row.ci_high:.4g}]"
                 "); nothing differs between them but the seeds, so the study's verdicts are not to be trusted: look "
-                "for nondeterminism, a leak between trials, or a bug in seeding or evaluation before reading them."
+                "for nondeterminism, a leak between trials, or a bug in seeding or evaluation before reading them. "
+                "With none of those it is a rare draw of seeds (at the verdicts' level it fires by chance in about "
+                "alpha / m of studies): an A/A copy of the control on fresh seeds tells which."
             )
     return out

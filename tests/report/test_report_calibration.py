@@ -34,6 +34,7 @@ def test_an_aa_copy_that_differs_trips_the_header():
     assert not row["paired"]  # its seeds are its own
     assert analysis.header["state"][0].startswith(f"A/A TRIPWIRE: {CONTROL}-aa")
     assert "not to be trusted" in analysis.header["state"][0]
+    assert "an A/A copy of the control on fresh seeds tells which" in analysis.header["state"][0]
     assert "## Calibration checks" in render_markdown(analysis)
 
 
