@@ -251,6 +251,9 @@ class Held:
     state: TrialState
 
 
+#: the user attributes that say which key a job is and which attempt (not its spec: the lock is held)
+_IDENTITY = (TRIAL_ID, SLOT, ATTEMPT)
+
 #: what to queue, decided under the queue's lock from what it holds: (user attrs, fixed params) per job
 Due = Callable[[dict[str, Held]], list[tuple[dict[str, Any], dict[str, Any]]]]
 
@@ -276,13 +279,13 @@ def _enqueue_locked(study: optuna.Study, due: Due) -> list[dict[str, Any]]:
         conn.execute(sa.update(studies).where(studies.c.study_id == sid).values(study_name=studies.c.study_name))
         rows = conn.execute(
             sa.select(trials.c.trial_id, trials.c.number, trials.c.state, user.c.key, user.c.value_json)
-            .join(user, user.c.trial_id == trials.c.trial_id, isouter=True)
+            .join(user, sa.and_(user.c.trial_id == trials.c.trial_id, user.c.key.in_(_IDENTITY)), isouter=True)
             .where(trials.c.study_id == sid)
         ).all()
         found: dict[int, tuple[int, TrialState, dict[str, Any]]] = {}
         for trial_id, number, state, key, value in rows:
             attrs = found.setdefault(trial_id, (number, state, {}))[2]
-            if key in (TRIAL_ID, SLOT, ATTEMPT):
+            if key is not None:
                 attrs[key] = json.loads(value)
         newest: dict[str, tuple[int, int, TrialState]] = {}
         for number, state, attrs in found.values():
