@@ -115,7 +115,10 @@ def noise_split(metric: str, scores: dict[str, ArmScores], *, level: float, effe
     budget = pd.DataFrame([{"option": o, "seeds": s, "prompts": p, "samples": q,
                             "se_diff": float(np.sqrt(plan.variance(s, p, q)))} for o, s, p, q in options],
                           columns=BUDGET_COLUMNS)
-    line = (f"Noise floor of {metric}: seed sd {np.sqrt(comps.seed):.3g}, prompt sd "
+    seed = (f"seed sd {np.sqrt(comps.seed):.3g}" if comps.seed > 0 else
+            f"seed sd 0 (at {n} seeds the arms' seed-to-seed spread is no more than their per-prompt noise "
+            "explains; it is estimated, not known to be 0)")
+    line = (f"Noise floor of {metric}: {seed}, prompt sd "
             f"{np.sqrt((comps.prompt + comps.arm_x_prompt) / P):.3g} of an arm's mean at {P} prompts "
             f"(arm x prompt {np.sqrt(comps.arm_x_prompt / P):.3g} of it does not cancel between arms).")
     if effect:

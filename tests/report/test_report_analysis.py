@@ -15,6 +15,8 @@ from report_fakes import (  # noqa: E402  (tests/report on sys.path)
 from harness import stats
 from harness.errors import ConfigError
 from harness.report import analyze, compare_pair, noise_floor_table
+from harness.report.comparisons import ArmScores
+from harness.report.noise import noise_split
 
 N_PERM = 2000  # keeps the tests fast; the same value goes to the direct stats calls
 
@@ -348,3 +350,20 @@ def test_seeds_needed_past_the_search_limit_reads_as_more_than_it():
 
     assert fmt_seeds(SEEDS_SEARCH_LIMIT + 1) == f"> {SEEDS_SEARCH_LIMIT}"
     assert fmt_seeds(17) == "17" and fmt_seeds(None) == DASH
+
+
+def _scores(rows: np.ndarray) -> ArmScores:
+    table = pd.DataFrame(rows, columns=[f"p{i}" for i in range(rows.shape[1])])
+    return ArmScores(values=table.mean(axis=1), failed=0, table=table)
+
+
+def test_the_noise_line_says_when_the_seed_sd_is_below_what_the_seeds_can_measure():
+    rng = np.random.default_rng(0)
+    base = (rng.random((1, 64)) < 0.6).astype(float)
+    alike = {c: _scores(np.repeat(base, 3, axis=0)) for c in ("a", "b")}  # every seed the same: nothing to see
+    line = noise_split("eval/accuracy", alike, level=0.95, effect=None, margin=None, power=0.8).line
+    assert "seed sd 0 (at 3 seeds" in line and "estimated, not known to be 0" in line
+    offsets = np.array([[0.0], [0.3], [0.6]])  # seeds far apart: a seed component well above the noise
+    apart = {c: _scores(np.clip(rng.random((3, 64)) + offsets, 0, 1.5)) for c in ("a", "b")}
+    line = noise_split("eval/accuracy", apart, level=0.95, effect=None, margin=None, power=0.8).line
+    assert line.startswith("Noise floor of eval/accuracy: seed sd 0.") and "estimated, not known" not in line
