@@ -184,7 +184,7 @@ class _Phases:
 
     @property
     def slot_keys(self) -> list[str]:
-        return [f"slot{i:04d}" for i in range(self.setup.study.tuning.n_trials)]
+        return [queue.slot_key(i) for i in range(self.setup.study.tuning.n_trials)]
 
     def _say(self, message: str) -> None:
         print(f"[harness] {message}", file=self.out, flush=True)

@@ -115,12 +115,17 @@ def set_queue_attr(study: optuna.Study, key: str, value: Any) -> None:
 # jobs
 
 
+def slot_key(slot: int) -> str:
+    """The key of a tuning slot's jobs."""
+    return f"slot{int(slot):04d}"
+
+
 def job_key(attrs: dict[str, Any], number: int) -> str:
     """A job's identity: its trial id, its tuning slot, or (neither) its Optuna number."""
     if TRIAL_ID in attrs:
         return str(attrs[TRIAL_ID])
     if SLOT in attrs:
-        return f"slot{int(attrs[SLOT]):04d}"
+        return slot_key(attrs[SLOT])
     return f"optuna{number}"
 
 
@@ -349,7 +354,7 @@ def enqueue_slots(study: optuna.Study, *, arm: str, n_trials: int, retries: int)
     def due(held: dict[str, Held]):
         out = []
         for slot in range(n_trials):
-            key = f"slot{slot:04d}"
+            key = slot_key(slot)
             job = held.get(key)
             if job is None:
                 attempt, params = 1, {}
