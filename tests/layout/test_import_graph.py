@@ -1,8 +1,8 @@
 """The package layout holds: every module imports on its own, and imports run one way.
 
 The rule is written once, in ``MAY_IMPORT``: each part of ``harness`` lists the parts it may
-import. A part may always import its own modules, ``harness.errors`` and the package root
-(``__version__``). The engine is reached
+import. A part may always import its own modules, ``harness.errors``, the ground floor
+``harness.ground`` (the small tools every part shares) and the package root (``__version__``). The engine is reached
 from outside only through its spec and its tasks (the study checks task names), its warm-start
 key (the plan says whether a study's warm start is cached; torch-free) and, by a ``module:function``
 string in a child process, through ``harness.engine.trial``; ``harness reward-model train`` trains through
@@ -21,6 +21,7 @@ HARNESS = Path(__file__).resolve().parents[2] / "harness"
 #: part -> the parts it may import (besides itself and harness.errors)
 MAY_IMPORT: dict[str, set[str]] = {
     "harness": {"tracking"},  # the root: the harness.results(...) shortcut
+    "ground": set(),
     "algorithms": set(),
     "stats": set(),
     "engine": {"algorithms"},
@@ -47,7 +48,7 @@ def part_of(module: str) -> str:
 
 def allowed(importer: str, imported: str) -> bool:
     here, there = part_of(importer), part_of(imported)
-    if there in (here, "errors", "harness"):
+    if there in (here, "errors", "ground", "harness"):
         return True
     targets = MAY_IMPORT[here]
     sub = ".".join(imported.split(".")[1:3])  # e.g. engine.spec
