@@ -56,6 +56,9 @@ MAX_YAML_DEPTH = 64
 #: ``include:`` chains are at most this deep, and a study reads at most so many files in all.
 MAX_INCLUDE_DEPTH = 16
 MAX_STUDY_FILES = 64
+#: What ``include:`` means, for the study-file reference: the key is read here, before validation,
+#: so it is no field of ``Study`` with a description of its own.
+INCLUDE_MEANING = "study files merged into this one, key by key (this file's keys win); paths relative to this file"
 
 
 class _Budget:

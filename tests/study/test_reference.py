@@ -25,7 +25,7 @@ from harness.engine.spec import (
 )
 from harness.engine.tasks.jsonl import read_jsonl
 from harness.study import reference
-from harness.study.load import load_study
+from harness.study.load import INCLUDE_MEANING, load_study
 from harness.study.overrides import override_keys
 from harness.study.schema import Study
 
@@ -86,13 +86,17 @@ def test_algorithm_keys_name_the_parts_that_read_them():
     assert keys["arms[].set.advantage"].type.startswith("one of group_zscore, ")
 
 
-def test_fallback_meanings_name_real_fields_that_lack_a_description():
-    for qualified in reference.MEANINGS:
-        model, field = qualified.split(".")
-        assert field in MODELS[model].model_fields, f"MEANINGS[{qualified!r}]: no such field"
-        assert not MODELS[model].model_fields[field].description, (
-            f"{qualified} has a Field description now: remove it from reference.MEANINGS"
-        )
+def test_each_meaning_is_the_description_on_its_field():
+    """A meaning is written once, on the field that holds the value: the reference copies it."""
+    keys = by_path()
+    for model in MODELS.values():
+        for field, info in model.model_fields.items():
+            if field != "kind":  # an algorithm config's type tag, set by its preset, never by a study
+                assert info.description, f"{model.__name__}.{field} has no Field description"
+    assert keys["model.lora.r"].meaning == LoraConfig.model_fields["r"].description
+    assert keys["arms[].set.lam"].meaning == CONFIG_TYPES["rl"].model_fields["lam"].description
+    assert keys["train.steps"].meaning == TrainConfig.model_fields["steps"].description
+    assert keys["include"].meaning == INCLUDE_MEANING
 
 
 @pytest.mark.parametrize("name", sorted(reference.EXAMPLES))
