@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from harness.algorithms import parts
 from harness.algorithms.config import CONFIG_TYPES
@@ -121,13 +120,15 @@ def _choices(path: str, field: str) -> list[str] | None:
     return None
 
 
+#: Any value as JSON-ready data (a section's default: a mapping of all its keys).
+_AS_JSON = TypeAdapter(Any)
+
+
 def _default(info: FieldInfo) -> tuple[Any, bool]:
     """The default, JSON-ready (a section's: all its keys), and whether the key is required."""
-    if info.default_factory is not None:
-        return to_jsonable_python(info.default_factory()), False
-    if info.default is PydanticUndefined:
+    if info.is_required():
         return None, True
-    return to_jsonable_python(info.default), False
+    return _AS_JSON.dump_python(info.get_default(call_default_factory=True), mode="json"), False
 
 
 def _reader(path: str) -> str:
