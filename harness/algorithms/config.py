@@ -75,7 +75,7 @@ class RLConfig(_Common):
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
-        None, description="divisor of seq_mean_token_sum_norm; None means the generation budget"
+        None, description="divisor of seq_mean_token_sum_norm; null: the generation budget"
     )
 
     # --- PPO critic ---

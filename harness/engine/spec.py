@@ -188,12 +188,12 @@ class TrainConfig(_Strict):
     max_eval_prompts: PositiveInt | None = Field(
         None, description="score at most this many held-out prompts; null: all of task.n_eval"
     )
-    threads: PositiveInt | None = Field(None, description="torch CPU threads; None keeps torch's")
+    threads: PositiveInt | None = Field(None, description="torch CPU threads; null keeps torch's")
     micro_batch_size: PositiveInt | None = Field(
         None,
         description="rows (DPO: pairs) per forward pass: the reference, old-log-prob and critic passes run over "
         "micro-batches of this many rows, and each update accumulates its minibatch's gradient over them: less "
-        "memory, the same gradient and metrics to rounding. None: the whole batch at once",
+        "memory, the same gradient and metrics to rounding. null: the whole batch at once",
     )
     gradient_checkpointing: bool = Field(
         False,
