@@ -398,7 +398,7 @@ def load_study(path: str | Path) -> Study:
             "include it from a study file and give that file"
         )
     study = parse_study(data)
-    study._source = Path(path)
+    study.source = Path(path)
     return study
 
 

@@ -208,6 +208,10 @@ class Study(StrictModel):
     def source(self) -> Path | None:
         return self._source
 
+    @source.setter
+    def source(self, path: Path) -> None:
+        self._source = path
+
     # -- field checks -----------------------------------------------------------------------
 
     @field_validator("name")
