@@ -20,11 +20,15 @@ class _Common(BaseModel):
     name: str = Field(description="preset this config started from")
 
     # --- sampling and optimisation ---
-    group_size: PositiveInt = 8
-    lr: PositiveFloat = 1e-3
-    epochs: PositiveInt = 1
-    minibatches: PositiveInt = 1
-    max_grad_norm: PositiveFloat = 1.0
+    group_size: PositiveInt = Field(
+        8, description="completions sampled per prompt (the group of group-relative advantages)"
+    )
+    lr: PositiveFloat = Field(1e-3, description="policy learning rate (AdamW)")
+    epochs: PositiveInt = Field(1, description="passes of updates over each step's samples")
+    minibatches: PositiveInt = Field(
+        1, description="optimiser steps per pass (the samples split into this many minibatches)"
+    )
+    max_grad_norm: PositiveFloat = Field(1.0, description="gradient-norm clip before each optimiser step")
 
 
 class RLConfig(_Common):
@@ -33,43 +37,53 @@ class RLConfig(_Common):
     kind: Literal["rl"] = "rl"
 
     # --- parts (registry names; see parts.SLOTS) ---
-    advantage: str = "group_zscore"
-    policy_loss: str = "clipped"
-    aggregation: str = "token_mean"
-    kl_estimator: str = "k3"
-    kl_placement: str = "none"
-    critic: str = "none"
+    advantage: str = Field("group_zscore", description="advantage estimator")
+    policy_loss: str = Field("clipped", description="policy loss")
+    aggregation: str = Field("token_mean", description="how per-token loss terms become one number")
+    kl_estimator: str = Field("k3", description="estimator of KL(policy || reference)")
+    kl_placement: str = Field("none", description="where the KL term goes: none, the reward, or the loss")
+    critic: str = Field("none", description="value function: none, a head on the policy, or a separate value model")
     old_logprobs: str = Field(
         "auto", description="old log-probs of the ratio: sampler, recompute, or auto (recompute "
         "where the policy's weights are bf16/fp16, else sampler)",
     )
 
-    entropy_coef: float = Field(0.0, ge=0)
+    entropy_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus in the loss")
 
     # --- policy loss numbers ---
-    eps_low: PositiveFloat = 0.2
-    eps_high: PositiveFloat = 0.2
-    dual_clip: float | None = Field(None, gt=1.0)
+    eps_low: PositiveFloat = Field(
+        0.2, description="clip band below a ratio of 1: ratios under 1 - eps_low are clipped"
+    )
+    eps_high: PositiveFloat = Field(
+        0.2, description="clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher)"
+    )
+    dual_clip: float | None = Field(
+        None, gt=1.0, description="dual-clip bound c: a negative advantage's term is at most c times it; null: off"
+    )
 
     # --- advantage numbers ---
-    adv_eps: PositiveFloat = 1e-4
-    whiten_advantages: bool = False
-    drop_degenerate: bool = False
-    gamma: float = Field(1.0, ge=0, le=1)
-    lam: float = Field(0.95, ge=0, le=1)
+    adv_eps: PositiveFloat = Field(1e-4, description="added to the group's std before dividing (GRPO's z-score)")
+    whiten_advantages: bool = Field(False, description="whiten the advantages over the batch after the estimator")
+    drop_degenerate: bool = Field(
+        False, description="leave out groups whose verifier scores are all equal (DAPO's dynamic sampling)"
+    )
+    gamma: float = Field(1.0, ge=0, le=1, description="discount of the reward-to-go")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE's lambda")
 
     # --- KL to the frozen reference ---
-    kl_coef: float = Field(0.0, ge=0)
+    kl_coef: float = Field(0.0, ge=0, description="weight of the KL term")
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
-        None, description="divisor of seq_mean_token_sum_norm; None means the generation budget"
+        None, description="divisor of seq_mean_token_sum_norm; null: the generation budget"
     )
 
     # --- PPO critic ---
-    vf_coef: float = Field(0.5, ge=0)
-    value_clip: PositiveFloat | None = 0.2
-    critic_lr: PositiveFloat | None = None
+    vf_coef: float = Field(0.5, ge=0, description="weight of the value loss")
+    value_clip: PositiveFloat | None = Field(
+        0.2, description="clip of the value change per update (PPO); null: the plain squared error"
+    )
+    critic_lr: PositiveFloat | None = Field(None, description="critic learning rate; null: the policy's lr")
 
 
 class DPOConfig(_Common):
@@ -80,7 +94,7 @@ class DPOConfig(_Common):
         "reference", description="who samples the pairs: reference (offline, the frozen warm "
         "start) or policy (online, the policy being trained)",
     )
-    dpo_beta: PositiveFloat = 0.1
+    dpo_beta: PositiveFloat = Field(0.1, description="DPO's beta: how far the policy may move from the reference")
 
 
 AlgorithmConfig = Annotated[RLConfig | DPOConfig, Field(discriminator="kind")]

@@ -17,7 +17,7 @@ def schema_cmd(
 
     Markdown by default; docs/study-reference.md is this output.
     """
-    from harness.study.reference import as_json as reference_json
-    from harness.study.reference import markdown
+    from harness.study.key_reference import as_json as reference_json
+    from harness.study.key_reference import markdown
 
     typer.echo(reference_json() if as_json else markdown(), nl=as_json)

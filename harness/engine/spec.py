@@ -79,11 +79,13 @@ TaskReward = Annotated[
 
 
 class TaskConfig(_Strict):
-    name: str = "addition"
-    n_train: PositiveInt = 2000
-    n_eval: PositiveInt = 128
-    min_digits: PositiveInt = 1
-    max_digits: PositiveInt = 2
+    name: str = Field(
+        "addition", description="the task: synthetic (addition, sorting) or a JSONL file of problems (gsm8k_jsonl)"
+    )
+    n_train: PositiveInt = Field(2000, description="training prompts (at most; a JSONL file may hold fewer)")
+    n_eval: PositiveInt = Field(128, description="held-out prompts every evaluation scores")
+    min_digits: PositiveInt = Field(1, description="synthetic tasks only: the smallest problem size, in digits")
+    max_digits: PositiveInt = Field(2, description="synthetic tasks only: the largest problem size, in digits")
     path: str | None = Field(None, description="JSONL file for file-backed tasks (gsm8k_jsonl)")
     eval_path: str | None = Field(None, description="held-out JSONL; default: a split of `path`")
     reward: TaskReward | None = Field(
@@ -127,33 +129,42 @@ TOOL_KEYS = ("max_turns", "tool_timeout_s", "describe_tools", "tool_reward", "de
 
 
 class TinyModelConfig(_Strict):
-    hidden_size: PositiveInt = 64
-    layers: PositiveInt = 2
-    heads: PositiveInt = 4
-    intermediate_size: PositiveInt = 128
+    hidden_size: PositiveInt = Field(64, description="hidden width of the built-in model (model.name: tiny only)")
+    layers: PositiveInt = Field(2, description="decoder layers of the built-in model")
+    heads: PositiveInt = Field(4, description="attention heads of the built-in model")
+    intermediate_size: PositiveInt = Field(128, description="MLP width of the built-in model")
 
 
 class LoraConfig(_Strict):
-    r: PositiveInt = 8
-    alpha: PositiveInt = 16
-    dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] | str = "all-linear"
+    r: PositiveInt = Field(8, description="LoRA rank")
+    alpha: PositiveInt = Field(16, description="LoRA alpha (peft's lora_alpha; the update is scaled by alpha / r)")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA branch")
+    target_modules: list[str] | str = Field(
+        "all-linear", description="module names to adapt, or all-linear (every linear layer but the output head)"
+    )
 
 
 class ModelConfig(_Strict):
     name: str = Field("tiny", description="'tiny' (built offline), a hub id, or a local folder")
-    tiny: TinyModelConfig = TinyModelConfig()
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    lora: LoraConfig | None = None
+    tiny: TinyModelConfig = Field(
+        TinyModelConfig(), description="the built-in model's size; read only when model.name is tiny"
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights' dtype; auto: bfloat16 on CUDA, float32 on the CPU"
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when one is visible, else the CPU")
+    lora: LoraConfig | None = Field(
+        None, description="null trains every weight; a LoRA block trains a peft adapter only (the reference is the "
+        "base model with the adapter off)",
+    )
     chat_template: bool = Field(True, description="wrap prompts in the tokenizer's chat template")
 
 
 class WarmStartConfig(_Strict):
-    enabled: bool = True
-    steps: NonNegativeInt = 1000
-    batch_size: PositiveInt = 32
-    lr: PositiveFloat = 3e-3
+    enabled: bool = Field(True, description="run supervised fine-tuning on the task's worked solutions before RL")
+    steps: NonNegativeInt = Field(1000, description="the most SFT steps (it stops earlier at target_accuracy)")
+    batch_size: PositiveInt = Field(32, description="SFT examples per step")
+    lr: PositiveFloat = Field(3e-3, description="SFT learning rate")
     target_accuracy: float = Field(
         0.4, gt=0, le=1, description="stop SFT once greedy accuracy on train-validation prompts reaches this"
     )
@@ -161,22 +172,28 @@ class WarmStartConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    steps: PositiveInt = 60
-    prompts_per_step: PositiveInt = 8
+    steps: PositiveInt = Field(60, description="RL steps per trial")
+    prompts_per_step: PositiveInt = Field(8, description="prompts per RL step, each sampled group_size times")
     max_new_tokens: PositiveInt = Field(
         8, description="the most tokens a completion may have, in training and evaluation; in a tool-calling "
         "episode, each turn"
     )
-    temperature: PositiveFloat = 1.0
-    eval_every: NonNegativeInt = 10
-    eval_samples: PositiveInt = 4
-    max_eval_prompts: PositiveInt | None = None
-    threads: PositiveInt | None = Field(None, description="torch CPU threads; None keeps torch's")
+    temperature: PositiveFloat = Field(
+        1.0, description="sampling temperature of training rollouts and of evaluation's sampled completions"
+    )
+    eval_every: NonNegativeInt = Field(
+        10, description="evaluate every this many steps (and at the start and the end); 0: start and end only"
+    )
+    eval_samples: PositiveInt = Field(4, description="sampled completions per held-out prompt, for eval/mean_reward")
+    max_eval_prompts: PositiveInt | None = Field(
+        None, description="score at most this many held-out prompts; null: all of task.n_eval"
+    )
+    threads: PositiveInt | None = Field(None, description="torch CPU threads; null keeps torch's")
     micro_batch_size: PositiveInt | None = Field(
         None,
         description="rows (DPO: pairs) per forward pass: the reference, old-log-prob and critic passes run over "
         "micro-batches of this many rows, and each update accumulates its minibatch's gradient over them: less "
-        "memory, the same gradient and metrics to rounding. None: the whole batch at once",
+        "memory, the same gradient and metrics to rounding. null: the whole batch at once",
     )
     gradient_checkpointing: bool = Field(
         False,

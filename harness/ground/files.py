@@ -42,8 +42,9 @@ def file_lock(path: str | os.PathLike, *, wait: bool = True) -> Iterator[bool]:
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, *, encoding: str = "utf-8") -> Path:
     """Write ``data`` to ``path`` whole or not at all: a uniquely named temporary file in the same
-    folder, flushed to disk, then renamed over ``path``. A reader sees the old file or the new
-    one, never a part; a write that fails (a full disk) leaves the old file and no temporary."""
+    folder, flushed to disk, then renamed over ``path``, and the folder flushed so that the rename
+    survives a crash too. A reader sees the old file or the new one, never a part; a write that
+    fails (a full disk) leaves the old file and no temporary."""
     path = Path(path)
     payload = data.encode(encoding) if isinstance(data, str) else data
     handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False)
@@ -56,4 +57,19 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, encoding: str = 
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
+    _sync_folder(path.parent)
     return path
+
+
+def _sync_folder(folder: Path) -> None:
+    """Flush a folder's entries (a rename in it) to disk; a file system that cannot is let be."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -56,6 +56,9 @@ MAX_YAML_DEPTH = 64
 #: ``include:`` chains are at most this deep, and a study reads at most so many files in all.
 MAX_INCLUDE_DEPTH = 16
 MAX_STUDY_FILES = 64
+#: What ``include:`` means, for the study-file reference: the key is read here, before validation,
+#: so it is no field of ``Study`` with a description of its own.
+INCLUDE_MEANING = "study files merged into this one, key by key (this file's keys win); paths relative to this file"
 
 
 class _Budget:
@@ -395,7 +398,7 @@ def load_study(path: str | Path) -> Study:
             "include it from a study file and give that file"
         )
     study = parse_study(data)
-    study._source = Path(path)
+    study.source = Path(path)
     return study
 
 

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
+from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
 from harness.study.overrides import (
     algorithm_keys,
@@ -45,7 +46,6 @@ from harness.study.sections import (
     PLACEBO,
     SelfChecks,
     Sequential,
-    Strict,
     Tuning,
     check_seed_list,
 )
@@ -113,7 +113,7 @@ PRIMARY_TESTS = ("auto", "seed_prompt", "welch_t", "paired_t", "yuen")
 # --------------------------------------------------------------------------------------------
 
 
-class Arm(Strict):
+class Arm(StrictModel):
     """One thing being compared: a preset, with optional algorithm and train overrides."""
 
     name: str = Field(description="the arm's name, used in condition names, trial ids and reports")
@@ -152,7 +152,7 @@ class Arm(Strict):
         return {key: coerce_override(f"train.{key}", value, (key,)) for key, value in v.items()}
 
 
-class Study(Strict):
+class Study(StrictModel):
     """A pre-registered comparison: arms x (grid cells) x seeds, against a control arm.
 
     ``seeds`` is always a list after validation (``seeds: 3`` means ``[0, 1, 2]``).
@@ -207,6 +207,10 @@ class Study(Strict):
     @property
     def source(self) -> Path | None:
         return self._source
+
+    @source.setter
+    def source(self, path: Path) -> None:
+        self._source = path
 
     # -- field checks -----------------------------------------------------------------------
 

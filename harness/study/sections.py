@@ -1,22 +1,16 @@
 """The study file's sections beside its arms: the tuning phase (``tuning:`` and its search space),
 the self-checks and calibration conditions (``checks:``, ``calibration:``, ``placebo:``), and the
-sequential design (``sequential:``); with the strict base model and the seed-list check the whole
-file uses."""
+sequential design (``sequential:``); with the seed-list check the whole file uses. Every section
+is a ``harness.ground.strict.StrictModel``: an unknown key or a non-finite number is an error."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveInt,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
 from harness.study.overrides import (
     check_override_key,
@@ -28,11 +22,7 @@ from harness.study.overrides import (
 )
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class SearchParam(Strict):
+class SearchParam(StrictModel):
     """One search-space entry: a range ``{low, high[, log][, step]}`` or ``{choices: [...]}``."""
 
     low: float | None = Field(None, description="lower end of the range")
@@ -78,7 +68,7 @@ class SearchParam(Strict):
         return f"{kind}[{self.low:g}, {self.high:g}]{step}"
 
 
-class Tuning(Strict):
+class Tuning(StrictModel):
     """An Optuna tuning phase: the same number of trials for every arm, on its own seeds."""
 
     n_trials: PositiveInt = Field(description="tuning trials per arm")
@@ -138,7 +128,7 @@ CALIBRATION_SUFFIX = {AA: "-aa", PLACEBO: "-placebo"}
 #: added to the study's seeds for the A/A copy's seeds
 AA_SEED_OFFSET = 1_000_000
 
-class SelfChecks(Strict):
+class SelfChecks(StrictModel):
     """Checks that guard every study's verdicts, on by default."""
 
     seeds: bool = Field(
@@ -154,7 +144,7 @@ SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
 MIN_LOOK_SEEDS = 2
 
 
-class Sequential(Strict):
+class Sequential(StrictModel):
     """Seeds bought look by look: at each look every undecided comparison is read on its repeated
     confidence interval (alpha spent across the looks), and an arm that is decided stops."""
 

@@ -20,11 +20,11 @@ Tracking failures never raise: :meth:`Tracker.log_record` warns and returns Fals
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import socket
+import sys
 import tempfile
 import time
 import urllib.request
@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from harness.errors import one_line, squeeze
+from harness.ground.files import file_lock
 from harness.tracking import mlflow_env
 from harness.tracking.mlflow_layout import (
     FINAL_PREFIX,
@@ -96,33 +98,13 @@ def _is_local_store(uri: str) -> bool:
 
 
 def failure_text(err: BaseException, tracking_uri: str) -> str:
-    """``err`` as one short line, without the credentials of ``tracking_uri``."""
-    message = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    message = redact_text(message, tracking_uri)
-    if len(message) > 300:
-        message = message[:300] + "..."
-    return f"{type(err).__name__}: {message}"
+    """``err`` as one short line, without the credentials of ``tracking_uri``: masked in the whole
+    line before it is cut, so that no part of a secret is left at the cut."""
+    return squeeze(redact_text(one_line(err, limit=sys.maxsize), tracking_uri), 300)
 
 
 def _quotable(value: str) -> bool:
     return "'" not in value and "\\" not in value and "\n" not in value
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    """An exclusive advisory lock (fcntl) for find-or-create races between local workers."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 class TrackingUnavailable(Exception):
@@ -158,7 +140,7 @@ class Tracker:
                 # Creating a sqlite store runs MLflow's migrations; two workers doing it at once
                 # can collide, so the first use is serialised through a lock file.
                 self.study_dir.mkdir(parents=True, exist_ok=True)
-                with _file_lock(self.study_dir / ".mlflow-store.lock"):
+                with file_lock(self.study_dir / ".mlflow-store.lock"):
                     client = MlflowClient(tracking_uri=self.tracking_uri)
                     client.search_experiments(max_results=1)
             else:
@@ -248,7 +230,7 @@ class Tracker:
         runs = self._search(query)
         created = None
         if not runs:
-            with _file_lock(self.study_dir / ".mlflow.lock"):
+            with file_lock(self.study_dir / ".mlflow.lock"):
                 runs = self._search(query)
                 if not runs:
                     created = self.client.create_run(

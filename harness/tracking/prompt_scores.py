@@ -17,7 +17,7 @@ import zlib
 from pydantic import TypeAdapter, ValidationError
 
 from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
 
 FORMAT = "ps1"
 #: ``eval/mean_reward`` + suffix: the sample variance (ddof=1) of a prompt's k rewards, and k.
@@ -60,9 +60,8 @@ def decode_scores(blob: str, where: str) -> list[PromptScores]:
     try:
         return _SCORES.validate_python(json.loads(_inflate(base64.b64decode(body, validate=True))))
     except (binascii.Error, zlib.error, ValueError, ValidationError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise HarnessError(
-            f"{where}: prompt_scores is damaged ({reason}); restore the file from its MLflow run's "
+            f"{where}: prompt_scores is damaged ({one_line(err)}); restore the file from its MLflow run's "
             "record.json or the shared storage, or remove the prompt_scores field to keep the rest"
         ) from err
 

@@ -14,7 +14,6 @@ import hashlib
 import os
 import socket
 import subprocess
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
 from harness import __version__
 from harness.engine.spec import TrialResult, TrialSpec
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
+from harness.ground.files import atomic_write
 from harness.tracking.prompt_scores import encode_scores
 
 RECORDS_DIR = "records"
@@ -220,39 +220,16 @@ def failed_record_path(study_dir: str | os.PathLike, trial_id: str, attempt: int
     return records_dir(study_dir) / FAILED_DIR / f"{_file_stem(trial_id)}.{attempt}.json"
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def _write(path: Path, record: TrialRecord) -> None:
+    """``record`` as the JSON file ``path``, whole or not at all, its folder made if need be."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
-
-
-def _dump(record: TrialRecord) -> str:
-    return record.model_dump_json(indent=1) + "\n"
+    atomic_write(path, record.model_dump_json(indent=1) + "\n")
 
 
 def archive_failed(study_dir: str | os.PathLike, record: TrialRecord) -> Path:
     """Keep a failed attempt's record under ``records/failed/<trial_id>.<attempt>.json``."""
     path = failed_record_path(study_dir, record.trial_id, record.attempt)
-    _atomic_write_text(path, _dump(record))
+    _write(path, record)
     return path
 
 
@@ -276,8 +253,8 @@ def write_record(study_dir: str | os.PathLike, record: TrialRecord) -> Path:
                 superseded = records_dir(study_dir) / SUPERSEDED_DIR / (
                     f"{_file_stem(previous.trial_id)}.{previous.attempt}.json"
                 )
-                _atomic_write_text(superseded, _dump(previous))
-    _atomic_write_text(path, _dump(record))
+                _write(superseded, previous)
+    _write(path, record)
     return path
 
 
@@ -286,8 +263,7 @@ def read_record(path: str | os.PathLike) -> TrialRecord:
     try:
         return TrialRecord.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, ValidationError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise HarnessError(f"unreadable trial record {path}: {first}") from err
+        raise HarnessError(f"unreadable trial record {path}: {one_line(err)}") from err
 
 
 def read_records(study_dir: str | os.PathLike, *, strict: bool = False) -> list[TrialRecord]:

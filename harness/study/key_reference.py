@@ -2,8 +2,10 @@
 
 ``keys()`` walks ``Study`` (and, for ``arms[].set`` / ``grid`` / ``tuning.search_space``, the
 algorithm config types) and gives each key its dotted path, type, default, what reads it and one
-line of meaning (its ``Field`` description). Which algorithm part reads a field comes from the
-parts' own declarations (``harness.algorithms.parts``). ``harness schema`` prints
+line of meaning: its ``Field`` description, the one place a meaning is written, on the field
+itself (``include``, read before validation, has its meaning beside the code that reads it in
+``harness.study.load``). Which algorithm part reads a field comes from the parts' own
+declarations (``harness.algorithms.parts``). ``harness schema`` prints
 ``markdown()``, or ``as_json()``; ``docs/study-reference.md`` is that Markdown, kept in sync by a
 test. The prose sections around the tables (the grid, the tuning block, the JSONL task) carry
 example study fragments that the same test validates, so the examples cannot go stale.
@@ -19,9 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from harness.algorithms import parts
 from harness.algorithms.config import CONFIG_TYPES
@@ -29,71 +30,12 @@ from harness.algorithms.presets import PRESETS
 from harness.engine.spec import TrainConfig
 from harness.engine.tasks import TASKS, TOOLS, jsonl
 from harness.engine.tasks.rewards import REWARDS
+from harness.study.load import INCLUDE_MEANING
 from harness.study.overrides import algorithm_keys
 from harness.study.schema import FINAL_METRICS, Arm, Study
 from harness.study.sections import SearchParam
 
 COMMAND = "harness schema > docs/study-reference.md"
-
-#: One-line meanings of the engine's and the algorithms' fields whose ``Field`` has no
-#: description (in ``harness.engine.spec`` and ``harness.algorithms.config``), by
-#: ``Model.field``. A ``Field`` description wins; the test refuses an entry here for a field
-#: that has one, or for a field that does not exist, so each entry can move into its model.
-MEANINGS: dict[str, str] = {
-    "TaskConfig.name": "the task: synthetic (addition, sorting) or a JSONL file of problems (gsm8k_jsonl)",
-    "TaskConfig.n_train": "training prompts (at most; a JSONL file may hold fewer)",
-    "TaskConfig.n_eval": "held-out prompts every evaluation scores",
-    "TaskConfig.min_digits": "synthetic tasks only: the smallest problem size, in digits",
-    "TaskConfig.max_digits": "synthetic tasks only: the largest problem size, in digits",
-    "TinyModelConfig.hidden_size": "hidden width of the built-in model (model.name: tiny only)",
-    "TinyModelConfig.layers": "decoder layers of the built-in model",
-    "TinyModelConfig.heads": "attention heads of the built-in model",
-    "TinyModelConfig.intermediate_size": "MLP width of the built-in model",
-    "ModelConfig.tiny": "the built-in model's size; read only when model.name is tiny",
-    "ModelConfig.dtype": "weights' dtype; auto: bfloat16 on CUDA, float32 on the CPU",
-    "ModelConfig.device": "auto: CUDA when one is visible, else the CPU",
-    "ModelConfig.lora": "null trains every weight; a LoRA block trains a peft adapter only (the reference is the "
-    "base model with the adapter off)",
-    "LoraConfig.r": "LoRA rank",
-    "LoraConfig.alpha": "LoRA alpha (peft's lora_alpha; the update is scaled by alpha / r)",
-    "LoraConfig.dropout": "dropout on the LoRA branch",
-    "LoraConfig.target_modules": "module names to adapt, or all-linear (every linear layer but the output head)",
-    "WarmStartConfig.enabled": "run supervised fine-tuning on the task's worked solutions before RL",
-    "WarmStartConfig.steps": "the most SFT steps (it stops earlier at target_accuracy)",
-    "WarmStartConfig.batch_size": "SFT examples per step",
-    "WarmStartConfig.lr": "SFT learning rate",
-    "TrainConfig.steps": "RL steps per trial",
-    "TrainConfig.prompts_per_step": "prompts per RL step, each sampled group_size times",
-    "TrainConfig.temperature": "sampling temperature of training rollouts and of evaluation's sampled completions",
-    "TrainConfig.eval_every": "evaluate every this many steps (and at the start and the end); 0: start and end only",
-    "TrainConfig.eval_samples": "sampled completions per held-out prompt, for eval/mean_reward",
-    "TrainConfig.max_eval_prompts": "score at most this many held-out prompts; null: all of task.n_eval",
-    "RLConfig.group_size": "completions sampled per prompt (the group of group-relative advantages)",
-    "RLConfig.lr": "policy learning rate (AdamW)",
-    "RLConfig.epochs": "passes of updates over each step's samples",
-    "RLConfig.minibatches": "optimiser steps per pass (the samples split into this many minibatches)",
-    "RLConfig.max_grad_norm": "gradient-norm clip before each optimiser step",
-    "RLConfig.advantage": "advantage estimator",
-    "RLConfig.policy_loss": "policy loss",
-    "RLConfig.aggregation": "how per-token loss terms become one number",
-    "RLConfig.kl_estimator": "estimator of KL(policy || reference)",
-    "RLConfig.kl_placement": "where the KL term goes: none, the reward, or the loss",
-    "RLConfig.critic": "value function: none, a head on the policy, or a separate value model",
-    "RLConfig.entropy_coef": "weight of the entropy bonus in the loss",
-    "RLConfig.eps_low": "clip band below a ratio of 1: ratios under 1 - eps_low are clipped",
-    "RLConfig.eps_high": "clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher)",
-    "RLConfig.dual_clip": "dual-clip bound c: a negative advantage's term is at most c times it; null: off",
-    "RLConfig.adv_eps": "added to the group's std before dividing (GRPO's z-score)",
-    "RLConfig.whiten_advantages": "whiten the advantages over the batch after the estimator",
-    "RLConfig.drop_degenerate": "leave out groups whose verifier scores are all equal (DAPO's dynamic sampling)",
-    "RLConfig.gamma": "discount of the reward-to-go",
-    "RLConfig.lam": "GAE's lambda",
-    "RLConfig.kl_coef": "weight of the KL term",
-    "RLConfig.vf_coef": "weight of the value loss",
-    "RLConfig.value_clip": "clip of the value change per update (PPO); null: the plain squared error",
-    "RLConfig.critic_lr": "critic learning rate; null: the policy's lr",
-    "DPOConfig.dpo_beta": "DPO's beta: how far the policy may move from the reference",
-}
 
 #: What reads each section's keys (by the first part of their path) ...
 _SECTION_READERS = {
@@ -109,12 +51,12 @@ _READ_BY = {
     "direction": "harness.stats, harness.report", "min_effect": "harness.stats, harness.report",
     "test": "harness.stats", "failures": "harness.stats", "control": "harness.study, harness.stats",
     "seeds": "harness.study", "grid": "harness.study",
-    "calibration": "harness.study, harness.report (calibration)", "placebo": "harness.study, harness.report (calibration)", "arms[].description": "nothing: a note for the file's readers",
+    "calibration": "harness.study, harness.report (calibration)",
+    "placebo": "harness.study, harness.report (calibration)",
+    "arms[].description": "nothing: a note for the file's readers",
 }
 #: How a model reads as a type.
 _MODEL_TYPES = {Arm: "arm", SearchParam: "range or choices"}
-#: ``include`` is read before validation (``harness.study.load``), so it is no model field.
-_INCLUDE_MEANING = "study files merged into this one, key by key (this file's keys win); paths relative to this file"
 
 
 @dataclass(frozen=True)
@@ -178,17 +120,15 @@ def _choices(path: str, field: str) -> list[str] | None:
     return None
 
 
+#: Any value as JSON-ready data (a section's default: a mapping of all its keys).
+_AS_JSON = TypeAdapter(Any)
+
+
 def _default(info: FieldInfo) -> tuple[Any, bool]:
     """The default, JSON-ready (a section's: all its keys), and whether the key is required."""
-    if info.default_factory is not None:
-        return to_jsonable_python(info.default_factory()), False
-    if info.default is PydanticUndefined:
+    if info.is_required():
         return None, True
-    return to_jsonable_python(info.default), False
-
-
-def _meaning(model: type[BaseModel], field: str, info: FieldInfo) -> str:
-    return info.description or MEANINGS.get(f"{model.__name__}.{field}", "")
+    return _AS_JSON.dump_python(info.get_default(call_default_factory=True), mode="json"), False
 
 
 def _reader(path: str) -> str:
@@ -200,7 +140,7 @@ def _key(model: type[BaseModel], field: str, path: str, section: str, read_by: s
     choices = _choices(path, field)
     kind = "one of " + ", ".join(choices) if choices else _type(info.annotation, info.metadata)
     default, required = _default(info)
-    return Key(path, kind, default, required, read_by, _meaning(model, field, info), section)
+    return Key(path, kind, default, required, read_by, info.description or "", section)
 
 
 # ---- walking the models -------------------------------------------------------------------------
@@ -257,7 +197,7 @@ def algorithm_reference() -> list[Key]:
 
 def keys() -> list[Key]:
     """Every study-file key, table by table: the top level, its sections, the algorithm keys."""
-    include = Key("include", "file name | list of file names", None, False, _reader("include"), _INCLUDE_MEANING, "top")
+    include = Key("include", "file name | list of file names", None, False, _reader("include"), INCLUDE_MEANING, "top")
     return [include, *_walk(Study, "", "top"), *algorithm_reference()]
 
 

@@ -24,8 +24,8 @@ from harness.engine.spec import (
     WarmStartConfig,
 )
 from harness.engine.tasks.jsonl import read_jsonl
-from harness.study import reference
-from harness.study.load import load_study
+from harness.study import key_reference
+from harness.study.load import INCLUDE_MEANING, load_study
 from harness.study.overrides import override_keys
 from harness.study.schema import Study
 
@@ -36,14 +36,14 @@ MODELS = {m.__name__: m for m in (TaskConfig, TinyModelConfig, LoraConfig, Model
                                   *CONFIG_TYPES.values())}
 
 
-def by_path() -> dict[str, reference.Key]:
-    return {key.path: key for key in reference.keys()}
+def by_path() -> dict[str, key_reference.Key]:
+    return {key.path: key for key in key_reference.keys()}
 
 
 def test_the_committed_reference_is_the_generated_one():
-    assert DOC.is_file(), f"{DOC} is missing: run `{reference.COMMAND}`"
-    assert DOC.read_text(encoding="utf-8") == reference.markdown(), (
-        f"docs/study-reference.md is out of date with the schema: run `{reference.COMMAND}`"
+    assert DOC.is_file(), f"{DOC} is missing: run `{key_reference.COMMAND}`"
+    assert DOC.read_text(encoding="utf-8") == key_reference.markdown(), (
+        f"docs/study-reference.md is out of date with the schema: run `{key_reference.COMMAND}`"
     )
 
 
@@ -86,38 +86,42 @@ def test_algorithm_keys_name_the_parts_that_read_them():
     assert keys["arms[].set.advantage"].type.startswith("one of group_zscore, ")
 
 
-def test_fallback_meanings_name_real_fields_that_lack_a_description():
-    for qualified in reference.MEANINGS:
-        model, field = qualified.split(".")
-        assert field in MODELS[model].model_fields, f"MEANINGS[{qualified!r}]: no such field"
-        assert not MODELS[model].model_fields[field].description, (
-            f"{qualified} has a Field description now: remove it from reference.MEANINGS"
-        )
+def test_each_meaning_is_the_description_on_its_field():
+    """A meaning is written once, on the field that holds the value: the reference copies it."""
+    keys = by_path()
+    for model in MODELS.values():
+        for field, info in model.model_fields.items():
+            if field != "kind":  # an algorithm config's type tag, set by its preset, never by a study
+                assert info.description, f"{model.__name__}.{field} has no Field description"
+    assert keys["model.lora.r"].meaning == LoraConfig.model_fields["r"].description
+    assert keys["arms[].set.lam"].meaning == CONFIG_TYPES["rl"].model_fields["lam"].description
+    assert keys["train.steps"].meaning == TrainConfig.model_fields["steps"].description
+    assert keys["include"].meaning == INCLUDE_MEANING
 
 
-@pytest.mark.parametrize("name", sorted(reference.EXAMPLES))
+@pytest.mark.parametrize("name", sorted(key_reference.EXAMPLES))
 def test_the_examples_in_the_reference_are_valid_studies(tmp_path, name):
     path = tmp_path / f"{name}.yaml"
-    path.write_text(reference.EXAMPLES[name])
+    path.write_text(key_reference.EXAMPLES[name])
     study = load_study(path)
-    assert reference.EXAMPLES[name] in reference.markdown()
+    assert key_reference.EXAMPLES[name] in key_reference.markdown()
     if name == "grid":
         assert len(study.conditions()) == 8
-        assert "gives 8 conditions x 3 seeds: `grpo[eps_high=0.2,train.temperature=0.7]`" in reference.markdown()
+        assert "gives 8 conditions x 3 seeds: `grpo[eps_high=0.2,train.temperature=0.7]`" in key_reference.markdown()
     else:
         assert set(study.tuning.search_space) == {"lr", "train.temperature"}
 
 
 def test_the_jsonl_line_shown_is_one_the_task_reads(tmp_path):
     path = tmp_path / "one.jsonl"
-    path.write_text(reference.JSONL_LINE + "\n")
+    path.write_text(key_reference.JSONL_LINE + "\n")
     (item,) = read_jsonl(str(path))
     assert item.answer == "5" and item.target.endswith("\\boxed{5}")
 
 
 def test_harness_schema_prints_the_markdown_or_json(monkeypatch, capsys):
     code, out, _ = run_main(monkeypatch, capsys, "schema")
-    assert code == 0 and out == reference.markdown()
+    assert code == 0 and out == key_reference.markdown()
     code, out, _ = run_main(monkeypatch, capsys, "schema", "--json")
     rows = {row["path"]: row for row in json.loads(out)}
     assert code == 0 and rows["model.lora.r"]["default"] == 8 and rows["task"]["default"]["name"] == "addition"
