@@ -1,20 +1,21 @@
-"""Study reports: tables from ``harness.stats``, plotly figures, HTML / Markdown / CSV writers.
+"""Study reports: what :mod:`harness.decide` worked out, drawn and written. Plotly figures,
+display tables, HTML / Markdown / CSV writers; nothing here decides anything.
 
-``write_report(results, out_dir)`` writes ``index.html`` (+ ``plotly.min.js`` beside it),
-``summary.md`` and ``results.csv`` and returns the path of ``index.html``;
-``mirror_report`` attaches those files and the verdicts to the study's MLflow parent run.
+``write_report(results, out_dir)`` analyses the results (``harness.decide.analysis.analyze``)
+and writes ``index.html`` (+ ``plotly.min.js`` beside it), ``summary.md`` and ``results.csv``
+and returns the path of ``index.html``; ``mirror_report`` attaches
+those files and the verdicts to the study's MLflow parent run.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from harness.decide.analysis import Analysis, analyze
 from harness.errors import ConfigError, HarnessError
-from harness.report.analysis import Analysis, analyze, compare_pair
 from harness.report.figures import all_figures, check_smooth
 from harness.report.html_report import write_html
 from harness.report.markdown import write_markdown
-from harness.report.noise import noise_floor_table
 
 #: the report files attached to the study's MLflow parent run (plotly.min.js stays local)
 MIRRORED_FILES = ("index.html", "summary.md", "results.csv")
@@ -98,7 +99,4 @@ def mirror_report(analysis: Analysis, report_dir, study_dir, tracking_uri: str |
             f"({', '.join(MIRRORED_FILES)} under report/; {len(tags)} verdict tags)")
 
 
-__all__ = [
-    "Analysis", "analyze", "compare_pair", "mirror_report", "noise_floor_table", "verdict_tags", "write_analysis",
-    "write_report",
-]
+__all__ = ["MIRRORED_FILES", "mirror_report", "verdict_tags", "write_analysis", "write_report"]

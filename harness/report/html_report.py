@@ -11,7 +11,7 @@ from pathlib import Path
 
 import plotly.offline
 
-from harness.report.analysis import Analysis
+from harness.decide.analysis import Analysis
 from harness.report.tables import Section, sections
 
 PLOTLY_JS = "plotly.min.js"

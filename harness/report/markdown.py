@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.report.analysis import Analysis
+from harness.decide.analysis import Analysis
 from harness.report.tables import sections
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.report.analysis import Analysis
-from harness.report.comparisons import SEEDS_SEARCH_LIMIT
-from harness.report.overoptimisation import last_step_table
+from harness.decide.analysis import Analysis
+from harness.decide.comparisons import SEEDS_SEARCH_LIMIT
+from harness.decide.overoptimisation import last_step_table
 
 DASH = "—"
 
