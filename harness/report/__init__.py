@@ -2,8 +2,8 @@
 display tables, HTML / Markdown / CSV writers; nothing here decides anything.
 
 ``write_report(results, out_dir)`` analyses the results (``harness.decide.analysis.analyze``)
-and writes ``index.html`` (+ ``plotly.min.js`` beside it), ``summary.md`` and ``results.csv``
-and returns the path of ``index.html``; ``mirror_report`` attaches
+and writes ``index.html`` (+ ``plotly.min.js`` beside it), ``summary.md`` and ``results.csv``,
+each whole or not at all, and returns the path of ``index.html``; ``mirror_report`` attaches
 those files and the verdicts to the study's MLflow parent run.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.decide.analysis import Analysis, analyze
 from harness.errors import ConfigError, HarnessError
+from harness.ground.files import atomic_write
 from harness.report.figures import all_figures, check_smooth
 from harness.report.html_report import write_html
 from harness.report.markdown import write_markdown
@@ -56,7 +57,7 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
     figures = all_figures(analysis, smooth=check_smooth(smooth))
     try:
         out.mkdir(parents=True, exist_ok=True)
-        analysis.trials.to_csv(out / "results.csv", index=False)
+        atomic_write(out / "results.csv", analysis.trials.to_csv(index=False))
         write_markdown(analysis, out)
         return write_html(analysis, figures, out)
     except OSError as err:
