@@ -16,6 +16,7 @@ a child process, through ``harness.engine.trial``; ``harness reward-model train`
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,24 @@ def test_the_rule_catches_a_backward_import():
     assert allowed("harness.cli.report_cmds", "harness.report.figures")  # the drawing, reached from the CLI
     assert allowed("harness.study.load", "harness.engine.spec")
     assert allowed("harness.runner.worker", "harness.tracking.records")
+
+
+#: entry points a trial's child process imports by a ``module:function`` string (the process boundary)
+CHILD_ENTRY_POINTS = {"harness.engine.trial", "harness.engine.seed_check"}
+DOTTED = re.compile(r"(harness(?:\.\w+)+):[\w.]+")
+
+
+def test_no_module_attr_string_crosses_a_layer():
+    """A ``module:attr`` string of the harness's own is no way round the rule: it names a module
+    its holder may import anyway, or a child process's entry point."""
+    offenders = [
+        f"{module_name(path)}:{node.lineno} names {node.value!r}"
+        for path in MODULES
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (found := DOTTED.fullmatch(node.value))
+        and found.group(1) not in CHILD_ENTRY_POINTS and not allowed(module_name(path), found.group(1))
+    ]
+    assert offenders == []
 
 
 def test_no_module_shadows_the_standard_library():
