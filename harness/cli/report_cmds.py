@@ -1,7 +1,8 @@
 """Commands: ``harness report``, ``harness compare``, ``harness noise-floor``.
 
-Thin: load the results frames, call ``harness.report``, print. The terminal shows the same
-numbers as the report (same functions, same formatting).
+Thin: load the results frames, decide with ``harness.decide``, draw and write with
+``harness.report``, print. The terminal shows the same numbers as the report (same functions,
+same formatting).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def default_report_dir(results, root: Path = REPORTS_ROOT) -> Path:
     The name comes from the results (a study.yaml that no longer loads, or the trial records,
     may carry any string): an unsafe one is a one-line ``ConfigError`` and nothing is written.
     """
-    from harness.report.frames import study_name
+    from harness.decide.frames import study_name
     from harness.tracking.study_ref import path_under
 
     name = study_name(results)
@@ -93,9 +94,10 @@ def report(
 ) -> None:
     """Write index.html (+ plotly.min.js), summary.md and results.csv for a study; attach them and
     the verdicts to the study's MLflow parent run when the study is mirrored there."""
-    from harness.report import analyze, mirror_report, write_analysis
+    from harness.decide.analysis import analyze
+    from harness.decide.frames import check_alpha, check_correction, check_min_effect
+    from harness.report import mirror_report, write_analysis
     from harness.report.figures import check_smooth
-    from harness.report.frames import check_alpha, check_correction, check_min_effect
 
     check_alpha(alpha)  # bad input fails before any record is read or anything written
     check_correction(correction)
@@ -123,8 +125,8 @@ def compare(
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
-    from harness.report.analysis import compare_pair
-    from harness.report.frames import check_correction, check_min_effect
+    from harness.decide.analysis import compare_pair
+    from harness.decide.frames import check_correction, check_min_effect
     from harness.report.tables import fmt, fmt_p, fmt_seeds, jsonable
 
     check_correction(correction)
@@ -169,9 +171,9 @@ def noise_floor(
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """Per condition: seed std (with CI), and the noise split by source with what more budget buys."""
-    from harness.report.analysis import analyze
-    from harness.report.frames import check_metric, check_min_effect
-    from harness.report.noise import noise_floor_table
+    from harness.decide.analysis import analyze
+    from harness.decide.frames import check_metric, check_min_effect
+    from harness.decide.noise import noise_floor_table
     from harness.report.tables import components_display, jsonable, noise_table_display
 
     check_min_effect(min_effect)

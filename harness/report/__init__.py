@@ -1,20 +1,22 @@
-"""Study reports: tables from ``harness.stats``, plotly figures, HTML / Markdown / CSV writers.
+"""Study reports: what :mod:`harness.decide` worked out, drawn and written. Plotly figures,
+display tables, HTML / Markdown / CSV writers; nothing here decides anything.
 
-``write_report(results, out_dir)`` writes ``index.html`` (+ ``plotly.min.js`` beside it),
-``summary.md`` and ``results.csv`` and returns the path of ``index.html``;
-``mirror_report`` attaches those files and the verdicts to the study's MLflow parent run.
+``write_report(results, out_dir)`` analyses the results (``harness.decide.analysis.analyze``)
+and writes ``index.html`` (+ ``plotly.min.js`` beside it), ``summary.md`` and ``results.csv``,
+each whole or not at all, and returns the path of ``index.html``; ``mirror_report`` attaches
+those files and the verdicts to the study's MLflow parent run.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from harness.decide.analysis import Analysis, analyze
 from harness.errors import ConfigError, HarnessError
-from harness.report.analysis import Analysis, analyze, compare_pair
+from harness.ground.files import atomic_write
 from harness.report.figures import all_figures, check_smooth
 from harness.report.html_report import write_html
 from harness.report.markdown import write_markdown
-from harness.report.noise import noise_floor_table
 
 #: the report files attached to the study's MLflow parent run (plotly.min.js stays local)
 MIRRORED_FILES = ("index.html", "summary.md", "results.csv")
@@ -55,7 +57,7 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
     figures = all_figures(analysis, smooth=check_smooth(smooth))
     try:
         out.mkdir(parents=True, exist_ok=True)
-        analysis.trials.to_csv(out / "results.csv", index=False)
+        atomic_write(out / "results.csv", analysis.trials.to_csv(index=False))
         write_markdown(analysis, out)
         return write_html(analysis, figures, out)
     except OSError as err:
@@ -98,7 +100,4 @@ def mirror_report(analysis: Analysis, report_dir, study_dir, tracking_uri: str |
             f"({', '.join(MIRRORED_FILES)} under report/; {len(tags)} verdict tags)")
 
 
-__all__ = [
-    "Analysis", "analyze", "compare_pair", "mirror_report", "noise_floor_table", "verdict_tags", "write_analysis",
-    "write_report",
-]
+__all__ = ["MIRRORED_FILES", "mirror_report", "verdict_tags", "write_analysis", "write_report"]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
+from harness.decide.analysis import Analysis
+from harness.decide.frames import completed, seed_values
+from harness.decide.overoptimisation import GOLD, KL, PROXY
 from harness.errors import ConfigError
-from harness.report.analysis import Analysis
-from harness.report.frames import completed, seed_values
-from harness.report.overoptimisation import overoptimisation_plot
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
@@ -228,6 +229,41 @@ def curve_plot(analysis: Analysis, metric: str, x: str, *, smooth: int = 1) -> g
     return fig
 
 
+def overoptimisation_plot(analysis: Analysis) -> go.Figure:
+    """Gold against proxy (left) and against KL to the reference (right), one line per condition
+    through its seed-mean points in step order; the first step is marked open."""
+    frame, colors = analysis.overoptimisation, colors_for(analysis.header["conditions"])
+    has_kl = bool(frame["kl"].notna().any())
+    fig = make_subplots(rows=1, cols=2 if has_kl else 1, horizontal_spacing=0.1,
+                        subplot_titles=["gold against proxy", *(["gold against KL to the reference"] if has_kl else [])])
+    panels = [("proxy", PROXY, 1), *([("kl", KL, 2)] if has_kl else [])]
+    for cond, g in frame.groupby("condition", sort=False):
+        g = g.sort_values("step")
+        color = colors.get(cond, "#1f77b4")
+        for x, label, col in panels:
+            ok = g[[x, "gold"]].notna().all(axis=1)
+            h = g[ok]
+            if h.empty:
+                continue
+            symbols = ["circle-open"] + ["circle"] * (len(h) - 1)
+            fig.add_trace(go.Scatter(
+                x=h[x], y=h["gold"], mode="lines+markers", name=cond, legendgroup=cond, showlegend=col == 1,
+                line=dict(color=color, width=2), marker=dict(color=color, size=7, symbol=symbols),
+                customdata=np.stack([h["step"], h["n_seeds"]], axis=-1),
+                hovertemplate=(f"{cond}<br>step %{{customdata[0]}}<br>{label} %{{x:.4g}}<br>{GOLD} %{{y:.4g}}"
+                               "<br>seeds %{customdata[1]}<extra></extra>"),
+            ), row=1, col=col)
+            fig.update_xaxes(title_text=f"{label} (seed mean)", row=1, col=col)
+    fig.update_yaxes(title_text=f"{GOLD} (seed mean)", row=1, col=1)
+    fig.update_layout(
+        template=TEMPLATE, height=440, margin=dict(l=10, r=10, t=90, b=40),
+        title=dict(text="Over-optimisation: the verifier's (gold) reward against the learned (proxy) reward and the KL",
+                   subtitle=dict(text="per arm, the seed means at each logged step, joined in step order (open "
+                                 "marker: the first step); gold falling while the proxy rises is the proxy exploited")),
+    )
+    return fig
+
+
 def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, go.Figure]]:
     """(div id, heading, figure) for every figure of the report, in page order."""
     figs: list[tuple[str, str, go.Figure]] = []
@@ -241,6 +277,5 @@ def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, 
         figs.append((f"fig-curve-{i}", f"{metric} by {x}", curve_plot(analysis, metric, x, smooth=smooth)))
     if len(analysis.overoptimisation):
         figs.append(("fig-overopt", "Over-optimisation: gold against proxy and KL",
-                     overoptimisation_plot(analysis.overoptimisation, colors_for(analysis.header["conditions"]),
-                                           TEMPLATE)))
+                     overoptimisation_plot(analysis)))
     return figs

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import plotly.offline
 
-from harness.report.analysis import Analysis
+from harness.decide.analysis import Analysis
+from harness.ground.files import atomic_write
 from harness.report.tables import Section, sections
 
 PLOTLY_JS = "plotly.min.js"
@@ -40,7 +41,7 @@ def write_plotly_js(out_dir: Path) -> Path:
     path = out_dir / PLOTLY_JS
     js = plotly.offline.get_plotlyjs()
     if not path.exists() or path.stat().st_size != len(js.encode("utf-8")):
-        path.write_text(js, encoding="utf-8")
+        atomic_write(path, js)
     return path
 
 
@@ -140,8 +141,7 @@ def write_html(analysis: Analysis, figures, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     write_plotly_js(out_dir)
     path = out_dir / "index.html"
-    path.write_text(render_html(analysis, figures), encoding="utf-8")
-    return path
+    return atomic_write(path, render_html(analysis, figures))
 
 
 __all__ = ["PLOTLY_JS", "render_html", "write_html", "write_plotly_js"]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.report.analysis import Analysis
+from harness.decide.analysis import Analysis
+from harness.ground.files import atomic_write
 from harness.report.tables import sections
 
 
@@ -70,5 +71,4 @@ def render_markdown(analysis: Analysis) -> str:
 
 def write_markdown(analysis: Analysis, out_dir: Path) -> Path:
     path = Path(out_dir) / "summary.md"
-    path.write_text(render_markdown(analysis), encoding="utf-8")
-    return path
+    return atomic_write(path, render_markdown(analysis))

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.report.analysis import Analysis
-from harness.report.comparisons import SEEDS_SEARCH_LIMIT
-from harness.report.overoptimisation import last_step_table
+from harness.decide.analysis import Analysis
+from harness.decide.comparisons import SEEDS_SEARCH_LIMIT
+from harness.decide.overoptimisation import last_step_table
 
 DASH = "—"
 
@@ -208,7 +208,7 @@ def _verdict_caption(h: dict) -> str:
               else "equivalence cannot be concluded: the study names no min_effect")
     effect = (f"min_effect ({fmt(h['min_effect'])})" if h["min_effect"] is not None else
               f"one seed sd ({fmt(h['planning_effect'])})" if h.get("planning_effect") else "the planning effect")
-    level = (f"the repeated confidence interval of the look that decided it (or of its latest look; alpha "
+    level = ("the repeated confidence interval of the look that decided it (or of its latest look; alpha "
              "spent across the looks, so stopping at any look keeps the error rates)" if h.get("sequential")
              else f"at level {_level(h['ci_level'])}")
     return (f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "

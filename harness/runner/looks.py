@@ -2,21 +2,22 @@
 has been read, exactly once, by whichever process gets there first.
 
 A sequential study (``sequential:``) buys seeds look by look. Which conditions need which look
-next is a replay of every comparison on the trials stored so far (:mod:`harness.report.looks`),
-a pure function of the study database, so every machine works out the same: the ``harness run``
-driver at every poll (``_Phases.tick``) and every worker, on any machine, that finds nothing to
-claim. Each queues what it finds due with :func:`harness.runner.trial_queue.enqueue_missing`,
-one transaction under the queue's lock that adds only the trial ids the queue has never held:
-a look found due by several processes at once is queued once, and a process that dies midway
-leaves nothing half-queued (whoever looks next queues it). Finished trials stay finished (but
-for the failures a re-run retries), so a replay on slightly stale trials asks for nothing the
-current ones would not; and each change of the queue brings another replay, so no look that
-falls due is left unqueued.
+next is a replay of every comparison on the trials stored so far
+(:func:`harness.decide.look_schedule.due_looks`), a pure function of the study database, so every
+machine works out the same: the ``harness run`` driver at every poll (``_Phases.tick``) and every
+worker, on any machine, that finds nothing to claim. Each queues what it finds due with
+:func:`harness.runner.trial_queue.enqueue_missing`, one transaction under the queue's lock that
+adds only the trial ids the queue has never held: a look found due by several processes at once
+is queued once, and a process that dies midway leaves nothing half-queued (whoever looks next
+queues it). Finished trials stay finished (but for the failures a re-run retries), so a replay on
+slightly stale trials asks for nothing the current ones would not; and each change of the queue
+brings another replay, so no look that falls due is left unqueued.
 
-The replay belongs to the report layer, which the runner may not import
-(``tests/layout/test_import_graph.py``): it is reached through the string :data:`DUE_LOOKS`,
-resolved on first use, as the trial processes reach the engine's entry point. A worker of a
-study that is not sequential never imports it.
+The stopping rule is not the runner's: when a look is due, when an arm stops and which trials a
+look adds are decided in :mod:`harness.decide` (on :mod:`harness.stats.sequential`); this module
+only replays when the queue changed, queues what the replay wants and says so. The replay (and
+pandas with it) is imported on first use, so a worker of a study that is not sequential never
+loads it.
 """
 
 from __future__ import annotations
@@ -24,14 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.decide.look_trials import due_trials
+from harness.errors import HarnessError, one_line
 from harness.runner import trial_queue as queue
-from harness.runner.child import one_line, resolve_trial_fn
-from harness.study.expand import look_specs
 from harness.tracking.storage import StorageError
-
-#: ``due_looks(study file or folder, storage URL) -> DueLooks`` (wanted, finished, current_look, looks, arms)
-DUE_LOOKS = "harness.report.look_schedule:due_looks"
 
 
 class LookError(HarnessError):
@@ -39,10 +36,13 @@ class LookError(HarnessError):
 
 
 def due_looks(study_ref: Any, storage_url: str):
-    """The replay of a sequential study (:data:`DUE_LOOKS`); a failure other than the harness's
-    own errors (a storage that cannot be read is a ``StorageError``) is one line, a ``LookError``."""
+    """The replay of a sequential study (``harness.decide.look_schedule.due_looks``: wanted,
+    finished, current_look, looks, arms); a failure other than the harness's own errors (a storage
+    that cannot be read is a ``StorageError``) is one line, a ``LookError``."""
     try:
-        return resolve_trial_fn(DUE_LOOKS)(study_ref, storage_url)
+        from harness.decide import look_schedule  # pandas and the results loader: sequential studies only
+
+        return look_schedule.due_looks(study_ref, storage_url)
     except HarnessError:
         raise
     except Exception as err:  # noqa: BLE001 - one line, not a traceback
@@ -93,9 +93,7 @@ class Looks:
 
     def _queue(self, wanted: dict[str, int]) -> int:
         """Queue every look up to the one each condition wants (those already queued are skipped)."""
-        order = [c.name for c in self.study.iter_conditions()]  # the design's order, as expand() has it
-        by_look = [look_specs(self.study, look, [c for c in order if wanted.get(c, -1) >= look])
-                   for look in range(max(wanted.values(), default=-1) + 1)]
+        by_look = due_trials(self.study, wanted)
         specs = [spec for specs in by_look for spec in specs]
         if not specs:
             return 0

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import special
 
 from .crossed import PlanVariance
-from .power import _smallest_n
+from .power import smallest_n
 
 _K = 200
 _U = (np.arange(_K) + 0.5) / _K
@@ -67,7 +67,7 @@ def seeds_to_decide(delta: float, plan: PlanVariance, *, level: float, power: fl
     room = (target / z) ** 2 - plan.prompt / plan.n_prompts if target > 0 else -1.0
     per_seed = plan.seed + (plan.residual + plan.sampling) / plan.n_prompts
     guess = per_seed / room if room > 0 else math.inf
-    n = _smallest_n(prob, power, max_n, guess)
+    n = smallest_n(prob, power, max_n, guess)
     return n if n <= max_n else None
 
 

@@ -143,7 +143,7 @@ def power_paired(effect: float, n: int, sd_diff: float, *, alpha: float = 0.05) 
     return _nct_two_sided(stats.t.ppf(1 - alpha / 2, df), df, ncp)
 
 
-def _smallest_n(power_at, target: float, max_n: int, guess: float) -> int:
+def smallest_n(power_at, target: float, max_n: int, guess: float) -> int:
     """Smallest n in [2, max_n] with power_at(n) >= target (power increases with n), else max_n+1.
 
     Starts from ``guess`` (the normal-approximation answer, close to the t answer), then brackets
@@ -213,7 +213,7 @@ def seeds_needed(effect: float, sd_a: float, sd_b: float | None = None, *, alpha
     effect, max_n = _check_effect(effect, max_n)
     if effect == 0.0:
         return max_n + 1
-    return _smallest_n(lambda n: power_two_sample(effect, n, sd_a, sd_b, alpha=alpha, method=method), power, max_n,
+    return smallest_n(lambda n: power_two_sample(effect, n, sd_a, sd_b, alpha=alpha, method=method), power, max_n,
                        _normal_guess(effect, sd_a**2 + sd_b**2, alpha, power))
 
 
@@ -226,7 +226,7 @@ def seeds_needed_paired(effect: float, sd_diff: float, *, alpha: float = 0.05, p
     effect, max_n = _check_effect(effect, max_n)
     if effect == 0.0:
         return max_n + 1
-    return _smallest_n(lambda n: power_paired(effect, n, sd_diff, alpha=alpha), power, max_n,
+    return smallest_n(lambda n: power_paired(effect, n, sd_diff, alpha=alpha), power, max_n,
                        _normal_guess(effect, sd_diff**2, alpha, power))
 
 

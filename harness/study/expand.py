@@ -105,36 +105,14 @@ def expand(study: Study) -> list[TrialSpec]:
             f"study {study.name!r} has a tuning phase: its comparison trials are known only "
             "after tuning; build them with apply_best(study, best)"
         )
-    return _seed_major(study, study.iter_conditions(), range(len(study.seeds)))
+    return specs_at_positions(study, study.iter_conditions(), range(len(study.seeds)))
 
 
-def _seed_major(study: Study, conditions: Sequence[Condition], positions) -> list[TrialSpec]:
-    """The trials of ``conditions`` at the given positions of each one's seed list, seed-major."""
+def specs_at_positions(study: Study, conditions: Sequence[Condition], positions: Sequence[int]) -> list[TrialSpec]:
+    """The trials of ``conditions`` at the given positions of each one's seed list, seed-major
+    (a sequential study's look takes some positions: ``harness.decide.look_trials``)."""
     first = [(condition_spec(study, c, study.seeds[0]), study.condition_seeds(c)) for c in conditions]
     return [spec.model_copy(update={"seed": seeds[i]}, deep=True) for i in positions for spec, seeds in first]
-
-
-def look_positions(study: Study, look: int) -> range:
-    """Where in each condition's seed list a sequential study's ``look`` (0-based) takes its new
-    seeds: the next ones, in order."""
-    schedule = study.sequential.schedule()
-    if not 0 <= look < len(schedule):
-        raise ConfigError(f"study {study.name!r} has looks 0..{len(schedule) - 1}; got look {look}")
-    return range(schedule[look - 1] if look else 0, schedule[look])
-
-
-def look_seeds(study: Study, look: int) -> list[int]:
-    """The seeds of the study's pool that ``look`` adds (an A/A copy adds the same positions of its own)."""
-    return [study.seeds[i] for i in look_positions(study, look)]
-
-
-def look_specs(study: Study, look: int, conditions: Sequence[str]) -> list[TrialSpec]:
-    """The trials of ``conditions`` (by name) at a sequential study's ``look``, seed-major like ``expand``."""
-    by_name = {c.name: c for c in study.iter_conditions()}
-    unknown = [c for c in conditions if c not in by_name]
-    if unknown:
-        raise ConfigError(f"unknown condition {unknown[0]!r}; valid: {', '.join(by_name)}")
-    return _seed_major(study, [by_name[c] for c in conditions], look_positions(study, look))
 
 
 def comparisons(study: Study) -> list[tuple[str, str]]:

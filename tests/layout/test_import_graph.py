@@ -2,16 +2,21 @@
 
 The rule is written once, in ``MAY_IMPORT``: each part of ``harness`` lists the parts it may
 import. A part may always import its own modules, ``harness.errors``, the ground floor
-``harness.ground`` (the small tools every part shares) and the package root (``__version__``). The engine is reached
-from outside only through its spec and its tasks (the study checks task names), its warm-start
-key (the plan says whether a study's warm start is cached; torch-free) and, by a ``module:function``
-string in a child process, through ``harness.engine.trial``; ``harness reward-model train`` trains through
+``harness.ground`` (the small tools every part shares) and the package root (``__version__``).
+Deciding and drawing are two parts: ``decide`` turns records into verdicts and next looks (on
+``stats``, the results frames of ``tracking`` and the study's design and trials of ``study``),
+and ``report`` only draws and writes what ``decide`` worked out; the runner asks ``decide``
+which looks of a sequential study are due, by a plain import. The engine is reached from outside
+only through its spec and its tasks (the study checks task names), its warm-start key (the plan
+says whether a study's warm start is cached; torch-free) and, by a ``module:function`` string in
+a child process, through ``harness.engine.trial``; ``harness reward-model train`` trains through
 ``harness.engine.reward_model`` (imported inside the command, so the CLI starts without torch).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,11 +32,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "engine": {"algorithms"},
     "study": {"algorithms", "engine.spec", "engine.tasks", "engine.warmstart_key"},
     "tracking": {"study", "engine.spec", "harness"},
-    "runner": {"study", "tracking", "engine.spec"},
-    "report": {"stats", "tracking"},
+    "decide": {"stats", "tracking", "study"},
+    "runner": {"decide", "study", "tracking", "engine.spec"},
+    "report": {"decide", "tracking"},  # tracking: the report is attached to the study's MLflow run
     # engine.reward_model: `harness reward-model train` trains in its own process (imported lazily, in the command)
-    "cli": {"algorithms", "engine.spec", "engine.trial", "engine.reward_model", "report", "runner", "study", "stats",
-            "tracking"},
+    "cli": {"algorithms", "decide", "engine.spec", "engine.trial", "engine.reward_model", "report", "runner", "study",
+            "stats", "tracking"},
 }
 
 
@@ -94,8 +100,31 @@ def test_the_rule_catches_a_backward_import():
     assert not allowed("harness.tracking.records", "harness.runner.trial_queue")
     assert not allowed("harness.study.load", "harness.engine.rollout")
     assert not allowed("harness.stats.compare", "harness.report.tables")
+    assert not allowed("harness.decide.analysis", "harness.report.tables")  # deciding never draws
+    assert not allowed("harness.study.expand", "harness.decide.look_trials")  # decide reads the study
+    assert allowed("harness.report.tables", "harness.decide.analysis")
+    assert allowed("harness.runner.looks", "harness.decide.look_schedule")
+    assert allowed("harness.cli.report_cmds", "harness.report.figures")  # the drawing, reached from the CLI
     assert allowed("harness.study.load", "harness.engine.spec")
     assert allowed("harness.runner.worker", "harness.tracking.records")
+
+
+#: entry points a trial's child process imports by a ``module:function`` string (the process boundary)
+CHILD_ENTRY_POINTS = {"harness.engine.trial", "harness.engine.seed_check"}
+DOTTED = re.compile(r"(harness(?:\.\w+)+):[\w.]+")
+
+
+def test_no_module_attr_string_crosses_a_layer():
+    """A ``module:attr`` string of the harness's own is no way round the rule: it names a module
+    its holder may import anyway, or a child process's entry point."""
+    offenders = [
+        f"{module_name(path)}:{node.lineno} names {node.value!r}"
+        for path in MODULES
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (found := DOTTED.fullmatch(node.value))
+        and found.group(1) not in CHILD_ENTRY_POINTS and not allowed(module_name(path), found.group(1))
+    ]
+    assert offenders == []
 
 
 def test_no_module_shadows_the_standard_library():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.report.analysis import Analysis
+from harness.decide.analysis import Analysis
 
 METRIC = "eval/accuracy"
 CONDS = ["ctrl", "up", "same", "tiny"]

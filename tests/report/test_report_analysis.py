@@ -13,10 +13,10 @@ from report_fakes import (  # noqa: E402  (tests/report on sys.path)
 )
 
 from harness import stats
+from harness.decide.analysis import analyze, compare_pair
+from harness.decide.comparisons import ArmScores
+from harness.decide.noise import noise_floor_table, noise_split
 from harness.errors import ConfigError
-from harness.report import analyze, compare_pair, noise_floor_table
-from harness.report.comparisons import ArmScores
-from harness.report.noise import noise_split
 
 N_PERM = 2000  # keeps the tests fast; the same value goes to the direct stats calls
 
@@ -345,7 +345,7 @@ def test_labels_are_never_read_as_numbers():
 
 
 def test_seeds_needed_past_the_search_limit_reads_as_more_than_it():
-    from harness.report.comparisons import SEEDS_SEARCH_LIMIT
+    from harness.decide.comparisons import SEEDS_SEARCH_LIMIT
     from harness.report.tables import DASH, fmt_seeds
 
     assert fmt_seeds(SEEDS_SEARCH_LIMIT + 1) == f"> {SEEDS_SEARCH_LIMIT}"

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from report_fakes import CONTROL, PRIMARY, make_results
 
-from harness.report.analysis import analyze
+from harness.decide.analysis import analyze
 from harness.report.markdown import render_markdown
 
 OFFSET = 1_000_000

@@ -7,8 +7,8 @@ from report_fakes import make_results
 from typer.testing import CliRunner
 
 from harness.cli import app, report_cmds
+from harness.decide.analysis import analyze
 from harness.errors import ConfigError
-from harness.report import analyze
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ import pytest
 from report_fakes import CONDITIONS, PRIMARY, make_results
 
 from harness import stats
-from harness.report.comparisons import arm_scores
-from harness.report.looks import replay
+from harness.decide.comparisons import arm_scores
+from harness.decide.looks import replay
 
 LOOKS = [3, 5, 8]
 
@@ -85,7 +85,7 @@ def test_undecided_after_the_last_look_finishes_the_study():
 
 
 def test_the_report_of_a_sequential_study_reads_each_verdict_at_its_look():
-    from harness.report.analysis import analyze
+    from harness.decide.analysis import analyze
     from harness.report.markdown import render_markdown
 
     res = sequential_results({"grpo": 5, "big": 3, "null": 5})
@@ -107,7 +107,7 @@ def test_the_report_of_a_sequential_study_reads_each_verdict_at_its_look():
 
 
 def test_a_comparison_not_yet_at_its_first_look_is_not_read_early():
-    from harness.report.analysis import analyze
+    from harness.decide.analysis import analyze
 
     res = sequential_results({"grpo": 3, "big": 3, "null": 2})  # null's third seed not there yet
     analysis = analyze(res, n_permutations=200)

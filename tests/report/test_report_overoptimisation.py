@@ -9,15 +9,16 @@ import pandas as pd
 import pytest
 from report_fakes import CONDITIONS, make_results
 
-from harness.report import analyze, write_report
-from harness.report.figures import all_figures
-from harness.report.overoptimisation import (
+from harness.decide.analysis import analyze
+from harness.decide.overoptimisation import (
     GOLD,
     KL,
     PROXY,
     last_step_table,
     overoptimisation_frame,
 )
+from harness.report import write_report
+from harness.report.figures import all_figures
 
 STEPS = range(1, 9)
 

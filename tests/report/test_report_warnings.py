@@ -8,10 +8,10 @@ from __future__ import annotations
 import pandas as pd
 from report_fakes import CONTROL, make_results
 
+from harness.decide.analysis import analyze, compare_pair
+from harness.decide.trial_warnings import NO_SIGNAL
 from harness.engine.spec import NO_LEARNING_SIGNAL, WARMSTART_BELOW_TARGET
-from harness.report import analyze, compare_pair
 from harness.report.markdown import render_markdown
-from harness.report.trial_warnings import NO_SIGNAL
 
 WARM = f"{WARMSTART_BELOW_TARGET}: after 1000 of at most 1000 SFT steps the policy has greedy val accuracy 0.117"
 SILENT = f"{NO_LEARNING_SIGNAL}: every group was degenerate in each of the first 10 steps"

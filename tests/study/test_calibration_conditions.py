@@ -2,13 +2,13 @@
 
 import pytest
 
+from harness.decide.look_trials import look_specs
 from harness.errors import ConfigError
 from harness.study.design import earlier_design
 from harness.study.expand import (
     calibration_comparisons,
     comparisons,
     expand,
-    look_specs,
 )
 from harness.study.load import parse_study
 from harness.study.sections import AA_SEED_OFFSET

@@ -3,8 +3,9 @@
 import pytest
 
 from harness import stats
+from harness.decide.look_trials import look_seeds, look_specs
 from harness.errors import ConfigError
-from harness.study.expand import expand, look_seeds, look_specs
+from harness.study.expand import expand
 from harness.study.load import parse_study
 from harness.study.sections import SPENDING_FUNCTIONS
 

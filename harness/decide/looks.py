@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import stats
-from harness.report.comparisons import ArmScores, PairResult, compare_scores
-from harness.report.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
+from harness.decide.comparisons import ArmScores, PairResult, compare_scores
+from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
+from harness.decide.look_trials import look_pool
 
 #: trial states after which a trial's result will not change (a retried failure is "waiting")
 FINISHED = ("completed", "failed")
@@ -134,12 +135,6 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
                 break
     _follow_controls(meta, trials, looks, wanted)
     return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), states, wanted)
-
-
-def look_pool(meta: dict, condition: str, n: int) -> list[int]:
-    """The first ``n`` seeds of ``condition`` (its own pool: an A/A copy's seeds are its own)."""
-    pools = meta.get("seed_pools") or {}
-    return list(pools.get(condition) or meta.get("seeds") or [])[:n]
 
 
 def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:

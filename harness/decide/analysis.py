@@ -3,8 +3,9 @@
 Nothing here computes a statistic of its own: every mean, interval, p-value, effect size and
 seed count comes from ``harness.stats``. This module puts together the tables of
 ``comparisons`` (verdicts, robustness), ``noise`` (noise floor, noise by source),
-``trial_warnings`` and its own per-condition, cost, config-diff, curve and header tables, as
-pandas frames that the figure and text writers draw (``frames`` reads the results).
+``trial_warnings``, ``calibration``, ``looks`` (sequential studies) and its own per-condition,
+cost, config-diff, curve and header tables, as pandas frames that the figure and text writers of
+``harness.report`` draw (``frames`` reads the results).
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ import numpy as np
 import pandas as pd
 
 from harness import stats
-from harness.errors import unknown_name
-from harness.report.calibration import calibration_table, tripwire_state
-from harness.report.comparisons import (
+from harness.decide.calibration import calibration_table, tripwire_state
+from harness.decide.comparisons import (
     arm_scores,
     compare_scores,
     compare_values,
     planning_effect,
     verdict_rows,
 )
-from harness.report.frames import (
+from harness.decide.frames import (
     check_alpha,
     check_condition,
     check_correction,
@@ -40,10 +40,11 @@ from harness.report.frames import (
     seed_values,
     study_name,
 )
-from harness.report.looks import design_line, final_pairs, replay
-from harness.report.noise import noise_floor_table, noise_split, typical_plan
-from harness.report.overoptimisation import overoptimisation_frame
-from harness.report.trial_warnings import mark_no_learning_signal, warning_state
+from harness.decide.looks import design_line, final_pairs, replay
+from harness.decide.noise import noise_floor_table, noise_split, typical_plan
+from harness.decide.overoptimisation import overoptimisation_frame
+from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
+from harness.errors import unknown_name
 
 #: Spec keys that name a trial rather than configure it (left out of the config-diff table).
 IDENTITY_PARAMS = ("param/arm", "param/seed", "param/study", "param/cache_dir")

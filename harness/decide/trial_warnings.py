@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.report.frames import completed
+from harness.decide.frames import completed
 
 #: the warning code of a trial that had nothing to learn from (harness.engine.spec.NO_LEARNING_SIGNAL;
 #: the report does not import the engine)

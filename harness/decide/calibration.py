@@ -18,15 +18,16 @@ from __future__ import annotations
 import pandas as pd
 
 from harness import stats
-from harness.report.comparisons import (
+from harness.decide.comparisons import (
     VERDICT_COLUMNS,
     ArmScores,
     PairResult,
     compare_scores,
     verdict_rows,
 )
-from harness.report.frames import comparisons_of, meta_of
-from harness.report.looks import look_pool, on_pool
+from harness.decide.frames import comparisons_of, meta_of
+from harness.decide.look_trials import look_pool
+from harness.decide.looks import on_pool
 
 CALIBRATION_COLUMNS = ["role", *VERDICT_COLUMNS]
 ROLE_NAMES = {"aa": "A/A tripwire", "placebo": "placebo"}

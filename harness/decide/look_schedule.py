@@ -1,11 +1,11 @@
 """What a sequential study needs next, for the runner: the look-by-look replay of
-:mod:`harness.report.looks` on the trials stored so far, read in the study's own terms (its
+:mod:`harness.decide.looks` on the trials stored so far, read in the study's own terms (its
 primary metric, test, failure policy and ``min_effect``; alpha 0.05 with Bonferroni across the
 pre-registered comparisons, as the plan and the report assume).
 
-The runner may not import the report layer (``tests/layout/test_import_graph.py``), so it
-reaches :func:`due_looks` by the string ``"harness.report.look_schedule:due_looks"``
-(:mod:`harness.runner.looks`), as it reaches the engine's trial entry point.
+The runner (:mod:`harness.runner.looks`) calls :func:`due_looks` and queues the trials
+:func:`harness.decide.look_trials.due_trials` lists for the looks it wants; when a look is due and
+when an arm stops are decided here and in :mod:`harness.decide.looks`, never in the runner.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from harness.decide.comparisons import arm_scores
+from harness.decide.frames import conditions_of
+from harness.decide.looks import replay
 from harness.errors import ConfigError
-from harness.report.comparisons import arm_scores
-from harness.report.frames import conditions_of
-from harness.report.looks import replay
 from harness.tracking.results import load_results
 from harness.tracking.storage import StorageError
 

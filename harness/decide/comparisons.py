@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness import stats
-from harness.report.frames import MIN_SEEDS_FOR_TEST, completed, meta_of, seed_values
+from harness.decide.frames import MIN_SEEDS_FOR_TEST, completed, meta_of, seed_values
 from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
 
 #: Robustness checks shown next to each verdict, in this order.

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 
 from harness import stats
-from harness.report.comparisons import (
+from harness.decide.comparisons import (
     SEEDS_SEARCH_LIMIT,
     ArmScores,
     PairResult,
     arm_scores,
 )
-from harness.report.frames import MIN_SEEDS_FOR_TEST, check_metric, conditions_of
+from harness.decide.frames import MIN_SEEDS_FOR_TEST, check_metric, conditions_of
 
 NOISE_COLUMNS = ["condition", "n", "failed", "mean", "std", "std_ci_low", "std_ci_high", "std_ci_method",
                  "normality_p", "sem", "seeds_needed", "note"]

@@ -1,0 +1,19 @@
+"""Deciding: records become verdicts and next looks. Nothing here draws or writes a file.
+
+* :mod:`.frames` reads a results object (meta, conditions, comparisons, metrics) and checks the
+  analysis settings; :mod:`.comparisons` scores each condition and tests each pair;
+  :mod:`.noise` measures the noise floor and splits it by source; :mod:`.calibration` reads
+  the A/A tripwire and the placebo; :mod:`.trial_warnings` turns the trials' warnings into
+  header lines and marks comparisons without a learning signal; :mod:`.overoptimisation`
+  follows a learned reward's proxy against its gold score.
+* :mod:`.analysis` puts it all together: ``analyze(results)`` is every table a report shows,
+  ``compare_pair`` one pair the way the report reads it.
+* Sequential studies: :mod:`.look_trials` says which seeds each look reads and which trials it
+  adds, :mod:`.looks` replays the comparisons look by look (when each stops) on the boundaries
+  of :mod:`harness.stats.sequential`, and :mod:`.look_schedule` is the runner's question: which
+  looks are due now.
+
+Every statistic comes from :mod:`harness.stats`; :mod:`harness.report` draws and writes what
+this package decided. The package itself imports nothing, so the runner can load
+:mod:`.look_trials` without pandas.
+"""
