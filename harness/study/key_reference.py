@@ -41,18 +41,18 @@ COMMAND = "harness schema > docs/study-reference.md"
 _SECTION_READERS = {
     "task": "harness.engine.tasks", "model": "harness.engine.models", "warmstart": "harness.engine.warmstart",
     "train": "harness.engine.trial", "tuning": "harness.runner (Optuna)", "arms": "harness.study",
-    "sequential": "harness.study, harness.runner (looks), harness.report (looks)",
+    "sequential": "harness.study, harness.runner (looks), harness.decide (looks)",
     "checks": "harness.runner (before the first trial)",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {
     "include": "harness.study.load", "name": "harness.study", "description": "harness.report",
-    "output_dir": "harness.study, harness.runner", "primary_metric": "harness.stats, harness.report",
-    "direction": "harness.stats, harness.report", "min_effect": "harness.stats, harness.report",
+    "output_dir": "harness.study, harness.runner", "primary_metric": "harness.stats, harness.decide",
+    "direction": "harness.stats, harness.decide", "min_effect": "harness.stats, harness.decide",
     "test": "harness.stats", "failures": "harness.stats", "control": "harness.study, harness.stats",
     "seeds": "harness.study", "grid": "harness.study",
-    "calibration": "harness.study, harness.report (calibration)",
-    "placebo": "harness.study, harness.report (calibration)",
+    "calibration": "harness.study, harness.decide (calibration)",
+    "placebo": "harness.study, harness.decide (calibration)",
     "arms[].description": "nothing: a note for the file's readers",
 }
 #: How a model reads as a type.
