@@ -122,7 +122,7 @@ def train(
     if pairs is not None and label_noise:
         raise ConfigError("--label-noise applies to --from-verifier pairs; a pair file's labels are used as they are")
     spec = reward_model_spec(study_file, assignments, cache_dir)
-    from harness.engine.reward_model import (
+    from harness.engine.reward_model.training import (
         RewardTraining,
         VerifierPairs,
         train_reward_model,

@@ -29,6 +29,18 @@ from harness.engine.tasks.base import Item, Task
 
 
 def dpo_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]:
+    """One DPO update of ``learner``'s policy on the prompts ``items``: sample a group per prompt
+    (from the reference or the policy, by ``pairs_from``), score it with the task's reward, keep
+    one (chosen, rejected) pair per prompt whose samples differ, then ``epochs`` passes of
+    minibatch updates of the sigmoid DPO loss against the frozen reference; the policy is updated
+    in place.
+
+    Returns the step's metrics as host floats, with the same ``train/reward_*``, ``tokens/*`` and
+    ``train/frac_degenerate`` keys as ``rl_step`` (a prompt without a pair counts as degenerate),
+    so DPO arms sit in the same tables and curves as the RL arms they are compared with. A step
+    without any pair updates nothing and reports ``train/pairs`` 0. Raises ``NonFiniteError`` as
+    ``rl_step`` does.
+    """
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     group = cfg.group_size
     lm.model.eval()

@@ -45,6 +45,17 @@ def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
 
 
 def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]:
+    """One RL update of ``learner``'s policy on the prompts ``items``: sample a group per prompt,
+    score it, compute advantages (with the KL against the reference where the algorithm puts it),
+    then ``epochs`` passes of minibatch updates of ``update_loss``; the policy (and critic) are
+    updated in place.
+
+    Returns the step's metrics as host floats (``train/*`` rewards, KL, clip and loss terms,
+    ``tokens/*`` counts, ``time/*`` per phase), one row of the trial's history. Every algorithm
+    runs these same calls and differs only in the parts its ``RLConfig`` names, so a difference
+    between arms is a difference of parts, not of code paths. Raises ``NonFiniteError`` when a
+    metric that must stay finite (the loss, the gradient norm: ``learner.to_host``) is not.
+    """
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     timings: dict[str, float] = {}
     clock = time.perf_counter()

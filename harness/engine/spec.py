@@ -10,7 +10,6 @@ import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -22,15 +21,10 @@ from pydantic import (
 )
 
 from harness.algorithms.config import AlgorithmConfig
+from harness.ground.strict import StrictModel
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors, and so are infinite or NaN numbers where a setting is meant."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class ToolRewardConfig(_Strict):
+class ToolRewardConfig(StrictModel):
     """The trajectory reward of a tool-calling episode, scored once after its last turn: the
     answer's part plus the format's (calls, tags, the turn limit), clipped to +-``clip``."""
 
@@ -46,7 +40,7 @@ class ToolRewardConfig(_Strict):
     clip: PositiveFloat = Field(3.0, description="the reward is clipped to [-clip, clip]")
 
 
-class LearnedRewardConfig(_Strict):
+class LearnedRewardConfig(StrictModel):
     """A learned (Bradley-Terry) reward model as a task's training reward (``task.reward: {model: ...}``):
     each completion is trained on ``weight`` x the model's score, normalised to zero mean and unit sd
     over its held-out completions, plus ``verifier_weight`` x the verifier's. The verifier stays the
@@ -78,7 +72,7 @@ TaskReward = Annotated[
 ]
 
 
-class TaskConfig(_Strict):
+class TaskConfig(StrictModel):
     name: str = Field(
         "addition", description="the task: synthetic (addition, sorting) or a JSONL file of problems (gsm8k_jsonl)"
     )
@@ -128,14 +122,14 @@ class TaskConfig(_Strict):
 TOOL_KEYS = ("max_turns", "tool_timeout_s", "describe_tools", "tool_reward", "demo_share")
 
 
-class TinyModelConfig(_Strict):
+class TinyModelConfig(StrictModel):
     hidden_size: PositiveInt = Field(64, description="hidden width of the built-in model (model.name: tiny only)")
     layers: PositiveInt = Field(2, description="decoder layers of the built-in model")
     heads: PositiveInt = Field(4, description="attention heads of the built-in model")
     intermediate_size: PositiveInt = Field(128, description="MLP width of the built-in model")
 
 
-class LoraConfig(_Strict):
+class LoraConfig(StrictModel):
     r: PositiveInt = Field(8, description="LoRA rank")
     alpha: PositiveInt = Field(16, description="LoRA alpha (peft's lora_alpha; the update is scaled by alpha / r)")
     dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA branch")
@@ -144,7 +138,7 @@ class LoraConfig(_Strict):
     )
 
 
-class ModelConfig(_Strict):
+class ModelConfig(StrictModel):
     name: str = Field("tiny", description="'tiny' (built offline), a hub id, or a local folder")
     tiny: TinyModelConfig = Field(
         TinyModelConfig(), description="the built-in model's size; read only when model.name is tiny"
@@ -160,7 +154,7 @@ class ModelConfig(_Strict):
     chat_template: bool = Field(True, description="wrap prompts in the tokenizer's chat template")
 
 
-class WarmStartConfig(_Strict):
+class WarmStartConfig(StrictModel):
     enabled: bool = Field(True, description="run supervised fine-tuning on the task's worked solutions before RL")
     steps: NonNegativeInt = Field(1000, description="the most SFT steps (it stops earlier at target_accuracy)")
     batch_size: PositiveInt = Field(32, description="SFT examples per step")
@@ -171,7 +165,7 @@ class WarmStartConfig(_Strict):
     seed: NonNegativeInt = Field(0, description="warm starts are shared across trial seeds")
 
 
-class TrainConfig(_Strict):
+class TrainConfig(StrictModel):
     steps: PositiveInt = Field(60, description="RL steps per trial")
     prompts_per_step: PositiveInt = Field(8, description="prompts per RL step, each sampled group_size times")
     max_new_tokens: PositiveInt = Field(
@@ -212,7 +206,7 @@ class TrainConfig(_Strict):
     )
 
 
-class TrialSpec(_Strict):
+class TrialSpec(StrictModel):
     study: str = "adhoc"
     arm: str
     seed: NonNegativeInt = 0
@@ -238,7 +232,7 @@ GREEDY_METRIC = "eval/accuracy"
 SAMPLED_METRIC = "eval/mean_reward"
 
 
-class PromptScores(_Strict):
+class PromptScores(StrictModel):
     """One evaluation's score of each held-out prompt, columnar (in the task's eval order), so
     the statistics can split noise into seed, prompt and eval-sampling parts."""
 
@@ -268,7 +262,7 @@ WARMSTART_BELOW_TARGET = "warmstart_below_target"
 NO_LEARNING_SIGNAL = "no_learning_signal"
 
 
-class TrialResult(_Strict):
+class TrialResult(StrictModel):
     model_config = ConfigDict(allow_inf_nan=True)  # a metric may be NaN (explained variance, ...)
 
     trial_id: str

@@ -13,7 +13,6 @@ same mean reward in every step with no spread in any group, is ``no_learning_sig
 from __future__ import annotations
 
 import random
-import sys
 import time
 
 import torch
@@ -36,6 +35,7 @@ from harness.engine.spec import NO_LEARNING_SIGNAL, TrialResult, TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item
 from harness.engine.warmstart import load_policy
+from harness.ground.console import warn
 
 STEPS = {"rl": rl_step, "dpo": dpo_step}
 #: a trial whose groups are all degenerate in each of its first this many steps has no learning signal
@@ -80,8 +80,9 @@ def learning_signal(history: list[dict]) -> list[str]:
 
 
 def _warn(lines: list[str]) -> list[str]:
+    """``lines`` said on stderr as warnings (the trial's log), and returned for its result."""
     for line in lines:
-        print(f"warning: {line}", file=sys.stderr, flush=True)
+        warn(line, prefix="")
     return lines
 
 
@@ -129,6 +130,22 @@ def _learner(spec: TrialSpec, lm) -> Learner:
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:
+    """Run one trial of a study from start to end, in this process, and return what it measured.
+
+    The task is built, the warm-started policy loaded (from the cache, or built there), the
+    held-out prompts evaluated once before any update, then ``spec.train.steps`` steps of the
+    arm's update (``rl_step`` or ``dpo_step``, by ``spec.algorithm.kind``) each run on the prompts
+    of ``prompt_batches``, with held-out evaluations every ``eval_every`` steps and after the last.
+
+    Returns a ``TrialResult``: ``history`` (one row per step, step 0 the start evaluation),
+    ``final`` (the last step's train metrics, the last evaluation's, the start accuracy and the
+    warm start's metrics), ``prompts`` (every evaluation's per-prompt scores, which pair arms on
+    prompts) and ``warnings`` (a warm start below its target, no learning signal), each also said
+    on stderr. Everything random is drawn from generators seeded from ``spec.seed`` and the
+    prompt order depends on the seed alone, so seed i of every arm sees the same start, prompts
+    and evaluation set: the arms differ only in their algorithm, which is what a study compares.
+    Bad input raises ``ConfigError`` before any training; a non-finite loss raises.
+    """
     started = time.perf_counter()
     task, lm, warm_info, warnings = start_policy(spec)
     _warn(warnings)

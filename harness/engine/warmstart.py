@@ -11,15 +11,16 @@ generation budget its accuracy checks use), and the cache key hashes all of it: 
 reads cannot be left out of the key, because it can read nothing else. The inputs, the key and
 the folder are in ``warmstart_key.py`` (torch-free: the plan reads them).
 
-The cache folder holds the saved model and tokenizer, ``warmstart.json`` (the metrics a trial
-reports, unchanged from older caches) and, written last and atomically, ``manifest.json``: the
-sha256 of every other file and the greedy val accuracy of the model as loaded back from the
-folder. A folder without a manifest is unfinished or from before checksums. Every load, under the
-cache's lock, checks the checksums; a cache without them is loaded and its greedy val accuracy
-re-measured against the one it recorded (then, if it agrees, given a manifest, so this happens
-once). Any mismatch or load error is one ``WarmStartCacheWarning`` line naming what failed, and
-the cache is rebuilt, under the same lock, by the same seeded SFT. A cache whose checksums match
-is loaded as it is, with no re-measurement: its bytes are those that were measured.
+The cache is a checked cache (``harness.ground.checked_cache``): the folder holds the saved model
+and tokenizer, ``warmstart.json`` (the metrics a trial reports, unchanged from older caches) and,
+written last and atomically, ``manifest.json``: the sha256 of every other file and the greedy val
+accuracy of the model as loaded back from the folder. A folder without a manifest is unfinished
+or from before checksums. Every load, under the cache's lock, checks the checksums; a cache
+without them is loaded and its greedy val accuracy re-measured against the one it recorded (then,
+if it agrees, given a manifest, so this happens once). Any mismatch or load error is one
+``WarmStartCacheWarning`` line naming what failed, and the cache is rebuilt, under the same lock,
+by the same seeded SFT. A cache whose checksums match is loaded as it is, with no re-measurement:
+its bytes are those that were measured.
 
 ``model.dtype: auto`` is keyed as the dtype it resolves to on this machine, so a trial that says
 ``auto`` (``harness trial``'s default) and a study that names the same dtype share one cache.
@@ -34,8 +35,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -43,14 +42,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from harness.engine.checked_folder import (
-    MANIFEST_FILE,
-    Unusable,
-    locked,
-    one_line,
-    verify,
-    write_manifest,
-)
 from harness.engine.episodes import demonstration, format_of
 from harness.engine.evaluation import greedy_accuracy
 from harness.engine.learner import make_optimizer
@@ -71,12 +62,16 @@ from harness.engine.spec import (
 )
 from harness.engine.tasks.base import Item, Task
 from harness.engine.warmstart_key import WarmStartInputs, cache_folder
+from harness.errors import one_line
+from harness.ground.checked_cache import MANIFEST_FILE, Unusable, get_or_build
+from harness.ground.console import say
 
 VALIDATION_PROMPTS = 128
 CHECK_EVERY = 25
 INFO_FILE = "warmstart.json"  # the metrics trials report: {"warmstart/steps", "warmstart/val_accuracy"}
 ACCURACY_SLACK_PROMPTS = 2  # a cache without checksums may re-measure this many prompts' worth off
 PROGRESS_EVERY_S = 15.0  # SFT prints a progress line at the first accuracy check after this long
+SAYS = "warm start:"  # the prefix of what it says on stderr
 
 
 class WarmStartCacheWarning(UserWarning):
@@ -106,17 +101,30 @@ def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, flo
         return lm, {}, []
     pick_device(inputs.model)  # a device this machine lacks is its own error, not a broken cache
     folder = cache_folder(spec)
-    with locked(folder.with_suffix(".lock")):
-        built = None
-        if folder.is_dir() and any(folder.iterdir()):
-            try:
-                built = _open_cache(folder, task, inputs, spec.seed)
-                _say(f"using the cached warm start {folder} ({built[1]['warmstart/steps']:.0f} SFT steps, "
-                     f"val accuracy {built[2]:.3f})")
-            except Unusable as problem:
-                warnings.warn(f"warm-start cache {folder}: {problem}; rebuilding it",
-                              WarmStartCacheWarning, stacklevel=2)
-        lm, info, accuracy = built or _build(folder, task, inputs, spec.seed)
+
+    def rebuilding(problem: str) -> None:
+        warnings.warn(f"warm-start cache {folder}: {problem}; rebuilding it", WarmStartCacheWarning, stacklevel=4)
+
+    def build() -> tuple[LoadedModel, dict[str, float]]:
+        say(f"building {folder}: SFT of up to {inputs.warmstart.steps} steps until greedy accuracy on "
+            f"{len(_validation(task))} train-validation prompts reaches {inputs.warmstart.target_accuracy:g}",
+            prefix=SAYS)
+        lm = initial_model(inputs, task, inputs.warmstart.seed)
+        return lm, supervised_fine_tune(lm, task, inputs)
+
+    entry = get_or_build(
+        folder,
+        key_fields={},  # the folder's name is the key
+        work=build,
+        save=lambda into, built: _save(into, *built, task, inputs, spec.seed),
+        load=lambda cached, manifest: _open(cached, manifest, inputs, spec.seed),
+        adopt=lambda cached: _adopt(cached, task, inputs, spec.seed),
+        on_unusable=rebuilding,
+    )
+    (lm, info), accuracy = entry.value, entry.manifest["val_accuracy"]
+    if entry.cached:
+        say(f"using the cached warm start {folder} ({info['warmstart/steps']:.0f} SFT steps, "
+            f"val accuracy {accuracy:.3f})", prefix=SAYS)
     return lm, info, below_target(info, accuracy, inputs.warmstart)
 
 
@@ -131,75 +139,51 @@ def below_target(info: dict[str, float], accuracy: float, config: WarmStartConfi
             "fails): raise warmstart.steps or warmstart.lr, or lower warmstart.target_accuracy"]
 
 
-def _say(line: str) -> None:
-    print(f"warm start: {line}", file=sys.stderr, flush=True)
-
-
 def _duration(seconds: float) -> str:
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
-def _build(folder: Path, task: Task, inputs: WarmStartInputs,
-           adapter_seed: int) -> tuple[LoadedModel, dict[str, float], float]:
-    """SFT from scratch, saved into an emptied ``folder``; the manifest goes last. Call under the lock.
-    Returns the policy as loaded back (a LoRA adapter on it from ``adapter_seed``, as a trial that
-    finds the cache gets it), its metrics and its val accuracy (the manifest's)."""
-    _say(f"building {folder}: SFT of up to {inputs.warmstart.steps} steps until greedy accuracy on "
-         f"{len(_validation(task))} train-validation prompts reaches {inputs.warmstart.target_accuracy:g}")
-    lm = initial_model(inputs, task, inputs.warmstart.seed)
-    info = supervised_fine_tune(lm, task, inputs)  # if this fails, what was in the folder stays
-    if folder.is_dir():
-        shutil.rmtree(folder)  # unlinked, not overwritten: a process still reading old files keeps them
-    elif folder.exists():
-        folder.unlink()
-    _save(lm, folder, info)
-    lm = _load(folder, inputs.model, adapter_seed)
-    accuracy = validation_accuracy(lm, task, inputs)
-    write_manifest(folder, {"val_accuracy": accuracy})
-    return lm, json.loads((folder / INFO_FILE).read_text()), accuracy
+def _save(folder: Path, lm: LoadedModel, info: dict[str, float], task: Task, inputs: WarmStartInputs,
+          adapter_seed: int) -> tuple[dict[str, float], tuple[LoadedModel, dict[str, float]]]:
+    """The fine-tuned policy saved into ``folder`` (a LoRA warm start merged into the base
+    weights) with its metrics, and loaded back, as a trial that finds the cache gets it (a LoRA
+    adapter on it from ``adapter_seed``). The manifest records the greedy val accuracy of the
+    policy as loaded back: the accuracy of these bytes."""
+    model = lm.model
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    (folder / INFO_FILE).write_text(json.dumps(info, indent=2))
+    loaded = _load(folder, inputs.model, adapter_seed)
+    return {"val_accuracy": validation_accuracy(loaded, task, inputs)}, (loaded, _read_info(folder))
 
 
-def _open_cache(folder: Path, task: Task, inputs: WarmStartInputs,
-                adapter_seed: int) -> tuple[LoadedModel, dict[str, float], float]:
-    """The cached policy, metrics and val accuracy (the manifest's) after their checks;
-    ``Unusable`` says which check failed."""
-    manifest = _read_manifest(folder)
-    if manifest is not None:
-        verify(folder, manifest["sha256"])
-    info = _read_info(folder)
-    try:
-        lm = _load(folder, inputs.model, adapter_seed)
-    except Exception as err:  # any load error means this cache cannot be used as it is
-        raise Unusable(f"cannot load it ({one_line(err)})") from err
-    if manifest is None:  # from before checksums (or stopped just before its manifest)
-        recorded = info["warmstart/val_accuracy"]
-        if info["warmstart/steps"] == 0:
-            raise Unusable(f"{MANIFEST_FILE} is missing and {INFO_FILE} records no measured accuracy")
-        measured = validation_accuracy(lm, task, inputs)
-        if abs(measured - recorded) > ACCURACY_SLACK_PROMPTS / len(_validation(task)) + 1e-9:
-            raise Unusable(f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
-                            f"{measured:.4f}, but {INFO_FILE} records {recorded:.4f}")
-        write_manifest(folder, {"val_accuracy": measured})
-        return lm, info, measured
-    return lm, info, manifest["val_accuracy"]
-
-
-def _read_manifest(folder: Path) -> dict | None:
-    path = folder / MANIFEST_FILE
-    if not path.is_file():
-        return None
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise Unusable(f"{MANIFEST_FILE} is unreadable ({one_line(err)})") from err
-    digests = manifest.get("sha256") if isinstance(manifest, dict) else None
-    if not (isinstance(digests, dict) and INFO_FILE in digests and all(isinstance(v, str) for v in digests.values())):
-        raise Unusable(f"{MANIFEST_FILE} does not list the files' sha256 checksums")
+def _open(folder: Path, manifest: dict, inputs: WarmStartInputs,
+          adapter_seed: int) -> tuple[LoadedModel, dict[str, float]]:
+    """The policy and metrics of an entry whose files match their checksums."""
     accuracy = manifest.get("val_accuracy")
     if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)):
         raise Unusable(f"{MANIFEST_FILE} records no val_accuracy")
-    return manifest
+    info = _read_info(folder)
+    return _load_checked(folder, inputs.model, adapter_seed), info
+
+
+def _adopt(folder: Path, task: Task, inputs: WarmStartInputs,
+           adapter_seed: int) -> tuple[dict[str, float], tuple[LoadedModel, dict[str, float]]]:
+    """A cache from before checksums (or stopped just before its manifest): kept when the greedy
+    val accuracy of the policy, as loaded, agrees with the one it recorded."""
+    info = _read_info(folder)
+    lm = _load_checked(folder, inputs.model, adapter_seed)
+    recorded = info["warmstart/val_accuracy"]
+    if info["warmstart/steps"] == 0:
+        raise Unusable(f"{MANIFEST_FILE} is missing and {INFO_FILE} records no measured accuracy")
+    measured = validation_accuracy(lm, task, inputs)
+    if abs(measured - recorded) > ACCURACY_SLACK_PROMPTS / len(_validation(task)) + 1e-9:
+        raise Unusable(f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
+                        f"{measured:.4f}, but {INFO_FILE} records {recorded:.4f}")
+    return {"val_accuracy": measured}, (lm, info)
 
 
 def _read_info(folder: Path) -> dict[str, float]:
@@ -209,20 +193,18 @@ def _read_info(folder: Path) -> dict[str, float]:
     try:
         info = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise Unusable(f"{INFO_FILE} is unreadable ({one_line(err)})") from err
+        raise Unusable(f"{INFO_FILE} is unreadable ({one_line(err, limit=300)})") from err
     keys = ("warmstart/steps", "warmstart/val_accuracy")
     if not (isinstance(info, dict) and all(isinstance(info.get(k), (int, float)) for k in keys)):
         raise Unusable(f"{INFO_FILE} lacks {' or '.join(keys)}")
     return info
 
 
-def _save(lm: LoadedModel, folder: Path, info: dict) -> None:
-    model = lm.model
-    if hasattr(model, "merge_and_unload"):  # a LoRA warm start is merged into the base weights
-        model = model.merge_and_unload()
-    model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    (folder / INFO_FILE).write_text(json.dumps(info, indent=2))
+def _load_checked(folder: Path, model: ModelConfig, adapter_seed: int) -> LoadedModel:
+    try:
+        return _load(folder, model, adapter_seed)
+    except Exception as err:  # any load error means this cache cannot be used as it is
+        raise Unusable(f"cannot load it ({one_line(err, limit=300)})") from err
 
 
 def _load(folder: Path, model: ModelConfig, adapter_seed: int) -> LoadedModel:
@@ -291,10 +273,11 @@ def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -
             now = time.perf_counter()
             if now - shown >= PROGRESS_EVERY_S and step < config.steps:
                 shown, elapsed = now, now - started
-                _say(f"step {step}/{config.steps}, val accuracy {accuracy:.3f} (target {config.target_accuracy:g}), "
-                     f"{_duration(elapsed)} so far, at most {_duration(elapsed / step * (config.steps - step))} left")
+                say(f"step {step}/{config.steps}, val accuracy {accuracy:.3f} (target {config.target_accuracy:g}), "
+                    f"{_duration(elapsed)} so far, at most {_duration(elapsed / step * (config.steps - step))} left",
+                    prefix=SAYS)
     lm.model.eval()
     reached = "reached" if accuracy >= config.target_accuracy else "stopped at its step limit below"
-    _say(f"SFT {reached} its target {config.target_accuracy:g}: val accuracy {accuracy:.3f} after {step} steps "
-         f"in {_duration(time.perf_counter() - started)}")
+    say(f"SFT {reached} its target {config.target_accuracy:g}: val accuracy {accuracy:.3f} after {step} steps "
+        f"in {_duration(time.perf_counter() - started)}", prefix=SAYS)
     return {"warmstart/steps": step, "warmstart/val_accuracy": accuracy}

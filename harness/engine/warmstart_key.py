@@ -14,18 +14,19 @@ import hashlib
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import ConfigDict, PositiveInt
 
-from harness.engine.checked_folder import MANIFEST_FILE  # noqa: F401 - re-exported: written last
 from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec, WarmStartConfig
+from harness.ground.checked_cache import MANIFEST_FILE  # noqa: F401 - re-exported: the plan's "is it cached"
+from harness.ground.strict import StrictModel
 
 WARMSTART_FORMAT = 2  # bump when the warm start changes what it produces (2: fused AdamW)
 
 
-class WarmStartInputs(BaseModel):
+class WarmStartInputs(StrictModel):
     """Everything the warm start reads; arms and seeds of a study that agree here share it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     model: ModelConfig
     task: TaskConfig
@@ -56,11 +57,11 @@ def auto_dtype(device_type: str) -> str:
 
 def cache_key(inputs: WarmStartInputs) -> str:
     payload = {"format": WARMSTART_FORMAT, **inputs.model_dump(mode="json")}
-    payload["model"]["dtype"] = _keyed_dtype(inputs.model)
+    payload["model"]["dtype"] = keyed_dtype(inputs.model)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _keyed_dtype(model: ModelConfig) -> str:
+def keyed_dtype(model: ModelConfig) -> str:
     """The dtype the model loads in here: ``auto`` resolved (without failing on a missing GPU)."""
     if model.dtype != "auto":
         return model.dtype

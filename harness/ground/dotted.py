@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, one_line
 
 
 def split(path: str, *, what: str) -> tuple[str, str]:
@@ -37,6 +37,9 @@ def resolve(path: str, *, what: str, callable_: bool = True):
         value = importlib.import_module(module_name)
     except ImportError as err:
         raise ConfigError(f"{what}: cannot import {module_name!r} ({err})") from None
+    except Exception as err:  # the user's module raised while it was imported: its error, on one line
+        reason = one_line(err)
+        raise ConfigError(f"{what}: cannot import {module_name!r}, it fails while importing ({reason})") from None
     for name in attr.split("."):
         try:
             value = getattr(value, name)

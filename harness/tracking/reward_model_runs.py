@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from harness.ground.checked_cache import MANIFEST_FILE
 from harness.tracking.mlflow_layout import ROLE_TAG, mlflow_key, param_items
 from harness.tracking.mlflow_mirror import Tracker, TrackingWarning, failure_text
 from harness.tracking.urls import redact_url
@@ -59,6 +60,6 @@ def _log(tracker: Tracker, folder: Path, manifest: dict[str, Any]) -> str:
     metrics = [Metric(mlflow_key(k), float(v), now, 0) for k, v in manifest.get("metrics", {}).items()]
     metrics += [Metric(k, float(manifest[k]), now, 0) for k in ("score_mean", "score_std")]
     client.log_batch(run_id, metrics=metrics, synchronous=True)
-    client.log_artifact(run_id, str(folder / "manifest.json"))
+    client.log_artifact(run_id, str(folder / MANIFEST_FILE))
     client.set_terminated(run_id, "FINISHED")
     return run_id

@@ -35,7 +35,7 @@ def write_task_files(studies: list[Path]) -> None:
 def write_reward_model_stub(model: str) -> None:
     """A reward-model folder as ``harness validate`` reads it (manifest and head; validate checks no
     checksums and loads no weights), where a study's id or folder points."""
-    from harness.engine import reward_model_key as key
+    from harness.engine.reward_model import key
 
     folder = key.cache_folder(key.default_cache_dir(), model[len(key.ID_PREFIX):]) if model.startswith(
         key.ID_PREFIX) else Path(model)

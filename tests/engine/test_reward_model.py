@@ -18,32 +18,35 @@ import numpy as np
 import pytest
 import torch
 
-from harness.engine import reward_model as rm_module
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
-from harness.engine.preference_pairs import (
+from harness.engine.reward_model import key as rm_key
+from harness.engine.reward_model import model as rm_model
+from harness.engine.reward_model import training as rm_training
+from harness.engine.reward_model.bradley_terry import (
+    bradley_terry_loss,
+    expected_calibration_error,
+    pair_metrics,
+)
+from harness.engine.reward_model.key import (
+    HEAD_FILE,
+    MANIFEST_FILE,
+    RewardTraining,
+    VerifierPairs,
+    read_manifest,
+)
+from harness.engine.reward_model.model import load_reward_model, new_reward_model
+from harness.engine.reward_model.pairs import (
     Pair,
     group_candidates,
     label_pairs,
     read_pairs,
     split_pairs,
 )
-from harness.engine.reward_model import (
+from harness.engine.reward_model.training import (
     RewardModelCacheWarning,
-    bradley_terry_loss,
-    expected_calibration_error,
     fit,
-    load_reward_model,
     measure,
-    new_reward_model,
-    pair_metrics,
     train_reward_model,
-)
-from harness.engine.reward_model_key import (
-    HEAD_FILE,
-    MANIFEST_FILE,
-    RewardTraining,
-    VerifierPairs,
-    read_manifest,
 )
 from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig
 from harness.engine.tasks import build_task
@@ -215,7 +218,7 @@ def test_an_empty_or_missing_pair_file_is_one_line(tmp_path):
 def test_a_bad_pair_file_fails_before_any_work(tmp_path, monkeypatch):
     path = tmp_path / "pairs.jsonl"
     path.write_text('{"prompt": "1+2=", "chosen": "3", "rejected": "3"}\n')
-    monkeypatch.setattr(rm_module, "_build", lambda *a, **k: pytest.fail("trained on bad input"))
+    monkeypatch.setattr(rm_training, "_fit", lambda *a, **k: pytest.fail("trained on bad input"))
     with pytest.raises(ConfigError, match=r"pairs.jsonl:1: chosen and rejected are identical"):
         train_reward_model(_spec(tmp_path), training=RewardTraining(), base="model", pairs_file=path)
     assert not (tmp_path / "cache" / "reward_models").exists()
@@ -265,12 +268,12 @@ def test_the_folder_holds_trunk_tokenizer_head_and_manifest(trained):
 
 def test_the_same_inputs_load_the_cached_model_without_training(trained, monkeypatch):
     tmp, pairs, built = trained
-    monkeypatch.setattr(rm_module, "fit", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(rm_training, "fit", lambda *a, **k: pytest.fail("trained again"))
     again = train_reward_model(_spec(tmp), training=FAST, base="model", pairs_file=pairs)
     assert again.cached and again.folder == built.folder and again.manifest == built.manifest
     other = RewardTraining(lr=3e-3, batch_size=32, steps=31)  # any other input: another key
     monkeypatch.undo()
-    assert rm_module.cache_key(rm_module.RewardModelInputs.of(
+    assert rm_key.cache_key(rm_key.RewardModelInputs.of(
         _spec(tmp), base="model", training=other, pairs_sha256="x")) != built.folder.name
 
 
@@ -354,13 +357,13 @@ def test_the_scorer_is_batched_deterministic_and_without_gradients(trained, monk
     scorer = task.scorer
     scorer.device = "cpu"
     seen = []
-    forward = rm_module.RewardModel.forward
+    forward = rm_model.RewardModel.forward
 
     def spy(self, prompts, completions):
         seen.append((len(prompts), torch.is_grad_enabled()))
         return forward(self, prompts, completions)
 
-    monkeypatch.setattr(rm_module.RewardModel, "forward", spy)
+    monkeypatch.setattr(rm_model.RewardModel, "forward", spy)
     with torch.enable_grad():
         first = scorer(items, texts)
     assert seen == [(16, False), (16, False), (8, False)]
@@ -429,13 +432,13 @@ def test_a_local_model_with_lora_and_a_chat_template_is_merged_before_saving(tmp
     build_tiny_model(SMALL, len(tok), tok, seed=0).save_pretrained(source)
     tok.save_pretrained(source)
     trainable = []
-    real_fit = rm_module.fit
+    real_fit = rm_training.fit
 
     def spy(rm, *args, **kwargs):
         trainable.append({"lora" if "lora_" in n else n for n, p in rm.module.named_parameters() if p.requires_grad})
         return real_fit(rm, *args, **kwargs)
 
-    monkeypatch.setattr(rm_module, "fit", spy)
+    monkeypatch.setattr(rm_training, "fit", spy)
     lora = ModelConfig(**{**SMALL.model_dump(), "lora": {"r": 4, "alpha": 8}})
     spec = _spec(tmp_path).model_copy(update={"model": lora})
     pairs = write_pairs(tmp_path / "pairs.jsonl", parity_pairs(60))

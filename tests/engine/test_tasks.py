@@ -67,12 +67,21 @@ def test_exact_match_and_boxed_rewards():
 
 def test_reward_by_import_path_and_bad_paths():
     assert resolve_reward("tests.engine.test_tasks:reward_always_half")(Item("a", "b"), "") == 0.5
-    with pytest.raises(ConfigError, match="cannot import module"):
+    with pytest.raises(ConfigError, match="task.reward 'no_such_module_xyz:f': cannot import 'no_such_module_xyz'"):
         resolve_reward("no_such_module_xyz:f")
-    with pytest.raises(ConfigError, match="no callable 'nope'"):
+    with pytest.raises(ConfigError, match="module 'tests.engine.test_tasks' has no attribute 'nope'"):
         resolve_reward("tests.engine.test_tasks:nope")
     with pytest.raises(ConfigError, match="unknown reward 'nope'; valid: boxed_answer, exact_match, partial_match"):
         resolve_reward("nope")
+
+
+def test_a_reward_module_that_fails_while_importing_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "broken_rewards.py").write_text("raise RuntimeError('no GPU here\\nsecond line')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as err:
+        resolve_reward("broken_rewards:score")
+    assert str(err.value) == ("task.reward 'broken_rewards:score': cannot import 'broken_rewards', it fails while "
+                              "importing (RuntimeError: no GPU here second line)")
 
 
 def test_gsm8k_jsonl_task(tmp_path):

@@ -72,7 +72,7 @@ def test_a_tool_setting_without_tools_is_refused(key, value):
 
 
 def test_a_learned_reward_with_tools_is_refused(tmp_path, monkeypatch):
-    from harness.engine import reward_scorer
+    from harness.engine.reward_model import scorer as reward_scorer
 
     # a folder that passes as a reward model: what is refused is scoring episodes with it
     monkeypatch.setattr(reward_scorer, "resolve_reward_model", lambda model, cache_dir: (tmp_path, {}))

@@ -148,3 +148,33 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def import_cycles() -> list[list[str]]:
+    """Every cycle of harness modules importing each other, each once (as its modules, first one
+    last too). Imports at any depth count: inside a function or under ``TYPE_CHECKING``, a cycle
+    is still two modules that each need the other. Reading the package root (``__version__``) is
+    left out: the root imports nothing when it loads, so it never meets a half-made module."""
+    graph = {module_name(p): {t for _, t in harness_imports(p) if t != "harness"} for p in MODULES}
+    cycles, done = [], set()
+
+    def walk(module: str, path: list[str]) -> None:
+        for target in sorted(graph.get(module, ())):
+            if target in path:
+                cycle = path[path.index(target):]
+                start = cycle.index(min(cycle))
+                found = cycle[start:] + cycle[:start]
+                if found not in cycles:
+                    cycles.append(found)
+            elif target not in done:
+                walk(target, [*path, target])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            walk(module, [module])
+    return [[*c, c[0]] for c in cycles]
+
+
+def test_no_harness_modules_import_each_other_in_a_circle():
+    assert [" -> ".join(c) for c in import_cycles()] == []

@@ -85,7 +85,7 @@ def test_differences_the_probe_cannot_see_and_real_ablations_pass(tmp_path):
 def test_probe_results_are_kept_until_the_code_changes(tmp_path, monkeypatch):
     study = load_study(study_file(tmp_path, PLANTED))
     found = noop_pairs(study)
-    kept = sorted((Path(".cache") / "harness" / "probe").glob("*.json"))
+    kept = sorted((Path(".cache") / "harness" / "probe").glob("*/result.json"))
     assert len(kept) == 3  # one per configuration, under the working folder's cache
 
     def no_probe(cfg, max_new_tokens):

@@ -29,7 +29,7 @@ def build_task(config, *, cache_dir: str | None = None) -> Task:
     if isinstance(config.reward, str):
         task = replace(task, reward=resolve_reward(config.reward))
     elif config.reward is not None:
-        from harness.engine.reward_scorer import with_learned_reward
+        from harness.engine.reward_model.scorer import with_learned_reward
 
         task = with_learned_reward(task, config.reward, cache_dir)
     if config.tools:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from harness.engine.spec import ToolRewardConfig
-    from harness.engine.tools import ToolSet
+    from harness.engine.tools.toolset import ToolSet
 
 RewardFn = Callable[["Item", str], float]
 BatchScorer = Callable[[list["Item"], list[str]], list[float]]

@@ -1,17 +1,16 @@
 """Reward functions, chosen by registered name or by an explicit ``module:function`` path.
 
-Strings from a config are never evaluated: a path is imported with importlib and must name a
-callable ``(item, completion) -> float``.
+Strings from a config are never evaluated: a path is imported (``harness.ground.dotted``) and
+must name a callable ``(item, completion) -> float``.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 
 from harness.algorithms.registry import Registry
 from harness.engine.tasks.base import Item, RewardFn
-from harness.errors import ConfigError
+from harness.ground.dotted import resolve
 
 REWARDS = Registry("reward")
 
@@ -61,12 +60,4 @@ def resolve_reward(name: str) -> RewardFn:
     """A registered reward, or a ``module:function`` import path."""
     if ":" not in name:
         return REWARDS.get(name)
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ConfigError(f"task.reward {name!r}: cannot import module {module_name!r} ({err})") from err
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise ConfigError(f"task.reward {name!r}: module {module_name!r} has no callable {attr!r}")
-    return fn
+    return resolve(name, what=f"task.reward {name!r}")

@@ -1,14 +1,13 @@
 """Tools, chosen by registered name or by an explicit ``module:function`` factory path.
 
 A tool is made per task by a factory ``factory(task) -> Tool`` (a lookup tool reads the task's
-table). Strings from a config are never evaluated: a path is imported with importlib. Every tool
+table). Strings from a config are never evaluated: a path is imported (``harness.ground.dotted``). Every tool
 is checked when it is built (its name, its JSON schema), so a bad one fails the config, not a
 rollout.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from harness.algorithms.registry import Registry
 from harness.engine.tools.tool import Tool, ToolError
 from harness.engine.tools.toolset import ToolSet
 from harness.errors import ConfigError
+from harness.ground.dotted import resolve
 
 if TYPE_CHECKING:
     from harness.engine.tasks.base import Task
@@ -66,18 +66,7 @@ def _factory(name: str) -> Callable:
             valid = ", ".join(sorted(TOOLS.names()))
             raise ConfigError(f"task.tools: unknown tool {name!r}; valid: {valid}, or a 'module:function' factory")
         return TOOLS.get(name)
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # a missing module, or one that fails while importing
-        reason = (str(err).splitlines() or [""])[0]
-        raise ConfigError(
-            f"task.tools {name!r}: cannot import module {module_name!r} ({type(err).__name__}: {reason})"
-        ) from err
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise ConfigError(f"task.tools {name!r}: module {module_name!r} has no callable {attr!r}")
-    return factory
+    return resolve(name, what=f"task.tools {name!r}")
 
 
 def _check(name: str, tool: Tool) -> None:

@@ -47,9 +47,9 @@ def test_lookup_needs_a_table():
 @pytest.mark.parametrize(
     "name, expected",
     [
-        ("no_such_module_for_tools:factory", "cannot import module 'no_such_module_for_tools'"),
-        ("tool_factories:missing", "module 'tool_factories' has no callable 'missing'"),
-        ("tool_factories:NOT_CALLABLE", "has no callable 'NOT_CALLABLE'"),
+        ("no_such_module_for_tools:factory", "cannot import 'no_such_module_for_tools'"),
+        ("tool_factories:missing", "module 'tool_factories' has no attribute 'missing'"),
+        ("tool_factories:NOT_CALLABLE", "'tool_factories:NOT_CALLABLE' is not callable"),
         ("tool_factories:not_a_tool", "the factory returned dict, not a Tool"),
         ("tool_factories:bad_schema", "'bad_schema': parameters is not a valid JSON schema: 'objekt' is not valid"),
         ("tool_factories:array_schema", "tool 'array_schema': parameters must describe an object"),

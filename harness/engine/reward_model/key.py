@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     NonNegativeInt,
@@ -30,11 +29,13 @@ from pydantic import (
     PositiveInt,
 )
 
-from harness.engine.checked_folder import MANIFEST_FILE  # noqa: F401 - re-exported: written last
 from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
-from harness.engine.warmstart_key import WarmStartInputs, _keyed_dtype, gold_task
+from harness.engine.warmstart_key import WarmStartInputs, gold_task, keyed_dtype
 from harness.engine.warmstart_key import cache_key as warmstart_cache_key
 from harness.errors import ConfigError
+from harness.ground.checked_cache import MANIFEST_FILE, Unusable
+from harness.ground.checked_cache import read_manifest as read_json_manifest
+from harness.ground.strict import StrictModel
 
 FORMAT = "harness-reward-model"
 FORMAT_VERSION = 1  # bump when training or the folder's layout changes what a key produces
@@ -46,8 +47,8 @@ _ID = re.compile(r"^rm-([0-9a-f]{16})$")
 TRAIN_COMMAND = "harness reward-model train --study STUDY.yaml --from-verifier --label-noise 0.2"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+class _Frozen(StrictModel):
+    model_config = ConfigDict(frozen=True)
 
 
 class RewardTraining(_Frozen):
@@ -100,7 +101,7 @@ class RewardModelInputs(_Frozen):
 
 def cache_key(inputs: RewardModelInputs) -> str:
     payload = {"format": FORMAT_VERSION, **inputs.model_dump(mode="json")}
-    payload["model"]["dtype"] = _keyed_dtype(inputs.model)
+    payload["model"]["dtype"] = keyed_dtype(inputs.model)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -140,25 +141,24 @@ def resolve_reward_model(ref: str, cache_dir: str | Path | None = None, *, where
 
 def read_manifest(folder: Path, *, where: str | None = None) -> dict[str, Any]:
     """The manifest of a reward-model folder, checked for its format, or a one-line ``ConfigError``
-    saying why ``folder`` is not a scalar-head reward model."""
+    saying why ``folder`` is not a scalar-head reward model (its checksums are checked when it loads)."""
     where = where or str(folder)
     not_one = f"{where}: not a scalar-head reward model folder"
     if not folder.is_dir():
         raise ConfigError(f"{not_one} (it is a file); give the folder `harness reward-model train` wrote")
-    path = folder / MANIFEST_FILE
-    if not path.is_file():
+    if not (folder / MANIFEST_FILE).is_file():
         raise ConfigError(f"{not_one} (it has no {MANIFEST_FILE}; `harness reward-model train` writes one last, "
                           f"beside the trunk and {HEAD_FILE})")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ConfigError(f"{not_one} ({MANIFEST_FILE} is unreadable: {' '.join(str(err).split())})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        manifest = read_json_manifest(folder)
+    except Unusable as problem:
+        raise ConfigError(f"{not_one} ({problem})") from None
+    if manifest.get("format") != FORMAT:
         raise ConfigError(f"{not_one} ({MANIFEST_FILE} is not a {FORMAT} manifest)")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ConfigError(f"{not_one} of this harness (format version {manifest.get('format_version')!r}, this "
                           f"harness reads {FORMAT_VERSION}); train it again")
-    problem = _manifest_problem(manifest)
+    problem = manifest_problem(manifest)
     if problem:
         raise ConfigError(f"{not_one} ({MANIFEST_FILE} {problem})")
     if not (folder / HEAD_FILE).is_file():
@@ -166,7 +166,10 @@ def read_manifest(folder: Path, *, where: str | None = None) -> dict[str, Any]:
     return manifest
 
 
-def _manifest_problem(manifest: dict[str, Any]) -> str | None:
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What a reward model's manifest lacks (``does not list ...``, ``records no ...``), or None."""
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        return f"is not a {FORMAT} manifest of format version {FORMAT_VERSION}"
     digests = manifest.get("sha256")
     if not (isinstance(digests, dict) and HEAD_FILE in digests and all(isinstance(v, str) for v in digests.values())):
         return f"does not list the files' sha256 checksums, {HEAD_FILE} among them"
@@ -179,4 +182,3 @@ def _manifest_problem(manifest: dict[str, Any]) -> str | None:
     if not isinstance(manifest.get("prompt_format"), str):
         return "records no prompt_format"
     return None
-

@@ -2,7 +2,7 @@
 ``task.scorer`` that ``build_task`` sets, its verifier kept as the task's (gold) reward.
 
 Building it is torch-free and cheap: the folder (or the id, looked up in the cache) is checked
-to be a scalar-head reward model (``reward_model_key.resolve_reward_model``), so a bad path is a
+to be a scalar-head reward model (``key.resolve_reward_model``), so a bad path is a
 one-line error at ``harness validate``, before any work. The model itself loads, its checksums
 checked, on the first call, on CUDA when this machine has it (the rule of ``model.device: auto``,
 which puts the policy there too) or on ``device`` when set; it scores ``batch_size`` completions
@@ -23,8 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.engine.reward_model_key import resolve_reward_model
+from harness.engine.reward_model.key import resolve_reward_model
 from harness.engine.tasks.base import Item, RewardFn, Task
+from harness.engine.tasks.rewards import resolve_reward
 
 
 class LearnedRewardScorer:
@@ -39,7 +40,7 @@ class LearnedRewardScorer:
     def model(self):
         """The reward model, loaded (and its files checked) on first use."""
         if self._model is None:
-            from harness.engine.reward_model import load_reward_model
+            from harness.engine.reward_model.model import load_reward_model  # torch: on first use only
 
             self._model = load_reward_model(self.folder, self.device)
         return self._model
@@ -64,8 +65,6 @@ class LearnedRewardScorer:
 def with_learned_reward(task: Task, config, cache_dir: str | Path | None = None) -> Task:
     """``task`` trained on the reward model ``config`` names (a ``LearnedRewardConfig``): its scorer
     set, its reward the verifier (``config.verifier``, else the task's own)."""
-    from harness.engine.tasks.rewards import resolve_reward
-
     folder, manifest = resolve_reward_model(config.model, cache_dir)
     verifier = resolve_reward(config.verifier) if config.verifier is not None else task.reward
     return replace(task, reward=verifier, scorer=LearnedRewardScorer(folder, manifest, config, verifier))
