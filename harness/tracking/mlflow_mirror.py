@@ -14,15 +14,21 @@ rebuilt from it with ``harness sync``. Layout in MLflow:
   ``prompt_scores.csv.gz`` (step, prompt_id, metric, value) when the record has per-prompt scores.
 
 A child run is complete only when it carries ``harness.synced=1`` (set last) and
-``harness.record_sha`` equal to the record's fingerprint; anything else is replaced.
+``harness.record_sha`` equal to the record's fingerprint. MLflow holds a record when the trial has
+exactly one active run and that run is its complete mirror: a run left RUNNING by an interrupted
+mirror, a run of an earlier attempt, or a duplicate from a mirror that raced this one means it
+does not (``harness sync`` mends it). Mending keeps one run per record: an interrupted mirror of
+the same record is completed in place (its run id stays), every other run of the trial is marked
+KILLED if it was left RUNNING, then deleted. Mirrors that raced and both completed a run settle on
+the oldest (start time, then run id), as the parent run does.
 Tracking failures never raise: :meth:`Tracker.log_record` warns and returns False.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+import math
 import os
 import socket
 import tempfile
@@ -35,6 +41,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from harness.ground.files import file_lock
 from harness.tracking import mlflow_env
 from harness.tracking.mlflow_layout import (
     FINAL_PREFIX,
@@ -108,21 +115,19 @@ def _quotable(value: str) -> bool:
     return "'" not in value and "\\" not in value and "\n" not in value
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    """An exclusive advisory lock (fcntl) for find-or-create races between local workers."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+def _oldest(runs: list):
+    """The run every mirror settles on when several qualify: the oldest, then the lowest id."""
+    return min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+
+
+def _mirrors(run, sha: str, *, complete: bool) -> bool:
+    """Whether ``run`` mirrors the record with fingerprint ``sha`` (completely, or not yet)."""
+    return run.data.tags.get(RECORD_SHA_TAG) == sha and (run.data.tags.get(SYNCED_TAG) == "1") == complete
+
+
+def _point(key: str, step: int, timestamp: int, value: float) -> tuple:
+    """A metric point as a set member (NaN equals NaN here)."""
+    return key, step, timestamp, "nan" if math.isnan(value) else value
 
 
 class TrackingUnavailable(Exception):
@@ -158,7 +163,7 @@ class Tracker:
                 # Creating a sqlite store runs MLflow's migrations; two workers doing it at once
                 # can collide, so the first use is serialised through a lock file.
                 self.study_dir.mkdir(parents=True, exist_ok=True)
-                with _file_lock(self.study_dir / ".mlflow-store.lock"):
+                with file_lock(self.study_dir / ".mlflow-store.lock"):
                     client = MlflowClient(tracking_uri=self.tracking_uri)
                     client.search_experiments(max_results=1)
             else:
@@ -248,7 +253,7 @@ class Tracker:
         runs = self._search(query)
         created = None
         if not runs:
-            with _file_lock(self.study_dir / ".mlflow.lock"):
+            with file_lock(self.study_dir / ".mlflow.lock"):
                 runs = self._search(query)
                 if not runs:
                     created = self.client.create_run(
@@ -260,7 +265,7 @@ class Tracker:
                     runs = self._search(query)
                     if created.info.run_id not in {r.info.run_id for r in runs}:
                         runs.append(created)
-        chosen = min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+        chosen = _oldest(runs)
         if created is not None and created.info.run_id != chosen.info.run_id:
             self.client.delete_run(created.info.run_id)
         self._parent_run_id = chosen.info.run_id
@@ -294,11 +299,9 @@ class Tracker:
 
     @staticmethod
     def holds(runs: list, record: TrialRecord) -> bool:
-        """Whether one of ``runs`` is a complete mirror of exactly this record."""
-        sha = record.fingerprint()
-        return any(
-            r.data.tags.get(SYNCED_TAG) == "1" and r.data.tags.get(RECORD_SHA_TAG) == sha for r in runs
-        )
+        """Whether ``runs`` (a trial's active runs) are exactly one complete mirror of this record:
+        nothing partial, out of date or duplicated beside it."""
+        return len(runs) == 1 and _mirrors(runs[0], record.fingerprint(), complete=True)
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -338,24 +341,42 @@ class Tracker:
         )
 
     def _log_record(self, record: TrialRecord, existing: list | None) -> None:
-        from mlflow.entities import Metric, Param, RunTag
-
         self._preflight()
-        client = self.client
         if existing is None:
             existing = self.trial_runs(record.trial_id).get(record.trial_id, [])
         if self.holds(existing, record):
             return
-        parent = self.parent_run_id()
+        sha = record.fingerprint()
+        complete = [r for r in existing if _mirrors(r, sha, complete=True)]
+        if not complete:
+            unfinished = [r for r in existing if _mirrors(r, sha, complete=False)]  # an interrupted mirror
+            filled = self._fill(record, _oldest(unfinished) if unfinished else None)
+            existing = self.trial_runs(record.trial_id).get(record.trial_id, [])  # with any that raced this one
+            complete = [r for r in existing if _mirrors(r, sha, complete=True)]
+        keep = _oldest(complete).info.run_id if complete else filled
+        self._retire([r for r in existing if r.info.run_id != keep])
+
+    def _fill(self, record: TrialRecord, unfinished) -> str:
+        """Write ``record`` into a new run, or complete ``unfinished`` (a run of this very record
+        that an interrupted mirror left), logging only what it lacks; returns the run id."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        client = self.client
         tags = trial_tags(record)
-        tags[PARENT_TAG] = parent
-        run = client.create_run(
-            self.experiment_id(),
-            start_time=iso_to_ms(record.started_at),
-            tags=tags,
-            run_name=record.trial_id,
-        )
-        run_id = run.info.run_id
+        tags[PARENT_TAG] = self.parent_run_id()
+        if unfinished is None:
+            run_id = client.create_run(
+                self.experiment_id(), start_time=iso_to_ms(record.started_at), tags=tags, run_name=record.trial_id
+            ).info.run_id
+            logged: set[tuple] = set()
+        else:
+            run_id = unfinished.info.run_id
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
+            logged = {
+                _point(m.key, m.step, m.timestamp, m.value)
+                for key in unfinished.data.metrics
+                for m in client.get_metric_history(run_id, key)
+            }
 
         params = [Param(k, v) for k, v in param_items(record.spec).items()]
         for i in range(0, len(params), PARAMS_PER_BATCH):
@@ -371,6 +392,7 @@ class Tracker:
             Metric(mlflow_key(FINAL_PREFIX + key), float(value), end_ms, last_step) for key, value in record.final.items()
         ]
         metrics.append(Metric("wall_time_s", float(record.wall_time_s), end_ms, last_step))
+        metrics = [m for m in metrics if _point(m.key, m.step, m.timestamp, m.value) not in logged]
         for i in range(0, len(metrics), METRICS_PER_BATCH):
             client.log_batch(run_id, metrics=metrics[i : i + METRICS_PER_BATCH], synchronous=True)
 
@@ -380,10 +402,15 @@ class Tracker:
 
         client.set_terminated(run_id, "FINISHED" if record.status == "completed" else "FAILED", end_time=end_ms)
         client.log_batch(run_id, tags=[RunTag(SYNCED_TAG, "1")], synchronous=True)  # complete: set last
+        return run_id
 
-        for stale in existing:  # partial or out-of-date mirrors of this trial
-            if stale.info.run_id != run_id:
-                client.delete_run(stale.info.run_id)
+    def _retire(self, runs: list) -> None:
+        """Delete a trial's other runs (out of date, duplicated, or partial); one an interrupted
+        mirror left RUNNING is marked KILLED first, so no run stays RUNNING, not even in the trash."""
+        for run in runs:
+            if run.info.status == "RUNNING":
+                self.client.set_terminated(run.info.run_id, "KILLED")
+            self.client.delete_run(run.info.run_id)
 
     def log_report(self, files: list[Path], tags: dict[str, str]) -> str:
         """Attach report files to the study's parent run (under ``report/``, replacing an earlier
