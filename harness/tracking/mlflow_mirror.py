@@ -69,6 +69,7 @@ from harness.tracking.records import (
 from harness.tracking.urls import redact_text, redact_url
 
 CONNECT_TIMEOUT_S = 3.0
+_DAMAGED_SQLITE = ("file is not a database", "database disk image is malformed", "malformed database schema")
 
 
 class TrackingWarning(UserWarning):
@@ -333,12 +334,32 @@ class Tracker:
         else:
             what = f" for trial {trial_id}"
             safe = f"The local record is safe ({record_path(self.study_dir, trial_id)})"
+        store = self._damaged_store(err)
+        if store is not None:  # sync would fail on it too
+            aside = store.with_name(store.name + ".damaged")
+            advice = (f"the MLflow store {store} is damaged: move it aside (mv {store} {aside}), "
+                      f"then run `{command}` to rebuild it from the local records")
+        else:
+            advice = f"run `{command}` to send it later"
         warnings.warn(
             f"MLflow tracking at {redact_url(self.tracking_uri)} failed{what}: "
-            f"{failure_text(err, self.tracking_uri)}. {safe}; run `{command}` to send it later.",
+            f"{failure_text(err, self.tracking_uri)}. {safe}; {advice}.",
             TrackingWarning,
             stacklevel=3,
         )
+
+    def _damaged_store(self, err: BaseException) -> Path | None:
+        """The SQLite file of the store when ``err`` says it is not a database, or a damaged one."""
+        if not self.tracking_uri.startswith("sqlite:///"):
+            return None
+        seen: BaseException | None = err
+        for _ in range(8):
+            if seen is None:
+                return None
+            if any(text in str(seen) for text in _DAMAGED_SQLITE):
+                return Path(self.tracking_uri[len("sqlite:///"):]).resolve()
+            seen = seen.__cause__ or seen.__context__
+        return None
 
     def _log_record(self, record: TrialRecord, existing: list | None) -> None:
         self._preflight()
