@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from harness.errors import ConfigError
 from harness.ground.files import file_lock
 from harness.tracking import mlflow_env
 from harness.tracking.mlflow_layout import (
@@ -101,6 +102,33 @@ def default_artifact_location(study_dir: str | os.PathLike) -> str:
 def _is_local_store(uri: str) -> bool:
     scheme = urlsplit(uri).scheme
     return scheme in {"", "file", "sqlite"}
+
+
+def local_store_path(uri: str) -> Path | None:
+    """Where a local store lives: the SQLite file, or the folder of a file store; None for a
+    server or an in-memory SQLite store."""
+    if uri.startswith("sqlite:"):
+        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
+        return Path(path) if path and path != ":memory:" else None
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return Path(parts.path)
+    return Path(uri) if parts.scheme == "" else None
+
+
+def require_existing_store(tracking_uri: str | None) -> None:
+    """The rule for a store named explicitly (``--tracking-uri`` or ``HARNESS_TRACKING_URI``):
+    the commands that start trials (run, worker, trial) create the store they are given; the
+    commands that read or add to a study's store (sync, report, ui) only use an existing one, so
+    a mistyped path is an error, not a new, empty store. (Without a URI, the study's own
+    ``mlflow.db`` is created by whichever command needs it: sync rebuilds it from the records.)"""
+    path = local_store_path(tracking_uri) if tracking_uri is not None else None
+    if path is not None and not path.exists():
+        raise ConfigError(
+            f"--tracking-uri {redact_url(tracking_uri)}: no MLflow store at {path}; sync, report and ui only "
+            "use an existing store (run, worker and trial create the one they are given): check the URI "
+            "(or HARNESS_TRACKING_URI)"
+        )
 
 
 def failure_text(err: BaseException, tracking_uri: str) -> str:
