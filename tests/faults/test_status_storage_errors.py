@@ -12,7 +12,7 @@ import pytest
 from cli_main import run_main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cli"))
-from stored_study import write_study  # noqa: E402
+from stored_study import write_study
 
 pytest.importorskip("psycopg", reason="the PostgreSQL driver is not installed: pip install -e '.[postgres]'")
 
