@@ -98,11 +98,13 @@ def report(
     from harness.decide.frames import check_alpha, check_correction, check_min_effect
     from harness.report import mirror_report, write_analysis
     from harness.report.figures import check_smooth
+    from harness.tracking.mlflow_mirror import require_existing_store
 
     check_alpha(alpha)  # bad input fails before any record is read or anything written
     check_correction(correction)
     check_min_effect(min_effect)
     check_smooth(smooth)
+    require_existing_store(tracking_uri)
     if out is not None:
         check_report_dir(out)
     results = _results(study, storage)

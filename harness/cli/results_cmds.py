@@ -66,8 +66,9 @@ def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: Storage
     With --storage, first import the records other machines stored in the shared storage, and
     store there the local records it lacks, so every machine can see every result.
     """
-    from harness.tracking.mlflow_mirror import sync
+    from harness.tracking.mlflow_mirror import require_existing_store, sync
 
+    require_existing_store(tracking_uri)
     ref = named_study(study)
     folder = ref.dir
     bring_records(str(ref.path), storage)
@@ -108,6 +109,9 @@ def ui_cmd(
     if tracking_uri and tracking_uri.split(":", 1)[0] in {"http", "https"}:
         typer.echo(f"this study is tracked on a server: open {redact_url(tracking_uri)}")
         return
+    from harness.tracking.mlflow_mirror import require_existing_store
+
+    require_existing_store(tracking_uri)
     study_dir = named_study(study).dir
     if not tracking_uri and not (Path(study_dir) / "mlflow.db").is_file():
         raise HarnessError(

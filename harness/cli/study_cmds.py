@@ -9,6 +9,7 @@ import typer
 
 from harness.cli.app import EXIT_BAD_INPUT, app
 from harness.errors import HarnessError
+from harness.ground.console import error, warn
 from harness.study.expand import comparisons, study_dir
 from harness.study.fragments import check_fragment
 from harness.study.load import (
@@ -32,7 +33,7 @@ from harness.tracking.records import read_records
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    error(message)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -136,14 +137,14 @@ def validate(
         except HarnessError as err:
             failed += 1
             prefix = f"{path}: " if len(study_files) > 1 else ""
-            typer.echo(f"error: {prefix}{err}", err=True)
+            error(f"{prefix}{err}")
             continue
         typer.echo(f"ok: {path}")
         for line in _summary(study):
             typer.echo(f"  {line}")
         typer.echo(f"  task {study.task.name}: {n_train} train / {n_eval} held-out prompts; model {study.model.name}")
         for warning in warnings:
-            typer.echo(f"warning: {path}: {warning}", err=True)
+            warn(f"{path}: {warning}", prefix="")
     if failed:
         raise typer.Exit(EXIT_BAD_INPUT)
 

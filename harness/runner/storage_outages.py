@@ -2,13 +2,14 @@
 the server) is retried with back-off for a bounded time, then reported in one line naming the
 storage (password masked) as ``StorageUnavailable``. The queue's read-only queries and
 ``requeue`` retry on their own (``retried``); a worker wraps its other calls in ``retry_storage``.
+A full disk under the database is not an outage (waiting frees no space): it is raised at once
+as ``StorageFull``, one line that says so.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 import threading
 import time
@@ -21,8 +22,10 @@ from optuna.storages import RDBStorage
 
 from harness.tracking.storage import (
     StorageError,
+    disk_full,
+    error_line,
 )
-from harness.tracking.urls import redact_text, redact_url
+from harness.tracking.urls import redact_url
 
 STORAGE_RETRY_ENV = "HARNESS_STORAGE_RETRY_S"
 DEFAULT_STORAGE_RETRY_S = 60.0
@@ -31,7 +34,12 @@ _MAX_BACKOFF_S = 8.0
 
 
 class StorageUnavailable(StorageError):
-    """The study storage stayed unreachable for longer than the retry bound."""
+    """The study storage stayed unreachable for longer than the retry bound (or is full)."""
+
+
+class StorageFull(StorageUnavailable):
+    """The study storage's disk is full: said at once, not retried (a worker stops on it as on
+    an outage, leaving its claimed trial for another worker)."""
 
 
 def storage_retry_s(value: float | None = None) -> float:
@@ -52,6 +60,8 @@ _OUTAGE_TYPES = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.Disconne
 
 def _outage_error(err: BaseException) -> BaseException | None:
     """The error in ``err``'s chain that says the database cannot be reached, or None."""
+    if disk_full(err) is not None:
+        return None  # a full disk: waiting frees no space
     seen: BaseException | None = err
     for _ in range(8):
         if seen is None or isinstance(seen, StorageUnavailable):  # already retried for the whole bound
@@ -75,12 +85,7 @@ def is_outage(err: BaseException) -> bool:
 
 
 def _first_line(err: BaseException, url: str | None, limit: int = 200) -> str:
-    err = _outage_error(err) or err  # the driver's words, not Optuna's wrapper's
-    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    text = re.sub(r"^\([\w.]+\)\s*", "", text)  # SQLAlchemy's "(psycopg.OperationalError) " prefix
-    text = " ".join((redact_text(text, url) if url else text).split())
-    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    return error_line(_outage_error(err) or err, url, limit)  # the driver's words, not Optuna's wrapper's
 
 
 def _stderr(message: str) -> None:
@@ -124,6 +129,12 @@ def retry_storage(
             try:
                 result = call()
             except Exception as err:
+                full = disk_full(err)
+                if full is not None:
+                    raise StorageFull(
+                        f"the study storage {where} is full: {what} failed ({error_line(full, url, 200)}); "
+                        "free space on the database's disk, then run again"
+                    ) from None
                 if not is_outage(err):
                     raise
                 now = time.monotonic()

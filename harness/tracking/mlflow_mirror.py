@@ -14,7 +14,13 @@ rebuilt from it with ``harness sync``. Layout in MLflow:
   ``prompt_scores.csv.gz`` (step, prompt_id, metric, value) when the record has per-prompt scores.
 
 A child run is complete only when it carries ``harness.synced=1`` (set last) and
-``harness.record_sha`` equal to the record's fingerprint; anything else is replaced.
+``harness.record_sha`` equal to the record's fingerprint. MLflow holds a record when the trial has
+exactly one active run and that run is its complete mirror: a run left RUNNING by an interrupted
+mirror, a run of an earlier attempt, or a duplicate from a mirror that raced this one means it
+does not (``harness sync`` mends it). Mending keeps one run per record: an interrupted mirror of
+the same record is completed in place (its run id stays), every other run of the trial is marked
+KILLED if it was left RUNNING, then deleted. Mirrors that raced and both completed a run settle on
+the oldest (start time, then run id), as the parent run does.
 Tracking failures never raise: :meth:`Tracker.log_record` warns and returns False.
 """
 
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -35,7 +42,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from harness.errors import one_line, squeeze
+from harness.errors import ConfigError, one_line, squeeze
 from harness.ground.files import file_lock
 from harness.tracking import mlflow_env
 from harness.tracking.mlflow_layout import (
@@ -64,6 +71,7 @@ from harness.tracking.records import (
 from harness.tracking.urls import redact_text, redact_url
 
 CONNECT_TIMEOUT_S = 3.0
+_DAMAGED_SQLITE = ("file is not a database", "database disk image is malformed", "malformed database schema")
 
 
 class TrackingWarning(UserWarning):
@@ -97,6 +105,33 @@ def _is_local_store(uri: str) -> bool:
     return scheme in {"", "file", "sqlite"}
 
 
+def local_store_path(uri: str) -> Path | None:
+    """Where a local store lives: the SQLite file, or the folder of a file store; None for a
+    server or an in-memory SQLite store."""
+    if uri.startswith("sqlite:"):
+        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
+        return Path(path) if path and path != ":memory:" else None
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return Path(parts.path)
+    return Path(uri) if parts.scheme == "" else None
+
+
+def require_existing_store(tracking_uri: str | None) -> None:
+    """The rule for a store named explicitly (``--tracking-uri`` or ``HARNESS_TRACKING_URI``):
+    the commands that start trials (run, worker, trial) create the store they are given; the
+    commands that read or add to a study's store (sync, report, ui) only use an existing one, so
+    a mistyped path is an error, not a new, empty store. (Without a URI, the study's own
+    ``mlflow.db`` is created by whichever command needs it: sync rebuilds it from the records.)"""
+    path = local_store_path(tracking_uri) if tracking_uri is not None else None
+    if path is not None and not path.exists():
+        raise ConfigError(
+            f"--tracking-uri {redact_url(tracking_uri)}: no MLflow store at {path}; sync, report and ui only "
+            "use an existing store (run, worker and trial create the one they are given): check the URI "
+            "(or HARNESS_TRACKING_URI)"
+        )
+
+
 def failure_text(err: BaseException, tracking_uri: str) -> str:
     """``err`` as one short line, without the credentials of ``tracking_uri``: masked in the whole
     line before it is cut, so that no part of a secret is left at the cut."""
@@ -105,6 +140,21 @@ def failure_text(err: BaseException, tracking_uri: str) -> str:
 
 def _quotable(value: str) -> bool:
     return "'" not in value and "\\" not in value and "\n" not in value
+
+
+def _oldest(runs: list):
+    """The run every mirror settles on when several qualify: the oldest, then the lowest id."""
+    return min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+
+
+def _mirrors(run, sha: str, *, complete: bool) -> bool:
+    """Whether ``run`` mirrors the record with fingerprint ``sha`` (completely, or not yet)."""
+    return run.data.tags.get(RECORD_SHA_TAG) == sha and (run.data.tags.get(SYNCED_TAG) == "1") == complete
+
+
+def _point(key: str, step: int, timestamp: int, value: float) -> tuple:
+    """A metric point as a set member (NaN equals NaN here)."""
+    return key, step, timestamp, "nan" if math.isnan(value) else value
 
 
 class TrackingUnavailable(Exception):
@@ -242,7 +292,7 @@ class Tracker:
                     runs = self._search(query)
                     if created.info.run_id not in {r.info.run_id for r in runs}:
                         runs.append(created)
-        chosen = min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+        chosen = _oldest(runs)
         if created is not None and created.info.run_id != chosen.info.run_id:
             self.client.delete_run(created.info.run_id)
         self._parent_run_id = chosen.info.run_id
@@ -276,11 +326,9 @@ class Tracker:
 
     @staticmethod
     def holds(runs: list, record: TrialRecord) -> bool:
-        """Whether one of ``runs`` is a complete mirror of exactly this record."""
-        sha = record.fingerprint()
-        return any(
-            r.data.tags.get(SYNCED_TAG) == "1" and r.data.tags.get(RECORD_SHA_TAG) == sha for r in runs
-        )
+        """Whether ``runs`` (a trial's active runs) are exactly one complete mirror of this record:
+        nothing partial, out of date or duplicated beside it."""
+        return len(runs) == 1 and _mirrors(runs[0], record.fingerprint(), complete=True)
 
     # ---- writing ----------------------------------------------------------------------------
 
@@ -312,32 +360,70 @@ class Tracker:
         else:
             what = f" for trial {trial_id}"
             safe = f"The local record is safe ({record_path(self.study_dir, trial_id)})"
+        store = self._damaged_store(err)
+        if store is not None:  # sync would fail on it too
+            aside = store.with_name(store.name + ".damaged")
+            advice = (f"the MLflow store {store} is damaged: move it aside (mv {store} {aside}), "
+                      f"then run `{command}` to rebuild it from the local records")
+        else:
+            advice = f"run `{command}` to send it later"
         warnings.warn(
             f"MLflow tracking at {redact_url(self.tracking_uri)} failed{what}: "
-            f"{failure_text(err, self.tracking_uri)}. {safe}; run `{command}` to send it later.",
+            f"{failure_text(err, self.tracking_uri)}. {safe}; {advice}.",
             TrackingWarning,
             stacklevel=3,
         )
 
-    def _log_record(self, record: TrialRecord, existing: list | None) -> None:
-        from mlflow.entities import Metric, Param, RunTag
+    def _damaged_store(self, err: BaseException) -> Path | None:
+        """The SQLite file of the store when ``err`` says it is not a database, or a damaged one."""
+        if not self.tracking_uri.startswith("sqlite:///"):
+            return None
+        seen: BaseException | None = err
+        for _ in range(8):
+            if seen is None:
+                return None
+            if any(text in str(seen) for text in _DAMAGED_SQLITE):
+                return Path(self.tracking_uri[len("sqlite:///"):]).resolve()
+            seen = seen.__cause__ or seen.__context__
+        return None
 
+    def _log_record(self, record: TrialRecord, existing: list | None) -> None:
         self._preflight()
-        client = self.client
         if existing is None:
             existing = self.trial_runs(record.trial_id).get(record.trial_id, [])
         if self.holds(existing, record):
             return
-        parent = self.parent_run_id()
+        sha = record.fingerprint()
+        complete = [r for r in existing if _mirrors(r, sha, complete=True)]
+        if not complete:
+            unfinished = [r for r in existing if _mirrors(r, sha, complete=False)]  # an interrupted mirror
+            filled = self._fill(record, _oldest(unfinished) if unfinished else None)
+            existing = self.trial_runs(record.trial_id).get(record.trial_id, [])  # with any that raced this one
+            complete = [r for r in existing if _mirrors(r, sha, complete=True)]
+        keep = _oldest(complete).info.run_id if complete else filled
+        self._retire([r for r in existing if r.info.run_id != keep])
+
+    def _fill(self, record: TrialRecord, unfinished) -> str:
+        """Write ``record`` into a new run, or complete ``unfinished`` (a run of this very record
+        that an interrupted mirror left), logging only what it lacks; returns the run id."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        client = self.client
         tags = trial_tags(record)
-        tags[PARENT_TAG] = parent
-        run = client.create_run(
-            self.experiment_id(),
-            start_time=iso_to_ms(record.started_at),
-            tags=tags,
-            run_name=record.trial_id,
-        )
-        run_id = run.info.run_id
+        tags[PARENT_TAG] = self.parent_run_id()
+        if unfinished is None:
+            run_id = client.create_run(
+                self.experiment_id(), start_time=iso_to_ms(record.started_at), tags=tags, run_name=record.trial_id
+            ).info.run_id
+            logged: set[tuple] = set()
+        else:
+            run_id = unfinished.info.run_id
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True)
+            logged = {
+                _point(m.key, m.step, m.timestamp, m.value)
+                for key in unfinished.data.metrics
+                for m in client.get_metric_history(run_id, key)
+            }
 
         params = [Param(k, v) for k, v in param_items(record.spec).items()]
         for i in range(0, len(params), PARAMS_PER_BATCH):
@@ -353,6 +439,7 @@ class Tracker:
             Metric(mlflow_key(FINAL_PREFIX + key), float(value), end_ms, last_step) for key, value in record.final.items()
         ]
         metrics.append(Metric("wall_time_s", float(record.wall_time_s), end_ms, last_step))
+        metrics = [m for m in metrics if _point(m.key, m.step, m.timestamp, m.value) not in logged]
         for i in range(0, len(metrics), METRICS_PER_BATCH):
             client.log_batch(run_id, metrics=metrics[i : i + METRICS_PER_BATCH], synchronous=True)
 
@@ -362,10 +449,15 @@ class Tracker:
 
         client.set_terminated(run_id, "FINISHED" if record.status == "completed" else "FAILED", end_time=end_ms)
         client.log_batch(run_id, tags=[RunTag(SYNCED_TAG, "1")], synchronous=True)  # complete: set last
+        return run_id
 
-        for stale in existing:  # partial or out-of-date mirrors of this trial
-            if stale.info.run_id != run_id:
-                client.delete_run(stale.info.run_id)
+    def _retire(self, runs: list) -> None:
+        """Delete a trial's other runs (out of date, duplicated, or partial); one an interrupted
+        mirror left RUNNING is marked KILLED first, so no run stays RUNNING, not even in the trash."""
+        for run in runs:
+            if run.info.status == "RUNNING":
+                self.client.set_terminated(run.info.run_id, "KILLED")
+            self.client.delete_run(run.info.run_id)
 
     def log_report(self, files: list[Path], tags: dict[str, str]) -> str:
         """Attach report files to the study's parent run (under ``report/``, replacing an earlier

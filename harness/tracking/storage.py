@@ -8,6 +8,8 @@ record copies are ``harness.tracking.shared_records``.
 
 from __future__ import annotations
 
+import errno
+import re
 import time
 import warnings
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, squeeze
 from harness.tracking.urls import redact_text, redact_url
 
 # user_attrs of a job
@@ -74,9 +76,7 @@ def open_storage(url: str, *, create: bool = False) -> RDBStorage:
     if is_sqlite(url):
         path = url.split(":///", 1)[-1]
         if not create and path and not Path(path).exists():
-            raise StorageError(
-                f"no Optuna storage at {redact_url(url)}; start the study with `harness run` first"
-            )
+            raise StorageError(f"no study database at {redact_url(url)}; start the study with `harness run` first")
         # Several worker processes write the same file: wait for the lock instead of failing.
         engine_kwargs["connect_args"] = {"timeout": 120}
     else:
@@ -92,17 +92,57 @@ def open_storage(url: str, *, create: bool = False) -> RDBStorage:
                     raise
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the schema
     except Exception as err:  # noqa: BLE001 - any driver error becomes one readable line
-        message = redact_text(str(err).strip().splitlines()[0] if str(err).strip() else "", url)
-        if isinstance(err, ImportError) and url.startswith("postgres"):
-            message += " (for PostgreSQL: pip install 'harness[postgres]', which brings psycopg)"
-        elif not create and _schema_race(err):
+        if not create and _schema_race(err):
             raise StorageError(
                 f"the Optuna storage {redact_url(url)} is not set up for the harness yet; "
                 "start the study with `harness run` first"
             ) from None
-        raise StorageError(
-            f"cannot open the Optuna storage {redact_url(url)}: {type(err).__name__}: {message}"
-        ) from None
+        line = error_line(err, url)
+        if isinstance(err, ImportError) and url.startswith("postgres"):
+            line += " (for PostgreSQL: pip install 'harness[postgres]', which brings psycopg)"
+        raise StorageError(f"cannot open the Optuna storage {redact_url(url)}: {line}") from None
+
+
+def driver_error(err: BaseException) -> BaseException:
+    """The error under Optuna's wrappers: Optuna reports every failed commit as a
+    ``StorageInternalError`` ("invalid data in the commit"), whatever the database said."""
+    seen = err
+    for _ in range(8):
+        below = seen.__cause__ or seen.__context__
+        if below is None or not type(seen).__module__.startswith("optuna"):
+            break
+        seen = below
+    return seen
+
+
+def error_line(err: BaseException, url: str | None, limit: int = 300) -> str:
+    """The one way a study-database error is written: ``Type: message`` on one line, in the
+    database driver's words (not Optuna's wrapper's, nor SQLAlchemy's ``(psycopg.X)`` prefix),
+    with the secrets of ``url`` masked."""
+    err = driver_error(err)
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    text = re.sub(r"^\([\w.]+\)\s*", "", text)  # SQLAlchemy's "(psycopg.OperationalError) " prefix
+    text = redact_text(text, url) if url else text
+    return squeeze(f"{type(err).__name__}: {text}" if text else type(err).__name__, limit)
+
+
+_DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "diskfull")  # SQLite, OS, PostgreSQL
+
+
+def disk_full(err: BaseException) -> BaseException | None:
+    """The error in ``err``'s chain that says the study database's disk is full (``ENOSPC``,
+    SQLite's "database or disk is full", PostgreSQL's ``DiskFull``), or None. A full disk is
+    not an outage: waiting does not free space, so it is reported at once."""
+    seen: BaseException | None = err
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return seen
+        if any(text in f"{type(seen).__name__} {seen}".lower() for text in _DISK_FULL_TEXTS):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 _SCHEMA_RACE_TRIES = 6
@@ -126,7 +166,10 @@ def _schema_race(err: BaseException) -> bool:
     alembic stamp), so a ``harness worker`` that opens a new PostgreSQL database while
     ``harness run`` creates the schema either collides with it on a unique index or finds a
     table missing; it simply tries again a moment later.
+
+    A database missing on the server (``database "x" does not exist``) is none of these: it is
+    reported as it is, since ``harness run`` cannot create a PostgreSQL database.
     """
     text = _chain_text(err)
     return any(k in text for k in ("integrityerror", "uniqueviolation", "duplicate key", "already exists",
-                                   "undefinedtable", "does not exist", "no such table"))
+                                   "undefinedtable", "no such table"))
