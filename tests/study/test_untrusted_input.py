@@ -440,3 +440,23 @@ def test_validate_refuses_a_task_the_testbed_model_cannot_read(tmp_path):
 def test_validate_leaves_a_real_models_tokenizer_to_the_trial(tmp_path):
     code, out, err = validate(gsm_study(tmp_path, GSM_ROWS, model="gpt2"))
     assert code == 0 and out.startswith("ok: "), (out, err)
+
+
+def test_validate_says_it_runs_the_code_a_study_names(tmp_path, monkeypatch):
+    """A study's ``task.tools`` may name ``module:function``: validate imports that module and
+    calls the factory (it checks the tool the factory makes), and its help says so."""
+    marker = tmp_path / "ran"
+    (tmp_path / "study_tool.py").write_text(
+        "from pathlib import Path\n"
+        "from harness.engine.tools import Tool\n"
+        f"Path({str(marker)!r}).write_text('imported')\n"
+        "def make(task):\n"
+        "    return Tool('echo', 'echo', {'type': 'object'}, lambda arguments: 'x')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = study_with(tmp_path, "task: {name: addition, tools: ['study_tool:make']}\n")
+    code, out, err = validate(path)
+    assert code == 0 and marker.read_text() == "imported", (out, err)
+    text = " ".join(CliRunner().invoke(app, ["validate", "--help"]).stdout.split())
+    assert "validate imports the modules that task.tools and task.reward name as module:function" in text
+    assert "calls each tool factory" in text and "Validate only study files whose code you trust" in text
