@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import Literal
 
 from harness.engine.tools.tool import Tool, ToolError
 from harness.errors import ErrorRecord
@@ -35,7 +36,7 @@ class Reply:
     ``failed`` (any other exception, or its process ending), ``not_text`` (it returned something
     else; ``text`` holds the type's name) or ``late`` (no answer by the deadline)."""
 
-    kind: str
+    kind: Literal["result", "refused", "failed", "not_text", "late"]
     text: str = ""
     error: ErrorRecord | None = None
 
