@@ -84,17 +84,25 @@ def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: Storage
     raise typer.Exit(EXIT_SOME_FAILED if report.failed else EXIT_OK)
 
 
-def ui_command(
-    study_dir: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 5000, backend_uri: str | None = None
-) -> list[str]:
-    """The ``mlflow ui`` command line that serves a study's MLflow store (default: its own sqlite)."""
+#: the variable ``mlflow ui`` reads its store from (its ``--backend-store-uri`` option's ``envvar``)
+STORE_VARIABLE = "MLFLOW_BACKEND_STORE_URI"
+
+
+def ui_command(*, host: str = "127.0.0.1", port: int = 5000) -> list[str]:
+    """The ``mlflow ui`` command line; its store comes in its environment (``ui_environment``)."""
+    return [sys.executable, "-m", "mlflow", "ui", "--host", host, "--port", str(port)]
+
+
+def ui_environment(study_dir: str | os.PathLike, backend_uri: str | None = None) -> dict[str, str]:
+    """What ``mlflow ui`` needs in its environment: the study's store (default: its own sqlite).
+    Never on its command line, which any local user can read (``ps``, ``/proc/PID/cmdline``): the
+    URL of a shared database holds its password."""
     from harness.tracking.mlflow_mirror import default_tracking_uri
 
-    return [
-        sys.executable, "-m", "mlflow", "ui",
-        "--backend-store-uri", backend_uri or default_tracking_uri(study_dir),
-        "--host", host, "--port", str(port),
-    ]
+    return {
+        STORE_VARIABLE: backend_uri or default_tracking_uri(study_dir),
+        "MLFLOW_DISABLE_TELEMETRY": os.environ.get("MLFLOW_DISABLE_TELEMETRY", "true"),
+    }
 
 
 @app.command("ui")
@@ -105,7 +113,8 @@ def ui_cmd(
     tracking_uri: TrackingOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the command instead of running it")] = False,
 ) -> None:
-    """Open the MLflow UI on the study's store: runs mlflow ui --backend-store-uri STORE."""
+    """Open the MLflow UI on the study's store: runs mlflow ui with MLFLOW_BACKEND_STORE_URI=STORE
+    in its environment (not on its command line, where any local user could read a password)."""
     if tracking_uri and tracking_uri.split(":", 1)[0] in {"http", "https"}:
         typer.echo(f"this study is tracked on a server: open {redact_url(tracking_uri)}")
         return
@@ -118,16 +127,16 @@ def ui_cmd(
             f"no MLflow store at {Path(study_dir) / 'mlflow.db'} yet; run `harness sync {study}` "
             "to build it from the local records"
         )
-    command = ui_command(study_dir, host=host, port=port, backend_uri=tracking_uri)
+    command = ui_command(host=host, port=port)
+    environment = ui_environment(study_dir, tracking_uri)
     shown = "localhost" if host in {"0.0.0.0", "::"} else host
     typer.echo(f"MLflow UI for {study_dir}: http://{shown}:{port}  (Ctrl-C to stop)")
     if dry_run:
-        typer.echo(" ".join(redact_url(part) if part == tracking_uri else part for part in command))
+        typer.echo(" ".join([f"{STORE_VARIABLE}={redact_url(environment[STORE_VARIABLE])}", *command]))
         return
     from harness.cli.process_group import run_owning_group
 
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": os.environ.get("MLFLOW_DISABLE_TELEMETRY", "true")}
-    raise typer.Exit(run_owning_group(command, env))
+    raise typer.Exit(run_owning_group(command, {**os.environ, **environment}))
 
 
 def _fmt(value, width: int = 0) -> str:

@@ -114,12 +114,16 @@ def sequential_lines(plan: StudyPlan) -> list[str]:
 def validate(
     study_files: list[Path] = typer.Argument(..., help="one or more study YAML files", metavar="STUDY.yaml..."),
 ) -> None:
-    """Check study files without running anything.
+    """Check study files without running a trial.
 
-    Checks schema, presets, overrides, grid, tuning and task, and that arms which differ in the
-    file compute different losses; prints a summary per file. An include-only fragment
+    Checks schema, presets, overrides, grid, tuning and task (its files, and that the tiny model
+    can read it), and that arms which differ in the file compute different losses; prints a summary per file. An include-only fragment
     (fragment: true, e.g. studies/common/*.yaml) is checked as one: its keys and values. A bad
     file prints one line naming the field and exits with 2.
+
+    Building the task runs code: validate imports the modules that task.tools and task.reward
+    name as module:function and calls each tool factory, as a trial would. Validate only study
+    files whose code you trust.
     """
     failed = 0
     for path in study_files:

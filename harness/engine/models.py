@@ -23,12 +23,11 @@ from transformers import (
 
 from harness.engine.spec import ModelConfig
 from harness.engine.tasks.base import Task
+from harness.engine.tasks.coverage import MAX_LOST_SHARE, refuse_lost_characters, task_texts
 from harness.engine.warmstart_key import auto_dtype
 from harness.errors import ConfigError
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>"]
-#: a task whose prompt and target characters the tokenizer loses more often than this is refused
-MAX_LOST_SHARE = 0.01
 
 
 @dataclass
@@ -95,18 +94,8 @@ def check_tokenizer(config: ModelConfig, task: Task, tokenizer=None) -> None:
     given) cannot encode: a model that reads every prompt as padding learns nothing (the tiny model
     has tokens for the task's ``alphabet`` only, and a natural-language task has none)."""
     tokenizer = tokenizer or task_tokenizer(config, task)
-    lost, share = lost_characters(tokenizer, [text for item in (*task.train, *task.eval)
-                                              for text in (item.prompt, item.target)])
-    if share <= MAX_LOST_SHARE:
-        return
-    shown = " ".join(repr(c) for c in lost[:20]) + (f" and {len(lost) - 20} more" if len(lost) > 20 else "")
-    fix = ("use a real model (model.name: a hub id or a local folder) or a task with an alphabet "
-           "(addition, sorting)" if config.name == "tiny" else "use a model whose tokenizer covers the task's text")
-    raise ConfigError(
-        f"task {task.name}: the tokenizer of model {config.name!r} cannot encode {len(lost)} of its characters "
-        f"({shown}), {share:.0%} of the prompt and target characters, so the model would see a placeholder "
-        f"token in their place; {fix}"
-    )
+    lost, share = lost_characters(tokenizer, task_texts(task))
+    refuse_lost_characters(task, config.name, lost, share)
 
 
 def build_tiny_model(config: ModelConfig, vocab_size: int, tokenizer, seed: int) -> PreTrainedModel:

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from harness.algorithms.presets import PRESETS
 from harness.engine.tasks import TASKS, build_task
+from harness.engine.tasks.coverage import check_testbed_characters
 from harness.errors import ConfigError
 from harness.study.expand import arm_train, condition_spec, resolve_arm, split_params
 from harness.study.field_errors import format_validation_error
@@ -480,7 +481,8 @@ def _check_resolves(study: Study) -> None:
 
 
 def check_task(study: Study) -> tuple[int, int]:
-    """Build the study's task once (reads its files, checks its sizes): (train, eval) prompts.
+    """Build the study's task once (reads its files, checks its sizes, and that the testbed model
+    can read it): (train, eval) prompts.
 
     Done by ``harness validate``; ``load_study`` checks only the task's name, which is cheap.
     """
@@ -491,6 +493,7 @@ def check_task(study: Study) -> tuple[int, int]:
         raise ConfigError(f"task: {err}") from None
     except (ValueError, OSError, KeyError) as err:
         raise ConfigError(f"task: {' '.join(str(err).split())}") from None
+    check_testbed_characters(study.model.name, task)
     return len(task.train), len(task.eval)
 
 

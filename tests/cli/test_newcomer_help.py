@@ -69,7 +69,7 @@ def test_every_set_example_in_the_help_is_accepted():
 
 def test_ui_help_says_what_it_runs_in_plain_words():
     text = " ".join(help_text("ui").split())
-    assert "runs mlflow ui --backend-store-uri STORE" in text
+    assert "runs mlflow ui with MLFLOW_BACKEND_STORE_URI=STORE in its environment" in text
     assert "Usage: harness ui [OPTIONS] {STUDY}" in text
 
 

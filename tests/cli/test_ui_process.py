@@ -182,3 +182,75 @@ def test_run_owning_group_ends_children_that_ignore_sigterm_or_left_the_group(tm
         for pid in below:
             if (fields := _stat(pid)) is not None and fields[0] != "Z":
                 os.kill(pid, signal.SIGKILL)
+
+
+def start_ui(study: Path, tracking_uri: str, stderr) -> subprocess.Popen:
+    """``harness ui STUDY`` with the store given only by ``HARNESS_TRACKING_URI``, as a shared
+    PostgreSQL database is."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HARNESS_TRACKING_URI": tracking_uri}
+    return subprocess.Popen(
+        [sys.executable, "-c", "from harness.cli import main; main()", "ui", str(study), "--port", str(free_port())],
+        env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+    )
+
+
+def stop_ui(ui: subprocess.Popen, seen) -> None:
+    if ui.poll() is None:
+        ui.send_signal(signal.SIGTERM)
+        try:
+            ui.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            ui.kill()
+    kill_left(seen)
+
+
+def database_url(tmp_path: Path) -> tuple[str, str, int]:
+    """(url, its password, its port): a PostgreSQL URL on a loopback port where nothing listens."""
+    secret, port = f"pw{uuid.uuid4().hex}", free_port()
+    return f"postgresql+psycopg://harness:{secret}@127.0.0.1:{port}/mlflow", secret, port
+
+
+def test_the_tracking_password_is_on_no_command_line(tmp_path):
+    """``mlflow ui --backend-store-uri postgresql+psycopg://harness:PASSWORD@...`` let any local
+    user read the password with ``ps``. The store now reaches mlflow in its environment
+    (``MLFLOW_BACKEND_STORE_URI``, which only its owner can read), and no command line holds it."""
+    url, secret, _ = database_url(tmp_path)
+    ui = start_ui(tmp_path, url, subprocess.DEVNULL)
+    seen: dict[Process, str] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not (servers := [p for p, command in seen.items() if "-m mlflow ui" in command]):
+            assert ui.poll() is None, f"harness ui exited early with {ui.returncode}"
+            assert time.monotonic() < deadline, f"mlflow ui did not start: {seen}"
+            seen.update(descendants(ui.pid))
+            time.sleep(0.02)
+        commands = [_cmdline(ui.pid), *seen.values(), *descendants(ui.pid).values()]
+        assert not [command for command in commands if secret in command], commands
+        environ = Path(f"/proc/{servers[0][0]}/environ").read_bytes().split(b"\0")
+        assert f"MLFLOW_BACKEND_STORE_URI={url}".encode() in environ
+    finally:
+        stop_ui(ui, seen)
+
+
+@pytest.mark.slow
+def test_mlflow_ui_uses_the_store_it_gets_in_its_environment(tmp_path):
+    """End to end: mlflow tries the database of the URL it got in its environment (it says so on
+    stderr: the connection to that port was refused), and no process that harness ui started
+    ever had the password on its command line."""
+    url, secret, port = database_url(tmp_path)
+    log = tmp_path / "ui.err"
+    with log.open("wb") as stderr:
+        ui = start_ui(tmp_path, url, stderr)
+    seen: dict[Process, str] = {}
+    try:
+        deadline = time.monotonic() + 120  # the mlflow import alone takes 10-30 s on 2 busy cores
+        while f'"127.0.0.1", port {port} failed' not in log.read_text(errors="replace"):
+            assert ui.poll() is None, f"harness ui exited early with {ui.returncode}: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"mlflow never tried the database: {log.read_text()[-2000:]}"
+            seen.update(descendants(ui.pid))
+            time.sleep(0.05)
+        assert any("-m mlflow ui" in command for command in seen.values()), seen
+        assert not [command for command in seen.values() if secret in command]
+        assert secret not in log.read_text(errors="replace")
+    finally:
+        stop_ui(ui, seen)

@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 
 from harness.engine.spec import TaskConfig
-from harness.engine.tasks import build_task
+from harness.engine.tasks import TASKS, build_task
 from harness.engine.tasks.base import Item
 from harness.engine.tasks.rewards import (
+    REWARDS,
     boxed_answer,
     exact_match,
     extract_boxed,
@@ -111,10 +112,10 @@ def test_gsm8k_jsonl_bad_files(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (b'{"question": "q", "answer": "#### 1"}\n\xff\xfe binary\n', "not UTF-8 text"),
+    (b'{"question": "q", "answer": "#### 1"}\n\xff\xfe binary\n', "bad.jsonl:2: not UTF-8 text"),
     (b"[" * 100_000 + b"\n", "bad.jsonl:1: not valid JSON"),  # nests too deep for the parser
     (b'{"question": "q", "answer": ' + b"9" * 5000 + b"}\n", "bad.jsonl:1: not valid JSON"),  # too many digits
-    (b'[1, 2]\n', "needs 'question' and 'answer'"),
+    (b'[1, 2]\n', "bad.jsonl:1: a line must be a JSON object"),
 ])
 def test_a_corrupt_jsonl_file_is_one_line_naming_it(tmp_path, content, message):
     bad = tmp_path / "bad.jsonl"
@@ -133,3 +134,80 @@ def test_a_jsonl_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path,
     monkeypatch.setattr(Path, "open", lambda *a, **k: pytest.fail("the file was opened"))
     with pytest.raises(ConfigError, match="3,800 bytes, over the 1,000 bytes a JSONL file may have"):
         build_task(TaskConfig(name="gsm8k_jsonl", path=str(big)))
+
+
+def _lines(*records) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+GOOD = {"question": "Tom has 3 apples and buys 2. How many?", "answer": "3 + 2 = 5 #### 5"}
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"question": "q", "answer": "3 + 2 = 5 ####"}, "the final answer after '####' is empty"),
+    ({"question": "q", "answer": "3 + 2 = 5 ####  \t"}, "the final answer after '####' is empty"),
+    ({"question": "q", "answer": "#### ,"}, "the final answer after '####' is empty"),  # commas are dropped
+    ({"question": "q", "answer": None}, "'answer' must be a non-empty string, not null"),
+    ({"question": "q", "answer": ""}, "'answer' must be a non-empty string"),
+    ({"question": "q", "answer": "   "}, "'answer' must be a non-empty string"),
+    ({"question": "q", "answer": 5}, "'answer' must be a non-empty string, not a number"),
+    ({"question": "q", "answer": ["5"]}, "'answer' must be a non-empty string, not an array"),
+    ({"question": "q"}, "no 'answer'"),
+    ({"question": None, "answer": "#### 5"}, "'question' must be a non-empty string, not null"),
+    ({"question": "", "answer": "#### 5"}, "'question' must be a non-empty string"),
+    ({"answer": "#### 5"}, "no 'question'"),
+    ("[1, 2]", "a line must be a JSON object"),
+])
+def test_a_line_without_a_usable_answer_is_one_line_naming_file_and_line(tmp_path, bad, message):
+    """An empty or null answer became the reference '' or 'None', which ``\\boxed{}`` or
+    ``\\boxed{None}`` matched: dirty data paid. Now the line is refused, by file and line."""
+    path = tmp_path / "gsm.jsonl"
+    path.write_text(_lines(GOOD, bad, GOOD))
+    with pytest.raises(ConfigError) as err:
+        build_task(TaskConfig(name="gsm8k_jsonl", path=str(path)))
+    text = str(err.value)
+    assert text.startswith(f"{path}:2: ") and message in text and "\n" not in text, text
+
+
+def test_a_line_without_the_hash_marks_is_its_own_reference(tmp_path):
+    path = tmp_path / "gsm.jsonl"
+    path.write_text(_lines({"question": "q1", "answer": " 7 "}, {"question": "q2", "answer": "1,234"}))
+    task = build_task(TaskConfig(name="gsm8k_jsonl", path=str(path), n_eval=1))
+    assert sorted(item.answer for item in (*task.train, *task.eval)) == ["1,234", "7"]
+
+
+#: completions with nothing in the answer: no verifier may pay for them
+EMPTY_COMPLETIONS = ["", "   ", "\\boxed{}", "\\boxed{ }", "\\boxed{$}", "\\boxed{,}", "None", "\\boxed{None}"]
+
+
+@pytest.mark.parametrize("name", sorted(REWARDS.names()))
+def test_no_verifier_credits_an_empty_reference_or_an_empty_answer(name):
+    reward = REWARDS.get(name)
+    empty_references = ["", " ", "\t\n"] + (["$", ",", " $ "] if name == "boxed_answer" else [])  # numbers: no digit
+    for reference in empty_references:
+        for completion in [*EMPTY_COMPLETIONS, reference, "42", "\\boxed{42}"]:
+            assert reward(Item("q", reference), completion) == 0.0, (name, reference, completion)
+    for completion in ["", "   ", "\\boxed{}", "\\boxed{ }", "\\boxed{$}", "\\boxed{,}"]:
+        assert reward(Item("q", "42"), completion) == 0.0, (name, completion)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS.names()))
+def test_every_task_has_answers_and_pays_nothing_for_an_empty_completion(name, tmp_path):
+    path = tmp_path / "gsm.jsonl"
+    path.write_text(_lines(*({"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(20))))
+    task = build_task(TaskConfig(name=name, n_train=40, n_eval=10, path=str(path)))
+    for item in (*task.train, *task.eval):
+        assert item.answer.strip(), item
+        assert all(task.reward(item, completion) == 0.0 for completion in EMPTY_COMPLETIONS), item
+        assert task.reward(item, item.target) == 1.0, item
+
+
+def test_bad_utf8_names_the_line_past_the_first_read(tmp_path):
+    """The decoder's offset was into its read buffer: a bad byte on line 3001 was reported 'at
+    byte 79' of some chunk, with no line. Now the line and the column within it."""
+    path = tmp_path / "gsm.jsonl"
+    good = json.dumps(GOOD).encode() + b"\n"
+    path.write_bytes(good * 3000 + b'{"question": "caf\xe9?", "answer": "#### 1"}\n' + good)
+    with pytest.raises(ConfigError) as err:
+        build_task(TaskConfig(name="gsm8k_jsonl", path=str(path)))
+    assert str(err.value) == f"{path}:3001: not UTF-8 text (byte 0xe9 at column 18); save the file as UTF-8"

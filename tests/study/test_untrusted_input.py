@@ -404,3 +404,59 @@ def test_a_folder_is_refused(tmp_path):
 def test_an_included_device_is_refused(tmp_path):
     path = study_with(tmp_path, "include: /dev/zero\n")
     assert_one_line_error(path, "include[0]: /dev/zero (from s.yaml): not a regular file (a character device)")
+
+
+# --------------------------------------------------------------------------------------------
+# 6. a task file's problems are validate's errors
+
+
+def gsm_study(tmp_path: Path, rows: list, model: str = "tiny") -> Path:
+    (tmp_path / "gsm.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return study_with(tmp_path, f"task: {{name: gsm8k_jsonl, path: gsm.jsonl}}\nmodel: {{name: {model}}}\n")
+
+
+GSM_ROWS = [{"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
+            for i in range(20)]
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("3+2=5 ####", "gsm.jsonl:3: the final answer after '####' is empty"),
+    (None, "gsm.jsonl:3: 'answer' must be a non-empty string, not null"),
+])
+def test_validate_refuses_a_task_line_without_an_answer(tmp_path, answer, expected):
+    """An empty or null answer made the reference '' or 'None', which \\boxed{} matched: validate
+    passed a task whose dirty lines paid full reward."""
+    rows = [*GSM_ROWS[:2], {"question": "Tom has 3 apples and buys 2. How many?", "answer": answer}, *GSM_ROWS[2:]]
+    assert_one_line_error(gsm_study(tmp_path, rows, model="gpt2"), expected)
+
+
+def test_validate_refuses_a_task_the_testbed_model_cannot_read(tmp_path):
+    """GSM8K on the tiny character model passed validate, then every trial failed on characters
+    its tokenizer cannot encode."""
+    line = assert_one_line_error(gsm_study(tmp_path, GSM_ROWS), "the tokenizer of model 'tiny' cannot encode")
+    assert "model.name" in line
+
+
+def test_validate_leaves_a_real_models_tokenizer_to_the_trial(tmp_path):
+    code, out, err = validate(gsm_study(tmp_path, GSM_ROWS, model="gpt2"))
+    assert code == 0 and out.startswith("ok: "), (out, err)
+
+
+def test_validate_says_it_runs_the_code_a_study_names(tmp_path, monkeypatch):
+    """A study's ``task.tools`` may name ``module:function``: validate imports that module and
+    calls the factory (it checks the tool the factory makes), and its help says so."""
+    marker = tmp_path / "ran"
+    (tmp_path / "study_tool.py").write_text(
+        "from pathlib import Path\n"
+        "from harness.engine.tools import Tool\n"
+        f"Path({str(marker)!r}).write_text('imported')\n"
+        "def make(task):\n"
+        "    return Tool('echo', 'echo', {'type': 'object'}, lambda arguments: 'x')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = study_with(tmp_path, "task: {name: addition, tools: ['study_tool:make']}\n")
+    code, out, err = validate(path)
+    assert code == 0 and marker.read_text() == "imported", (out, err)
+    text = " ".join(CliRunner().invoke(app, ["validate", "--help"]).stdout.split())
+    assert "validate imports the modules that task.tools and task.reward name as module:function" in text
+    assert "calls each tool factory" in text and "Validate only study files whose code you trust" in text

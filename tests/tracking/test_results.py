@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pandas as pd
 import pytest
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 import harness
 from harness.cli import app
-from harness.cli.results_cmds import ui_command
+from harness.cli.results_cmds import ui_command, ui_environment
 from harness.errors import ConfigError, HarnessError
 from harness.study.load import load_study
 from harness.tracking import records, study_ref
@@ -232,12 +233,16 @@ def test_sync_and_ui_commands(study_dir, make_record, tmp_path):
     out = runner.invoke(app, ["sync", str(study_dir)])
     assert out.exit_code == 0 and "0 already present, 2 sent, 0 failed" in out.output
 
-    command = ui_command(study_dir, host="127.0.0.1", port=5123)
-    assert command[1:4] == ["-m", "mlflow", "ui"]
-    assert command[command.index("--backend-store-uri") + 1] == f"sqlite:///{study_dir.resolve()}/mlflow.db"
-    assert command[-4:] == ["--host", "127.0.0.1", "--port", "5123"]
+    command = ui_command(host="127.0.0.1", port=5123)
+    assert command[1:] == ["-m", "mlflow", "ui", "--host", "127.0.0.1", "--port", "5123"]
+    store = f"sqlite:///{study_dir.resolve()}/mlflow.db"
+    assert ui_environment(study_dir)["MLFLOW_BACKEND_STORE_URI"] == store
     out = runner.invoke(app, ["ui", str(study_dir), "--port", "5123", "--dry-run"])
-    assert out.exit_code == 0 and "http://127.0.0.1:5123" in out.output and "mlflow ui --backend-store-uri" in out.output
+    assert out.exit_code == 0 and "http://127.0.0.1:5123" in out.output
+    assert f"MLFLOW_BACKEND_STORE_URI={store} {sys.executable} -m mlflow ui --host" in out.output
+    out = runner.invoke(app, ["ui", str(study_dir), "--dry-run", "--tracking-uri", "postgresql://h:hunter22@db/m"])
+    assert out.exit_code == 0 and "MLFLOW_BACKEND_STORE_URI=postgresql://h:***@db/m " in out.output
+    assert "hunter22" not in out.output
     empty = tmp_path / "fresh"
     empty.mkdir()
     out = runner.invoke(app, ["ui", str(empty)])

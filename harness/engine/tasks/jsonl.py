@@ -18,16 +18,43 @@ from harness.errors import ConfigError
 INSTRUCTION = " Provide a numerical answer without units, written inside \\boxed{}."
 
 
-def _item(record: dict, where: str) -> Item:
-    try:
-        question, answer = str(record["question"]), str(record["answer"])
-    except (KeyError, TypeError) as err:
-        raise ConfigError(f"{where}: each line needs 'question' and 'answer' fields") from err
+def _item(record, where: str) -> Item:
+    """One line's problem. A line without a usable final answer is refused: an empty or null
+    answer would become the reference ``""`` or ``"None"``, which ``\\boxed{}`` or
+    ``\\boxed{None}`` matches, so dirty data would pay."""
+    if not isinstance(record, dict):
+        raise ConfigError(f'{where}: a line must be a JSON object {{"question": ..., "answer": ...}}, '
+                          f"not {_json_kind(record)}")
+    question, answer = (_text(record, key, where) for key in ("question", "answer"))
     reasoning, sep, final = answer.rpartition("####")
     if not sep:
         return Item(question + INSTRUCTION, answer.strip())
     final = final.strip().replace(",", "")
+    if not final:
+        raise ConfigError(f"{where}: the final answer after '####' is empty; end the answer with it, e.g. '#### 42'")
     return Item(question + INSTRUCTION, final, f"{reasoning.strip()} \\boxed{{{final}}}")
+
+
+def _text(record: dict, key: str, where: str) -> str:
+    if key not in record:
+        raise ConfigError(f"{where}: no '{key}'; each line needs 'question' and 'answer' fields")
+    value = record[key]
+    if not isinstance(value, str) or not value.strip():
+        shown = "" if isinstance(value, str) else f", not {_json_kind(value)}"
+        raise ConfigError(f"{where}: '{key}' must be a non-empty string{shown}, e.g. \"{key}\": "
+                          + ('"... #### 42"' if key == "answer" else '"What is 6 * 7?"'))
+    return value
+
+
+def _json_kind(value) -> str:
+    """How JSON names the kind of ``value``: null, a number, an array..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {dict: "an object", list: "an array", str: "a string"}.get(type(value), type(value).__name__)
 
 
 def read_jsonl(path: str) -> list[Item]:

@@ -17,13 +17,17 @@ REWARDS = Registry("reward")
 
 @REWARDS.register("exact_match")
 def exact_match(item: Item, completion: str) -> float:
-    """1 when the completion (whitespace-trimmed) is exactly the answer, else 0."""
-    return float(completion.strip() == item.answer)
+    """1 when the completion (whitespace-trimmed) is exactly the answer, else 0; nothing for an
+    empty answer (a reference of only whitespace pays nothing, whatever the completion)."""
+    return float(bool(item.answer.strip()) and completion.strip() == item.answer)
 
 
 @REWARDS.register("partial_match")
 def partial_match(item: Item, completion: str) -> float:
-    """Dense credit: characters in the right place, over the longer of answer and completion."""
+    """Dense credit: characters in the right place, over the longer of answer and completion
+    (an empty completion has no character in place; an answer of only whitespace pays nothing)."""
+    if not item.answer.strip():
+        return 0.0
     text = completion.strip()
     hits = sum(a == b for a, b in zip(text, item.answer))
     return hits / max(len(text), len(item.answer), 1)
@@ -49,11 +53,13 @@ def _normalise_number(text: str) -> str:
 
 @REWARDS.register("boxed_answer")
 def boxed_answer(item: Item, completion: str) -> float:
-    """1 when the last ``\\boxed{}`` answer equals the reference (numbers compared as numbers)."""
+    """1 when the last ``\\boxed{}`` answer equals the reference (numbers compared as numbers);
+    0 when either is empty once normalised (``\\boxed{}`` never matches a missing reference)."""
     found = extract_boxed(completion)
     if found is None:
         return 0.0
-    return float(_normalise_number(found) == _normalise_number(item.answer))
+    answer, reference = _normalise_number(found), _normalise_number(item.answer)
+    return float(bool(reference) and answer == reference)
 
 
 def resolve_reward(name: str) -> RewardFn:

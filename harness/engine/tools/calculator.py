@@ -42,6 +42,7 @@ def calculator_tool(task) -> Tool:
         description="Evaluate an arithmetic expression exactly and return its value.",
         parameters=PARAMETERS,
         run=lambda arguments: calculate(arguments["expression"]),
+        bounded=True,
     )
 
 

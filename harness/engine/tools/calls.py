@@ -7,13 +7,11 @@ as an invalid call with a one-line reason, so the reward can penalise it and the
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
-
-_BLOCK = re.compile(re.escape(OPEN_TAG) + r"(.*?)" + re.escape(CLOSE_TAG), re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,23 @@ class ParsedCall:
 
 def parse_calls(text: str) -> list[ParsedCall]:
     """Every ``<tool_call>...</tool_call>`` block of ``text`` in order, valid or not."""
-    return [_parse(match.group(1)) for match in _BLOCK.finditer(text)]
+    return [_parse(raw) for raw in _blocks(text)]
+
+
+def _blocks(text: str) -> Iterator[str]:
+    """The text between each open tag and the first close tag after it, left to right (what the
+    lazy pattern ``<tool_call>(.*?)</tool_call>`` matches), in one pass: once no close tag
+    follows an open tag none follows a later one, so the search stops there instead of
+    rescanning the rest of the text from every further open tag (quadratic in a turn that
+    repeats the open tag)."""
+    start = text.find(OPEN_TAG)
+    while start >= 0:
+        body = start + len(OPEN_TAG)
+        end = text.find(CLOSE_TAG, body)
+        if end < 0:
+            return
+        yield text[body:end]
+        start = text.find(OPEN_TAG, end + len(CLOSE_TAG))
 
 
 def unclosed(text: str) -> bool:

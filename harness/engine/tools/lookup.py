@@ -38,4 +38,5 @@ def lookup_tool(task: Task) -> Tool:
         description="Return the value stored under a key in the task's table.",
         parameters=PARAMETERS,
         run=run,
+        bounded=True,
     )

@@ -19,12 +19,17 @@ class ToolError(Exception):
 class Tool:
     """One callable tool. ``parameters`` is the JSON schema of the arguments object
     (``{"type": "object", "properties": {...}, "required": [...]}``); ``run`` maps the arguments
-    to the result text and raises ``ToolError`` for a call it refuses."""
+    to the result text and raises ``ToolError`` for a call it refuses.
+
+    ``bounded`` says every call ends in microseconds whatever the arguments (the built-in
+    calculator and lookup): such a tool runs in the rollout's own process. Any other tool runs in
+    a worker process that is killed at the call's time limit (``tool_process``)."""
 
     name: str
     description: str
     parameters: dict
     run: Callable[[dict], str]
+    bounded: bool = False
 
     def schema(self) -> dict:
         """The OpenAI/HF function format that ``tokenizer.apply_chat_template(..., tools=[...])`` takes."""

@@ -2,13 +2,14 @@
 
 Whatever the model writes (a broken call, an unknown tool, arguments off the schema) and whatever
 the tool does (refuses, crashes, hangs, floods) becomes a short result text the next turn shows
-the model, so a rollout never stops on a tool.
+the model, so a rollout never stops on a tool. A tool that is not bounded by construction (any
+``module:function`` tool) runs in a worker process, killed at the call's time limit.
 """
 
 from __future__ import annotations
 
 import json
-import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,8 @@ from jsonschema.exceptions import best_match
 from jsonschema.validators import validator_for
 
 from harness.engine.tools.calls import ParsedCall
-from harness.engine.tools.tool import Tool, ToolError
+from harness.engine.tools.tool import Tool
+from harness.engine.tools.tool_process import ToolProcess, run_tool
 
 MAX_RESULT_CHARS = 500
 _CUT = " ...[truncated]"
@@ -36,6 +38,7 @@ class ToolSet:
     def __init__(self, tools: Sequence[Tool], *, timeout_s: float) -> None:
         self._tools = {tool.name: tool for tool in tools}
         self._validators = {tool.name: validator_for(tool.parameters)(tool.parameters) for tool in tools}
+        self._process = ToolProcess({tool.name: tool for tool in tools if not tool.bounded})
         self.timeout_s = timeout_s
 
     @property
@@ -52,8 +55,9 @@ class ToolSet:
         return "<tools>\n" + "\n".join(lines) + "\n</tools>\n"
 
     def run(self, call: ParsedCall) -> ToolOutcome:
-        """Run one call; never raises. A tool running past ``timeout_s`` is abandoned: its
-        daemon thread is never joined again and ends (or not) on its own."""
+        """Run one call; never raises. A tool that is not ``bounded`` runs in the worker process,
+        which is killed when the call runs past ``timeout_s``; an answer after the limit is an
+        error, whichever process it came from."""
         if not call.valid:
             return _error(f"invalid tool call: {call.error}")
         tool = self._tools.get(call.name)
@@ -68,28 +72,24 @@ class ToolSet:
         return self._run(tool, call.arguments)
 
     def _run(self, tool: Tool, arguments: dict) -> ToolOutcome:
-        done: dict = {}
-
-        def target() -> None:
-            try:
-                done["result"] = tool.run(arguments)
-            except BaseException as err:  # a tool's own thread: even SystemExit is only its failure
-                done["error"] = err
-
-        thread = threading.Thread(target=target, name=f"tool-{tool.name}", daemon=True)
-        thread.start()
-        thread.join(self.timeout_s)
-        if thread.is_alive():
+        started = time.monotonic()
+        if tool.bounded:
+            reply = run_tool(tool, arguments)
+        else:
+            reply = self._process.call(tool.name, arguments, self.timeout_s)
+        if reply.kind == "late" or time.monotonic() - started > self.timeout_s:  # a late answer is never taken
             return _error(f"tool {tool.name!r} ran past its time limit of {self.timeout_s:g} s")
-        if "error" in done:
-            err = done["error"]
-            if isinstance(err, ToolError):
-                return _error(str(err) or f"tool {tool.name!r} refused the call")
-            return _error(f"tool {tool.name!r} failed: {type(err).__name__}: {err}")
-        result = done.get("result")
-        if not isinstance(result, str):
-            return _error(f"tool {tool.name!r} returned {type(result).__name__}, not text")
-        return ToolOutcome(_truncated(result), ok=True)
+        if reply.kind == "refused":
+            return _error(reply.text or f"tool {tool.name!r} refused the call")
+        if reply.kind == "failed":
+            return _error(f"tool {tool.name!r} failed: {reply.error.line()}")
+        if reply.kind == "not_text":
+            return _error(f"tool {tool.name!r} returned {reply.text}, not text")
+        return ToolOutcome(_truncated(reply.text), ok=True)
+
+    def close(self) -> None:
+        """End the tools' worker process now, if one runs (it also ends with this process)."""
+        self._process.close()
 
 
 def _error(message: str) -> ToolOutcome:

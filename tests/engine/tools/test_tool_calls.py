@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -93,3 +95,36 @@ def test_the_subpackage_imports_neither_torch_nor_transformers():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_many_unclosed_open_tags_parse_in_linear_time():
+    """A collapsed policy writes the open tag over and over and never closes it: no block, found
+    in one pass (the lazy regex rescanned the rest of the text from every tag: 10,000 tags took
+    25 s). With a close tag at the very end, everything after the first open tag is one block."""
+    text = OPEN_TAG * 100_000
+    started = time.perf_counter()
+    assert parse_calls(text) == []
+    assert unclosed(text)
+    [call] = parse_calls(text + CLOSE_TAG)
+    assert call.raw == OPEN_TAG * 99_999 and not call.valid
+    assert time.perf_counter() - started < 5, "parsing 100,000 unclosed tags took too long"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain text, no tags",
+        _call('{"name": "a", "arguments": {}}'),
+        _call("x") + "between" + _call("y") + "after",
+        OPEN_TAG + "x" + OPEN_TAG + "y" + CLOSE_TAG + "z" + CLOSE_TAG,  # the first close ends the first block
+        CLOSE_TAG + OPEN_TAG + "a" + CLOSE_TAG + CLOSE_TAG + OPEN_TAG,
+        OPEN_TAG + CLOSE_TAG + OPEN_TAG + "\n\n" + CLOSE_TAG,  # empty blocks, newlines
+        "<tool_call<tool_call>a</tool_call</tool_call>",  # near-misses of both tags
+        OPEN_TAG + "a" + CLOSE_TAG[:-1] + OPEN_TAG + "b" + CLOSE_TAG,
+    ],
+)
+def test_the_blocks_found_are_those_of_the_lazy_pattern(text):
+    """The same blocks, in the same order, as the regex ``<tool_call>(.*?)</tool_call>`` finds."""
+    pattern = re.compile(re.escape(OPEN_TAG) + r"(.*?)" + re.escape(CLOSE_TAG), re.DOTALL)
+    assert [call.raw for call in parse_calls(text)] == [m.group(1) for m in pattern.finditer(text)]

@@ -16,6 +16,7 @@ from harness.engine.tools import (
     ToolSet,
     build_tools,
     parse_calls,
+    resolve_tool,
 )
 from harness.engine.tools.toolset import MAX_RESULT_CHARS
 
@@ -120,3 +121,42 @@ def test_an_unchecked_schema_is_an_error_result_too():
     broken = Tool(name="broken", description="", parameters={"type": "objekt"}, run=lambda arguments: "")
     outcome = ToolSet([broken], timeout_s=1.0).run(_call("broken"))
     assert not outcome.ok and outcome.text.startswith("error: cannot check the arguments of 'broken'")
+
+
+def test_a_c_operation_holding_the_gil_is_stopped_at_the_limit():
+    """``7**(10**7)`` keeps the GIL for seconds: a thread's join could not return, and the late
+    result was taken (ok after 8.2 s under a 0.5 s limit). The tool's process is killed instead."""
+    tools = _tools("tool_factories:big_power", timeout_s=0.5)
+    started = time.monotonic()
+    outcome = tools.run(_call("big_power"))
+    elapsed = time.monotonic() - started
+    assert outcome == ToolOutcome("error: tool 'big_power' ran past its time limit of 0.5 s", ok=False)
+    assert elapsed < 2.0, f"the time-out came after {elapsed:.1f} s"
+
+
+def test_the_worker_is_replaced_after_a_time_out_or_a_crash():
+    tools = _tools("tool_factories:counter", "tool_factories:dying", timeout_s=1.0)
+    assert [tools.run(_call("counter")).text for _ in range(3)] == ["1", "2", "3"]  # one process, its state kept
+    assert tools.run(_call("counter", wait=True)).text == "error: tool 'counter' ran past its time limit of 1 s"
+    assert tools.run(_call("counter")) == ToolOutcome("1", ok=True)  # a fresh process, from the state at the fork
+    assert tools.run(_call("dying")) == ToolOutcome(
+        "error: tool 'dying' failed: ProcessEnded: its process exited with code 7", ok=False)
+    assert tools.run(_call("counter")) == ToolOutcome("1", ok=True)
+    tools.close()
+
+
+def test_a_bounded_tool_runs_here_and_its_late_answer_is_refused_too():
+    import os
+
+    here = Tool(name="here", description="", parameters={"type": "object"}, run=lambda a: str(os.getpid()),
+                bounded=True)
+    slow = Tool(name="slow", description="", parameters={"type": "object"},
+                run=lambda a: time.sleep(0.3) or "done", bounded=True)
+    tools = ToolSet([here, slow], timeout_s=0.1)
+    assert tools.run(_call("here")) == ToolOutcome(str(os.getpid()), ok=True)
+    assert tools.run(_call("slow")) == ToolOutcome("error: tool 'slow' ran past its time limit of 0.1 s", ok=False)
+
+
+def test_the_builtin_tools_are_bounded_and_a_path_is_not():
+    names = ["calculator", "lookup", "tool_factories:echo"]
+    assert [resolve_tool(name, TASK).bounded for name in names] == [True, True, False]

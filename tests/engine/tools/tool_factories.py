@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 from harness.engine.tools import Tool, ToolError
 
@@ -70,3 +72,28 @@ def array_schema(task) -> Tool:
 
 def bad_name(task) -> Tool:
     return _tool("my tool", lambda arguments: "")
+
+
+def big_power(task) -> Tool:
+    """A C operation that keeps the GIL for seconds: no thread can stop it, or even time it out."""
+    return _tool("big_power", lambda arguments: str((7 ** (10**7)).bit_length()))
+
+
+def dying(task) -> Tool:
+    def run(arguments):
+        os._exit(7)
+
+    return _tool("dying", run)
+
+
+def counter(task) -> Tool:
+    """Counts its calls: its state lives from one call to the next, and from the fork anew."""
+    calls = []
+
+    def run(arguments):
+        if arguments.get("wait"):
+            time.sleep(30)
+        calls.append(1)
+        return str(len(calls))
+
+    return _tool("counter", run, parameters={"type": "object", "properties": {"wait": {"type": "boolean"}}})
