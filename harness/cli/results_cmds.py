@@ -13,8 +13,9 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.app import EXIT_OK, EXIT_SOME_FAILED, app
+from harness.cli.app import app
 from harness.errors import ConfigError, HarnessError
+from harness.ground.exit_codes import EXIT_OK, EXIT_SOME_FAILED
 from harness.tracking.urls import redact_url
 
 #: what every reading command's STUDY argument accepts
