@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
+from harness.ground.dotted import resolve
 from harness.runner import trial_queue as queue
-from harness.runner.child import one_line, resolve_trial_fn
 from harness.study.expand import look_specs
 from harness.tracking.storage import StorageError
 
@@ -42,7 +42,7 @@ def due_looks(study_ref: Any, storage_url: str):
     """The replay of a sequential study (:data:`DUE_LOOKS`); a failure other than the harness's
     own errors (a storage that cannot be read is a ``StorageError``) is one line, a ``LookError``."""
     try:
-        return resolve_trial_fn(DUE_LOOKS)(study_ref, storage_url)
+        return resolve(DUE_LOOKS, what="the look schedule")(study_ref, storage_url)
     except HarnessError:
         raise
     except Exception as err:  # noqa: BLE001 - one line, not a traceback
