@@ -54,7 +54,10 @@ class ErrorRecord:
 
     @classmethod
     def of(cls, err: BaseException, limit: int = 500) -> ErrorRecord:
-        return cls(type=type(err).__name__, message=squeeze(str(err), limit))
+        """``err`` as a record whose ``line()`` is ``one_line(err, limit)``: the message is cut
+        to what is left of ``limit`` after ``Type: ``."""
+        name = type(err).__name__
+        return cls(type=name, message=squeeze(str(err), max(limit - len(name) - 2, 4)))
 
     @classmethod
     def from_dict(cls, data: dict) -> ErrorRecord:

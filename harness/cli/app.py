@@ -5,6 +5,8 @@ import sys
 import typer
 
 from harness.errors import HarnessError
+from harness.ground import console
+from harness.ground.exit_codes import EXIT_BAD_INPUT
 
 app = typer.Typer(
     name="harness",
@@ -16,13 +18,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
 
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2."""
     try:
         app()
     except HarnessError as err:
-        typer.echo(f"error: {err}", err=True)
+        console.error(str(err))
         sys.exit(EXIT_BAD_INPUT)

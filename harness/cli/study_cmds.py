@@ -7,9 +7,10 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.app import EXIT_BAD_INPUT, app
+from harness.cli.app import app
 from harness.errors import HarnessError
 from harness.ground.console import error, warn
+from harness.ground.exit_codes import EXIT_BAD_INPUT
 from harness.study.expand import comparisons, study_dir
 from harness.study.fragments import check_fragment
 from harness.study.load import (

@@ -18,9 +18,10 @@ import yaml
 from pydantic import ValidationError
 
 from harness.algorithms import describe_presets, resolve_algorithm
-from harness.cli.app import EXIT_SOME_FAILED, app
+from harness.cli.app import app
 from harness.engine.spec import TrialSpec
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, one_line
+from harness.ground.exit_codes import EXIT_SOME_FAILED
 from harness.study.field_errors import format_validation_error
 from harness.study.schema import check_name
 
@@ -143,7 +144,6 @@ def trial(
     spec = build_spec(algorithm, task, steps, seed, assignments, name)
     from harness.engine.spec import TrialResult
     from harness.engine.trial import run_trial
-    from harness.runner.child import one_line
     from harness.tracking.records import now_iso
 
     started_at = now_iso()

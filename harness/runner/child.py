@@ -9,10 +9,11 @@ ends that process only. Two ways to start it, same behaviour:
 - ``exec``: ``python -m harness.runner.child --spec S --result R --trial-fn M:F`` (a fresh
   interpreter; set ``HARNESS_TRIAL_START=exec``).
 
-Either way the child is the leader of its own process group (the worker kills the whole group), It loads the spec, calls the trial function and writes a small JSON result
-file (``{"ok": true, "result": TrialResult}`` or ``{"ok": false, "error": "Type: message"}``);
-the worker turns that into the trial record and tells Optuna. stdout/stderr go to the trial's
-log file.
+Either way the child is the leader of its own process group (the worker kills the whole group).
+It loads the spec, calls the trial function and writes a small JSON result file:
+``{"ok": true, "result": TrialResult}``, or ``{"ok": false, "error": {"type", "message"}}`` (an
+:class:`~harness.errors.ErrorRecord`, whose ``line()`` is the trial's failure reason); the worker
+turns that into the trial record and tells Optuna. stdout/stderr go to the trial's log file.
 
 It imports nothing heavy of its own (no Optuna, no MLflow): the trial function brings what it
 needs. If the worker dies, the trial ends too (it watches the worker's pid).
@@ -21,7 +22,6 @@ needs. If the worker dies, the trial ends too (it watches the worker's pid).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import signal
@@ -32,31 +32,12 @@ import traceback
 from pathlib import Path
 
 from harness.engine.spec import TrialResult, TrialSpec
+from harness.errors import ErrorRecord
+from harness.ground.dotted import resolve
+from harness.ground.files import atomic_write
 
 THREADS_ENV = "HARNESS_TRIAL_THREADS"
 DEFAULT_TRIAL_FN = "harness.engine.trial:run_trial"
-
-
-def resolve_trial_fn(path: str):
-    """``module:function`` -> the function (ValueError when it cannot be found)."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"trial function must be 'module:function', got {path!r}")
-    module = importlib.import_module(module_name)
-    try:
-        fn = getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no function {attr!r}") from None
-    if not callable(fn):
-        raise ValueError(f"{path!r} is not callable")
-    return fn
-
-
-def one_line(err: BaseException, limit: int = 500) -> str:
-    """``Type: message`` on one line (the reason recorded for a failed trial)."""
-    text = " ".join(str(err).split())
-    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def process_gone(pid: int) -> bool:
@@ -112,17 +93,13 @@ def _set_threads() -> None:
         sys.modules["torch"].set_num_threads(int(threads))
 
 
-def _write(path: Path, payload: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, allow_nan=True, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def run(spec_path: Path, result_path: Path, trial_fn: str) -> int:
-
+    """Run the trial of ``spec_path`` with ``trial_fn`` and write its result file; the exit code
+    (0 when the trial returned a result). Every failure, whatever it raised, becomes the
+    result file's error record and a traceback in the log."""
     try:
         spec = TrialSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))
-        fn = resolve_trial_fn(trial_fn)
+        fn = resolve(trial_fn, what="trial function")
         _set_threads()
         started = time.perf_counter()
         result = fn(spec)
@@ -133,13 +110,12 @@ def run(spec_path: Path, result_path: Path, trial_fn: str) -> int:
         if not result.wall_time_s:
             result.wall_time_s = time.perf_counter() - started
         # NaN/inf survive the JSON round trip (allow_nan): the worker decides what they mean.
-        payload = {"ok": True, "result": result.model_dump(mode="python")}
+        payload, code = {"ok": True, "result": result.model_dump(mode="python")}, 0
     except BaseException as err:  # noqa: BLE001 - every failure becomes the trial's reason
         traceback.print_exc()
-        _write(result_path, {"ok": False, "error": one_line(err)})
-        return 1
-    _write(result_path, payload)
-    return 0
+        payload, code = {"ok": False, "error": ErrorRecord.of(err).to_dict()}, 1
+    atomic_write(result_path, json.dumps(payload, allow_nan=True, default=str))
+    return code
 
 
 def child_main(spec_path: str, result_path: str, trial_fn: str, log_path: str, worker_pid: int | None = None) -> None:
@@ -159,6 +135,7 @@ def child_main(spec_path: str, result_path: str, trial_fn: str, log_path: str, w
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry of an exec'd trial process (``python -m harness.runner.child``): :func:`run`."""
     parser = argparse.ArgumentParser(prog="python -m harness.runner.child")
     parser.add_argument("--spec", required=True, type=Path)
     parser.add_argument("--result", required=True, type=Path)

@@ -6,8 +6,8 @@ import sys
 import threading
 import time
 
+from harness.errors import one_line
 from harness.runner import fencing
-from harness.runner.child import one_line
 from harness.tracking.urls import redact_text
 
 

@@ -4,7 +4,9 @@ The worker side of :mod:`harness.runner.child`: the child is forked from a per-w
 *forkserver* (torch and the spec module imported once) or exec'd fresh
 (``HARNESS_TRIAL_START=exec``); either way it leads its own process group, which is killed
 as a whole on timeout or stop. :func:`run_trial_process` returns an :class:`Outcome`: the
-trial's result, or the reason it failed (its error, a timeout, a signal, an exit code).
+trial's result, or why it failed: the error the trial raised, as the typed record the trial
+process wrote (so a caller asks for its ``type``), or what ended the process (a timeout, a
+signal, an exit code).
 """
 
 from __future__ import annotations
@@ -21,17 +23,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ErrorRecord
 from harness.runner.child import child_main
 
 
 @dataclass
 class Outcome:
-    """What came back from a trial process: a result, a failure reason, or an interruption."""
+    """What came back from a trial process: a result, a failure, or an interruption."""
 
     result: dict[str, Any] | None = None  # TrialResult fields
-    reason: str | None = None
+    error: ErrorRecord | None = None  # what the trial raised, as its process recorded it
+    ended: str | None = None  # what ended a process that recorded no error: a timeout, a signal, an exit code
     interrupted: bool = False
     wall_time_s: float = 0.0
+
+    @property
+    def reason(self) -> str | None:
+        """Why the trial failed, on one line, as its record says it (``Type: message``)."""
+        return self.error.line() if self.error is not None else self.ended
 
 
 START_ENV = "HARNESS_TRIAL_START"  # "fork" (default where available) or "exec"
@@ -216,15 +225,17 @@ def run_trial_process(
         if interrupted:
             return Outcome(interrupted=True, wall_time_s=wall)
         if timed_out:
-            return Outcome(reason=f"timeout: exceeded --trial-timeout {timeout_s:g}s", wall_time_s=wall)
+            return Outcome(ended=f"timeout: exceeded --trial-timeout {timeout_s:g}s", wall_time_s=wall)
+        if payload is not None and isinstance(payload.get("error"), dict):
+            return Outcome(error=ErrorRecord.from_dict(payload["error"]), wall_time_s=wall)
         if payload is not None:
-            return Outcome(reason=str(payload.get("error") or "trial failed"), wall_time_s=wall)
+            return Outcome(ended="trial failed", wall_time_s=wall)
         code = child.returncode
         if code is not None and code < 0:
-            return Outcome(reason=_signal_reason(code), wall_time_s=wall)
+            return Outcome(ended=_signal_reason(code), wall_time_s=wall)
         tail = _log_tail(log_path)
         return Outcome(
-            reason=f"trial process exited with code {code}" + (f": {tail}" if tail else ""),
+            ended=f"trial process exited with code {code}" + (f": {tail}" if tail else ""),
             wall_time_s=wall,
         )
     finally:

@@ -3,11 +3,10 @@ fenced commit then finds its claim revoked puts the folder back as it was."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.ground.files import atomic_write
 from harness.tracking.records import (
     SUPERSEDED_DIR,
     TrialRecord,
@@ -17,38 +16,6 @@ from harness.tracking.records import (
     records_dir,
     write_record,
 )
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, *, wait: bool = True):
-    """An exclusive advisory lock; yields False when ``wait=False`` and another process holds
-    it. Without fcntl, or when the lock file cannot be opened (a full disk), it does not lock."""
-    try:
-        import fcntl
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")  # noqa: SIM115 - closed below
-    except (ImportError, OSError):
-        yield True
-        return
-    try:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    finally:
-        fh.close()
-
-
-def _replace_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.restore")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class LocalWrite:
@@ -89,7 +56,7 @@ class LocalWrite:
             if self.previous is None:
                 self.path.unlink(missing_ok=True)
             else:
-                _replace_atomic(self.path, self.previous)
+                atomic_write(self.path, self.previous)
             if self.archive is not None and not self.archive_existed:
                 self.archive.unlink(missing_ok=True)
         # a later write archived this record: that copy goes too (this attempt never counted)

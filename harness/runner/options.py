@@ -1,80 +1,169 @@
 """How a study is run: workers, storage, tracking, retries, time limits, heartbeats.
 
-``harness run`` and ``harness worker`` fill one ``RunOptions`` from their flags; every part of
-the runner reads it.
+:class:`RunOptions` is the one type of a run's options, from the command line to every worker
+process. ``harness run`` and ``harness worker`` build it from their flags (a field is its flag:
+``grace_period`` is ``--grace-period``), the runner reads it, and each worker process gets the
+same model inside its :class:`~harness.runner.worker_config.WorkerConfig`. A field's checks are
+its constraints: a value that fails one is a ``ConfigError`` of one line naming the flag, raised
+when the options are built, before anything starts.
+
+The storage and tracking URLs may carry passwords, so the type itself keeps them out of every
+serialisation (``exclude=True``): a worker process is given them in its environment, under the
+variable its field names (``worker_env``), and removes them from there before any trial starts.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import math
 import sys
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Annotated, Any, TextIO, Union, get_args, get_origin
+
+from pydantic import ConfigDict, Field, SkipValidation, ValidationError, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
 
 from harness.errors import ConfigError
+from harness.ground import console
+from harness.ground.dotted import check_findable
+from harness.ground.strict import StrictModel
 from harness.runner.child import DEFAULT_TRIAL_FN
 from harness.runner.slots import usable_cores, visible_gpus
 
-HEARTBEAT_INTERVAL_S = 10
-GRACE_PERIOD_S = 60
-POLL_S = 1.0
-PROGRESS_EVERY_S = 30.0
-SHUTDOWN_TIMEOUT_S = 60.0
-_POSITIVE = "a positive, finite number of seconds"
-_NON_NEGATIVE = "0 or a positive, finite number of seconds"
+GRACE_PERIOD_S = 60  # the least grace period by default (and at least 3 heartbeats)
 
 
-@dataclass
-class RunOptions:
-    workers: int | None = None  # CPU workers (default 1); with GPUs: default one per GPU
-    storage: str | None = None  # Optuna storage URL; default sqlite in the study folder
-    tracking_uri: str | None = None  # MLflow; default sqlite in the study folder
-    tracking: bool = True  # mirror records to MLflow
-    retries: int = 0
-    trial_timeout: float | None = None
-    trial_fn: str = DEFAULT_TRIAL_FN
-    heartbeat_interval: float = HEARTBEAT_INTERVAL_S
-    grace_period: float | None = None  # default: max(GRACE_PERIOD_S, 3 x heartbeat_interval)
-    poll_interval: float = POLL_S
-    kill_grace: float = 10.0  # SIGTERM -> SIGKILL for a trial process
-    progress_every: float = PROGRESS_EVERY_S
-    shutdown_timeout: float = SHUTDOWN_TIMEOUT_S
-    gpus: list[str] | None = None  # None: detect
-    stream: TextIO | None = None  # progress and notices (default stderr)
-    min_free_mb: float | None = None  # free space the study folder needs (default: outdir's)
+@dataclass(frozen=True)
+class Must:
+    """What a knob's value must be, as its one-line error says it (``--workers: must be ...``)."""
 
-    @property
-    def grace(self) -> float:
-        if self.grace_period is not None:
-            return self.grace_period
-        return max(GRACE_PERIOD_S, 3 * self.heartbeat_interval)
+    text: str
+
+
+Seconds = Annotated[float, Field(gt=0), Must("a positive, finite number of seconds")]
+SecondsOrZero = Annotated[float, Field(ge=0), Must("0 or a positive, finite number of seconds")]
+AtLeastOne = Annotated[int, Field(ge=1), Must("at least 1")]
+Count = Annotated[int, Field(ge=0), Must("0 or more")]
+
+#: json_schema_extra of a field the command line sets (``harness run`` / ``harness worker``)
+FLAG = {"flag": True}
+_STORAGE_HELP = "Optuna storage URL (default: sqlite:///<study_dir>/optuna.db); PostgreSQL works for many machines"
+
+
+def flag_of(name: str) -> str:
+    """The command-line spelling of a field that has a flag: ``grace_period`` -> ``--grace-period``."""
+    return f"--{name.replace('_', '-')}"
+
+
+class RunOptions(StrictModel):
+    """The options of one run, as ``harness run`` and ``harness worker`` take them and every
+    worker process receives them."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)  # the stream: any text stream
+
+    workers: AtLeastOne | None = Field(
+        None, json_schema_extra=FLAG,
+        description="CPU worker processes (default 1); with GPUs: one per GPU")
+    storage: str | None = Field(
+        None, exclude=True,
+        json_schema_extra={**FLAG, "env": "HARNESS_STORAGE", "worker_env": "HARNESS_WORKER_STORAGE"},
+        description=_STORAGE_HELP)
+    tracking_uri: str | None = Field(
+        None, exclude=True,
+        json_schema_extra={**FLAG, "env": "HARNESS_TRACKING_URI", "worker_env": "HARNESS_WORKER_TRACKING"},
+        description="MLflow tracking URI (default: sqlite:///<study_dir>/mlflow.db)")
+    tracking: bool = Field(
+        True, json_schema_extra=FLAG,
+        description="mirror every record to MLflow (--no-tracking skips it; `harness sync` replays it)")
+    retries: Count = Field(0, json_schema_extra=FLAG, description="re-queue a failed trial up to N times")
+    trial_timeout: Seconds | None = Field(
+        None, json_schema_extra=FLAG, description="fail a trial that runs longer than SECONDS")
+    trial_fn: str = Field(
+        DEFAULT_TRIAL_FN, json_schema_extra=FLAG,
+        description="the function a trial process calls with the trial's spec, as module:function "
+                    "(the engine's; tests name fake trials)")
+    heartbeat_interval: Seconds = Field(
+        10.0, json_schema_extra=FLAG, description="seconds between the heartbeats of a running trial")
+    grace_period: Seconds | None = Field(
+        None, validate_default=True, json_schema_extra=FLAG,
+        description=f"seconds without a heartbeat before a running trial counts as lost and is queued again "
+                    f"(default: {GRACE_PERIOD_S}, and at least 3 heartbeats); longer than the heartbeat interval")
+    poll_interval: Seconds = Field(1.0, json_schema_extra=FLAG, description="seconds between polls of the queue")
+    kill_grace: SecondsOrZero = Field(
+        10.0, json_schema_extra=FLAG,
+        description="seconds a trial process is given to exit between SIGTERM and SIGKILL")
+    storage_retry: SecondsOrZero | None = Field(
+        None, description="seconds a worker retries an unreachable storage before it stops "
+                          "(default: $HARNESS_STORAGE_RETRY_S, else 60)")
+    progress_every: Seconds = Field(30.0, description="seconds between progress lines while nothing changes")
+    shutdown_timeout: Seconds = Field(
+        60.0, description="seconds after a stop (Ctrl-C) before workers that have not exited are killed")
+    gpus: list[str] | None = Field(None, description="the GPUs to run on (default: the visible ones)")
+    min_free_mb: float | None = Field(
+        None, description="free space (MB) the study folder needs (default: $HARNESS_MIN_FREE_MB, else 100)")
+    stream: SkipValidation[TextIO | None] = Field(
+        None, exclude=True, description="where progress lines and notices go (default: stderr)")
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as err:
+            raise ConfigError(_one_line(type(self), err)) from None
+
+    @field_validator("trial_fn")
+    @classmethod
+    def _trial_fn_findable(cls, path: str) -> str:
+        """Its module can be found (only trial processes import it)."""
+        check_findable(path, what=flag_of("trial_fn"))
+        return path
+
+    @field_validator("grace_period")
+    @classmethod
+    def _grace_after_beats(cls, grace: float | None, info: ValidationInfo) -> float | None:
+        """The default grace period, and a given one longer than the heartbeat interval."""
+        beat = info.data.get("heartbeat_interval")
+        if beat is None:  # the heartbeat interval's own error is the one reported
+            return grace
+        if grace is None:
+            return max(GRACE_PERIOD_S, 3 * beat)
+        if not grace > beat:
+            raise ValueError(f"{flag_of('grace_period')}: must be longer than the heartbeat interval")
+        return grace
+
+    # ---- secrets ----------------------------------------------------------------------------
+
+    @classmethod
+    def secrets(cls) -> dict[str, str]:
+        """The fields never serialised, each with the variable a worker process reads it from."""
+        return {name: extra["worker_env"] for name, field in cls.model_fields.items()
+                if "worker_env" in (extra := _extra(field))}
+
+    @classmethod
+    def secret_env_vars(cls) -> tuple[str, ...]:
+        """Every variable a URL may be read from (the command line's and the worker's): a worker
+        removes them all from its environment, so no trial process sees a password."""
+        return tuple(var for name in cls.secrets() for key in ("env", "worker_env")
+                     if (var := _extra(cls.model_fields[name]).get(key)))
+
+    def secret_env(self) -> dict[str, str]:
+        """The environment that gives a worker process its secret fields."""
+        return {var: value for name, var in self.secrets().items() if (value := getattr(self, name)) is not None}
+
+    @classmethod
+    def from_worker_json(cls, data: Mapping[str, Any], env: Mapping[str, str]) -> RunOptions:
+        """The options a worker was given: the serialised fields and, from ``env``, the secret ones."""
+        return cls(**{**data, **{name: env.get(var) for name, var in cls.secrets().items()}})
+
+    # ---- output -----------------------------------------------------------------------------
 
     def out(self) -> TextIO:
         return self.stream or sys.stderr
 
-    def check(self) -> None:
-        """Refuse options that make no sense (``ConfigError``, one line, before anything starts);
-        warn, on one line, about ``--workers`` beyond what this machine has, and go on."""
-        if self.workers is not None and self.workers < 1:
-            raise ConfigError(f"--workers: must be at least 1, got {self.workers}")
-        if self.retries < 0:
-            raise ConfigError(f"--retries: must be 0 or more, got {self.retries}")
-        if self.trial_timeout is not None:
-            _seconds("--trial-timeout", self.trial_timeout, _POSITIVE)
-        _seconds("--heartbeat-interval", self.heartbeat_interval, _POSITIVE)
-        if self.grace_period is not None:
-            _seconds("--grace-period", self.grace_period, _POSITIVE)
-        if not self.grace > self.heartbeat_interval:
-            raise ConfigError("--grace-period: must be longer than the heartbeat interval")
-        _seconds("--poll-interval", self.poll_interval, _POSITIVE)
-        _seconds("--kill-grace", self.kill_grace, _NON_NEGATIVE, allow_zero=True)
-        _seconds("progress_every", self.progress_every, _POSITIVE)
-        _seconds("shutdown_timeout", self.shutdown_timeout, _POSITIVE)
-        check_trial_fn(self.trial_fn)
+    def warn_over_capacity(self) -> None:
+        """One warning line when ``--workers`` is more than this machine has; the run goes on."""
         warning = self.capacity_warning()
         if warning:
-            print(f"[harness] warning: {warning}", file=self.out(), flush=True)
+            console.warn(warning, stream=self.out())
 
     def capacity_warning(self, *, cores: int | None = None) -> str | None:
         """Why ``--workers`` is more than this machine has (its GPUs, else its CPU cores), or None."""
@@ -97,24 +186,34 @@ class RunOptions:
         )
 
 
-def _seconds(flag: str, value: float, what: str, *, allow_zero: bool = False) -> None:
-    """A finite number of seconds, positive (or 0 with ``allow_zero``); NaN and inf are refused."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{flag}: must be {what}, got {value!r}") from None
-    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
-        raise ConfigError(f"{flag}: must be {what}, got {value!r}")
+def _extra(field: FieldInfo) -> dict[str, Any]:
+    """A field's declared extras: ``flag`` (the command line sets it), ``env`` (the variable the
+    command line reads it from), ``worker_env`` (a secret: the variable a worker reads it from)."""
+    return field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
 
 
-def check_trial_fn(path: str) -> None:
-    """``module:function`` whose module can be found (it is imported only by trial processes)."""
-    module, sep, attr = path.partition(":")
-    if not sep or not module or not attr.isidentifier():
-        raise ConfigError(f"--trial-fn: expected 'module:function', got {path!r}")
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
-        raise ConfigError(f"--trial-fn: no module named {module!r}")
+def _must(field: FieldInfo) -> str | None:
+    """The :class:`Must` of a field's type (``Seconds``, ``Seconds | None``), if it has one."""
+    kinds = [field.annotation]
+    if get_origin(field.annotation) in (Union, types.UnionType):
+        kinds = list(get_args(field.annotation))
+    for item in [*field.metadata, *(m for kind in kinds for m in getattr(kind, "__metadata__", ()))]:
+        if isinstance(item, Must):
+            return item.text
+    return None
+
+
+def _one_line(model: type[RunOptions], err: ValidationError) -> str:
+    """The first problem as one line naming the knob (its flag, when it has one)."""
+    first = err.errors(include_url=False)[0]
+    if first["type"] == "value_error":  # a validator's own line
+        return str(first["ctx"]["error"])
+    name = str(first["loc"][0]) if first["loc"] else ""
+    field = model.model_fields.get(name)
+    if field is None:
+        return f"{name}: not a run option"
+    knob = flag_of(name) if _extra(field).get("flag") else name
+    must = _must(field)
+    if must is None:
+        return f"{knob}: {first['msg'][:1].lower()}{first['msg'][1:]}, got {first['input']!r}"
+    return f"{knob}: must be {must}, got {first['input']!r}"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.ground.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED
 from harness.runner import trial_queue as queue
 from harness.runner.looks import due_looks, look_lines
 from harness.study.design import earlier_design_of, summary_lines
@@ -20,9 +21,6 @@ from harness.study.load import load_study
 from harness.study.search_space import tuning_space_key
 from harness.tracking import storage as study_db
 from harness.tracking.urls import redact_url
-
-EXIT_OK, EXIT_SOME_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-
 
 # --------------------------------------------------------------------------------------------
 # summaries
@@ -94,7 +92,9 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def _outcomes(q, phase: str, keys: list[str] | None = None, label=None) -> list[TrialOutcome]:
+def trial_outcomes(q, phase: str, keys: list[str] | None = None, label=None) -> list[TrialOutcome]:
+    """Where each trial of queue ``q`` stands (its latest attempt), in the order of ``keys``
+    (default: every trial the queue holds); ``label`` names a key in the summary."""
 
     groups = queue.attempts(queue.jobs(q))
     order = keys if keys is not None else sorted(groups)
@@ -120,15 +120,16 @@ def _outcomes(q, phase: str, keys: list[str] | None = None, label=None) -> list[
     return out
 
 
-def _queue_outcomes(q, phase: str) -> list[TrialOutcome]:
+def queue_outcomes(q, phase: str) -> list[TrialOutcome]:
     """Every trial of one queue (tuning slots labelled ``<arm> #<slot>``)."""
     if phase == "tune":
         arm = q.study_name.rsplit(".tune.", 1)[-1].rsplit(".", 1)[0]  # <study>.tune.<arm>.<space>
-        return _outcomes(q, phase, label=_slot_label(arm))
-    return _outcomes(q, phase)
+        return trial_outcomes(q, phase, label=slot_label(arm))
+    return trial_outcomes(q, phase)
 
 
-def _slot_label(arm: str):
+def slot_label(arm: str):
+    """How a tuning slot's key reads in a summary: ``slot0003`` of arm ``a`` -> ``a #3``."""
     return lambda key: f"{arm} #{int(key[4:])}" if key.startswith("slot") else f"{arm} {key}"
 
 
@@ -137,7 +138,8 @@ def _slot_label(arm: str):
 # worker (join from anywhere) and status
 
 
-def _existing_queues(study, storage) -> list[tuple[str, Any]]:
+def existing_queues(study, storage) -> list[tuple[str, Any]]:
+    """The study's queues that the storage holds, as (phase, queue): tuning ones first."""
 
     names = []
     if study.tuning is not None:
@@ -146,7 +148,7 @@ def _existing_queues(study, storage) -> list[tuple[str, Any]]:
     return [(phase, q) for phase, name in names if (q := queue.load_queue(storage, name)) is not None]
 
 
-def _study_from(ref: str | Path):
+def study_from(ref: str | Path):
     """(study, its folder, its file) from a study file or a study folder holding ``study.yaml``."""
 
     ref = Path(ref)
@@ -201,19 +203,19 @@ class StatusReport:
 def study_status(study_ref: str | Path, storage: str | None = None) -> StatusReport:
     """``harness status``: every trial's state (latest attempt), failure reasons and attempts."""
 
-    study, folder, study_file = _study_from(study_ref)
+    study, folder, study_file = study_from(study_ref)
     url = storage or study_db.default_storage_url(folder)
     report = StatusReport(study.name, folder, url)
     if storage is None and not (folder / "optuna.db").exists():
         report.started = False
         return report
     st = study_db.open_storage(url, create=False)
-    found = _existing_queues(study, st)
+    found = existing_queues(study, st)
     if not found:
         report.started = False
         return report
     for phase, q in found:
-        report.trials += _queue_outcomes(q, phase)
+        report.trials += queue_outcomes(q, phase)
     for t in report.trials:
         if t.phase == "compare" and t.spec is not None:
             t.earlier = earlier_design_of(study, t.spec, t.key.rsplit("-s", 1)[0])

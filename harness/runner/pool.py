@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.ground.console import say
 from harness.runner import trial_queue as queue
 from harness.runner.launch import module_command
 from harness.runner.options import RunOptions
@@ -120,8 +121,7 @@ def _watch(procs, interrupt: _Interrupt, progress, on_tick, opts: RunOptions) ->
         if not alive:
             return
         if interrupt.count and signalled_at is None:
-            print("[harness] stopping: terminating running trials and re-queueing them "
-                  "(Ctrl-C again to kill)", file=out, flush=True)
+            say("stopping: terminating running trials and re-queueing them (Ctrl-C again to kill)", stream=out)
             for p in alive:
                 with contextlib.suppress(ProcessLookupError):
                     p.send_signal(signal.SIGTERM)
@@ -140,7 +140,7 @@ def run_pool(
     *,
     study_file: Path,
     study_dir: Path,
-    storage_url: str,
+    storage: str,
     queue_names: list[str],
     slots: list[Slot],
     opts: RunOptions,
@@ -151,32 +151,22 @@ def run_pool(
 ) -> bool:
     """Run one worker process per slot until the queues are drained; True if interrupted.
 
-    While ``hold_file`` exists, idle workers wait for more jobs instead of exiting;
-    ``on_tick()`` runs every poll (the runner queues the next phase from there).
+    Every worker gets ``opts``, with ``storage`` the URL it opens (the default one when none was
+    given), in its :class:`WorkerConfig`. While ``hold_file`` exists, idle workers wait for more
+    jobs instead of exiting; ``on_tick()`` runs every poll (the runner queues the next phase from
+    there).
     """
     config_dir = study_dir / "tmp"
     config_dir.mkdir(parents=True, exist_ok=True)
     procs: list[tuple[Slot, subprocess.Popen]] = []
     out = opts.out()
     with _Interrupt() as interrupt:
+        run = opts.model_copy(update={"storage": storage})  # the URL the workers open
         for slot in slots:
             config = WorkerConfig(
-                name=slot.name,
-                study_file=str(study_file),
-                study_dir=str(study_dir),
-                storage_url=storage_url,
-                queues=list(queue_names),
-                trial_fn=opts.trial_fn,
-                tracking_uri=opts.tracking_uri,
-                tracking=opts.tracking,
-                trial_timeout=opts.trial_timeout,
-                device=slot.device,
-                heartbeat_interval=opts.heartbeat_interval,
-                grace_period=opts.grace,
-                poll_interval=opts.poll_interval,
-                kill_grace=opts.kill_grace,
-                watch_parent=watch_parent,
-                hold_file=str(hold_file) if hold_file is not None else None,
+                name=slot.name, device=slot.device, study_file=str(study_file), study_dir=str(study_dir),
+                queues=list(queue_names), watch_parent=watch_parent,
+                hold_file=str(hold_file) if hold_file is not None else None, run=run,
             )
             path = config_dir / f"worker-{os.getpid()}-{slot.name}.json"
             path.write_text(config.to_json(), encoding="utf-8")
@@ -194,7 +184,7 @@ def run_pool(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=30)
             if p.returncode not in (0, None) and not interrupt.count:
-                print(f"[harness] worker {slot.name} exited with code {p.returncode}", file=out, flush=True)
+                say(f"worker {slot.name} exited with code {p.returncode}", stream=out)
         for slot in slots:
             (config_dir / f"worker-{os.getpid()}-{slot.name}.json").unlink(missing_ok=True)
         if progress is not None:

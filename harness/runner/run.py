@@ -32,7 +32,6 @@ processes lives in :mod:`harness.runner.pool`, summaries and ``study_status`` in
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,23 +39,21 @@ from typing import Any
 
 from optuna.trial import TrialState
 
+from harness.ground.console import say
+from harness.ground.files import atomic_write, file_lock
 from harness.runner import trial_queue as queue
 from harness.runner.looks import Looks, due_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_SOME_FAILED,
     RunSummary,
     StatusReport,
     TrialOutcome,
-    _existing_queues,
-    _outcomes,
-    _queue_outcomes,
-    _slot_label,
-    _study_from,
+    existing_queues,
+    queue_outcomes,
+    slot_label,
+    study_from,
     study_status,
+    trial_outcomes,
 )
 from harness.runner.output_dir import check_output_dir, make_output_dir
 from harness.runner.pool import Progress, run_pool
@@ -84,26 +81,7 @@ class _Setup:
     storage: Any
 
 
-def _lock(study_dir: Path):
-    """An exclusive lock on the study folder while queueing (two `harness run` at once)."""
-    import fcntl
-
-    @contextlib.contextmanager
-    def held():
-        with open(study_dir / ".queue.lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
-    return held()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+QUEUE_LOCK = ".queue.lock"  # in the study folder: one runner queues at a time (two `harness run` at once)
 
 
 def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
@@ -113,7 +91,7 @@ def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
     if study.tuning is None:
         expand(study)  # every trial must build (raises ConfigError)
     check_arms_differ(study)  # a no-op arm would spend its seeds measuring noise
-    opts.check()
+    opts.warn_over_capacity()
     folder = study_dir(study)
     check_output_dir(folder, min_free_mb=opts.min_free_mb)  # a full disk fails before anything starts
     storage = None
@@ -121,7 +99,7 @@ def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
         storage = study_db.open_storage(opts.storage, create=True)
     make_output_dir(folder)
     snapshot = folder / "study.yaml"
-    _write_atomic(snapshot, dump_study(study))
+    atomic_write(snapshot, dump_study(study))
     url = opts.storage or study_db.default_storage_url(folder)
     if storage is None:
         storage = study_db.open_storage(url, create=True)
@@ -187,10 +165,11 @@ class _Phases:
         return [queue.slot_key(i) for i in range(self.setup.study.tuning.n_trials)]
 
     def _say(self, message: str) -> None:
-        print(f"[harness] {message}", file=self.out, flush=True)
+        say(message, stream=self.out)
 
     def start(self) -> None:
-
+        """Queue what can be queued now: a sequential study's due looks, the design, or the
+        tuning budget (then the comparison trials follow from :meth:`tick`)."""
         study = self.setup.study
         if self.looks is not None:
             self.queue_looks()
@@ -199,11 +178,11 @@ class _Phases:
             self.queue_compare(expand(study))
             return
         queue.set_queue_attr(self.main_q, queue.COMPARE_QUEUED, False)
-        with _lock(self.setup.study_dir):
+        with file_lock(self.setup.study_dir / QUEUE_LOCK):
             for arm, q in self.tune.items():
                 report = queue.enqueue_slots(q, arm=arm, n_trials=study.tuning.n_trials, retries=self.opts.retries)
                 if report.added or report.requeued:
-                    print(f"[harness] tuning {arm}: queued {report}", file=self.out, flush=True)
+                    self._say(f"tuning {arm}: queued {report}")
         self.progress.retarget(f"{study.name} tune", list(self.tune.values()), set(self.slot_keys))
         self.hold_file.parent.mkdir(parents=True, exist_ok=True)
         self.hold_file.touch()
@@ -224,16 +203,16 @@ class _Phases:
         else:
             for arm, params in best.items():
                 shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
-                print(f"[harness] best {arm}: {shown}", file=self.out, flush=True)
+                self._say(f"best {arm}: {shown}")
             self.queue_compare(apply_best(self.setup.study, best))
         queue.set_queue_attr(self.main_q, queue.COMPARE_QUEUED, True)
         self.hold_file.unlink(missing_ok=True)
 
     def queue_compare(self, specs: list) -> None:
 
-        with _lock(self.setup.study_dir):
+        with file_lock(self.setup.study_dir / QUEUE_LOCK):
             report = queue.enqueue_specs(self.main_q, specs, phase="compare", retries=self.opts.retries)
-        print(f"[harness] queued {report} ({len(specs)} trials in the design)", file=self.out, flush=True)
+        self._say(f"queued {report} ({len(specs)} trials in the design)")
         self.specs = specs
         self.progress.retarget(self.setup.study.name, [self.main_q], {s.trial_id for s in specs})
 
@@ -243,7 +222,7 @@ class _Phases:
 
         design = expand(self.setup.study)
         queue.set_queue_attr(self.main_q, queue.RETRIES, self.opts.retries)  # for looks queued anywhere
-        with _lock(self.setup.study_dir):
+        with file_lock(self.setup.study_dir / QUEUE_LOCK):
             report = queue.enqueue_specs(self.main_q, design, phase="compare", retries=self.opts.retries,
                                          add_new=False)
         if report.requeued or report.cancelled:
@@ -278,39 +257,36 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
     setup = prepare(study_path, opts)
     study, out = setup.study, opts.out()
     slots = plan_slots(opts.workers, gpus=opts.gpus)
-    print(
-        f"[harness] study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} "
-        f"| {len(slots)} worker(s) on {', '.join(s.device for s in slots)}",
-        file=out, flush=True,
-    )
-    print(f"[harness] {seed_check(study, setup.study_dir, opts)}", file=out, flush=True)
+    say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} "
+        f"| {len(slots)} worker(s) on {', '.join(s.device for s in slots)}", stream=out)
+    say(seed_check(study, setup.study_dir, opts), stream=out)
     summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
     phases = _Phases(setup, opts, len(slots))
     try:
         phases.start()
         if phases.pending():
             summary.interrupted = run_pool(
-                study_file=setup.study_file, study_dir=setup.study_dir, storage_url=setup.storage_url,
+                study_file=setup.study_file, study_dir=setup.study_dir, storage=setup.storage_url,
                 queue_names=[q.study_name for q in phases.queues], slots=slots, opts=opts,
                 progress=phases.progress, hold_file=phases.hold_file if phases.specs is None else None,
                 on_tick=phases.tick,
             )
         else:
             phases.progress.tick()
-            print("[harness] nothing to run: every trial has completed", file=out, flush=True)
+            say("nothing to run: every trial has completed", stream=out)
             if opts.tracking:  # no worker starts, so mirror here what a killed worker left unmirrored
                 mirrored = sync(setup.study_dir, opts.tracking_uri)
                 if mirrored.sent or mirrored.failed:
-                    print(f"[harness] {mirrored}", file=out, flush=True)
+                    say(str(mirrored), stream=out)
         if not summary.interrupted:
             phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
     finally:
         phases.close()
     for arm, q in phases.tune.items():
-        summary.trials += _outcomes(q, "tune", phases.slot_keys, label=_slot_label(arm))
+        summary.trials += trial_outcomes(q, "tune", phases.slot_keys, label=slot_label(arm))
     summary.notes += phases.notes
     if phases.specs is not None:
-        summary.trials += _outcomes(phases.main_q, "compare", phases.compare_keys())
+        summary.trials += trial_outcomes(phases.main_q, "compare", phases.compare_keys())
     elif not summary.interrupted:
         summary.notes.append("the comparison trials were not queued (tuning did not finish)")
     if phases.looks is not None:
@@ -328,12 +304,12 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     :mod:`harness.runner.worker`: a sequential study's workers queue its next looks themselves)."""
 
     opts = opts or RunOptions()
-    study, folder, study_file = _study_from(study_ref)
-    opts.check()
+    study, folder, study_file = study_from(study_ref)
+    opts.warn_over_capacity()
     check_output_dir(folder, min_free_mb=opts.min_free_mb)
     url = opts.storage or study_db.default_storage_url(folder)
     storage = study_db.open_storage(url, create=False)
-    found = _existing_queues(study, storage)
+    found = existing_queues(study, storage)
     if not found:
         raise study_db.StorageError(
             f"no study {study.name!r} in {redact_url(url)}; start it with `harness run` first"
@@ -341,26 +317,22 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     make_output_dir(folder)
     slots = plan_slots(opts.workers, gpus=opts.gpus)
     out = opts.out()
-    print(f"[harness] worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
-          f"{', '.join(s.device for s in slots)}", file=out, flush=True)
+    say(f"worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
+        f"{', '.join(s.device for s in slots)}", stream=out)
     progress = Progress(study.name, [q for _, q in found], keys=None, workers=len(slots),
                         stream=out, every_s=opts.progress_every)
     summary = RunSummary(study.name, folder, url)
-    summary.interrupted = run_pool(study_file=study_file, study_dir=folder, storage_url=url,
+    summary.interrupted = run_pool(study_file=study_file, study_dir=folder, storage=url,
                                    queue_names=[q.study_name for _, q in found], slots=slots,
                                    opts=opts, progress=progress)
     for phase, q in found:
-        summary.trials += _queue_outcomes(q, phase)
+        summary.trials += queue_outcomes(q, phase)
     if study.sequential is not None and not summary.interrupted:
         summary.looks = look_lines(due_looks(study_file, url))
     return summary
 
 
 __all__ = [
-    "EXIT_BAD_INPUT",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_SOME_FAILED",
     "Progress",
     "RunOptions",
     "RunSummary",

@@ -15,16 +15,18 @@ import json
 from harness.errors import HarnessError
 from harness.runner.child import DEFAULT_TRIAL_FN
 from harness.runner.launch import run_trial_process
+from harness.runner.options import RunOptions
 from harness.study.expand import condition_spec
 
 SEED_CHECK_FN = "harness.engine.seed_check:check_seeds"
+SEED_CHECK_ERROR = "SeedCheckError"  # the type of the check's own finding (harness.engine.seed_check)
 
 
 class SeedCheckFailed(HarnessError):
     """The seeds do not reach the rollouts, one seed does not repeat, or the check could not run."""
 
 
-def seed_check(study, study_dir, opts) -> str:
+def seed_check(study, study_dir, opts: RunOptions) -> str:
     """Run the check unless switched off, skipped or passed before; the line to print."""
     if not study.checks.seeds:
         return "seed check: off (checks: {seeds: false})"
@@ -40,9 +42,9 @@ def seed_check(study, study_dir, opts) -> str:
         kill_grace_s=opts.kill_grace, header=f"=== seed check of {spec.trial_id} ===",
     )
     if outcome.result is None:
+        if outcome.error is not None and outcome.error.type == SEED_CHECK_ERROR:
+            raise SeedCheckFailed(f"seed check: {outcome.error.message}")
         reason = outcome.reason or "interrupted"
-        if reason.startswith("SeedCheckError: "):
-            raise SeedCheckFailed(f"seed check: {reason.removeprefix('SeedCheckError: ')}")
         raise SeedCheckFailed(
             f"seed check could not run ({reason}; log: {study_dir / 'logs' / 'seed-check.log'}): every trial would "
             "start the same way; fix that, or set checks: {seeds: false} to skip the check")

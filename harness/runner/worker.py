@@ -49,7 +49,7 @@ finds its claim revoked stops its trial process at once. Starting and watching t
 process is :mod:`harness.runner.launch`.
 
 **Failures of the machine around the trial.** Every storage call is retried with back-off while
-the database is unreachable, for a bounded time (``WorkerConfig.storage_retry``, else
+the database is unreachable, for a bounded time (``RunOptions.storage_retry``, else
 ``$HARNESS_STORAGE_RETRY_S``, default 60 s; heartbeats just try again at the next beat); after
 that the worker stops with one line naming the storage (its URL redacted) and leaves its claimed
 trial as it is: another worker takes it over after the grace period. A record that cannot be
@@ -61,7 +61,8 @@ SIGINT/SIGTERM stop a worker cleanly: the running trial's process group is termi
 job goes back to WAITING, so the next run resumes it. A worker started by ``harness run`` also
 stops when the runner dies.
 
-Entry point for the runner: ``python -m harness.runner.worker CONFIG.json`` (a :class:`WorkerConfig`).
+Entry point for the runner: ``python -m harness.runner.worker CONFIG.json`` (a :class:`WorkerConfig`:
+the run's options without the URLs, which come in the environment; see :func:`main`).
 """
 
 from __future__ import annotations
@@ -80,14 +81,16 @@ import optuna
 from optuna.trial import TrialState
 
 from harness.engine.spec import TrialResult, TrialSpec
-from harness.errors import HarnessError
+from harness.errors import HarnessError, one_line
+from harness.ground.console import say
+from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
+from harness.ground.files import file_lock
 from harness.runner import fencing
 from harness.runner import storage_outages as outages
 from harness.runner import trial_queue as queue
-from harness.runner.child import one_line
 from harness.runner.heartbeat import Either, Heartbeat
 from harness.runner.launch import prestart_forkserver, run_trial_process
-from harness.runner.local_write import LocalWrite, file_lock
+from harness.runner.local_write import LocalWrite
 from harness.runner.looks import Looks
 from harness.runner.worker_config import WorkerConfig, WorkerStats
 from harness.study.expand import tuning_specs
@@ -107,20 +110,12 @@ from harness.tracking.records import (
 from harness.tracking.shared_records import RecordStore
 from harness.tracking.urls import redact_url
 
-URL_ENV_VARS = ("HARNESS_STORAGE", "HARNESS_TRACKING_URI")  # what the CLI reads --storage etc. from
-
-
 # --------------------------------------------------------------------------------------------
 # the worker
 
 
 class _StopWorker(Exception):
     """The worker cannot go on (its records cannot be written); the message is its last line."""
-
-
-def _say(message: str, name: str | None = None) -> None:
-    prefix = f"[worker {name}] " if name else "[worker] "
-    print(prefix + message, file=sys.stderr, flush=True)
 
 
 def tune_sampler_seed(sampler_seed: int, arm: str, slot: int) -> int:
@@ -137,13 +132,13 @@ class Worker:
 
     def __init__(self, config: WorkerConfig, stop: threading.Event | None = None):
 
-        self.config = config
+        self.config, self.opts = config, config.run
         self.stop = stop or threading.Event()
         self.study = load_study(config.study_file)
         self.study_dir = Path(config.study_dir)
-        self.storage = study_db.open_storage(config.storage_url)
-        self.where = redact_url(config.storage_url)
-        self.retry_s = outages.storage_retry_s(config.storage_retry)
+        self.storage = study_db.open_storage(self.opts.storage)
+        self.where = redact_url(self.opts.storage)
+        self.retry_s = outages.storage_retry_s(self.opts.storage_retry)
         self.queues = []
         for name in config.queues:
             q = self._db("opening the queue", queue.load_queue, self.storage, name)
@@ -162,13 +157,19 @@ class Worker:
                                 if q.study_name == study_db.compare_study_name(self.study.name)), None)
         self._looks = None
         if self.study.sequential is not None and self._compare_q is not None:
-            self._looks = Looks(self.study, config.study_file, config.storage_url, self._compare_q, self._say)
+            self._looks = Looks(self.study, config.study_file, self.opts.storage, self._compare_q, self._say)
         self._said_waiting = False
 
     # ---- main loop ---------------------------------------------------------------------------
 
     def run(self) -> WorkerStats:
+        """Claim and run jobs until the study is finished (nothing waiting or running anywhere, and
+        nothing more to come: see the module doc) or :attr:`stop` is set; the counts of what it did.
 
+        Every storage call rides out an outage of up to ``storage_retry`` seconds. A longer outage,
+        or a record that cannot be written, ends the loop with one line on stderr and
+        ``stats.stopped`` saying why (its claimed job, if any, stays claimed for another worker to
+        take over). A job that breaks the harness itself fails that job only."""
         try:
             self._mirror_missing()
             while not self.stop.is_set():
@@ -188,12 +189,12 @@ class Worker:
                 if (not held and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues)
                         and self._finished()):
                     break  # nothing waiting, nothing running anywhere, nothing more coming: done
-                self.stop.wait(self.config.poll_interval)  # others still run: one may fail and retry
+                self.stop.wait(self.opts.poll_interval)  # others still run: one may fail and retry
         except outages.StorageUnavailable as err:
             left = ""
             if self._job is not None:
                 left = (f"; {self._job.key} (attempt {self._job.attempt}) stays claimed: another worker "
-                        f"takes it over after the grace period ({self.config.grace_period:g}s)")
+                        f"takes it over after the grace period ({self.opts.grace_period:g}s)")
             self.stats.stopped = str(err)
             self._say(f"stopping: {err}{left}")
         except _StopWorker as err:
@@ -219,31 +220,31 @@ class Worker:
     def _db(self, what: str, fn, *args, **kwargs):
         """A storage call, retried through an outage of up to ``storage_retry`` seconds."""
         return outages.retry_storage(
-            lambda: fn(*args, **kwargs), what=what, where=self.where, url=self.config.storage_url,
+            lambda: fn(*args, **kwargs), what=what, where=self.where, url=self.opts.storage,
             bound_s=self.retry_s, say=self._say, stop=self.stop,
         )
 
     def _check_stale(self, force: bool = False) -> None:
 
         now = time.monotonic()
-        if not force and now - self._last_stale_check < min(self.config.heartbeat_interval, 5.0):
+        if not force and now - self._last_stale_check < min(self.opts.heartbeat_interval, 5.0):
             return
         self._last_stale_check = now
         for q in self.queues:
-            for job in self._db("checking for stale trials", queue.fail_stale, q, self.config.grace_period):
+            for job in self._db("checking for stale trials", queue.fail_stale, q, self.opts.grace_period):
                 self.stats.requeued_stale += 1
                 self._say(f"re-queued {job.key} (attempt {job.attempt}): {job.reason}")
 
     def _say(self, message: str) -> None:
-        _say(message, self.config.name)
+        say(message, prefix=f"[worker {self.config.name}]")
 
     # ---- one job -----------------------------------------------------------------------------
 
     def _run_job(self, q, job) -> None:
 
         self._job = job
-        self._beats = Heartbeat(q, job, self.config.heartbeat_interval, owner=self.identity,
-                                 say=self._say, url=self.config.storage_url)
+        self._beats = Heartbeat(q, job, self.opts.heartbeat_interval, owner=self.identity,
+                                 say=self._say, url=self.opts.storage)
         with self._beats:
             try:
                 if job.phase == "tune":
@@ -446,13 +447,13 @@ class Worker:
         header = f"=== {spec.trial_id} attempt {attempt} ({phase}) on {self.identity} at {started_at} ==="
         outcome = run_trial_process(
             spec.model_dump_json(),
-            trial_fn=self.config.trial_fn,
+            trial_fn=self.opts.trial_fn,
             work_dir=self.study_dir / "tmp",
             log_path=self.study_dir / "logs" / f"{stem}.log",
             stem=stem,
-            timeout_s=self.config.trial_timeout,
+            timeout_s=self.opts.trial_timeout,
             stop=halt,
-            kill_grace_s=self.config.kill_grace,
+            kill_grace_s=self.opts.kill_grace,
             header=header,
         )
         if outcome.interrupted:
@@ -485,12 +486,12 @@ class Worker:
         return None
 
     def _mirror(self, record) -> None:
-        if not self.config.tracking:
+        if not self.opts.tracking:
             return
         try:
             if self._tracker is None:
 
-                self._tracker = Tracker(self.config.tracking_uri, self.study_dir, self.study.name)
+                self._tracker = Tracker(self.opts.tracking_uri, self.study_dir, self.study.name)
             with file_lock(self.study_dir / MIRROR_LOCK):  # not while another worker here syncs
                 self._tracker.log_record(record)  # warns (TrackingWarning) and returns False on failure
         except Exception as err:  # noqa: BLE001 - the mirror never breaks a trial
@@ -499,13 +500,13 @@ class Worker:
     def _mirror_missing(self) -> None:
         """Mirror the local records MLflow lacks (a worker stopped between its commit and its
         mirror): ``harness sync``'s own pass, by one worker of this machine at a time."""
-        if not self.config.tracking or not any(records_dir(self.study_dir).glob("*.json")):
+        if not self.opts.tracking or not any(records_dir(self.study_dir).glob("*.json")):
             return
         try:
             with file_lock(self.study_dir / MIRROR_LOCK, wait=False) as mine:
                 if not mine:
                     return  # another worker of this machine is at it
-                report = mirror_sync(self.study_dir, self.config.tracking_uri)
+                report = mirror_sync(self.study_dir, self.opts.tracking_uri)
         except Exception as err:  # noqa: BLE001 - the mirror never stops a worker
             self._say(f"could not mirror the local records to MLflow: {one_line(err, 300)}")
             return
@@ -534,6 +535,7 @@ class Worker:
 
 
 def install_stop_handlers(stop: threading.Event) -> None:
+    """SIGINT and SIGTERM set ``stop``: the running trial is ended and its job put back."""
     def handler(signum, frame):  # noqa: ARG001
         stop.set()
 
@@ -542,12 +544,13 @@ def install_stop_handlers(stop: threading.Event) -> None:
 
 
 def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> None:
+    """Set ``stop`` when the process that started this one is gone (a thread polls for it)."""
     parent = os.getppid()
 
     def watch() -> None:
         while not stop.is_set():
             if os.getppid() != parent:
-                _say("the runner is gone; stopping")
+                say("the runner is gone; stopping", prefix="[worker]")
                 stop.set()
                 return
             time.sleep(poll_s)
@@ -556,12 +559,20 @@ def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.runner.worker CONFIG.json``: read the config (and, from the
+    environment, the URLs; then remove them there, so no trial process sees them), run a
+    :class:`Worker` until it is done or stopped. Exit code 0, or 2 when it stopped early or
+    could not start (one line on stderr)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m harness.runner.worker CONFIG.json", file=sys.stderr)
-        return 2
-    config = WorkerConfig.from_json(Path(argv[0]).read_text(encoding="utf-8"))
-    for var in (*WorkerConfig._SECRETS.values(), *URL_ENV_VARS):  # trial processes never see the URLs
+        return EXIT_BAD_INPUT
+    try:
+        config = WorkerConfig.from_json(Path(argv[0]).read_text(encoding="utf-8"))
+    except HarnessError as err:
+        say(f"error: {err}", prefix="[worker]")
+        return EXIT_BAD_INPUT
+    for var in config.run.secret_env_vars():  # trial processes never see the URLs
         os.environ.pop(var, None)
     prestart_forkserver()
     stop = threading.Event()
@@ -574,9 +585,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if not isinstance(err, HarnessError):
             raise
-        _say(f"error: {err}", config.name)
-        return 2
-    return 2 if stats.stopped else 0
+        say(f"error: {err}", prefix=f"[worker {config.name}]")
+        return EXIT_BAD_INPUT
+    return EXIT_BAD_INPUT if stats.stopped else EXIT_OK  # stopped early: 2, like a worker that cannot start
 
 
 if __name__ == "__main__":

@@ -1,55 +1,47 @@
-"""What a worker process is told: its study, storage, slot and timings (``WorkerConfig``, passed
-as JSON without secrets), and what it reports back (``WorkerStats``)."""
+"""What a worker process is told (``WorkerConfig``: the run's options and its own place in the
+run, passed as a JSON file without secrets) and what it reports back (``WorkerStats``)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.runner.child import DEFAULT_TRIAL_FN
+from pydantic import ConfigDict, Field
+
+from harness.ground.strict import StrictModel
+from harness.runner.options import RunOptions
 
 
-@dataclass
-class WorkerConfig:
-    name: str
-    study_file: str  # the study snapshot (or file) to load
-    study_dir: str
-    storage_url: str | None
-    queues: list[str]  # Optuna study names, worked through in this order
-    trial_fn: str = DEFAULT_TRIAL_FN
-    tracking_uri: str | None = None
-    tracking: bool = True
-    trial_timeout: float | None = None
-    device: str = "cpu"
-    heartbeat_interval: float = 10.0
-    grace_period: float = 60.0
-    poll_interval: float = 1.0
-    kill_grace: float = 10.0
-    watch_parent: bool = False  # stop when the process that started this worker dies
-    hold_file: str | None = None  # while this file exists, an idle worker waits for more jobs
-    storage_retry: float | None = None  # seconds a storage outage is retried (None: $HARNESS_STORAGE_RETRY_S or 60)
+class WorkerConfig(StrictModel):
+    """One worker process's part of a run, around the run's own :class:`RunOptions`.
 
-    # URLs may carry credentials: they travel in the environment, never in the config file
-    _SECRETS = {"storage_url": "HARNESS_WORKER_STORAGE", "tracking_uri": "HARNESS_WORKER_TRACKING"}
+    Its JSON never holds the URLs (the options' type excludes them): :meth:`secret_env` is the
+    environment that carries them to the worker, and :meth:`from_json` reads them back there."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="the worker's name, in its lines (`[worker NAME]`)")
+    device: str = Field("cpu", description="where its trials run: `cuda:N`, or `cpu` (a share of the cores)")
+    study_file: str = Field(description="the study snapshot (or file) the worker loads")
+    study_dir: str = Field(description="the study folder: records, logs, the trial processes' files")
+    queues: list[str] = Field(description="the Optuna studies it takes jobs from, in this order")
+    watch_parent: bool = Field(False, description="stop when the process that started this worker dies")
+    hold_file: str | None = Field(None, description="while this file exists, an idle worker waits for more jobs")
+    run: RunOptions = Field(description="the run's options, as `harness run` or `harness worker` was given them")
 
     def to_json(self) -> str:
-        data = dataclasses.asdict(self)
-        for key in self._SECRETS:
-            data.pop(key)
-        return json.dumps(data)
+        return self.model_dump_json()
 
     def secret_env(self) -> dict[str, str]:
-        return {var: getattr(self, key) for key, var in self._SECRETS.items() if getattr(self, key) is not None}
+        return self.run.secret_env()
 
     @classmethod
-    def from_json(cls, text: str, env: dict[str, str] | None = None) -> WorkerConfig:
-        env = os.environ if env is None else env
+    def from_json(cls, text: str, env: Mapping[str, str] | None = None) -> WorkerConfig:
         data = json.loads(text)
-        for key, var in cls._SECRETS.items():
-            data[key] = env.get(var)
-        return cls(**data)
+        run = RunOptions.from_worker_json(data.pop("run"), os.environ if env is None else env)
+        return cls(**data, run=run)
 
 
 @dataclass

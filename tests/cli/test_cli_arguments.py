@@ -140,18 +140,41 @@ def opts(**kw) -> RunOptions:
 )
 def test_run_options_refuse_nonsense(field, value, flag):
     with pytest.raises(ConfigError, match=f"^{flag}: must be"):
-        opts(**{field: value}).check()
+        opts(**{field: value})
+
+
+@pytest.mark.parametrize(
+    "values, line",
+    [
+        ({"workers": 0}, "--workers: must be at least 1, got 0"),
+        ({"retries": -1}, "--retries: must be 0 or more, got -1"),
+        ({"heartbeat_interval": 10.0, "grace_period": 10.0},
+         "--grace-period: must be longer than the heartbeat interval"),
+        ({"trial_fn": "no_such_module:f"}, "--trial-fn: no module named 'no_such_module'"),
+        ({"progress_every": 0.0}, "progress_every: must be a positive, finite number of seconds, got 0.0"),
+    ],
+)
+def test_a_bad_run_option_is_one_line_naming_its_flag(values, line):
+    with pytest.raises(ConfigError) as caught:
+        opts(**values)
+    assert str(caught.value) == line
+
+
+def test_the_grace_period_defaults_to_three_heartbeats_and_at_least_a_minute():
+    assert opts().grace_period == 60.0
+    assert opts(heartbeat_interval=30.0).grace_period == 90.0
+    assert opts(heartbeat_interval=30.0, grace_period=45.0).grace_period == 45.0
 
 
 def test_run_options_accept_sensible_values():
     o = opts(kill_grace=0.0, poll_interval=0.05, trial_timeout=3600.0, workers=1)
-    o.check()
+    o.warn_over_capacity()
     assert o.out().getvalue() == ""
 
 
 def test_too_many_workers_warns_on_one_line_and_goes_on():
     o = opts(workers=1000)
-    o.check()  # no error
+    o.warn_over_capacity()  # no error
     lines = o.out().getvalue().splitlines()
     assert len(lines) == 1 and "warning" in lines[0] and "--workers 1000" in lines[0]
     assert "CPU core" in lines[0]

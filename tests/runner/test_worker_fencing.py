@@ -47,15 +47,12 @@ def queued_study(tmp_path: Path, arms: list[str], *, seeds=1, retries=0):
     return path, setup, q
 
 
-def worker_config(setup, name: str, **kw) -> WorkerConfig:
-    values = {
-        "name": name, "study_file": str(setup.study_file), "study_dir": str(setup.study_dir),
-        "storage_url": setup.storage_url, "queues": [setup.study.name], "trial_fn": FAKE, "tracking": False,
-        "device": "cpu", "heartbeat_interval": HEARTBEAT_S, "grace_period": GRACE_S, "poll_interval": 0.1,
-        "kill_grace": 2,
-    }
-    values.update(kw)
-    return WorkerConfig(**values)
+def worker_config(setup, name: str, **run) -> WorkerConfig:
+    """A worker's config; ``run``: run options other than these test defaults."""
+    run = options(**{"storage": setup.storage_url, "trial_fn": FAKE, "tracking": False, "heartbeat_interval": HEARTBEAT_S,
+                     "grace_period": GRACE_S, "poll_interval": 0.1, "kill_grace": 2, **run})
+    return WorkerConfig(name=name, study_file=str(setup.study_file), study_dir=str(setup.study_dir),
+                        queues=[setup.study.name], device="cpu", run=run)
 
 
 class WorkerProcess:

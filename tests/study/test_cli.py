@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli.app import EXIT_BAD_INPUT, app, main
+from harness.cli.app import app, main
 from harness.engine.spec import TrialResult
+from harness.ground.exit_codes import EXIT_BAD_INPUT
 from harness.study.expand import expand, study_dir, tuning_specs
 from harness.study.load import load_study
 from harness.study.plan import (

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli.app import EXIT_BAD_INPUT, app
+from harness.cli.app import app
 from harness.errors import ConfigError
+from harness.ground.exit_codes import EXIT_BAD_INPUT
 from harness.study.load import load_study
 
 MALFORMED = Path(__file__).parent / "malformed"

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli.app import EXIT_BAD_INPUT, app
+from harness.cli.app import app
 from harness.errors import ConfigError
+from harness.ground.exit_codes import EXIT_BAD_INPUT
 from harness.runner.options import RunOptions
 from harness.runner.run import prepare
 from harness.study import probe_cache

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli.app import EXIT_BAD_INPUT, app
+from harness.cli.app import app
 from harness.engine.spec import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.synthetic import MAX_DIGITS, MAX_PROMPTS, prompt_space
 from harness.errors import ConfigError
+from harness.ground.exit_codes import EXIT_BAD_INPUT
 from harness.study.load import (
     MAX_INCLUDE_DEPTH,
     MAX_STUDY_BYTES,
