@@ -1,13 +1,10 @@
-"""Write ``summary.md``: the header and the tables (figures are in index.html)."""
+"""``summary.md``: the header and the tables (figures are in index.html)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
 from harness.decide.analysis import Analysis
-from harness.ground.files import atomic_write
 from harness.report.tables import sections
 
 
@@ -67,8 +64,3 @@ def render_markdown(analysis: Analysis) -> str:
     for note in analysis.notes:
         out += [f"_{note}_", ""]
     return "\n".join(out)
-
-
-def write_markdown(analysis: Analysis, out_dir: Path) -> Path:
-    path = Path(out_dir) / "summary.md"
-    return atomic_write(path, render_markdown(analysis))

@@ -3,11 +3,15 @@
 Three conditions x five seeds (0..4), seed-matched: ``grpo`` (control), ``big`` (a planted large
 effect, +0.3 on eval/accuracy with small seed noise) and ``null`` (same distribution as the
 control). ``null`` seed 4 failed. Curves: 10 steps of train/reward_mean, eval/accuracy every
-3 steps, tokens/total cumulative (``big`` processes more tokens per step).
+3 steps, tokens/total cumulative (``big`` processes more tokens per step). ``full_disk_at`` makes
+a write run out of space.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,3 +124,35 @@ def with_prompts(res: FakeResults, n_prompts: int = 32, *, step: int = 9, arm_x_
             rows.append((t["trial_id"], t["arm"], t["seed"], 0, p, PRIMARY, 0.0))
     prompts = pd.DataFrame(rows, columns=["trial_id", "arm", "seed", "step", "prompt_id", "metric", "value"])
     return FakeResults(trials=trials, curves=res.curves, meta=dict(res.meta), prompts=prompts)
+
+
+def full_disk_at(monkeypatch, which: int) -> list[str]:
+    """Make the ``which``-th temporary file of a write run out of space halfway (at most 28 KB in,
+    as a full disk does); returns the names of the files whose temporaries were opened, in order."""
+    real = tempfile.NamedTemporaryFile
+    opened: list[str] = []
+
+    class FullDisk:
+        def __init__(self, handle):
+            self.handle, self.name = handle, handle.name
+
+        def write(self, data):
+            self.handle.write(data[:min(28_000, len(data) // 2)])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.handle, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.handle.__exit__(*exc)
+
+    def temporary(*args, **kw):
+        handle = real(*args, **kw)
+        opened.append(kw["prefix"].strip("."))
+        return FullDisk(handle) if len(opened) == which else handle
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", temporary)
+    return opened

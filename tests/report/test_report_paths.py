@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cli_main import run_main
-from report_fakes import make_results
+from report_fakes import full_disk_at, make_results
 
 from harness.cli import report_cmds
 from harness.errors import ConfigError, HarnessError
@@ -187,3 +187,15 @@ def test_write_report_refuses_a_file_and_reports_os_errors(tmp_path):
     with pytest.raises(ConfigError, match="alpha must be between 0 and 1"):
         write_report(res, tmp_path / "rep", alpha=float("nan"), n_permutations=200)
     assert not (tmp_path / "rep").exists()
+
+
+def test_a_full_disk_is_one_line_exit_2_naming_the_file(fake_load, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_main(monkeypatch, capsys, "report", "s.yaml", "--out", "rep")[0] == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir()}
+    fake_load.trials["wall_time_s"] += 1.0  # every file of the next report differs
+    opened = full_disk_at(monkeypatch, 2)
+    code, out, err = run_main(monkeypatch, capsys, "report", "s.yaml", "--out", "rep")
+    assert code == 2, (out, err)
+    assert err == f"error: cannot write rep/{opened[1]}: No space left on device (no file of the report was replaced)\n"
+    assert {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir()} == before
