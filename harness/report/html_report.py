@@ -104,7 +104,7 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
                 for k, (t, body) in fig_html.items() if k.startswith(prefix)]
 
     order: list[str] = [_header(analysis.header)]
-    order.append(_table(by_key["verdicts"]))
+    order += [_table(by_key["verdicts"]), _table(by_key["verdicts-full"])]
     order += [_table(by_key[key]) for key in ("looks", "calibration") if key in by_key]
     order += figs("fig-forest")
     order.append(_table(by_key["robustness"]))
