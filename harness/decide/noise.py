@@ -4,7 +4,8 @@ Two seed spreads, named apart wherever they are shown: the **sd of trial means**
 condition's trial results scatter across seeds, the noise-floor table; it carries the eval
 prompts' sampling noise as well as the training seed's) and the **training-seed sd
 (component)** (the training seed's own variance component, by method of moments on the seed x
-prompt tables, the noise-by-source table and the header line). The first is the larger.
+prompt tables, the noise-by-source table and the header line). The first is expected to be the
+larger.
 """
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ def _strings(df: pd.DataFrame) -> pd.DataFrame:
 
 def _verdict_caption(h: dict) -> str:
     family = ("Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
-              f"together with probability >= {1 - h['alpha']:.0%}" if h["correction"] == "bonferroni" else
+              f"together with probability at least {1 - h['alpha']:.0%}" if h["correction"] == "bonferroni" else
               "each comparison alone (correction: none): the verdicts do not hold together")
     margin = (f"equivalent: it lies inside +-{fmt(h['min_effect'])} (min_effect)" if h["min_effect"] is not None
               else "equivalence cannot be concluded: the study names no min_effect")
@@ -291,7 +291,7 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
         Section("noise", "Noise floor", noise_display(analysis),
                 "The sd of trial means of each condition: how much its trials' results scatter across seeds, "
                 "the training seed's noise and the eval prompts' sampling noise together (the training-seed sd "
-                "(component) under 'Noise by source' is the first alone, so it is smaller). With its interval "
+                "(component) under 'Noise by source' is the first alone, so expected to be smaller). With its interval "
                 "(Bonett's from 5 seeds, which does not assume normal scores; below that chi-square, which "
                 "does), a normality diagnostic, and the seeds per arm at which two arms of this sd are decided "
                 "at the verdicts' level and planning effect."),
