@@ -172,7 +172,8 @@ def noise_floor(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
-    """Per condition: seed std (with CI), and the noise split by source with what more budget buys."""
+    """Per condition: the sd of trial means (with CI); and the noise split by source (the training-seed
+    sd is one component of it) with what more budget buys."""
     from harness.decide.analysis import analyze
     from harness.decide.frames import check_metric, check_min_effect
     from harness.decide.noise import noise_floor_table

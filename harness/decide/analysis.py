@@ -62,7 +62,7 @@ class Analysis:
     conditions: pd.DataFrame  # per condition: n, mean and its t CI of the primary metric
     verdicts: pd.DataFrame  # one row per pre-registered comparison
     robustness: pd.DataFrame  # one row per (comparison, check)
-    noise_floor: pd.DataFrame  # per condition seed std (interval, method), seeds needed at the planning effect
+    noise_floor: pd.DataFrame  # per condition sd of trial means (interval, method), seeds needed at the planning effect
     cost: pd.DataFrame  # per condition wall time, tokens, trial counts (+ an "all" row)
     failed: pd.DataFrame  # failed trials with their reasons
     pending: pd.DataFrame  # waiting / running trials
@@ -247,7 +247,8 @@ def build_header(results, *, correction: str, alpha: float, min_effect: float | 
         for line in meta.get("earlier_design") or []
     ]
     if min_effect is None:
-        planned = f" Seeds needed are planned at one seed sd ({planning_effect:.3g})." if planning_effect else ""
+        planned = (f" Seeds needed are planned at one sd of trial means ({planning_effect:.3g})."
+                   if planning_effect else "")
         state.append("NO MIN_EFFECT: the study names no smallest effect of interest, so no comparison can be "
                      f"called equivalent (only better, worse or inconclusive).{planned} Set min_effect "
                      "beside primary_metric in the study file, or pass --min-effect.")

@@ -1,4 +1,12 @@
-"""The noise floor of each condition, and the noise split by source with what more budget buys."""
+"""The noise floor of each condition, and the noise split by source with what more budget buys.
+
+Two seed spreads, named apart wherever they are shown: the **sd of trial means** (how much one
+condition's trial results scatter across seeds, the noise-floor table; it carries the eval
+prompts' sampling noise as well as the training seed's) and the **training-seed sd
+(component)** (the training seed's own variance component, by method of moments on the seed x
+prompt tables, the noise-by-source table and the header line). The first is expected to be the
+larger.
+"""
 
 from __future__ import annotations
 
@@ -24,8 +32,8 @@ NOISE_COLUMNS = ["condition", "n", "failed", "mean", "std", "std_ci_low", "std_c
 def noise_floor_table(results, metric: str | None = None, *, alpha: float = 0.05, power: float = 0.8,
                       level: float | None = None, effect: float | None = None,
                       failures: str = "drop", scores: dict[str, ArmScores] | None = None) -> pd.DataFrame:
-    """Per condition ``stats.noise_floor`` of ``metric``; ``seeds_needed`` plans two arms of this
-    sd at ``effect`` with intervals at ``level`` (the verdicts' level). ``scores``: each
+    """Per condition ``stats.noise_floor`` of ``metric`` (``std``: the sd of trial means);
+    ``seeds_needed`` plans two arms of this sd at ``effect`` with intervals at ``level`` (the verdicts' level). ``scores``: each
     condition's scores on ``metric`` when the caller has read them already."""
     metric = check_metric(results, metric)
     rows = []
@@ -35,7 +43,7 @@ def noise_floor_table(results, metric: str | None = None, *, alpha: float = 0.05
         note = ""
         if len(v) < MIN_SEEDS_FOR_TEST:
             note = (f"{len(v)} completed seed{'s' if len(v) != 1 else ''}: "
-                    f"a seed std needs at least {MIN_SEEDS_FOR_TEST}")
+                    f"an sd of trial means needs at least {MIN_SEEDS_FOR_TEST}")
         if len(v) == 0:
             rows.append({"condition": cond, "n": 0, "failed": scores_of.failed, "note": note})
             continue
@@ -93,8 +101,8 @@ def noise_split(metric: str, scores: dict[str, ArmScores], *, level: float, effe
         if not trial_sds:
             return empty
         sd = float(np.sqrt(np.mean(np.square(trial_sds))))
-        empty.line = (f"Noise floor of {metric}: seed sd {sd:.3g} over trial means (no per-prompt scores "
-                      "recorded, so it cannot be split by source).")
+        empty.line = (f"Noise floor of {metric}: sd of trial means {sd:.3g} (root mean square over the "
+                      "conditions; no per-prompt scores recorded, so it cannot be split by source).")
         return empty
     sample_vars = [s.sample_var for s in scores.values() if s.sample_var is not None]
     samples = min(s.samples for c, s in scores.items() if c in tables)
@@ -115,9 +123,9 @@ def noise_split(metric: str, scores: dict[str, ArmScores], *, level: float, effe
     budget = pd.DataFrame([{"option": o, "seeds": s, "prompts": p, "samples": q,
                             "se_diff": float(np.sqrt(plan.variance(s, p, q)))} for o, s, p, q in options],
                           columns=BUDGET_COLUMNS)
-    seed = (f"seed sd {np.sqrt(comps.seed):.3g}" if comps.seed > 0 else
-            f"seed sd 0 (at {n} seeds the arms' seed-to-seed spread is no more than their per-prompt noise "
-            "explains; it is estimated, not known to be 0)")
+    seed = (f"training-seed sd (component) {np.sqrt(comps.seed):.3g}" if comps.seed > 0 else
+            f"training-seed sd (component) 0 (at {n} seeds the spread of the arms' trial means is no more than "
+            "their per-prompt noise explains; it is estimated, not known to be 0)")
     line = (f"Noise floor of {metric}: {seed}, prompt sd "
             f"{np.sqrt((comps.prompt + comps.arm_x_prompt) / P):.3g} of an arm's mean at {P} prompts "
             f"(arm x prompt {np.sqrt(comps.arm_x_prompt / P):.3g} of it does not cancel between arms).")

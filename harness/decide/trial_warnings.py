@@ -3,6 +3,8 @@ no learning signal marked as such (more seeds would not decide them)."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from harness.decide.frames import completed
@@ -12,14 +14,35 @@ from harness.decide.frames import completed
 NO_SIGNAL = "no_learning_signal"
 
 
+#: the first line of a warning: its code (one lower-case token: letters, digits, underscores), ": ", the rest
+_WARNING_START = re.compile(r"[a-z][a-z0-9_]*: ")
+
+
+def split_warnings(text) -> list[tuple[str, str]]:
+    """A trial's warnings as ``(code, detail)``, from the trials frame's newline-joined
+    ``warnings`` text. A warning's code is the first token of its first line only: a line that
+    does not start with ``<code>: `` (free text, an indented line) goes on with the warning
+    before it, so a warning written over several lines stays one warning, its lines joined by
+    spaces, instead of each line passing for a code of its own."""
+    warnings: list[tuple[str, list[str]]] = []
+    for line in text.splitlines() if isinstance(text, str) else []:
+        if not line.strip():
+            continue
+        if warnings and not _WARNING_START.match(line):
+            warnings[-1][1].append(line.strip())
+            continue
+        code, _, detail = line.partition(": ")
+        warnings.append((code, [detail]))
+    return [(code, " ".join(part for part in lines if part)) for code, lines in warnings]
+
+
 def _warned(results) -> tuple[dict[str, dict[str, list[tuple[int, str]]]], dict[str, int]]:
-    """``code -> condition -> [(seed, detail)]`` over completed trials' warnings (the trials
-    frame's newline-joined ``warnings`` column), and each condition's completed-trial count."""
+    """``code -> condition -> [(seed, detail)]`` over completed trials' warnings, and each
+    condition's completed-trial count."""
     done = completed(results.trials)
     by_code: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for cond, seed, text in zip(done["arm"], done["seed"], done.get("warnings", pd.Series("", index=done.index))):
-        for line in text.splitlines() if isinstance(text, str) else []:
-            code, _, detail = line.partition(": ")
+        for code, detail in split_warnings(text):
             by_code.setdefault(code, {}).setdefault(str(cond), []).append((int(seed), detail))
     return by_code, done["arm"].astype(str).value_counts().to_dict()
 

@@ -1,4 +1,4 @@
-"""The one file lock and the one atomic write."""
+"""The one file lock and the one atomic write (of one file, or of a set of files all or none)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 
@@ -44,21 +44,60 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, encoding: str = 
     """Write ``data`` to ``path`` whole or not at all: a uniquely named temporary file in the same
     folder, flushed to disk, then renamed over ``path``, and the folder flushed so that the rename
     survives a crash too. A reader sees the old file or the new one, never a part; a write that
-    fails (a full disk) leaves the old file and no temporary."""
-    path = Path(path)
+    fails (a full disk) leaves the old file and no temporary, and its ``OSError`` names ``path``."""
+    return atomic_write_all({path: data}, encoding=encoding)[0]
+
+
+def atomic_write_all(files: Mapping[str | os.PathLike, bytes | str], *, encoding: str = "utf-8") -> list[Path]:
+    """Write a set of files (path -> data) all or none: each goes to a temporary file in its own
+    folder first, flushed to disk, and only when every one is written are they renamed over their
+    paths (then the folders flushed). A write that fails (a full disk at the second file) removes
+    every temporary and leaves every previous file as it was; the ``OSError`` it raises names the
+    file that could not be written, not its temporary. Returns the paths, in the given order.
+
+    The renames need no space and cannot fail on a full disk; between two of them a reader may see
+    some files new and others old, never a part of one.
+    """
+    written: list[tuple[Path, str]] = []
+    try:
+        for path, data in files.items():
+            target = Path(path)
+            written.append((target, _write_temporary(target, data, encoding)))
+        for target, temporary in written:
+            os.replace(temporary, target)
+    except BaseException:
+        for _, temporary in written:
+            Path(temporary).unlink(missing_ok=True)
+        raise
+    for folder in dict.fromkeys(target.parent for target, _ in written):
+        _sync_folder(folder)
+    return [target for target, _ in written]
+
+
+def _write_temporary(path: Path, data: bytes | str, encoding: str) -> str:
+    """``data`` in a new temporary file beside ``path``, flushed to disk; returns its name. On
+    failure the temporary is removed and the ``OSError`` names ``path``."""
     payload = data.encode(encoding) if isinstance(data, str) else data
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False)
+    try:
+        handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False)
+    except OSError as err:
+        raise _naming(err, path) from err
     try:
         with handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
+    except BaseException as err:
         Path(handle.name).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise _naming(err, path) from err
         raise
-    _sync_folder(path.parent)
-    return path
+    return handle.name
+
+
+def _naming(err: OSError, path: Path) -> OSError:
+    """``err`` (same errno, so the same subclass) with ``path`` as its file name."""
+    return OSError(err.errno, err.strerror or str(err), str(path))
 
 
 def _sync_folder(folder: Path) -> None:

@@ -3,8 +3,9 @@ display tables, HTML / Markdown / CSV writers; nothing here decides anything.
 
 ``write_report(results, out_dir)`` analyses the results (``harness.decide.analysis.analyze``)
 and writes ``index.html`` (+ ``plotly.min.js`` beside it), ``summary.md`` and ``results.csv``,
-each whole or not at all, and returns the path of ``index.html``; ``mirror_report`` attaches
-those files and the verdicts to the study's MLflow parent run.
+all of them or none (a full disk leaves the previous report as it was), and returns the path
+of ``index.html``; ``mirror_report`` attaches those files and the verdicts to the study's
+MLflow parent run.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from pathlib import Path
 
 from harness.decide.analysis import Analysis, analyze
 from harness.errors import ConfigError, HarnessError
-from harness.ground.files import atomic_write
+from harness.ground.files import atomic_write_all
 from harness.report.figures import all_figures, check_smooth
-from harness.report.html_report import write_html
-from harness.report.markdown import write_markdown
+from harness.report.html_report import PLOTLY_JS, plotly_js_to_write, render_html
+from harness.report.markdown import render_markdown
 
 #: the report files attached to the study's MLflow parent run (plotly.min.js stays local)
 MIRRORED_FILES = ("index.html", "summary.md", "results.csv")
@@ -55,14 +56,24 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"report folder {out} exists and is not a folder")
     figures = all_figures(analysis, smooth=check_smooth(smooth))
+    files = {}
+    js = plotly_js_to_write(out)
+    if js is not None:
+        files[out / PLOTLY_JS] = js
+    files[out / "results.csv"] = analysis.trials.to_csv(index=False)
+    files[out / "summary.md"] = render_markdown(analysis)
+    files[out / "index.html"] = render_html(analysis, figures)  # renamed last: the page comes with the rest
     try:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write(out / "results.csv", analysis.trials.to_csv(index=False))
-        write_markdown(analysis, out)
-        return write_html(analysis, figures, out)
     except OSError as err:
         why = f"{err.strerror}: {err.filename}" if err.strerror and err.filename else (err.strerror or str(err))
         raise HarnessError(f"cannot write the report in {out}: {why}") from None
+    try:
+        atomic_write_all(files)
+    except OSError as err:  # it names the report file, not its temporary
+        raise HarnessError(f"cannot write {err.filename}: {err.strerror or err} "
+                           "(no file of the report was replaced)") from None
+    return out / "index.html"
 
 
 def verdict_tags(analysis: Analysis) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Write ``index.html``: header, tables and plotly figures, readable offline.
+"""``index.html``: header, tables and plotly figures, readable offline.
 
 plotly.js is written once beside the page as ``plotly.min.js`` (from the installed plotly
 package) and loaded with a relative ``<script src>``; nothing is fetched from the network.
@@ -12,7 +12,6 @@ from pathlib import Path
 import plotly.offline
 
 from harness.decide.analysis import Analysis
-from harness.ground.files import atomic_write
 from harness.report.tables import Section, sections
 
 PLOTLY_JS = "plotly.min.js"
@@ -36,13 +35,14 @@ th { background: #f4f4f4; }
 """
 
 
-def write_plotly_js(out_dir: Path) -> Path:
-    """Write plotly.js beside the page (once per report folder; rewritten only if it changed)."""
-    path = out_dir / PLOTLY_JS
+def plotly_js_to_write(out_dir: Path) -> str | None:
+    """plotly.js for ``out_dir``, or None when the folder has it already (it is written once per
+    report folder, and again only if the installed plotly's differs)."""
+    path = Path(out_dir) / PLOTLY_JS
     js = plotly.offline.get_plotlyjs()
-    if not path.exists() or path.stat().st_size != len(js.encode("utf-8")):
-        atomic_write(path, js)
-    return path
+    if path.exists() and path.stat().st_size == len(js.encode("utf-8")):
+        return None
+    return js
 
 
 def _esc(x) -> str:
@@ -104,7 +104,7 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
                 for k, (t, body) in fig_html.items() if k.startswith(prefix)]
 
     order: list[str] = [_header(analysis.header)]
-    order.append(_table(by_key["verdicts"]))
+    order += [_table(by_key["verdicts"]), _table(by_key["verdicts-full"])]
     order += [_table(by_key[key]) for key in ("looks", "calibration") if key in by_key]
     order += figs("fig-forest")
     order.append(_table(by_key["robustness"]))
@@ -137,11 +137,4 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
     )
 
 
-def write_html(analysis: Analysis, figures, out_dir: Path) -> Path:
-    out_dir = Path(out_dir)
-    write_plotly_js(out_dir)
-    path = out_dir / "index.html"
-    return atomic_write(path, render_html(analysis, figures))
-
-
-__all__ = ["PLOTLY_JS", "render_html", "write_html", "write_plotly_js"]
+__all__ = ["PLOTLY_JS", "plotly_js_to_write", "render_html"]

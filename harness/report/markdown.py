@@ -1,18 +1,30 @@
-"""Write ``summary.md``: the header and the tables (figures are in index.html)."""
+"""``summary.md``: the header and the tables (figures are in index.html)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import html
 
 import pandas as pd
 
 from harness.decide.analysis import Analysis
-from harness.ground.files import atomic_write
 from harness.report.tables import sections
 
 
+def md_text(x) -> str:
+    """Text from the study, its trials or its results, safe in Markdown as index.html makes it safe
+    in HTML: ``&``, ``<`` and ``>`` become entities, so a failure reason's ``<script>`` or
+    ``<img onerror=...>`` is shown as text, never read as markup."""
+    return html.escape(str(x), quote=False)
+
+
+def md_line(x) -> str:
+    """``md_text`` on one line: a line break would end the quote or list item it is in, and the
+    next line could start a heading or a list of its own."""
+    return " ".join(md_text(x).splitlines())
+
+
 def _cell(x) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
+    return md_line(x).replace("|", "\\|")
 
 
 def md_table(df: pd.DataFrame) -> str:
@@ -26,28 +38,31 @@ def md_table(df: pd.DataFrame) -> str:
 
 def render_markdown(analysis: Analysis) -> str:
     h = analysis.header
-    out = [f"# Study report: {h['study']}", ""]
+    out = [f"# Study report: {md_line(h['study'])}", ""]
     if h.get("description"):
-        out += [h["description"], ""]
+        out += [md_text(h["description"]), ""]
     if h.get("noise_line"):
-        out += [f"**{h['noise_line']}**", ""]
+        out += [f"**{md_line(h['noise_line'])}**", ""]
     for line in h["state"]:
-        out += [f"> **{line}**", ""]
+        out += [f"> **{md_line(line)}**", ""]
+    margin = h["min_effect"] if h["min_effect"] is not None else "not set: equivalence cannot be concluded"
+    facts = [
+        ("Compared", "; ".join(h["comparisons"]) or "(no comparisons)"),
+        ("Primary metric", f"{h['primary_metric']} ({h['direction']})"),
+        ("Control", h["control"]),
+        ("Smallest effect of interest (min_effect)", margin),
+        ("Primary test", f"{h['test']}; failed trials: {h['failures']}"),
+        ("Seeds", f"{', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}"),
+        ("Design", h.get("design", "")),
+        ("Correction", f"{h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})"),
+        ("Trials", f"{h['n_completed']} completed, {h['n_failed']} failed, "
+                   f"{h['n_pending']} running/waiting, {h['n_trials']} in all"),
+        ("Harness", f"{h['harness_version']} (commit {h['git_commit']}); "
+                    f"report by harness {h['report_harness_version']}"),
+        ("Date", h["date"]),
+    ]
+    out += [f"- **{name}:** {md_line(value)}" for name, value in facts]
     out += [
-        f"- **Compared:** {'; '.join(h['comparisons']) or '(no comparisons)'}",
-        f"- **Primary metric:** {h['primary_metric']} ({h['direction']})",
-        f"- **Control:** {h['control']}",
-        f"- **Smallest effect of interest (min_effect):** "
-        f"{h['min_effect'] if h['min_effect'] is not None else 'not set: equivalence cannot be concluded'}",
-        f"- **Primary test:** {h['test']}; failed trials: {h['failures']}",
-        f"- **Seeds:** {', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}",
-        f"- **Design:** {h.get('design', '')}",
-        f"- **Correction:** {h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})",
-        f"- **Trials:** {h['n_completed']} completed, {h['n_failed']} failed, "
-        f"{h['n_pending']} running/waiting, {h['n_trials']} in all",
-        f"- **Harness:** {h['harness_version']} (commit {h['git_commit']}); "
-        f"report by harness {h['report_harness_version']}",
-        f"- **Date:** {h['date']}",
         "",
         "Figures (forest plot, per-seed values, learning curves) are in `index.html`; "
         "the per-trial table is `results.csv`.",
@@ -58,17 +73,12 @@ def render_markdown(analysis: Analysis) -> str:
                 "proxy (reward-model) reward and against the KL to the reference, step by step (section "
                 "*Over-optimisation*); the table below gives the last step's.", ""]
     for s in sections(analysis, include_trials=False):
-        out += [f"## {s.title}", ""]
+        out += [f"## {md_line(s.title)}", ""]
         if s.caption:
-            out += [s.caption, ""]
+            out += [md_line(s.caption), ""]
         out += [md_table(s.table), ""]
         if s.notes:
-            out += [f"- {n}" for n in s.notes] + [""]
+            out += [f"- {md_line(n)}" for n in s.notes] + [""]
     for note in analysis.notes:
-        out += [f"_{note}_", ""]
+        out += [f"_{md_line(note)}_", ""]
     return "\n".join(out)
-
-
-def write_markdown(analysis: Analysis, out_dir: Path) -> Path:
-    path = Path(out_dir) / "summary.md"
-    return atomic_write(path, render_markdown(analysis))

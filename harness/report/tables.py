@@ -118,6 +118,23 @@ def verdict_display(analysis: Analysis) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the compact verdict table's columns, taken from the full one (seeds to decide: both figures in one cell)
+COMPACT_VERDICT_COLUMNS = ("condition", "difference", "interval", "verdict")
+SEEDS_TO_DECIDE = "seeds to decide (0 / effect)"
+
+
+def compact_verdict_display(full: pd.DataFrame) -> pd.DataFrame:
+    """The verdict table a reader needs first, five columns wide, cut from ``verdict_display``
+    (same cells): condition, difference, interval, verdict, and the seeds to decide at a true
+    difference of 0 and of the planning effect."""
+    if full.empty:
+        return pd.DataFrame(columns=[*COMPACT_VERDICT_COLUMNS, SEEDS_TO_DECIDE])
+    null = full["seeds to decide (true difference 0)"]
+    effect = full["seeds to decide (true difference = planning effect)"]
+    return full[list(COMPACT_VERDICT_COLUMNS)].assign(**{SEEDS_TO_DECIDE: [
+        DASH if (n, e) == (DASH, DASH) else f"{n} / {e}" for n, e in zip(null, effect)]})
+
+
 def verdict_notes(analysis: Analysis) -> list[str]:
     return [f"{r['condition']} vs {r['control']}: {r['reason']}"
             for _, r in analysis.verdicts.iterrows() if r["reason"]]
@@ -160,7 +177,7 @@ def noise_table_display(nf: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     pct = _pct(alpha)
     return pd.DataFrame([
         {"condition": r["condition"], "seeds": fmt(r["n"]), "failed": fmt(r["failed"]), "mean": fmt(r["mean"]),
-         "seed std": fmt(r["std"]), f"std {pct} CI": _ci(r["std_ci_low"], r["std_ci_high"]),
+         "sd of trial means": fmt(r["std"]), f"{pct} CI of that sd": _ci(r["std_ci_low"], r["std_ci_high"]),
          "CI method": r["std_ci_method"] if isinstance(r["std_ci_method"], str) else DASH,
          "normality p (Shapiro-Wilk)": fmt_p(r["normality_p"]), "sem": fmt(r["sem"]),
          "seeds to decide": fmt_seeds(r["seeds_needed"]),
@@ -171,7 +188,7 @@ def noise_table_display(nf: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
 
 def components_display(analysis: Analysis) -> pd.DataFrame:
     return pd.DataFrame([
-        {"source": r["source"], "variance": fmt(r["variance"]), "sd": fmt(r["sd"]),
+        {"source": r["source"], "variance": fmt(r["variance"]), "sd (component)": fmt(r["sd"]),
          "share": f"{r['share']:.1%}" if np.isfinite(r["share"]) else DASH, "note": r["note"]}
         for _, r in analysis.components.iterrows()
     ])
@@ -202,19 +219,20 @@ def _strings(df: pd.DataFrame) -> pd.DataFrame:
 
 def _verdict_caption(h: dict) -> str:
     family = ("Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
-              f"together with probability >= {1 - h['alpha']:.0%}" if h["correction"] == "bonferroni" else
+              f"together with probability at least {1 - h['alpha']:.0%}" if h["correction"] == "bonferroni" else
               "each comparison alone (correction: none): the verdicts do not hold together")
     margin = (f"equivalent: it lies inside +-{fmt(h['min_effect'])} (min_effect)" if h["min_effect"] is not None
               else "equivalence cannot be concluded: the study names no min_effect")
     effect = (f"min_effect ({fmt(h['min_effect'])})" if h["min_effect"] is not None else
-              f"one seed sd ({fmt(h['planning_effect'])})" if h.get("planning_effect") else "the planning effect")
+              f"one sd of trial means ({fmt(h['planning_effect'])})" if h.get("planning_effect") else
+              "the planning effect")
     level = ("the repeated confidence interval of the look that decided it (or of its latest look; alpha "
              "spent across the looks, so stopping at any look keeps the error rates)" if h.get("sequential")
              else f"at level {_level(h['ci_level'])}")
     return (f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "
             f"the one the verdict reads, {level} ({family}). Better / worse: it excludes "
-            f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide': seeds per arm at which this "
-            f"design reaches a verdict with 80% probability for a true difference of 0 and of {effect}, "
+            f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide (0 / effect)': seeds per arm at "
+            f"which this design reaches a verdict with 80% probability for a true difference of 0 / of {effect}, "
             "from the measured variance (prospective, never from the observed difference).")
 
 
@@ -230,8 +248,13 @@ def overoptimisation_display(analysis: Analysis) -> pd.DataFrame:
 def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section]:
     """The report's tables in page order."""
     h = analysis.header
+    full = verdict_display(analysis)
     out = [
-        Section("verdicts", "Verdicts", verdict_display(analysis), _verdict_caption(h), verdict_notes(analysis)),
+        Section("verdicts", "Verdicts", compact_verdict_display(full), _verdict_caption(h), verdict_notes(analysis)),
+        Section("verdicts-full", "Verdicts in full", full,
+                "The same comparisons with every column: seeds and failed trials of each side, both means, the "
+                "interval's level, the test, its adjusted p, Hedges g, and the seeds to decide at each true "
+                "difference."),
     ]
     if len(analysis.looks):
         out.append(Section("looks", "Looks", _strings(analysis.looks),
@@ -255,7 +278,8 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
         out += [
             Section("components", "Noise by source", components_display(analysis),
                     f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
-                    "(method of moments on the seed x prompt tables, each truncated at 0)."),
+                    "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd is "
+                    "the training-seed sd (component)."),
             Section("budget", "What more budget buys", budget_display(analysis),
                     "Predicted standard error of a typical arm-vs-control difference of this study (the median "
                     "of each variance component over its seed x prompt comparisons, paired where the seeds are "
@@ -265,10 +289,12 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
     out += [
         Section("conditions", "Condition means", conditions_display(analysis), ""),
         Section("noise", "Noise floor", noise_display(analysis),
-                "Seed-to-seed standard deviation of each condition with its interval (Bonett's from 5 seeds, "
-                "which does not assume normal scores; below that chi-square, which does), a normality "
-                "diagnostic, and the seeds per arm at which two arms of this sd are decided at the verdicts' "
-                "level and planning effect."),
+                "The sd of trial means of each condition: how much its trials' results scatter across seeds, "
+                "the training seed's noise and the eval prompts' sampling noise together (the training-seed sd "
+                "(component) under 'Noise by source' is the first alone, so expected to be smaller). With its interval "
+                "(Bonett's from 5 seeds, which does not assume normal scores; below that chi-square, which "
+                "does), a normality diagnostic, and the seeds per arm at which two arms of this sd are decided "
+                "at the verdicts' level and planning effect."),
         Section("cost", "Cost", cost_display(analysis), "Wall time and tokens summed over trials."),
         Section("failed", "Failed trials", _strings(analysis.failed),
                 "Failed trials with their reasons (the verdict table counts them per arm)."),

@@ -389,6 +389,7 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         seed_matched = len({tuple(v) for v in matched.values()}) <= 1
     return {
         "study": name,
+        "description": pick("description") or "",
         "study_dir": str(ref.dir),
         "primary_metric": pick("primary_metric"),
         "direction": direction,

@@ -3,15 +3,23 @@
 Three conditions x five seeds (0..4), seed-matched: ``grpo`` (control), ``big`` (a planted large
 effect, +0.3 on eval/accuracy with small seed noise) and ``null`` (same distribution as the
 control). ``null`` seed 4 failed. Curves: 10 steps of train/reward_mean, eval/accuracy every
-3 steps, tokens/total cumulative (``big`` processes more tokens per step).
+3 steps, tokens/total cumulative (``big`` processes more tokens per step). ``full_disk_at`` makes
+a write run out of space; ``write_study_folder`` writes a real study folder (records and an
+optional study.yaml) for the tests that load results the way the commands do.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import errno
+import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 PRIMARY = "eval/accuracy"
 CONTROL = "grpo"
@@ -120,3 +128,69 @@ def with_prompts(res: FakeResults, n_prompts: int = 32, *, step: int = 9, arm_x_
             rows.append((t["trial_id"], t["arm"], t["seed"], 0, p, PRIMARY, 0.0))
     prompts = pd.DataFrame(rows, columns=["trial_id", "arm", "seed", "step", "prompt_id", "metric", "value"])
     return FakeResults(trials=trials, curves=res.curves, meta=dict(res.meta), prompts=prompts)
+
+
+def full_disk_at(monkeypatch, which: int) -> list[str]:
+    """Make the ``which``-th temporary file of a write run out of space halfway (at most 28 KB in,
+    as a full disk does); returns the names of the files whose temporaries were opened, in order."""
+    real = tempfile.NamedTemporaryFile
+    opened: list[str] = []
+
+    class FullDisk:
+        def __init__(self, handle):
+            self.handle, self.name = handle, handle.name
+
+        def write(self, data):
+            self.handle.write(data[:min(28_000, len(data) // 2)])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.handle, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.handle.__exit__(*exc)
+
+    def temporary(*args, **kw):
+        handle = real(*args, **kw)
+        opened.append(kw["prefix"].strip("."))
+        return FullDisk(handle) if len(opened) == which else handle
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", temporary)
+    return opened
+
+
+#: when the trials of ``write_study_folder`` ran
+T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+
+
+def write_study_folder(folder: Path, record_study: str, snapshot: dict | None) -> Path:
+    """A study folder with 2 arms x 3 completed seeds of records and an optional study.yaml."""
+    from harness.algorithms.config import RLConfig
+    from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
+    from harness.tracking.records import make_record, write_record
+
+    for arm, lift in (("grpo", 0.0), ("wide", 0.1)):
+        for seed in range(3):
+            spec = TrialSpec(study=record_study, arm=arm, seed=seed, train=TrainConfig(steps=2, eval_every=1),
+                             algorithm=RLConfig(name="grpo", eps_high=0.2 + lift))
+            result = TrialResult(trial_id=spec.trial_id, status="completed",
+                                 final={"eval/accuracy": 0.5 + lift + 0.01 * seed},
+                                 history=[{"step": 0, "eval/accuracy": 0.4}], wall_time_s=1.0)
+            write_record(folder, make_record(spec, result, attempt=1, phase="compare", started_at=T0,
+                                             finished_at=T0, device="cpu"))
+    if snapshot is not None:
+        (folder / "study.yaml").write_text(yaml.safe_dump(snapshot, sort_keys=False))
+    return folder
+
+
+def design(**extra) -> dict:
+    """The study.yaml of ``write_study_folder``'s two arms, with ``extra`` keys."""
+    return {
+        "control": "grpo", "seeds": 3, "primary_metric": "eval/accuracy", "direction": "maximize",
+        "arms": [{"name": "grpo", "algorithm": "grpo"},
+                 {"name": "wide", "algorithm": "grpo", "set": {"eps_high": 0.3}}],
+        **extra,
+    }

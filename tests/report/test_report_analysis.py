@@ -201,7 +201,7 @@ def test_seed_prompt_analysis_when_prompts_are_recorded(make):
     assert list(an.budget["option"]) == ["as run", "+1 seed per arm", "2x eval prompts"]  # greedy: no samples
     assert an.budget.set_index("option").loc["2x eval prompts", "se_diff"] < an.budget["se_diff"].iloc[0]
     line = an.header["noise_line"]
-    assert line.startswith("Noise floor of eval/accuracy: seed sd") and "at 32 prompts" in line
+    assert line.startswith("Noise floor of eval/accuracy: training-seed sd (component)") and "at 32 prompts" in line
     assert "at 128 prompts" in line  # what 4x the prompts would need
 
 
@@ -362,8 +362,9 @@ def test_the_noise_line_says_when_the_seed_sd_is_below_what_the_seeds_can_measur
     base = (rng.random((1, 64)) < 0.6).astype(float)
     alike = {c: _scores(np.repeat(base, 3, axis=0)) for c in ("a", "b")}  # every seed the same: nothing to see
     line = noise_split("eval/accuracy", alike, level=0.95, effect=None, margin=None, power=0.8).line
-    assert "seed sd 0 (at 3 seeds" in line and "estimated, not known to be 0" in line
+    assert "training-seed sd (component) 0 (at 3 seeds" in line and "estimated, not known to be 0" in line
     offsets = np.array([[0.0], [0.3], [0.6]])  # seeds far apart: a seed component well above the noise
     apart = {c: _scores(np.clip(rng.random((3, 64)) + offsets, 0, 1.5)) for c in ("a", "b")}
     line = noise_split("eval/accuracy", apart, level=0.95, effect=None, margin=None, power=0.8).line
-    assert line.startswith("Noise floor of eval/accuracy: seed sd 0.") and "estimated, not known" not in line
+    assert line.startswith("Noise floor of eval/accuracy: training-seed sd (component) 0.")
+    assert "estimated, not known" not in line

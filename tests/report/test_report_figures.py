@@ -200,7 +200,7 @@ def test_write_report_refuses_a_bad_smooth_before_writing(results, tmp_path):
 @pytest.fixture
 def page(monkeypatch):
     """index.html of the hand-built analysis (its tables stubbed: only the layout is tested here)."""
-    keys = ("verdicts", "robustness", "conditions", "noise", "components", "trials")
+    keys = ("verdicts", "verdicts-full", "robustness", "conditions", "noise", "components", "trials")
     monkeypatch.setattr(html_report, "sections", lambda a: [
         Section(k, f"table {k}", pd.DataFrame({"x": [k]})) for k in keys])
     a = make_analysis()
@@ -210,7 +210,7 @@ def page(monkeypatch):
 def test_page_order_forest_first_then_seeds_components_curves(page):
     ids = re.findall(r'<div id="(fig-[\w-]+)" class="plotly-graph-div"', page)
     assert ids == ["fig-forest", "fig-strip", "fig-components", "fig-curve-0", "fig-curve-1"]
-    order = [page.index(s) for s in ('id="verdicts"', 'id="fig-forest"', 'id="fig-strip"',
+    order = [page.index(s) for s in ('id="verdicts"', 'id="verdicts-full"', 'id="fig-forest"', 'id="fig-strip"',
                                      'id="fig-components"', 'id="components"', 'id="curves"')]
     assert order == sorted(order)
 
@@ -224,6 +224,6 @@ def test_curve_panels_share_one_grid(page):
 
 def test_header_states_the_minimum_effect_and_the_noise(page):
     assert "<td>Minimum effect</td><td>±0.02</td>" in page
-    assert "<td>Noise</td><td>seed sd 0.01 (ctrl); MDE at 3 seeds 0.05</td>" in page
+    assert "<td>Noise</td><td>training-seed sd (component) 0.01 (ctrl); MDE at 3 seeds 0.05</td>" in page
     a = make_analysis(min_effect=None)
     assert "not set: no comparison can be called equivalent" in html_report.render_html(a, [])

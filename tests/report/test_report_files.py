@@ -1,12 +1,15 @@
-"""write_report writes index.html (+ plotly.min.js once, relative), summary.md and results.csv."""
+"""write_report writes index.html (+ plotly.min.js once, relative), summary.md and results.csv, all or none."""
 
+import errno
 import re
 
 import pandas as pd
 import plotly.offline
 import pytest
-from report_fakes import FAILED_ID, FAILED_REASON, make_results
+from report_fakes import FAILED_ID, FAILED_REASON, full_disk_at, make_results
 
+from harness.errors import HarnessError
+from harness.ground.files import atomic_write_all
 from harness.report import write_report
 
 N_PERM = 2000
@@ -93,3 +96,36 @@ def test_html_escapes_reasons(make, tmp_path):
     page = _write(res, tmp_path).read_text(encoding="utf-8")
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_full_disk_leaves_the_previous_report_whole(make, tmp_path, monkeypatch):
+    """Issue 27, item 6: every file of a report is written to a temporary first and renamed only
+    when all are written; a full disk at the second leaves every previous file byte for byte and
+    no temporary, and the one-line error names the report file, not its temporary."""
+    index = _write(make(), tmp_path)
+    out = index.parent
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    opened = full_disk_at(monkeypatch, 2)
+    with pytest.raises(HarnessError) as caught:
+        _write(make(seeds=(0, 1, 2), failed={}), tmp_path)  # another report: every file would change
+    assert len(opened) == 2, "the write stops at the full disk"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "every file as it was, no temporary"
+    message = str(caught.value)
+    assert message == (f"cannot write {out / opened[1]}: No space left on device "
+                       "(no file of the report was replaced)")
+    assert ".partial" not in message and len(message.splitlines()) == 1
+
+
+def test_all_or_none_leaves_every_file_or_none(tmp_path, monkeypatch):
+    (tmp_path / "a").write_text("old a")
+    (tmp_path / "b").write_text("old b")
+    opened = full_disk_at(monkeypatch, 2)
+    with pytest.raises(OSError) as caught:
+        atomic_write_all({tmp_path / "a": "new a", tmp_path / "b": "new b", tmp_path / "c": "new c"})
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(tmp_path / "b")
+    assert opened == ["a", "b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+    assert (tmp_path / "a").read_text() == "old a" and (tmp_path / "b").read_text() == "old b"
+    monkeypatch.undo()
+    assert atomic_write_all({tmp_path / "a": "new a", tmp_path / "c": b"new c"}) == [tmp_path / "a", tmp_path / "c"]
+    assert [(tmp_path / n).read_text() for n in "abc"] == ["new a", "old b", "new c"]

@@ -8,14 +8,12 @@ are one-line errors too.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from pathlib import Path
 
 import pytest
-import yaml
 from cli_main import run_main
-from report_fakes import make_results
+from report_fakes import design, full_disk_at, make_results, write_study_folder
 
 from harness.cli import report_cmds
 from harness.errors import ConfigError, HarnessError
@@ -25,38 +23,6 @@ from harness.tracking.study_ref import checked_name, path_under
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 EVIL = "../../../../elsewhere/x"
-T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-
-
-def write_study_folder(folder: Path, record_study: str, snapshot: dict | None) -> Path:
-    """A study folder with 2 arms x 3 completed seeds of records and an optional study.yaml."""
-    from harness.algorithms.config import RLConfig
-    from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
-    from harness.tracking.records import make_record, write_record
-
-    for arm, lift in (("grpo", 0.0), ("wide", 0.1)):
-        for seed in range(3):
-            spec = TrialSpec(study=record_study, arm=arm, seed=seed, train=TrainConfig(steps=2, eval_every=1),
-                             algorithm=RLConfig(name="grpo", eps_high=0.2 + lift))
-            result = TrialResult(trial_id=spec.trial_id, status="completed",
-                                 final={"eval/accuracy": 0.5 + lift + 0.01 * seed},
-                                 history=[{"step": 0, "eval/accuracy": 0.4}], wall_time_s=1.0)
-            write_record(folder, make_record(spec, result, attempt=1, phase="compare", started_at=T0,
-                                             finished_at=T0, device="cpu"))
-    if snapshot is not None:
-        (folder / "study.yaml").write_text(yaml.safe_dump(snapshot, sort_keys=False))
-    return folder
-
-
-def design(**extra) -> dict:
-    return {
-        "control": "grpo", "seeds": 3, "primary_metric": "eval/accuracy", "direction": "maximize",
-        "arms": [{"name": "grpo", "algorithm": "grpo"},
-                 {"name": "wide", "algorithm": "grpo", "set": {"eps_high": 0.3}}],
-        **extra,
-    }
-
-
 
 
 def files_under(root: Path) -> set[Path]:
@@ -187,3 +153,15 @@ def test_write_report_refuses_a_file_and_reports_os_errors(tmp_path):
     with pytest.raises(ConfigError, match="alpha must be between 0 and 1"):
         write_report(res, tmp_path / "rep", alpha=float("nan"), n_permutations=200)
     assert not (tmp_path / "rep").exists()
+
+
+def test_a_full_disk_is_one_line_exit_2_naming_the_file(fake_load, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_main(monkeypatch, capsys, "report", "s.yaml", "--out", "rep")[0] == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir()}
+    fake_load.trials["wall_time_s"] += 1.0  # every file of the next report differs
+    opened = full_disk_at(monkeypatch, 2)
+    code, out, err = run_main(monkeypatch, capsys, "report", "s.yaml", "--out", "rep")
+    assert code == 2, (out, err)
+    assert err == f"error: cannot write rep/{opened[1]}: No space left on device (no file of the report was replaced)\n"
+    assert {p.name: p.read_bytes() for p in (tmp_path / "rep").iterdir()} == before

@@ -9,7 +9,7 @@ import pandas as pd
 from report_fakes import CONTROL, make_results
 
 from harness.decide.analysis import analyze, compare_pair
-from harness.decide.trial_warnings import NO_SIGNAL
+from harness.decide.trial_warnings import NO_SIGNAL, split_warnings
 from harness.engine.spec import NO_LEARNING_SIGNAL, WARMSTART_BELOW_TARGET
 from harness.report.markdown import render_markdown
 
@@ -64,3 +64,23 @@ def test_an_arm_without_learning_signal_gets_no_seeds_needed_figure():
 def test_results_without_a_warnings_column_still_analyse():
     analysis = analyze(make_results(), n_permutations=200)
     assert not any(line.startswith("WARNING") for line in analysis.header["state"])
+
+
+def test_a_warning_over_several_lines_is_one_warning():
+    """A warning's code is the first token of its first line only: the lines after it (free text,
+    or indented) go on with it, and are not read as warning codes of their own."""
+    long_warm = f"{WARM}\nRaise warm_start.max_steps, or lower warm_start.target.\n  (the RL steps ran all the same)"
+    assert split_warnings(f"{long_warm}\n{SILENT}") == [
+        (WARMSTART_BELOW_TARGET, WARM.partition(": ")[2] + " Raise warm_start.max_steps, or lower warm_start.target."
+                                 " (the RL steps ran all the same)"),
+        (NO_LEARNING_SIGNAL, SILENT.partition(": ")[2]),
+    ]
+    lines = {("grpo", s): [long_warm] for s in range(5)}
+    lines[("big", 1)] = [long_warm, SILENT]
+    analysis = analyze(with_warnings(make_results(), lines), n_permutations=200)
+    state = [line for line in analysis.header["state"] if line.startswith("WARNING")]
+    assert [line.split(" in completed trials")[0] for line in state] == [
+        f"WARNING {NO_LEARNING_SIGNAL}", f"WARNING {WARMSTART_BELOW_TARGET}"]
+    assert state[1].endswith("grpo seed 0: after 1000 of at most 1000 SFT steps the policy has greedy val accuracy "
+                             "0.117 Raise warm_start.max_steps, or lower warm_start.target. (the RL steps ran all "
+                             "the same)")
