@@ -85,7 +85,7 @@ def looks_line(looks: list[int], spending: str) -> str:
 
 def sequential_lines(plan: StudyPlan) -> list[str]:
     """A sequential plan: its looks, and the trials it spends on average under no effect and at
-    min_effect (planning figures: the seed sd measured on the control, or assumed)."""
+    min_effect (planning figures: the sd of the control's trial means, measured or assumed)."""
     from harness.stats.sequential import expected_trials
 
     design = plan.sequential
@@ -95,9 +95,9 @@ def sequential_lines(plan: StudyPlan) -> list[str]:
     if not arms:
         return lines
     if plan.control_sd is not None:
-        sd, source = plan.control_sd, f"the control's seed sd {plan.control_sd:.3g} ({plan.control_sd_from} records)"
+        sd, source = plan.control_sd, f"the sd of the control's trial means {plan.control_sd:.3g} ({plan.control_sd_from} records)"
     elif plan.min_effect is not None:
-        sd, source = plan.min_effect, "a seed sd assumed equal to min_effect (none measured yet)"
+        sd, source = plan.min_effect, "an sd of trial means assumed equal to min_effect (none measured yet)"
     else:
         return [*lines, "  expected trials: set min_effect (or run the first look) to plan them"]
     arms_per_cell = arms // cells

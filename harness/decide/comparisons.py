@@ -251,7 +251,7 @@ def verdict_rows(pairs: list[PairResult], *, alpha, correction, direction, power
 
 
 def planning_effect(margin: float | None, scores: dict[str, ArmScores], control: str | None) -> float | None:
-    """min_effect, or one seed sd of the control (pooled over conditions when it has < 2 seeds)."""
+    """min_effect, or one sd of the control's trial means (pooled over conditions when it has < 2 seeds)."""
     if margin is not None:
         return margin
     ctrl = scores.get(control)

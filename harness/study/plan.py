@@ -154,7 +154,7 @@ class StudyPlan:
     warnings: list[str] = field(default_factory=list)
     earlier_design: list[str] = field(default_factory=list)  # records the current design does not use
     sequential: dict[str, Any] | None = None  # looks (seeds per arm), spending; the totals above are its maximum
-    control_sd: float | None = None  # the control's seed sd of the primary metric, from its completed records
+    control_sd: float | None = None  # the sd of the control's trial means of the primary metric, from its completed records
     control_sd_from: int = 0  # how many records that is
     followers: int = 0  # conditions that take the control's seeds (A/A copy, placebo), per grid cell
 
@@ -365,7 +365,7 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
 
 
 def _control_sd(study: Study, records: list[Any]) -> dict[str, Any]:
-    """The control's seed sd of the primary metric, from its completed comparison records (3 or more)."""
+    """The sd of the control's trial means of the primary metric, from its completed comparison records (3 or more)."""
     values = [r.final.get(study.primary_metric) for r in records if r.arm == study.control and r.phase == "compare"]
     values = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     if len(values) < 3 or statistics.stdev(values) <= 0:

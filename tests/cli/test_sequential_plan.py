@@ -54,7 +54,7 @@ def test_plan_prints_expected_trials_from_an_assumed_sd(monkeypatch, capsys, stu
     expected = [expected_trials([3, 5, 8], arms=2, delta=d, margin=0.05, sd=0.05, spending="pocock",
                                 followers=1).mean for d in (0.0, 0.05)]
     assert (f"expected trials: {expected[0]:.0f} under no effect; {expected[1]:.0f} under min_effect "
-            "(every arm alike; from a seed sd assumed equal to min_effect (none measured yet))") in out
+            "(every arm alike; from an sd of trial means assumed equal to min_effect (none measured yet))") in out
     assert "(the A/A copy: the same + 1000000)" in out
     assert "total: 32 trials" in out
 
