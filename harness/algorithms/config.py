@@ -28,7 +28,8 @@ class _Common(BaseModel):
 
 
 class RLConfig(_Common):
-    """Policy-gradient algorithms: PPO, GRPO, Dr. GRPO, RLOO, REINFORCE++, CISPO, DAPO, GSPO."""
+    """Policy-gradient algorithms: PPO, GRPO, Dr. GRPO, RLOO, REINFORCE++, CISPO, DAPO, GSPO and the
+    presets built from the later parts (SAPO, GMPO, Clip-Cov, KL-Cov, DPPO, ...)."""
 
     kind: Literal["rl"] = "rl"
 
@@ -43,6 +44,18 @@ class RLConfig(_Common):
         "auto", description="old log-probs of the ratio: sampler, recompute, or auto (recompute "
         "where the policy's weights are bf16/fp16, else sampler)",
     )
+    mismatch: str = Field(
+        "none", description="importance correction of the trainer's old log-probs against the sampler's: "
+        "none, token_truncate, sequence_truncate, token_mask or sequence_mask",
+    )
+    token_filter: str = Field("all", description="which tokens the policy loss reads: all, or top_entropy")
+    sampling: str = Field(
+        "once", description="how a step draws its groups: once, or dynamic (DAPO: draw more prompts until "
+        "every group of the batch has a spread of scores)",
+    )
+    truncated: str = Field(
+        "keep", description="what the loss does with completions the token budget cut off: keep, or mask"
+    )
 
     entropy_coef: float = Field(0.0, ge=0)
 
@@ -50,6 +63,14 @@ class RLConfig(_Common):
     eps_low: PositiveFloat = 0.2
     eps_high: PositiveFloat = 0.2
     dual_clip: float | None = Field(None, gt=1.0)
+    sapo_tau_pos: PositiveFloat = Field(1.0, description="SAPO's gate temperature for positive advantages")
+    sapo_tau_neg: PositiveFloat = Field(1.05, description="SAPO's gate temperature for other advantages")
+    clip_cov_ratio: float = Field(2e-4, gt=0, le=1, description="share of tokens Clip-Cov detaches")
+    clip_cov_lb: float = Field(1.0, description="lower end of the covariance band Clip-Cov picks from")
+    clip_cov_ub: float = Field(5.0, description="upper end of the covariance band Clip-Cov picks from")
+    kl_cov_ratio: float = Field(2e-3, gt=0, le=1, description="share of tokens KL-Cov penalises")
+    kl_cov_coef: PositiveFloat = Field(1.0, description="KL-Cov's weight of |log(pi/pi_old)| on its tokens")
+    dppo_ratio_cap: PositiveFloat = Field(20.0, description="DPPO's cap on its stop-gradient ratio")
 
     # --- advantage numbers ---
     adv_eps: PositiveFloat = 1e-4
@@ -60,6 +81,14 @@ class RLConfig(_Common):
 
     # --- KL to the frozen reference ---
     kl_coef: float = Field(0.0, ge=0)
+
+    # --- the sampler-trainer mismatch, the token filter, dynamic sampling ---
+    mismatch_cap: PositiveFloat = Field(2.0, description="upper bound C of the mismatch weight")
+    mismatch_floor: float = Field(0.0, ge=0, description="lower bound of a *_mask correction's weight (0: none)")
+    entropy_top_share: float = Field(
+        0.2, gt=0, le=1, description="share of tokens, by entropy, the top_entropy filter keeps"
+    )
+    max_draws: PositiveInt = Field(4, description="dynamic sampling's draws of prompts per step at most")
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
