@@ -45,17 +45,15 @@ class RLConfig(_Common):
         "where the policy's weights are bf16/fp16, else sampler)",
     )
     mismatch: str = Field(
-        "none", description="importance correction of the trainer's old log-probs against the sampler's: "
-        "none, token_truncate, sequence_truncate, token_mask or sequence_mask",
+        "none", description="importance weights of the trainer's old log-probs against the sampler's, "
+        "truncated (TIS) or masked (MIS, IcePop), per token or per sequence",
     )
-    token_filter: str = Field("all", description="which tokens the policy loss reads: all, or top_entropy")
+    token_filter: str = Field("all", description="which tokens the policy loss reads (top_entropy: the 80/20 rule)")
     sampling: str = Field(
-        "once", description="how a step draws its groups: once, or dynamic (DAPO: draw more prompts until "
-        "every group of the batch has a spread of scores)",
+        "once", description="how a step draws its groups (dynamic: DAPO's, more prompts until the batch's "
+        "groups have a spread of scores)",
     )
-    truncated: str = Field(
-        "keep", description="what the loss does with completions the token budget cut off: keep, or mask"
-    )
+    truncated: str = Field("keep", description="what the loss does with completions the token budget cut off")
 
     entropy_coef: float = Field(0.0, ge=0)
 

@@ -289,7 +289,8 @@ def topr(
     without importance weight where the advantage is positive, truncated importance sampling
     where it is negative: ``-sg(w_i) * A * log pi`` with ``w_i = 1`` for ``A >= 0`` and
     ``w_i = min(pi(y_i)/pi_old(y_i), 1)`` for ``A < 0``, the ratio of the whole sequence (the
-    product of its token ratios; the paper's rewards are read as the harness's advantages).
+    product of its token ratios, as the paper; Trinity-RFT's ``topr`` takes each token's; the
+    paper's rewards are read as the harness's advantages).
     A negative sequence the policy already left behind pushes less. ``exp`` of a log-ratio
     capped at 0 cannot overflow. ``clip_frac``: tokens of negative rows whose ratio was capped.
     """

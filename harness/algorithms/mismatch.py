@@ -12,7 +12,7 @@ Brings You Off-Policy RL Training"). The raw weight has heavy tails, so every pa
   ``token_truncate``);
 - ``sequence_truncate``: ``w_i = min(prod_t pi_old/mu, C)`` on every token of row ``i``;
 - ``token_mask``: ``w_t = pi_old/mu`` where ``floor <= w_t <= C``, else 0 (MIS, Liu, Li et al. 2025,
-  "When Speed Kills Stability"; with a floor, IcePop of Ring-1T, arXiv:2510.18855: [0.5, 5]);
+  "When Speed Kills Stability"; with a floor, IcePop of Ring-1T, Ling Team 2025: [0.5, 5]);
 - ``sequence_mask``: the sequence's ``w_i`` where inside the bounds, else 0 for the whole row (TRL's
   default, C = 3).
 

@@ -131,8 +131,8 @@ OLD_LOGPROBS.declare("auto", f"{_PACKAGE}.old_logprobs:by_precision", reads=(), 
 #: recomputes them)
 MISMATCH = Registry("mismatch correction", meta_keys=("reads", "compares", "cites"))
 _TIS = "TIS: Yao et al. 2025, Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"
-_MIS = ("MIS: Liu, Li et al. 2025, When Speed Kills Stability; IcePop: Ling Team 2025, Ring-1T "
-        "(arXiv:2510.18855)")
+_MIS = ("MIS: Liu, Li et al. 2025, When Speed Kills Stability; IcePop: Ling Team 2025, Every Step Evolves "
+        "(Ring-1T), band [0.5, 5]")
 MISMATCH.declare("none", f"{_PACKAGE}.mismatch:no_correction", reads=(), compares=False,
                  cites="no correction")
 MISMATCH.declare("token_truncate", f"{_PACKAGE}.mismatch:token_truncate", reads=("mismatch_cap",),
