@@ -53,12 +53,13 @@ def no_correction(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, 
     return torch.ones_like(mask), {}
 
 
-def _log_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, per_sequence: bool) -> Tensor:
-    """``log(pi_old/mu)`` per token, or its sum over each row broadcast to the row; 0 on padding."""
-    log_weights = torch.where(mask.bool(), old_logprobs - sampler_logprobs, 0.0)
-    if per_sequence:
-        log_weights = log_weights.sum(dim=1, keepdim=True).expand_as(mask)
-    return log_weights.detach()
+def _raw_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, per_sequence: bool
+                 ) -> tuple[Tensor, Tensor]:
+    """``pi_old/mu`` per token, or the product over each row on every token of the row, from the
+    log-weights clamped to ``+-LOG_WEIGHT_BOUND``; and the token log-weights (0 on padding)."""
+    token = torch.where(mask.bool(), old_logprobs - sampler_logprobs, 0.0).detach()
+    log_weights = token.sum(dim=1, keepdim=True).expand_as(mask) if per_sequence else token
+    return torch.exp(torch.clamp(log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)), token
 
 
 def _metrics(weights: Tensor, changed: Tensor, token_log_weights: Tensor, mask: Tensor) -> dict[str, Tensor]:
@@ -75,20 +76,16 @@ def _metrics(weights: Tensor, changed: Tensor, token_log_weights: Tensor, mask: 
 
 def _truncate(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
               ) -> tuple[Tensor, dict[str, Tensor]]:
-    log_weights = _log_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
-    raw = torch.exp(torch.clamp(log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND))
+    raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
     weights = torch.where(mask.bool(), torch.clamp(raw, max=cfg.mismatch_cap), 0.0)
-    token = _log_weights(old_logprobs, sampler_logprobs, mask, per_sequence=False)
     return weights, _metrics(weights, raw > cfg.mismatch_cap, token, mask)
 
 
 def _mask(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
           ) -> tuple[Tensor, dict[str, Tensor]]:
-    log_weights = _log_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
-    raw = torch.exp(torch.clamp(log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND))
+    raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
     outside = (raw > cfg.mismatch_cap) | (raw < cfg.mismatch_floor)
     weights = torch.where(mask.bool() & ~outside, raw, 0.0)
-    token = _log_weights(old_logprobs, sampler_logprobs, mask, per_sequence=False)
     return weights, _metrics(weights, outside, token, mask)
 
 

@@ -160,7 +160,7 @@ SAMPLING.declare("dynamic", f"{_PACKAGE}.sampling:dynamic", reads=("max_draws",)
                  cites="DAPO dynamic sampling: Yu et al. 2025 (arXiv:2503.14476)")
 
 #: ``fn(cut_off, cfg) -> (rows the loss reads, metrics)`` (``sampling.py``)
-TRUNCATED = Registry("truncated completions", meta_keys=("reads", "cites"))
+TRUNCATED = Registry("truncation handling", meta_keys=("reads", "cites"))
 TRUNCATED.declare("keep", f"{_PACKAGE}.sampling:keep_truncated", reads=(), cites="train on every completion")
 TRUNCATED.declare("mask", f"{_PACKAGE}.sampling:mask_truncated", reads=(),
                   cites="DAPO overlong filtering: Yu et al. 2025 (arXiv:2503.14476); TRL mask_truncated_completions")

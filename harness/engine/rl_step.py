@@ -185,7 +185,9 @@ def _share_of(aggregate: Aggregator, minibatch_mask: Tensor, part: Tensor) -> Ag
     minibatch's: its per-token terms placed in its rows of the minibatch, zeros elsewhere, and
     normalised by the whole minibatch's mask. Every aggregation sums row terms linear in the
     per-token values and divides by a count from the mask (tokens, or rows with a token), so
-    the micro-batches' shares of each term sum to the minibatch's, and so do their gradients."""
+    the micro-batches' shares of each term sum to the minibatch's, and so do their gradients.
+    (Parts that pick tokens from the batch they see, Clip-Cov, KL-Cov and the top-entropy filter,
+    pick them within each micro-batch, as verl's and TRL's do.)"""
 
     def share(per_token: Tensor, mask: Tensor) -> Tensor:
         return aggregate(per_token.new_zeros(minibatch_mask.shape).index_copy(0, part, per_token), minibatch_mask)
