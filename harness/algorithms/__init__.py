@@ -1,6 +1,7 @@
 """The things being compared: advantage estimators, policy losses, aggregations, KL estimators,
-the critic, where the old log-probs come from, DPO's loss and pair sources, and the named
-presets built from them.
+the critic, where the old log-probs come from, the sampler-trainer mismatch correction, the token
+filter, the sampling side (dynamic sampling, truncated completions), DPO's loss and pair sources,
+and the named presets built from them.
 
 Two layers: ``config``, ``registry``, ``parts`` (every part's name, metadata and where its
 function lives), ``presets`` and ``probe_result`` need no torch, so checking a study file or a
@@ -21,8 +22,9 @@ _EXPORTS = {
     "kl": ["KLWeights", "kl_estimate", "kl_weights"],
     "objective": ["UpdateBatch", "token_rewards", "update_loss"],
     "old_logprobs": ["recomputes_old_logprobs"],
-    "parts": ["ADVANTAGES", "AGGREGATIONS", "CRITICS", "KL_ESTIMATORS", "KL_PLACEMENTS", "OLD_LOGPROBS",
-              "PAIR_SOURCES", "POLICY_LOSSES", "SLOTS", "fields_read"],
+    "parts": ["ADVANTAGES", "AGGREGATIONS", "CRITICS", "KL_ESTIMATORS", "KL_PLACEMENTS", "MISMATCH", "OLD_LOGPROBS",
+              "PAIR_SOURCES", "POLICY_LOSSES", "SAMPLING", "SLOTS", "TOKEN_FILTERS", "TRUNCATED", "describe_parts",
+              "fields_read"],
     "presets": ["PRESETS", "TESTBED_LR", "Preset", "check_algorithm", "describe_presets",
                 "resolve_algorithm"],
     "registry": ["Registry"],

@@ -81,7 +81,7 @@ def _estimator(name: str):
             advantages = torch.where(on, advantages, 0.0)
             if cfg.whiten_advantages:
                 advantages = masked_whiten(advantages, inputs.mask)
-            degenerate = _degenerate_groups(inputs.scores, group)
+            degenerate = degenerate_groups(inputs.scores, group)
             dropped = degenerate.repeat_interleave(group) & cfg.drop_degenerate
             return AdvantageOutput(
                 advantages=advantages,
@@ -95,7 +95,9 @@ def _estimator(name: str):
     return decorate
 
 
-def _degenerate_groups(scores: Tensor, group_size: int) -> Tensor:
+def degenerate_groups(scores: Tensor, group_size: int) -> Tensor:
+    """[n_groups] bool: every score of the group within ``DEGENERATE_TOL`` of the others (never
+    for groups of one)."""
     if group_size == 1:
         return torch.zeros_like(scores, dtype=torch.bool)
     grouped = scores.view(-1, group_size)
@@ -171,3 +173,43 @@ def gae(inputs: AdvantageInputs, cfg: RLConfig):
     deltas = rewards + cfg.gamma * next_values - values
     advantages = _discounted_sums(deltas, mask, cfg.gamma * cfg.lam)
     return advantages, advantages + values
+
+
+@_estimator("reinforce_pp_baseline")
+def reinforce_pp_baseline(inputs: AdvantageInputs, cfg: RLConfig):
+    """REINFORCE++-baseline (Hu 2025, arXiv:2501.03262; OpenRLHF ``reinforce_baseline``, verl
+    ``reinforce_plus_plus_baseline``): each row's score minus its group's mean score, on the last
+    real token with any per-token KL reward, then the reward-to-go (``gamma``), whitened over the
+    whole batch's tokens. With ``gamma = 1`` and no KL in the reward every token of row ``i`` holds
+    ``r_i - mean_group(r)`` before the whitening, as verl's.
+    """
+    scores = inputs.scores.view(-1, inputs.group_size)
+    baseline = scores.mean(dim=1, keepdim=True).expand_as(scores).reshape(-1)
+    last = (inputs.mask.cumsum(1) == inputs.mask.sum(1, keepdim=True)) & inputs.mask.bool()
+    centred = inputs.token_rewards - last.to(inputs.token_rewards.dtype) * baseline[:, None]
+    return masked_whiten(_discounted_sums(centred, inputs.mask, cfg.gamma), inputs.mask), None
+
+
+@_estimator("group_mean_batch_std")
+def group_mean_batch_std(inputs: AdvantageInputs, cfg: RLConfig):
+    """Group mean, batch standard deviation: ``(r - mean_group(r)) / (std_batch(r) + adv_eps)``,
+    the std over every row of the batch (Bessel), not the group's (Liu et al. 2025, Tricks or
+    Traps, arXiv:2508.08221, "Lite PPO"; TRL ``scale_rewards='batch'``). A group with little
+    spread keeps its small advantages instead of being blown up to unit scale.
+    """
+    r = _grouped_returns(inputs)
+    return _per_token((r - r.mean(dim=1, keepdim=True)) / (r.std() + cfg.adv_eps), inputs), None
+
+
+@_estimator("group_passk")
+def group_passk(inputs: AdvantageInputs, cfg: RLConfig):
+    """A pass@k group advantage (verl ``grpo_passk``, after arXiv:2503.19595): only the group's
+    best row gets an advantage, ``(r_max - r_second) / (std_group(r) + adv_eps)`` (Bessel std; the
+    first best on ties, where it is 0); every other row gets 0. Under pass@k only the best sample
+    of a group counts, and the gap to the runner-up is what it adds.
+    """
+    r = _grouped_returns(inputs)
+    top2 = torch.topk(r, 2, dim=1).values
+    gain = (top2[:, :1] - top2[:, 1:]) / (r.std(dim=1, keepdim=True) + cfg.adv_eps)
+    best = torch.zeros_like(r, dtype=torch.bool).scatter_(1, r.argmax(dim=1, keepdim=True), True)
+    return _per_token(torch.where(best, gain, 0.0), inputs), None

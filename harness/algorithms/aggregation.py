@@ -44,6 +44,18 @@ def seq_mean_token_sum_norm(per_token: Tensor, mask: Tensor, norm_constant: int)
     return (_row_sums(per_token, mask) / norm_constant).sum() / _n_rows(mask)
 
 
+def seq_mean_token_sum(per_token: Tensor, mask: Tensor, norm_constant: int) -> Tensor:
+    """Sum over a sequence's tokens, then mean over sequences (verl's ``seq-mean-token-sum``): each
+    sequence's whole log-likelihood term, as REINFORCE writes it; a long sequence weighs more."""
+    return _row_sums(per_token, mask).sum() / _n_rows(mask)
+
+
+def token_sum(per_token: Tensor, mask: Tensor, norm_constant: int) -> Tensor:
+    """Sum over every token of the batch, no normaliser (verl's ``token-sum``): the loss, and
+    the gradient, grow with the batch's tokens."""
+    return _row_sums(per_token, mask).sum()
+
+
 def make_aggregator(cfg: RLConfig, max_new_tokens: int) -> Aggregator:
     """``cfg.aggregation`` with its constant bound: ``cfg.loss_norm_constant`` or the budget."""
     fn = AGGREGATIONS.get(cfg.aggregation)

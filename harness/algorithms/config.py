@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt
+
+from harness.ground.strict import StrictModel
 
 
-class _Common(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+class _Common(StrictModel):
+    model_config = ConfigDict(validate_assignment=True)
 
     name: str = Field(description="preset this config started from")
 
@@ -32,7 +34,8 @@ class _Common(BaseModel):
 
 
 class RLConfig(_Common):
-    """Policy-gradient algorithms: PPO, GRPO, Dr. GRPO, RLOO, REINFORCE++, CISPO, DAPO, GSPO."""
+    """Policy-gradient algorithms: PPO, GRPO, Dr. GRPO, RLOO, REINFORCE++, CISPO, DAPO, GSPO and the
+    presets built from the later parts (SAPO, GMPO, Clip-Cov, KL-Cov, DPPO, ...)."""
 
     kind: Literal["rl"] = "rl"
 
@@ -47,19 +50,39 @@ class RLConfig(_Common):
         "auto", description="old log-probs of the ratio: sampler, recompute, or auto (recompute "
         "where the policy's weights are bf16/fp16, else sampler)",
     )
+    mismatch: str = Field(
+        "none", description="importance weights of the trainer's old log-probs against the sampler's, "
+        "truncated (TIS) or masked (MIS, IcePop), per token or per sequence",
+    )
+    token_filter: str = Field("all", description="which tokens the policy loss reads (top_entropy: the 80/20 rule)")
+    sampling: str = Field(
+        "once", description="how a step draws its groups (dynamic: DAPO's, more prompts until the batch's "
+        "groups have a spread of scores)",
+    )
+    truncated: str = Field("keep", description="what the loss does with completions the token budget cut off")
 
     entropy_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus in the loss")
 
     # --- policy loss numbers ---
     eps_low: PositiveFloat = Field(
-        0.2, description="clip band below a ratio of 1: ratios under 1 - eps_low are clipped"
+        0.2, description="clip band below a ratio of 1: ratios under 1 - eps_low are clipped (gmpo: a bound on "
+        "the log-ratio; dppo: the limit of its mask)",
     )
     eps_high: PositiveFloat = Field(
-        0.2, description="clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher)"
+        0.2, description="clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher; "
+        "gmpo: a bound on the log-ratio; dppo: the limit of its mask)",
     )
     dual_clip: float | None = Field(
         None, gt=1.0, description="dual-clip bound c: a negative advantage's term is at most c times it; null: off"
     )
+    sapo_tau_pos: PositiveFloat = Field(1.0, description="SAPO's gate temperature for positive advantages")
+    sapo_tau_neg: PositiveFloat = Field(1.05, description="SAPO's gate temperature for other advantages")
+    clip_cov_ratio: float = Field(2e-4, gt=0, le=1, description="share of tokens Clip-Cov detaches")
+    clip_cov_lb: float = Field(1.0, description="lower end of the covariance band Clip-Cov picks from")
+    clip_cov_ub: float = Field(5.0, description="upper end of the covariance band Clip-Cov picks from")
+    kl_cov_ratio: float = Field(2e-3, gt=0, le=1, description="share of tokens KL-Cov penalises")
+    kl_cov_coef: PositiveFloat = Field(1.0, description="KL-Cov's weight of |log(pi/pi_old)| on its tokens")
+    dppo_ratio_cap: PositiveFloat = Field(20.0, description="DPPO's cap on its stop-gradient ratio")
 
     # --- advantage numbers ---
     adv_eps: PositiveFloat = Field(1e-4, description="added to the group's std before dividing (GRPO's z-score)")
@@ -72,6 +95,14 @@ class RLConfig(_Common):
 
     # --- KL to the frozen reference ---
     kl_coef: float = Field(0.0, ge=0, description="weight of the KL term")
+
+    # --- the sampler-trainer mismatch, the token filter, dynamic sampling ---
+    mismatch_cap: PositiveFloat = Field(2.0, description="upper bound C of the mismatch weight")
+    mismatch_floor: float = Field(0.0, ge=0, description="lower bound of a *_mask correction's weight (0: none)")
+    entropy_top_share: float = Field(
+        0.2, gt=0, le=1, description="share of tokens, by entropy, the top_entropy filter keeps"
+    )
+    max_draws: PositiveInt = Field(4, description="dynamic sampling's draws of prompts per step at most")
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
@@ -98,6 +129,28 @@ class DPOConfig(_Common):
 
 
 AlgorithmConfig = Annotated[RLConfig | DPOConfig, Field(discriminator="kind")]
+
+#: Fields added after trials were first stored with this config. At their defaults they are left
+#: out of a trial's identity (:func:`identity`, hence its config hash and trial id), so a part
+#: added later never renames the trials that ran before it existed, nor turns them into an
+#: "earlier design"; set to anything else, they count like every other field. A field added in a
+#: later round joins this set.
+LATER_FIELDS = frozenset({
+    "mismatch", "token_filter", "sampling", "truncated", "sapo_tau_pos", "sapo_tau_neg", "clip_cov_ratio",
+    "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "kl_cov_coef", "dppo_ratio_cap", "mismatch_cap",
+    "mismatch_floor", "entropy_top_share", "max_draws",
+})
+
+
+def identity(config: RLConfig | DPOConfig) -> dict:
+    """``config`` as a trial's identity reads it: every field, but the :data:`LATER_FIELDS` left at
+    their defaults."""
+    payload = config.model_dump(mode="json")
+    fields = type(config).model_fields
+    for name in LATER_FIELDS & payload.keys():
+        if getattr(config, name) == fields[name].get_default(call_default_factory=True):
+            del payload[name]
+    return payload
 
 #: kind -> its config type
 CONFIG_TYPES: dict[str, type[RLConfig] | type[DPOConfig]] = {"rl": RLConfig, "dpo": DPOConfig}

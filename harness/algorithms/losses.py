@@ -13,10 +13,15 @@ that token, never inf or NaN: a token's log(pi/pi_old) to ``[-LOG_RATIO_BOUND,
 LOG_RATIO_BOUND]`` (verl's ``compute_policy_loss_vanilla`` and ``compute_policy_loss_cispo``,
 OpenRLHF's ``PolicyLoss``), GSPO's sequence log-ratio to at most ``SEQ_LOG_RATIO_MAX`` (verl's
 ``compute_policy_loss_gspo``). Inside the bounds nothing changes (every clip band lies far
-inside them); beyond them the ratio stays at the bound and its token gives no gradient.
+inside them); beyond them the ratio stays at the bound and its token gives no gradient. TOPR's
+sequence ratio is capped at 1 by its own formula, so it needs no clamp.
+
+The covariance-selected losses (Clip-Cov, KL-Cov) are in ``covariance_losses.py``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -30,17 +35,17 @@ LOG_RATIO_BOUND = 20.0
 SEQ_LOG_RATIO_MAX = 10.0
 
 
-def _log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
+def token_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
     """log(pi/pi_old), 0 on padding so garbage there can never overflow into a NaN gradient."""
     return torch.where(mask.bool(), logprobs - old_logprobs, 0.0)
 
 
-def _ratio(log_ratio: Tensor) -> Tensor:
+def clamped_ratio(log_ratio: Tensor) -> Tensor:
     """pi/pi_old per token, from the log-ratio clamped to ``+-LOG_RATIO_BOUND``."""
     return torch.exp(torch.clamp(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND))
 
 
-def _clip_surrogate(
+def clip_surrogate(
     ratio: Tensor, advantages: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, Tensor]:
     """``min(r * A, clip(r, 1-eps_low, 1+eps_high) * A)`` and where the clipped branch won."""
@@ -49,13 +54,23 @@ def _clip_surrogate(
     return torch.minimum(unclipped, bounded), bounded < unclipped
 
 
-def _metrics(ratio: Tensor, clipped: Tensor, mask: Tensor) -> dict[str, Tensor]:
+def masked_share(flags: Tensor, mask: Tensor) -> Tensor:
+    """The share of masked tokens where ``flags`` holds (0 for a batch of padding only)."""
     on = mask.bool()
-    n = on.sum().clamp(min=1)
+    return (flags & on).sum() / on.sum().clamp(min=1)
+
+
+def loss_metrics(ratio: Tensor, clipped: Tensor, mask: Tensor) -> dict[str, Tensor]:
+    on = mask.bool()
     return {
-        "clip_frac": (clipped & on).sum() / n,
-        "ratio_mean": torch.where(on, ratio.detach(), 0.0).sum() / n,
+        "clip_frac": masked_share(clipped, mask),
+        "ratio_mean": torch.where(on, ratio.detach(), 0.0).sum() / on.sum().clamp(min=1),
     }
+
+
+def never(mask: Tensor) -> Tensor:
+    """No token clipped: the ``clipped`` flags of a loss without a clip."""
+    return torch.zeros_like(mask, dtype=torch.bool)
 
 
 def clipped(
@@ -70,13 +85,13 @@ def clipped(
     clip-higher, Yu et al. 2025); with ``dual_clip = c``, negative-advantage terms are bounded
     by ``c * A`` (Ye et al. 2020, dual-clip PPO). The log-ratio is clamped to +-20 first.
     """
-    ratio = _ratio(_log_ratio(logprobs, old_logprobs, mask))
-    surrogate, clipped_tokens = _clip_surrogate(ratio, advantages, cfg)
+    ratio = clamped_ratio(token_log_ratio(logprobs, old_logprobs, mask))
+    surrogate, clipped_tokens = clip_surrogate(ratio, advantages, cfg)
     if cfg.dual_clip is not None:
         floor = cfg.dual_clip * advantages
         dual = (advantages < 0) & (surrogate < floor)
         surrogate, clipped_tokens = torch.where(dual, floor, surrogate), clipped_tokens | dual
-    return aggregate(-surrogate, mask), _metrics(ratio, clipped_tokens, mask)
+    return aggregate(-surrogate, mask), loss_metrics(ratio, clipped_tokens, mask)
 
 
 def cispo(
@@ -93,10 +108,10 @@ def cispo(
     size is capped. The loss value itself is not meaningful, its gradient is. The log-ratio is
     clamped to +-20 first (as verl's), which no clip band reaches.
     """
-    ratio = _ratio(_log_ratio(logprobs, old_logprobs, mask))
+    ratio = clamped_ratio(token_log_ratio(logprobs, old_logprobs, mask))
     weight = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high).detach()
     per_token = -weight * advantages * logprobs
-    return aggregate(per_token, mask), _metrics(ratio, weight != ratio, mask)
+    return aggregate(per_token, mask), loss_metrics(ratio, weight != ratio, mask)
 
 
 def gspo(
@@ -111,12 +126,12 @@ def gspo(
     ``s_i = exp(mean_t log(pi/pi_old))``, shared by every token of sequence ``i``. The mean
     log-ratio is clamped above to 10 first, as verl's (below, ``exp`` only underflows to 0).
     """
-    log_ratio = _log_ratio(logprobs, old_logprobs, mask)
+    log_ratio = token_log_ratio(logprobs, old_logprobs, mask)
     lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
     seq_log_ratio = log_ratio.sum(dim=1, keepdim=True) / lengths
     seq_ratio = torch.exp(torch.clamp(seq_log_ratio, max=SEQ_LOG_RATIO_MAX))
-    surrogate, clipped_tokens = _clip_surrogate(seq_ratio, advantages, cfg)
-    return aggregate(-surrogate, mask), _metrics(_ratio(log_ratio), clipped_tokens, mask)
+    surrogate, clipped_tokens = clip_surrogate(seq_ratio, advantages, cfg)
+    return aggregate(-surrogate, mask), loss_metrics(clamped_ratio(log_ratio), clipped_tokens, mask)
 
 
 def importance_sampling(
@@ -131,6 +146,156 @@ def importance_sampling(
     (Williams 1992). The log-ratio is clamped to +-20 first, the bound verl and OpenRLHF use
     for their ratios, so the ratio itself is at most e^20.
     """
-    ratio = _ratio(_log_ratio(logprobs, old_logprobs, mask))
-    never_clipped = torch.zeros_like(mask, dtype=torch.bool)
-    return aggregate(-ratio * advantages, mask), _metrics(ratio, never_clipped, mask)
+    ratio = clamped_ratio(token_log_ratio(logprobs, old_logprobs, mask))
+    return aggregate(-ratio * advantages, mask), loss_metrics(ratio, never(mask), mask)
+
+
+def sapo(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """SAPO (Gao et al. 2025, arXiv:2511.20347): a soft gate in place of the hard clip,
+    ``-f(r) * A`` with ``f(r) = sigmoid(tau * (r - 1)) * 4 / tau``, ``tau = sapo_tau_pos`` where
+    ``A > 0`` and ``sapo_tau_neg`` elsewhere (verl ``compute_policy_loss_sapo``, TRL
+    ``loss_type='sapo'``; both default to 1.0 and 1.05).
+
+    ``f'(r) = 4 s (1 - s)``, ``s`` the sigmoid, is 1 at ``r = 1``: on-policy it is REINFORCE. Off
+    policy a token's gradient weight ``f'(r) * r`` fades smoothly as the ratio leaves 1, faster
+    for the larger temperature, where the clip cuts it to 0 at the band's edge. No hard clip:
+    ``clip_frac`` is 0. The log-ratio is clamped to +-20 first (at ``r = e^20`` the gate is flat).
+    """
+    ratio = clamped_ratio(token_log_ratio(logprobs, old_logprobs, mask))
+    tau = torch.where(advantages > 0, advantages.new_tensor(cfg.sapo_tau_pos), advantages.new_tensor(cfg.sapo_tau_neg))
+    gate = torch.sigmoid(tau * (ratio - 1)) * (4 / tau)
+    return aggregate(-gate * advantages, mask), loss_metrics(ratio, never(mask), mask)
+
+
+def gmpo(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """GMPO (Zhao et al. 2025, arXiv:2507.20673): the geometric mean of a sequence's token ratios,
+    each clipped in log space, in place of their arithmetic mean (verl ``compute_policy_loss_geo_mean``):
+
+        -A_i * exp( 1/|o_i| * sum_t sgn(A) * min(sgn(A) * l_t, sgn(A) * clip(l_t, -eps_low, eps_high)) )
+
+    with ``l_t = log(pi/pi_old)`` and ``A_i`` the mean of row ``i``'s token advantages. ``eps_low``
+    and ``eps_high`` bound the log-ratio here: the paper's range ``(e^-0.4, e^0.4)`` is 0.4 and 0.4.
+    The pessimistic branch of each token is kept, as PPO's min does (for ``A < 0`` the larger
+    log-ratio). One outlier token moves a geometric mean less than an arithmetic one.
+
+    The sequence's term is placed on each of its tokens, so ``seq_mean_token_mean`` gives the
+    paper's mean over sequences (verl takes the plain mean over rows, all-padding rows included).
+    ``clip_frac``: tokens whose clipped log-ratio was kept. The log-ratio is clamped to +-20 first.
+    """
+    log_ratio = torch.clamp(token_log_ratio(logprobs, old_logprobs, mask), -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    sign = torch.sign(advantages)
+    bounded = torch.clamp(log_ratio, -cfg.eps_low, cfg.eps_high)
+    kept = sign * torch.minimum(sign * log_ratio, sign * bounded)
+    lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
+    seq_log_ratio = torch.where(mask.bool(), kept, 0.0).sum(dim=1, keepdim=True) / lengths
+    seq_advantage = torch.where(mask.bool(), advantages, 0.0).sum(dim=1, keepdim=True) / lengths
+    per_token = (-seq_advantage * torch.exp(seq_log_ratio)).expand_as(mask)
+    clipped_tokens = sign * bounded < sign * log_ratio
+    return aggregate(per_token, mask), loss_metrics(clamped_ratio(log_ratio), clipped_tokens, mask)
+
+
+def _dppo(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+    inside: Callable[[Tensor, Tensor, Tensor, Tensor, RLConfig], Tensor],
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """``-A * sg(min(r, dppo_ratio_cap)) * log pi * m``: ``m`` 0 on the tokens ``inside`` puts
+    outside the trust region in the direction their advantage pushes, 1 elsewhere."""
+    log_ratio = token_log_ratio(logprobs, old_logprobs, mask)
+    ratio = clamped_ratio(log_ratio)
+    with torch.no_grad():
+        prob, old_prob = torch.exp(logprobs), torch.exp(old_logprobs)
+        kept = inside(prob, old_prob, log_ratio, advantages > 0, cfg) & mask.bool()
+        weight = torch.clamp(ratio, max=cfg.dppo_ratio_cap) * kept
+    per_token = -advantages * weight * logprobs
+    return aggregate(per_token, mask), loss_metrics(ratio, ~kept | (ratio > cfg.dppo_ratio_cap), mask)
+
+
+def _inside_tv(prob: Tensor, old_prob: Tensor, log_ratio: Tensor, pushes_up: Tensor, cfg: RLConfig) -> Tensor:
+    change = prob - old_prob
+    return torch.where(pushes_up, change <= cfg.eps_high, change >= -cfg.eps_low)
+
+
+def _inside_kl(prob: Tensor, old_prob: Tensor, log_ratio: Tensor, pushes_up: Tensor, cfg: RLConfig) -> Tensor:
+    # KL(Bernoulli(p_old) || Bernoulli(p)) of the sampled token against the rest; 1e-8 as verl's
+    binary_kl = old_prob * -log_ratio + (1 - old_prob) * torch.log((1 - old_prob + 1e-8) / (1 - prob + 1e-8))
+    return torch.where(pushes_up, (binary_kl <= cfg.eps_high) | (prob <= old_prob),
+                       (binary_kl <= cfg.eps_low) | (prob >= old_prob))
+
+
+def dppo_tv(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """DPPO-Binary-TV (Qi et al. 2026, Rethinking the Trust Region in LLM RL, arXiv:2602.04879;
+    verl ``compute_policy_loss_dppo_tv``): the trust region bounds the change of the sampled
+    token's probability, not its ratio, so a rare token may move further in ratio and a likely
+    one less. ``-A * sg(min(r, dppo_ratio_cap)) * log pi * m``, ``m = 0`` where ``A > 0`` and
+    ``p - p_old > eps_high``, or ``A <= 0`` and ``p - p_old < -eps_low``: here ``eps_low`` and
+    ``eps_high`` are probability differences (verl's example: 0.15). A kept token's gradient is
+    the unclipped importance-sampled one, ``-A * r * grad log pi``, while ``r <= cap`` (verl: 20).
+    ``clip_frac``: tokens masked or capped.
+    """
+    return _dppo(logprobs, old_logprobs, advantages, mask, cfg, aggregate, _inside_tv)
+
+
+def dppo_kl(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """DPPO-Binary-KL (Qi et al. 2026, arXiv:2602.04879; verl ``compute_policy_loss_dppo_kl``): as
+    ``dppo_tv``, the region bounding the binary KL ``p_old log(p_old/p) + (1-p_old) log((1-p_old)/(1-p))``
+    instead (``eps_low``/``eps_high`` in nats; verl's example: 0.05); a token is masked only when
+    it is outside and moved the way its advantage pushes (``p > p_old`` for ``A > 0``).
+    """
+    return _dppo(logprobs, old_logprobs, advantages, mask, cfg, aggregate, _inside_kl)
+
+
+def topr(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """TOPR (Le Roux et al. 2025, Tapered Off-Policy REINFORCE, arXiv:2503.14286): REINFORCE
+    without importance weight where the advantage is positive, truncated importance sampling
+    where it is negative: ``-sg(w_i) * A * log pi`` with ``w_i = 1`` for ``A >= 0`` and
+    ``w_i = min(pi(y_i)/pi_old(y_i), 1)`` for ``A < 0``, the ratio of the whole sequence (the
+    product of its token ratios, as the paper; Trinity-RFT's ``topr`` takes each token's; the
+    paper's rewards are read as the harness's advantages).
+    A negative sequence the policy already left behind pushes less. ``exp`` of a log-ratio
+    capped at 0 cannot overflow. ``clip_frac``: tokens of negative rows whose ratio was capped.
+    """
+    log_ratio = token_log_ratio(logprobs, old_logprobs, mask)
+    seq_log_ratio = log_ratio.sum(dim=1, keepdim=True)
+    weight = torch.where(advantages >= 0, 1.0, torch.exp(torch.clamp(seq_log_ratio, max=0.0))).detach()
+    capped = (advantages < 0) & (seq_log_ratio > 0)
+    return aggregate(-weight * advantages * logprobs, mask), loss_metrics(clamped_ratio(log_ratio), capped, mask)

@@ -2,6 +2,10 @@
 the placement puts in the loss, the entropy bonus and the critic's value loss. The RL step
 calls it on each minibatch; the tests and the no-op probe call it on hand-made tensors.
 
+The policy loss's per-token terms are weighted before they are aggregated: by the mismatch
+correction (``mismatch.py``: the trainer's old log-probs against the sampler's) and by the token
+filter (``token_filters.py``). Both weights are detached and 1 by default (an exact no-op).
+
 Also the token rewards the advantages start from: the verifier's score on each sequence's
 last real token, minus the KL penalty the placement puts in the reward.
 """
@@ -16,7 +20,9 @@ from harness.algorithms.aggregation import Aggregator
 from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import value_loss
 from harness.algorithms.kl import kl_estimate, kl_weights
+from harness.algorithms.mismatch import mismatch_weights
 from harness.algorithms.parts import POLICY_LOSSES
+from harness.algorithms.token_filters import token_filter_weights
 
 
 @dataclass
@@ -32,6 +38,7 @@ class UpdateBatch:
     values: Tensor | None = None  # the critic's, with gradient (critic arms only)
     old_values: Tensor | None = None
     returns: Tensor | None = None
+    sampler_logprobs: Tensor | None = None  # the sampler's, where they differ from the old ones; None: the same
 
 
 def token_rewards(scores: Tensor, mask: Tensor, kl_tokens: Tensor, cfg: RLConfig) -> Tensor:
@@ -50,16 +57,26 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
 
     ``policy + w_kl * KL + vf_coef * value - entropy_coef * entropy``; a term whose weight is 0
     (or, for the value loss, without a critic) is left out of the graph, not multiplied by 0.
+    The policy loss aggregates its per-token terms times the mismatch and token-filter weights.
     """
+    sampler = batch.old_logprobs if batch.sampler_logprobs is None else batch.sampler_logprobs
+    correction, correction_metrics = mismatch_weights(batch.old_logprobs, sampler, batch.mask, cfg)
+    kept, filter_metrics = token_filter_weights(batch.entropy, batch.mask, cfg)
+    token_weights = correction * kept
+
+    def weighted(per_token: Tensor, mask: Tensor) -> Tensor:
+        return aggregate(per_token * token_weights, mask)
+
     policy, parts = POLICY_LOSSES.get(cfg.policy_loss)(
-        batch.logprobs, batch.old_logprobs, batch.advantages, batch.mask, cfg, aggregate
+        batch.logprobs, batch.old_logprobs, batch.advantages, batch.mask, cfg, weighted
     )
-    metrics = {f"train/{k}": v for k, v in parts.items()}
+    metrics = {f"train/{k}": v for k, v in {**parts, **correction_metrics, **filter_metrics}.items()}
     metrics["train/policy_loss"] = policy.detach()
     loss = policy
     weight = kl_weights(cfg).in_loss
     if weight:
-        loss = loss + weight * aggregate(kl_estimate(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator), batch.mask)
+        estimate = kl_estimate(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator, batch.old_logprobs)
+        loss = loss + weight * aggregate(estimate, batch.mask)
     entropy = aggregate(batch.entropy, batch.mask)
     metrics["train/entropy"] = entropy.detach()
     if cfg.entropy_coef:

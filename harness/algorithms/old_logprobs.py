@@ -7,7 +7,8 @@ a narrow clip band (GSPO's 3e-4) clips sequences that no update has moved. A par
 answers, from the dtypes of the policy's weights, whether the step recomputes the old log-probs:
 one forward pass of the policy over the rollout before the updates, without gradient and in eval
 mode, as the actors of verl and OpenRLHF recompute theirs. The step then logs the gap between
-the sampler's log-probs and the recomputed ones (``train/old_logprob_gap``).
+the sampler's log-probs and the recomputed ones (``train/old_logprob_gap``). A mismatch correction
+(``mismatch.py``) weighs the two against each other, so with one the step always recomputes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Collection
 import torch
 
 from harness.algorithms.config import RLConfig
-from harness.algorithms.parts import OLD_LOGPROBS
+from harness.algorithms.parts import MISMATCH, OLD_LOGPROBS
 
 #: weight dtypes in which the sampler's log-probs drift from a training forward pass
 LOW_PRECISION = frozenset({torch.bfloat16, torch.float16})
@@ -40,5 +41,6 @@ def by_precision(weight_dtypes: Collection[torch.dtype]) -> bool:
 
 
 def recomputes_old_logprobs(cfg: RLConfig, weight_dtypes: Collection[torch.dtype]) -> bool:
-    """Whether ``cfg``'s source recomputes the old log-probs for a policy with these weight dtypes."""
-    return OLD_LOGPROBS.get(cfg.old_logprobs)(weight_dtypes)
+    """Whether ``cfg``'s source recomputes the old log-probs for a policy with these weight dtypes,
+    or its mismatch correction needs them."""
+    return OLD_LOGPROBS.get(cfg.old_logprobs)(weight_dtypes) or MISMATCH.meta(cfg.mismatch)["compares"]

@@ -18,6 +18,9 @@ from harness.algorithms.config import CONFIG_TYPES, DPOConfig, RLConfig
 from harness.algorithms.parts import (
     ADVANTAGES,
     CRITICS,
+    MISMATCH,
+    OLD_LOGPROBS,
+    SAMPLING,
     check_part_names,
     fields_read,
     slots_of,
@@ -154,6 +157,66 @@ PRESETS: dict[str, Preset] = {
         "Zheng et al. 2025, Group Sequence Policy Optimization (arXiv:2507.18071)",
         "the paper's clip range (3e-4, 4e-4) at the testbed's group size and update schedule",
     ),
+    # The later parts, each a preset of GRPO's parts with its own loss (or advantage) switched in.
+    "sapo": Preset(
+        _variant(_GRPO, "sapo", policy_loss="sapo", **_NO_KL),
+        "Gao et al. 2025, Soft Adaptive Policy Optimization (arXiv:2511.20347)",
+        "gate temperatures 1.0 / 1.05 (verl's and TRL's defaults); GRPO's advantage and "
+        "seq-mean-token-mean aggregation (as verl's SAPO); no KL; the testbed's group size and schedule",
+    ),
+    "gmpo": Preset(
+        _variant(_GRPO, "gmpo", policy_loss="gmpo", eps_low=0.4, eps_high=0.4, **_NO_KL),
+        "Zhao et al. 2025, Geometric-Mean Policy Optimization (arXiv:2507.20673)",
+        "the paper's log-ratio clip range (e^-0.4, e^0.4); GRPO's advantage; no KL; all-padding "
+        "rows are left out of the mean over sequences (verl counts them)",
+    ),
+    "clip_cov": Preset(
+        _variant(_GRPO, "clip_cov", policy_loss="clip_cov", aggregation="token_mean", **_NO_KL),
+        "Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs (arXiv:2505.22617): Clip-Cov",
+        "r = 2e-4 and the band (1, 5) from the paper; the band's tokens are picked by fixed-seed random "
+        "keys, not torch's global generator; at the testbed's ~64 tokens a minibatch that is one token",
+    ),
+    "kl_cov": Preset(
+        _variant(_GRPO, "kl_cov", policy_loss="kl_cov", aggregation="token_mean", **_NO_KL),
+        "Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs (arXiv:2505.22617): KL-Cov",
+        "k = 2e-3 (the paper's 7B setting) and beta 1; at the testbed's ~64 tokens a minibatch that "
+        "is one token",
+    ),
+    "dppo": Preset(
+        _variant(_GRPO, "dppo", policy_loss="dppo_tv", eps_low=0.15, eps_high=0.15,
+                 aggregation="seq_mean_token_sum_norm", **_NO_KL),
+        "Qi et al. 2026, Rethinking the Trust Region in LLM RL (arXiv:2602.04879): DPPO-Binary-TV",
+        "TV threshold 0.15 and seq-mean-token-sum-norm as verl's example; ratio cap 20 (verl's "
+        "default; its example uses 1e4); dppo_kl is the KL variant",
+    ),
+    "reinforce_pp_baseline": Preset(
+        RLConfig(
+            name="reinforce_pp_baseline",
+            advantage="reinforce_pp_baseline",
+            policy_loss="clipped",
+            aggregation="token_mean",
+            kl_estimator="k2",
+            kl_placement="loss",
+            kl_coef=0.01,
+            **_TESTBED,
+        ),
+        "Hu 2025, REINFORCE++ (arXiv:2501.03262): REINFORCE++-baseline",
+        "the group-mean baseline, then batch whitening, as OpenRLHF's reinforce_baseline; k2 KL in "
+        "the loss as OpenRLHF's example; KL coef 0.01 is ours",
+    ),
+    "lite_ppo": Preset(
+        _variant(_GRPO, "lite_ppo", advantage="group_mean_batch_std", aggregation="token_mean", **_NO_KL),
+        "Liu et al. 2025, Part I: Tricks or Traps? A Deep Dive into RL for LLM Reasoning (arXiv:2508.08221)",
+        "group-mean, batch-std advantages and token-level aggregation on the clipped loss, no critic, "
+        "no KL, as the paper's Lite PPO; the testbed's group size and schedule",
+    ),
+    "topr": Preset(
+        _variant(_GRPO, "topr", advantage="group_mean", policy_loss="topr", aggregation="seq_mean_token_sum",
+                 **_NO_KL),
+        "Le Roux et al. 2025, Tapered Off-Policy REINFORCE (arXiv:2503.14286)",
+        "rewards centred by the group mean (the paper uses a baseline too) and read as advantages; "
+        "each sequence's summed log-likelihood term; no KL; minibatch reuse is the off-policy part",
+    ),
 }
 
 
@@ -258,6 +321,31 @@ def _rl_problems(cfg: RLConfig) -> list[str]:
         problems.append(
             f"critic {cfg.critic!r} would be trained but advantage {cfg.advantage!r} never uses "
             f"it; set critic=none or advantage to one of: {_estimators(needs_critic=True)}"
+        )
+    return problems + _sampling_side_problems(cfg)
+
+
+def _sampling_side_problems(cfg: RLConfig) -> list[str]:
+    problems = []
+    if MISMATCH.meta(cfg.mismatch)["compares"] and not OLD_LOGPROBS.meta(cfg.old_logprobs)["may_recompute"]:
+        problems.append(
+            f"mismatch {cfg.mismatch!r} weighs the trainer's old log-probs against the sampler's, but "
+            f"old_logprobs={cfg.old_logprobs} makes them the same; set old_logprobs to auto or recompute, or "
+            "mismatch=none"
+        )
+    if cfg.mismatch_floor >= cfg.mismatch_cap:
+        problems.append(
+            f"mismatch_floor {cfg.mismatch_floor} is not below mismatch_cap {cfg.mismatch_cap}, so every "
+            "weight would be masked; lower mismatch_floor or raise mismatch_cap"
+        )
+    if cfg.clip_cov_lb >= cfg.clip_cov_ub:
+        problems.append(
+            f"clip_cov_lb {cfg.clip_cov_lb} is not below clip_cov_ub {cfg.clip_cov_ub}: the covariance "
+            "band is empty; lower clip_cov_lb or raise clip_cov_ub"
+        )
+    if SAMPLING.meta(cfg.sampling)["needs_groups"] and cfg.group_size < 2:
+        problems.append(
+            f"sampling={cfg.sampling} keeps the groups whose scores differ and needs group_size >= 2"
         )
     return problems
 

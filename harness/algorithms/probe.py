@@ -8,8 +8,11 @@ a batch of random log-probs, rewards and masks, drawn once from a fixed seed in 
 ratios well outside every clip range, so clip bounds, dual clips, estimators, placements and
 aggregations all leave a mark. It reads nothing of the model: the optimiser's numbers (``lr``,
 ``epochs``, ``minibatches``, ``max_grad_norm``, ``critic_lr``) and the group size are outside
-its view (``UNPROBED``), and two configs differing there are never called the same; so is
-where the old log-probs come from (``old_logprobs``), which changes the data, not the formula.
+its view (``UNPROBED``), and two configs differing there are never called the same; so are
+where the old log-probs come from (``old_logprobs``) and the sampling side (``sampling``,
+``max_draws``, ``truncated``), which change the data, not the formula. The sampler's log-probs
+differ from the old ones by a planted mismatch (log-ratios of sd 0.3), so every mismatch
+correction acts.
 ``UNPROBED``, ``TOLERANCE`` and the result's comparison are in ``probe_result.py`` (torch-free).
 """
 
@@ -48,8 +51,9 @@ def _batch(group_size: int) -> dict[str, Tensor]:
     old_values = torch.randn(rows, LENGTH, generator=g, dtype=torch.float64) * 0.5
     values = old_values + 0.4 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)
     entropy = torch.rand(rows, LENGTH, generator=g, dtype=torch.float64) * 2
+    sampler = old + 0.3 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # drawn last: the rest stays
     return {"mask": mask, "old": old, "logprobs": logprobs.clamp(max=0.0), "ref": ref, "scores": scores,
-            "old_values": old_values, "values": values, "entropy": entropy}
+            "old_values": old_values, "values": values, "entropy": entropy, "sampler": sampler}
 
 
 def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
@@ -75,6 +79,7 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
         values=leaves["values"] if with_critic else None,
         old_values=data["old_values"] if with_critic else None,
         returns=adv.returns,
+        sampler_logprobs=data["sampler"],
     ), cfg, make_aggregator(cfg, max_new_tokens))
     grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
     flat = torch.cat([

@@ -17,7 +17,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from harness.algorithms import describe_presets, resolve_algorithm
+from harness.algorithms import describe_parts, describe_presets, resolve_algorithm
 from harness.cli.app import app
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError, HarnessError, one_line
@@ -107,17 +107,26 @@ def keep_record(spec: TrialSpec, result, started_at: str, tracking_uri: str | No
 
 
 @app.command()
-def algorithms(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
-    """List the algorithm presets with their parts, defaults and citations."""
-    presets = describe_presets()
+def algorithms(
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    parts: bool = typer.Option(False, "--parts", help="list every part of every slot, with its citation, instead"),
+) -> None:
+    """List the algorithm presets with their parts, defaults and citations (--parts: the parts)."""
+    rows = describe_parts() if parts else describe_presets()
     if as_json:
-        typer.echo(json.dumps(presets, indent=2))
+        typer.echo(json.dumps(rows, indent=2))
         return
-    for preset in presets:
+    if parts:
+        for row in rows:
+            reads = f" (reads {', '.join(row['reads'])})" if row["reads"] else ""
+            typer.echo(f"{row['slot']}={row['name']}{reads}: {row['cites']}")
+        return
+    for preset in rows:
         typer.echo(f"{preset['name']}")
         for key, value in preset.items():
             if key != "name":
                 typer.echo(f"    {key}: {value}")
+    typer.echo("(every part of every slot, with its citation: harness algorithms --parts)")
 
 
 @app.command()

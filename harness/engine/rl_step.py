@@ -25,15 +25,10 @@ from harness.algorithms.critic import explained_variance
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
+from harness.algorithms.sampling import trained_rows
 from harness.engine.critic import critic_values
-from harness.engine.learner import (
-    Learner,
-    MetricMean,
-    apply_gradients,
-    draw_samples,
-    to_host,
-    training_scores,
-)
+from harness.engine.group_sampling import draw_groups
+from harness.engine.learner import Learner, MetricMean, apply_gradients, to_host
 from harness.engine.logprobs import completion_forward
 from harness.engine.micro_batches import in_micro_batches
 from harness.engine.rollout import Rollout
@@ -58,20 +53,16 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     """
     cfg, train, lm = learner.algorithm, learner.train, learner.lm
     timings: dict[str, float] = {}
-    clock = time.perf_counter()
 
-    # 1. rollout: G samples (or tool-calling episodes) per prompt, rows grouped by prompt
+    # 1-2. rollout and score: G samples (or tool-calling episodes) per prompt, rows grouped by
+    #    prompt, scored by the verifier, an episode's trajectory reward or a learned reward (a
+    #    placebo arm: its scores shuffled across the batch); the sampling part may draw more
+    #    prompts until enough groups have a spread of scores (DAPO's dynamic sampling)
     lm.model.eval()
     group = cfg.group_size
-    generation = draw_samples(learner, task, items)
+    drawn = draw_groups(learner, task, items, timings)
+    generation, scores, reward_metrics = drawn.generation, drawn.scores, drawn.reward_metrics
     rollout = generation.rollout
-    timings["time/generate_s"] = time.perf_counter() - clock
-
-    # 2. score: the verifier, an episode's trajectory reward or a learned reward (a placebo arm:
-    #    its scores shuffled across the batch)
-    clock = time.perf_counter()
-    scores, reward_metrics = training_scores(learner, task, items, generation)
-    timings["time/score_s"] = time.perf_counter() - clock
 
     # 3. no-grad passes, over micro-batches of rows: the policy's own (old log-probs recomputed,
     #    with the hidden states for a critic on its trunk), the critic's old values, the
@@ -84,12 +75,15 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     micro = train.micro_batch_size
     gap: dict[str, Tensor] = {}
     own, old_values = None, None
+    sampler_logprobs = rollout.logprobs  # what a mismatch correction weighs the old log-probs against
     with torch.no_grad():
         if recompute:
             own_pass = partial(completion_forward, lm.model, temperature=train.temperature, want_hidden=shares_trunk)
             own = in_micro_batches(own_pass, rollout, micro)
             # the largest per-token |sampler - trainer| log-prob difference in the rollout
             gap["train/old_logprob_gap"] = ((own.logprobs - rollout.logprobs) * rollout.sampled).abs().max()
+            # tokens the policy did not sample (tool outputs in the loss) have no sampler log-prob: weight 1
+            sampler_logprobs = torch.where(rollout.sampled.bool(), rollout.logprobs, own.logprobs)
             rollout = replace(rollout, logprobs=own.logprobs)
         if learner.critic is not None:
             hidden = None if own is None else own.hidden
@@ -98,29 +92,35 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     kl_tokens = kl_estimate(rollout.logprobs, ref_logprobs, cfg.kl_estimator)
     timings["time/reference_s"] = time.perf_counter() - clock
 
-    # 4. advantages from token rewards (with the KL the placement puts in the reward)
+    # 4. advantages from token rewards (with the KL the placement puts in the reward); the rows
+    #    the loss reads: those the estimator keeps, less any cut off by the budget that the
+    #    truncation part masks
     rewards = token_rewards(scores, completion_mask, kl_tokens, cfg)
     adv = compute_advantages(AdvantageInputs(rewards, completion_mask, group, old_values, scores=scores), cfg)
+    trained, truncation_metrics = trained_rows(rollout.cut_off(lm.tokenizer.eos_token_id), cfg)
+    keep_rows = adv.keep_rows & trained
 
     # 5. K epochs of minibatch updates over the rows that are kept
     clock = time.perf_counter()
-    targets = _Targets(rollout, adv.advantages, adv.returns, old_values, ref_logprobs)
-    update_metrics = _update(learner, targets, adv.keep_rows)
+    targets = _Targets(rollout, adv.advantages, adv.returns, old_values, ref_logprobs, sampler_logprobs)
+    update_metrics = _update(learner, targets, keep_rows)
     timings["time/update_s"] = time.perf_counter() - clock
 
     # 6. the metrics, moved to the host in one transfer (a non-finite loss stops the trial here)
     grouped = scores.view(-1, group)
-    kept_tokens = (completion_mask.sum(1) * adv.keep_rows.to(completion_mask)).sum()
+    kept_tokens = (completion_mask.sum(1) * keep_rows.to(completion_mask)).sum()
     metrics = {
         "train/reward_mean": scores.mean(),
         "train/reward_std_in_group": grouped.std(dim=1).mean() if group > 1 else 0.0,
         "train/frac_degenerate": adv.degenerate.float().mean(),
         "train/kl_ref": _masked_mean(kl_tokens, completion_mask),
         "train/completion_len": rollout.sampled.sum(1).mean(),  # the policy's own tokens, whatever the loss reads
-        "tokens/generated": rollout.sampled.sum(),
+        "tokens/generated": drawn.generated_tokens,  # every draw's
         "tokens/trained": kept_tokens * cfg.epochs,
         **gap,
         **reward_metrics,
+        **drawn.metrics,
+        **truncation_metrics,
         **update_metrics,
         **timings,
     }
@@ -131,14 +131,16 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
 
 @dataclass
 class _Targets:
-    """What the updates fit, for every row of the rollout: its tokens and old log-probs, and
-    the advantages, returns, old values and reference log-probs of the no-grad passes."""
+    """What the updates fit, for every row of the rollout: its tokens and old log-probs, the
+    advantages, returns, old values and reference log-probs of the no-grad passes, and the
+    sampler's log-probs (a mismatch correction's other side)."""
 
     rollout: Rollout
     advantages: Tensor
     returns: Tensor | None
     old_values: Tensor | None
     ref_logprobs: Tensor
+    sampler_logprobs: Tensor  # the sampler's (the old ones where they were not recomputed)
 
 
 def _update(learner: Learner, targets: _Targets, keep_rows: Tensor) -> dict[str, Tensor | float]:
@@ -183,6 +185,7 @@ def _micro_batch_loss(
         values=None if critic is None else critic_values(critic, model, rollout, forward.hidden),
         old_values=None if targets.old_values is None else targets.old_values[micro],
         returns=None if targets.returns is None else targets.returns[micro],
+        sampler_logprobs=targets.sampler_logprobs[micro],
     )
     share = _share_of(aggregate, targets.rollout.completion_mask[rows], part)
     return update_loss(batch, cfg, share)[0], batch
@@ -193,7 +196,9 @@ def _share_of(aggregate: Aggregator, minibatch_mask: Tensor, part: Tensor) -> Ag
     minibatch's: its per-token terms placed in its rows of the minibatch, zeros elsewhere, and
     normalised by the whole minibatch's mask. Every aggregation sums row terms linear in the
     per-token values and divides by a count from the mask (tokens, or rows with a token), so
-    the micro-batches' shares of each term sum to the minibatch's, and so do their gradients."""
+    the micro-batches' shares of each term sum to the minibatch's, and so do their gradients.
+    (Parts that pick tokens from the batch they see, Clip-Cov, KL-Cov and the top-entropy filter,
+    pick them within each micro-batch, as verl's and TRL's do.)"""
 
     def share(per_token: Tensor, mask: Tensor) -> Tensor:
         return aggregate(per_token.new_zeros(minibatch_mask.shape).index_copy(0, part, per_token), minibatch_mask)

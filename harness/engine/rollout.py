@@ -56,6 +56,40 @@ class Rollout:
     def rows(self, index: torch.Tensor) -> "Rollout":
         return Rollout(*(None if t is None else t[index] for t in vars(self).values()))
 
+    def cut_off(self, eos_id: int) -> torch.Tensor:
+        """[B] bool: rows whose last sampled token is not EOS, so the token budget (or, in an
+        episode, the turn limit) ended them."""
+        sampled = self.sampled.bool()
+        last = (sampled.cumsum(1) == sampled.sum(1, keepdim=True)) & sampled
+        return ~(last & (self.completion_ids == eos_id)).any(dim=1)
+
+
+def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
+    """The rows of several rollouts as one: prompts left-padded to the widest prompt (every
+    completion still starts at one column), completions right-padded to the widest completion."""
+    prompt_width = max(p.prompt_ids.shape[1] for p in parts)
+    width = max(p.completion_ids.shape[1] for p in parts)
+
+    def joined(name: str, pad, left: bool) -> torch.Tensor | None:
+        tensors = [getattr(p, name) for p in parts]
+        if all(t is None for t in tensors):
+            return None
+        tensors = [p.completion_mask if t is None else t for p, t in zip(parts, tensors)]  # what None means
+        target = prompt_width if left else width
+        padded = [F.pad(t, (target - t.shape[1], 0) if left else (0, target - t.shape[1]), value=pad)
+                  for t in tensors]
+        return torch.cat(padded)
+
+    return Rollout(
+        prompt_ids=joined("prompt_ids", pad_id, left=True),
+        prompt_mask=joined("prompt_mask", 0, left=True),
+        completion_ids=joined("completion_ids", pad_id, left=False),
+        completion_mask=joined("completion_mask", 0, left=False),
+        logprobs=joined("logprobs", 0, left=False),
+        completion_attention=joined("completion_attention", 0, left=False),
+        sampled_mask=joined("sampled_mask", 0, left=False),
+    )
+
 
 def pad_rows(rows: list[list], pad, *, left: bool, dtype: torch.dtype = torch.long, device=None
              ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.algorithms.config import AlgorithmConfig
+from harness.algorithms.config import AlgorithmConfig, identity
 from harness.ground.strict import StrictModel
 
 
@@ -219,7 +219,8 @@ class TrialSpec(StrictModel):
 
     def config_hash(self) -> str:
         """Hash of everything that changes the result (not where it is written)."""
-        payload = self.model_dump(mode="json", exclude={"cache_dir", "study"})
+        payload = self.model_dump(mode="json", exclude={"cache_dir", "study", "algorithm"})
+        payload["algorithm"] = identity(self.algorithm)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     @property

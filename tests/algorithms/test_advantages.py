@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from harness.algorithms.advantages import AdvantageInputs, sequence_returns
+from harness.algorithms.advantages import AdvantageInputs, masked_whiten, sequence_returns
 from harness.algorithms.config import RLConfig
 from harness.algorithms.objective import token_rewards
 from harness.algorithms.parts import ADVANTAGES
@@ -200,8 +200,12 @@ def test_estimators_declare_groups_and_critic_needs():
         "leave_one_out": {"needs_groups": True, "needs_critic": False, "reads": ()},
         "reinforce_pp": {"needs_groups": False, "needs_critic": False, "reads": ("gamma",)},
         "gae": {"needs_groups": False, "needs_critic": True, "reads": ("gamma", "lam")},
+        "reinforce_pp_baseline": {"needs_groups": True, "needs_critic": False, "reads": ("gamma",)},
+        "group_mean_batch_std": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
+        "group_passk": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
     }
-    assert {n: needs[n] for n in published} == published
+    assert {n: {k: needs[n][k] for k in published[n]} for n in published} == published
+    assert all(ADVANTAGES.meta(n)["cites"] for n in ADVANTAGES.names())
 
 
 @pytest.mark.parametrize("name", ADVANTAGES.names())
@@ -221,3 +225,61 @@ def test_degenerate_groups_are_found_on_the_verifier_scores_not_the_kl_shaped_re
     out = ADVANTAGES.get(name)(inputs, kl_cfg)
     assert out.degenerate.tolist() == [True, False]
     assert out.keep_rows.tolist() == ([False, False, True, True] if drop else [True] * 4)
+
+
+# --- REINFORCE++-baseline, batch-std scaling and pass@k, by hand ---
+
+def test_reinforce_pp_baseline_subtracts_the_group_mean_then_whitens_the_batch():
+    # groups (1, 0) and (1, 1), lengths (2, 1) and (1, 2), gamma 1: every token of a row holds
+    # r - mean_group(r): tokens (0.5, 0.5 | -0.5 | 0 | 0, 0). Their mean 1/12, Bessel variance
+    # 102/720: whitened (5/12, 5/12, -7/12, -1/12, -1/12, -1/12) / sqrt(102/720 + 1e-8)
+    inputs = outcome_inputs([1, 0, 1, 1], [2, 1, 1, 2], 2, T=2)
+    out = run("reinforce_pp_baseline", inputs)
+    real = out.advantages[inputs.mask.bool()].tolist()
+    assert real == pytest.approx([1.1070186, 1.1070186, -1.5498260, -0.2214037, -0.2214037, -0.2214037], abs=1e-6)
+    assert out.advantages[1, 1] == 0  # padding
+    # verl's form (no reward-to-go: the centred score on every token) gives the same at gamma 1
+    centred = torch.tensor([0.5, -0.5, 0.0, 0.0])[:, None] * inputs.mask
+    verl = masked_whiten(centred, inputs.mask)
+    assert torch.allclose(out.advantages, verl, atol=1e-6)
+    # it differs from plain REINFORCE++, which whitens the raw returns (no group baseline)
+    assert not torch.allclose(out.advantages, run("reinforce_pp", inputs).advantages, atol=1e-3)
+
+
+def test_reinforce_pp_baseline_discounts_the_reward_to_go():
+    # gamma 0.5, one row of 2 tokens per group of 2: the centred score 0.5 at the last token is
+    # 0.25 one step earlier; row (0, 1) of group 1: -0.5 and -0.25. Before whitening: 0.25, 0.5, -0.25, -0.5
+    inputs = outcome_inputs([1, 0], [2, 2], 2, T=2)
+    out = run("reinforce_pp_baseline", inputs, gamma=0.5)
+    assert torch.allclose(out.advantages.flatten(), masked_whiten(torch.tensor([[0.25, 0.5], [-0.25, -0.5]]),
+                                                                  torch.ones(2, 2)).flatten(), atol=1e-6)
+
+
+def test_group_mean_batch_std_scales_by_the_batch_std_not_the_groups():
+    # groups (1, 0) and (1, 1): centred (0.5, -0.5, 0, 0); std of (1, 0, 1, 1) (Bessel) = 0.5,
+    # so (0.5, -0.5, 0, 0) / 0.5001. GRPO divides group 0 by its own std sqrt(0.5) instead.
+    inputs = outcome_inputs([1, 0, 1, 1], [1, 1, 1, 1], 2, T=1)
+    out = run("group_mean_batch_std", inputs)
+    assert out.advantages[:, 0].tolist() == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0, 0.0])
+    assert run("group_zscore", inputs).advantages[0, 0].item() == pytest.approx(0.5 / (math.sqrt(0.5) + 1e-4))
+    # a group with a small spread keeps a small advantage: (0.6, 0.4) next to (1, 0)
+    small = run("group_mean_batch_std", outcome_inputs([0.6, 0.4, 1, 0], [1] * 4, 2, T=1)).advantages[:, 0]
+    assert abs(small[0].item()) < abs(small[2].item()) / 4
+
+
+def test_group_passk_gives_only_the_best_row_the_gap_to_the_runner_up():
+    # group (0.1, 0.7, 0.4, 0.2): best 0.7, runner-up 0.4, Bessel std 0.2645751: 0.3 / 0.2646751 on row 1
+    # group (0.2, 0.9, 0.5, 0.9): a tie at the top, gap 0; group of equal scores: 0
+    scores = [0.1, 0.7, 0.4, 0.2] + [0.2, 0.9, 0.5, 0.9] + [1.0] * 4
+    out = run("group_passk", outcome_inputs(scores, [2] * 12, 4, T=2))
+    assert out.advantages[:, 0].tolist() == pytest.approx([0, 1.1334650, 0, 0] + [0] * 8, abs=1e-6)
+    assert torch.equal(out.advantages[:, 1], out.advantages[:, 0])
+    assert out.degenerate.tolist() == [False, False, True]
+
+
+@pytest.mark.parametrize("name", ["reinforce_pp_baseline", "group_mean_batch_std", "group_passk"])
+def test_new_group_estimators_need_groups_and_give_zero_to_a_degenerate_batch(name):
+    with pytest.raises(ValueError, match="needs group_size >= 2"):
+        run(name, outcome_inputs([1, 0], [1, 2], 1))
+    out = run(name, outcome_inputs([1, 1, 0, 0], [1, 2, 2, 1], 2))
+    assert torch.all(out.advantages == 0) and torch.all(torch.isfinite(out.advantages))

@@ -17,6 +17,9 @@ from harness.errors import ConfigError
 
 #: the papers' algorithms the harness promises; more presets may be registered beside them
 NAMES = ["ppo", "grpo", "dr_grpo", "rloo", "reinforce_pp", "cispo", "dpo", "dapo", "gspo"]
+#: the presets of the later parts (issue 26)
+LATER = ["sapo", "gmpo", "clip_cov", "kl_cov", "dppo", "reinforce_pp_baseline", "lite_ppo", "topr"]
+RL_PRESETS = [n for n, p in PRESETS.items() if p.config.kind == "rl"]
 
 
 def differing_fields(a: RLConfig, b: RLConfig) -> set[str]:
@@ -66,6 +69,35 @@ def test_preset_parts_follow_the_papers():
     assert len(rl_lrs) == 1  # one shared testbed learning rate
 
 
+def test_later_presets_follow_their_papers_and_frameworks():
+    assert set(LATER) <= set(PRESETS)
+    grpo = resolve_algorithm("grpo")
+    sapo = resolve_algorithm("sapo")
+    assert (sapo.policy_loss, sapo.sapo_tau_pos, sapo.sapo_tau_neg) == ("sapo", 1.0, 1.05)
+    assert sapo.aggregation == "seq_mean_token_mean" and sapo.kl_placement == "none"
+    gmpo = resolve_algorithm("gmpo")
+    assert (gmpo.policy_loss, gmpo.eps_low, gmpo.eps_high, gmpo.aggregation) == ("gmpo", 0.4, 0.4, "seq_mean_token_mean")
+    clip_cov = resolve_algorithm("clip_cov")
+    assert (clip_cov.policy_loss, clip_cov.clip_cov_ratio, clip_cov.clip_cov_lb, clip_cov.clip_cov_ub) == (
+        "clip_cov", 2e-4, 1.0, 5.0)
+    kl_cov = resolve_algorithm("kl_cov")
+    assert (kl_cov.policy_loss, kl_cov.kl_cov_ratio, kl_cov.kl_cov_coef) == ("kl_cov", 2e-3, 1.0)
+    dppo = resolve_algorithm("dppo")
+    assert (dppo.policy_loss, dppo.eps_low, dppo.eps_high, dppo.aggregation) == (
+        "dppo_tv", 0.15, 0.15, "seq_mean_token_sum_norm")
+    rppb = resolve_algorithm("reinforce_pp_baseline")
+    assert (rppb.advantage, rppb.kl_placement, rppb.kl_estimator) == ("reinforce_pp_baseline", "loss", "k2")
+    lite = resolve_algorithm("lite_ppo")
+    assert (lite.advantage, lite.aggregation, lite.policy_loss, lite.critic) == (
+        "group_mean_batch_std", "token_mean", "clipped", "none")
+    topr = resolve_algorithm("topr")
+    assert (topr.policy_loss, topr.aggregation) == ("topr", "seq_mean_token_sum")
+    # the testbed's budget, whatever the parts: group size, learning rate, schedule
+    for name in LATER:
+        cfg = resolve_algorithm(name)
+        assert (cfg.group_size, cfg.lr, cfg.minibatches) == (grpo.group_size, grpo.lr, grpo.minibatches), name
+
+
 def test_dr_grpo_is_grpo_with_exactly_two_parts_switched():
     grpo, dr = resolve_algorithm("grpo"), resolve_algorithm("dr_grpo")
     assert differing_fields(grpo, dr) == {"name", "advantage", "aggregation"}
@@ -100,7 +132,7 @@ def test_dr_grpo_equals_grpo_without_std_division_and_length_normalisation():
 
 
 def test_unknown_preset_lists_the_presets():
-    with pytest.raises(ConfigError, match="unknown algorithm preset 'grpo2'; valid: cispo, dapo"):
+    with pytest.raises(ConfigError, match="unknown algorithm preset 'grpo2'; valid: cispo, clip_cov, dapo"):
         resolve_algorithm("grpo2")
 
 
@@ -140,10 +172,14 @@ def test_cli_strings_are_coerced():
 
 
 def test_unknown_part_names_list_the_registry():
-    with pytest.raises(ConfigError, match="unknown advantage estimator 'zscore'; valid: gae, gro"):
+    with pytest.raises(ConfigError, match="unknown advantage estimator 'zscore'; valid: gae, group_mean, gro"):
         resolve_algorithm("grpo", {"advantage": "zscore"})
-    with pytest.raises(ConfigError, match="unknown policy loss 'ppo'; valid: cispo, clipped, gsp"):
+    with pytest.raises(ConfigError, match="unknown policy loss 'ppo'; valid: cispo, clip_cov, clipped, dppo_kl"):
         resolve_algorithm("grpo", {"policy_loss": "ppo"})
+    with pytest.raises(ConfigError, match="unknown mismatch correction 'tis'; valid: none, sequence_mask"):
+        resolve_algorithm("grpo", {"mismatch": "tis"})
+    with pytest.raises(ConfigError, match="unknown sampling 'refill'; valid: dynamic, once"):
+        resolve_algorithm("grpo", {"sampling": "refill"})
     with pytest.raises(ConfigError, match="unknown aggregation 'mean'; valid: seq_mean_token_mean"):
         resolve_algorithm("grpo", {"aggregation": "mean"})
 
@@ -177,6 +213,13 @@ def test_unknown_part_names_list_the_registry():
         ("cispo", {"kl_estimator": "k1"}, r"kl_estimator is read by .*read only with kl_placement=reward"),
         ("reinforce_pp", {"group_size": 1, "drop_degenerate": True},
          r"drop_degenerate needs groups"),
+        ("grpo", {"sapo_tau_pos": 2.0}, r"sapo_tau_pos is read by .*read only with policy_loss=sapo"),
+        ("sapo", {"eps_high": 0.28}, r"eps_high is read by .*policy_loss=sapo"),
+        ("grpo", {"clip_cov_ratio": 0.01}, r"clip_cov_ratio is read by .*read only with policy_loss=clip_cov"),
+        ("clip_cov", {"clip_cov_lb": 5.0}, r"clip_cov_lb 5.0 is not below clip_cov_ub 5.0"),
+        ("dppo", {"kl_cov_coef": 0.5}, r"kl_cov_coef is read by .*read only with policy_loss=kl_cov"),
+        ("grpo", {"entropy_top_share": 0.5}, r"entropy_top_share is read by .*token_filter=top_entropy"),
+        ("reinforce_pp_baseline", {"group_size": 1}, r"'reinforce_pp_baseline' compares the samples of a group"),
     ],
 )
 def test_contradictions_fail_saying_what_to_change(preset, overrides, message):
@@ -211,7 +254,7 @@ def test_describe_presets_lists_parts_numbers_citation_and_departures():
     assert "offline (pairs_from=reference)" in rows["dpo"]["departs"]
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "dpo"])
+@pytest.mark.parametrize("name", RL_PRESETS)
 def test_every_rl_preset_runs_the_same_calls_end_to_end(name):
     # The trainer's path, with no branch on the preset's name: a degenerate group included.
     cfg = resolve_algorithm(name)

@@ -39,3 +39,20 @@ def test_the_probe_cannot_see_it_so_arms_differing_there_are_never_called_the_sa
     sampler, recompute = (resolve_algorithm("grpo", {"old_logprobs": s}) for s in ("sampler", "recompute"))
     assert probe(sampler, 8).same_as(probe(recompute, 8))
     assert "old_logprobs" in UNPROBED
+
+
+@pytest.mark.parametrize("kind", ["token_truncate", "sequence_truncate", "token_mask", "sequence_mask"])
+def test_a_mismatch_correction_makes_the_step_recompute_whatever_the_precision(kind):
+    cfg = resolve_algorithm("grpo", {"mismatch": kind})
+    assert recomputes_old_logprobs(cfg, {FP32}) is True
+    assert recomputes_old_logprobs(resolve_algorithm("grpo", {"mismatch": "none"}), {FP32}) is False
+
+
+def test_a_correction_with_the_samplers_own_log_probs_is_refused():
+    with pytest.raises(ConfigError, match="mismatch 'token_truncate' weighs the trainer's old log-probs against "
+                                          "the sampler's, but old_logprobs=sampler makes them the same"):
+        resolve_algorithm("grpo", {"mismatch": "token_truncate", "old_logprobs": "sampler"})
+    with pytest.raises(ConfigError, match="mismatch_floor 3.0 is not below mismatch_cap 2.0"):
+        resolve_algorithm("grpo", {"mismatch": "token_mask", "mismatch_floor": 3.0})
+    with pytest.raises(ConfigError, match="mismatch_cap is read by none .*read only with mismatch=token_truncate"):
+        resolve_algorithm("grpo", {"mismatch_cap": 3.0})

@@ -3,7 +3,15 @@
 import pytest
 
 from harness.algorithms.config import DPOConfig, RLConfig
-from harness.algorithms.parts import DPO_SLOTS, SLOTS, STEP_FIELDS, fields_read, readers
+from harness.algorithms.parts import (
+    DPO_SLOTS,
+    POLICY_LOSSES,
+    SLOTS,
+    STEP_FIELDS,
+    describe_parts,
+    fields_read,
+    readers,
+)
 from harness.algorithms.presets import PRESETS, check_algorithm, resolve_algorithm
 from harness.errors import ConfigError
 
@@ -13,7 +21,9 @@ PART_FIELDS = sorted(set(RLConfig.model_fields) - STEP_FIELDS)
 OTHER_VALUE = {
     "eps_low": 0.3, "eps_high": 0.3, "dual_clip": 3.0, "adv_eps": 1e-3, "gamma": 0.9, "lam": 0.5,
     "kl_coef": 0.2, "kl_estimator": "k2", "loss_norm_constant": 4, "vf_coef": 0.1, "value_clip": 0.5,
-    "critic_lr": 3e-3,
+    "critic_lr": 3e-3, "sapo_tau_pos": 1.5, "sapo_tau_neg": 2.0, "clip_cov_ratio": 0.01, "clip_cov_lb": 0.5,
+    "clip_cov_ub": 4.0, "kl_cov_ratio": 0.01, "kl_cov_coef": 0.5, "dppo_ratio_cap": 10.0, "mismatch_cap": 3.0,
+    "mismatch_floor": 0.5, "entropy_top_share": 0.3, "max_draws": 2,
 }
 
 
@@ -71,3 +81,23 @@ def test_rl_and_dpo_configs_have_their_own_fields():
             resolve_algorithm(preset, {"dpo_beta": 0.2})
         with pytest.raises(ConfigError, match="algorithm.kind comes from the preset"):
             resolve_algorithm(preset, {"kind": "dpo"})
+
+
+def test_every_part_cites_its_source_and_is_listed():
+    rows = describe_parts()
+    for slot, registry in {**SLOTS, **DPO_SLOTS}.items():
+        for name in registry.names():
+            assert registry.meta(name)["cites"], (slot, name)
+    assert [(r["slot"], r["name"]) for r in rows] == [
+        (slot, name) for slot, registry in {**SLOTS, **DPO_SLOTS}.items() for name in registry.names()
+    ]
+    sapo = next(r for r in rows if r["name"] == "sapo")
+    assert sapo == {"slot": "policy_loss", "name": "sapo", "reads": ["sapo_tau_pos", "sapo_tau_neg"],
+                    "cites": POLICY_LOSSES.meta("sapo")["cites"]}
+    assert "arXiv:2511.20347" in sapo["cites"]
+
+
+def test_the_sampling_side_and_mismatch_slots_are_slots_of_every_rl_config():
+    assert {"mismatch", "token_filter", "sampling", "truncated"} <= set(SLOTS)
+    defaults = {slot: RLConfig.model_fields[slot].default for slot in ("mismatch", "token_filter", "sampling", "truncated")}
+    assert defaults == {"mismatch": "none", "token_filter": "all", "sampling": "once", "truncated": "keep"}

@@ -11,6 +11,16 @@ def cfg(**kw) -> RLConfig:
     return RLConfig(name="test", **kw)
 
 
+#: Clip-Cov takes away the gradient of the tokens it picks, by design, even on-policy; with an
+#: empty covariance band it is the clipped loss, which the generic properties below are about
+#: (its own tests, with tokens picked, are in test_covariance_losses.py)
+NEUTRAL = {"clip_cov": {"clip_cov_lb": 1e3, "clip_cov_ub": 1e4}}
+
+
+def plain(name, **kw) -> RLConfig:
+    return cfg(**NEUTRAL.get(name, {}), **kw)
+
+
 def total(per_token, mask):
     """Sum over real tokens: makes each token's gradient its own term's derivative."""
     return torch.where(mask.bool(), per_token, 0.0).sum()
@@ -44,7 +54,7 @@ def test_at_ratio_one_every_loss_has_the_reinforce_gradient(name, aggregation):
     # and the update is the plain on-policy one, grad of -A * log pi.
     logp, mask, adv = batch()
     aggregate = lambda x, m: AGGREGATIONS.get(aggregation)(x, m, 7)  # noqa: E731
-    loss, metrics = POLICY_LOSSES.get(name)(logp, logp.detach(), adv, mask, cfg(), aggregate)
+    loss, metrics = POLICY_LOSSES.get(name)(logp, logp.detach(), adv, mask, plain(name), aggregate)
     (grad,) = torch.autograd.grad(loss, logp)
     (reinforce,) = torch.autograd.grad(aggregate(-adv * logp, mask), logp)
     assert torch.allclose(grad, reinforce, atol=1e-6)
@@ -129,7 +139,7 @@ def test_padding_gets_zero_gradient_whatever_it_holds(name):
     logp_bad = (logp.detach() + garbage).requires_grad_()
     old = logp.detach() - 0.1 * mask - garbage * 2  # ratios near 1.1 on real tokens, e^150 off
     loss, metrics = POLICY_LOSSES.get(name)(
-        logp_bad, old, adv, mask, cfg(), lambda x, m: AGGREGATIONS.get("token_mean")(x, m, 1)
+        logp_bad, old, adv, mask, plain(name), lambda x, m: AGGREGATIONS.get("token_mean")(x, m, 1)
     )
     loss.backward()
     assert torch.isfinite(loss)
@@ -258,3 +268,157 @@ def test_the_clamp_changes_nothing_inside_its_bounds(name, kw, monkeypatch):
     unclamped = run()
     assert torch.equal(clamped[0], unclamped[0]) and torch.equal(clamped[1], unclamped[1])
     assert clamped[2] == unclamped[2]
+
+
+# --- the later losses, by hand (expected values from the papers' and verl's formulas) ---
+
+
+def test_sapo_gate_by_hand():
+    # f(r) = sigmoid(tau (r - 1)) * 4 / tau, loss -f(r) A; d loss / d logp = -A * 4 s (1 - s) * r
+    # r = 1: f = 2 / tau * ... = 2 (tau 1), slope 1: REINFORCE
+    assert token_grad("sapo", 1.0, 1.0) == pytest.approx((-1.0, -2.0))
+    # r = 1.5, A = +1, tau_pos 1: s = sigmoid(0.5) = 0.6224593; f = 2.4898373; slope 4 s (1-s) r = 1.4100223
+    assert token_grad("sapo", 1.5, 1.0) == pytest.approx((-1.4100223, -2.4898373))
+    # where the clip would have cut the gradient to 0, the gate only lowers it
+    assert token_grad("clipped", 1.5, 1.0)[0] == 0.0
+    # r = 0.5, A = -1, tau_neg 1.05: s = sigmoid(-0.525); f = 4 s / 1.05 = 1.4159383; slope 0.4670699
+    assert token_grad("sapo", 0.5, -1.0) == pytest.approx((0.4670699, 1.4159383))
+    # r = 2, A = -1: s = sigmoid(1.05); f = 2.8219996, slope 1.5362196 (the clip: r A = 2, slope 2)
+    assert token_grad("sapo", 2.0, -1.0) == pytest.approx((1.5362196, 2.8219996))
+    # the temperatures are read: tau_neg = tau_pos gives sigmoid(-0.5) instead
+    assert token_grad("sapo", 0.5, -1.0, sapo_tau_neg=1.0)[1] == pytest.approx(4 * (1 - 0.6224593))
+
+
+def mean_of_rows(x, m):
+    return AGGREGATIONS.get("seq_mean_token_mean")(x, m, 1)
+
+
+def test_gmpo_geometric_mean_of_log_clipped_ratios_by_hand():
+    # one row, log-ratios (0.6, -0.2), eps 0.4 in log space: clip -> (0.4, -0.2)
+    def run(advantage):
+        logp = torch.zeros(1, 2, dtype=torch.float64, requires_grad=True)
+        old = torch.tensor([[-0.6, 0.2]], dtype=torch.float64)
+        adv = torch.full((1, 2), advantage, dtype=torch.float64)
+        loss, metrics = POLICY_LOSSES.get("gmpo")(
+            logp, old, adv, torch.ones(1, 2, dtype=torch.float64), cfg(eps_low=0.4, eps_high=0.4), mean_of_rows
+        )
+        loss.backward()
+        return loss.item(), *logp.grad[0].tolist(), metrics["clip_frac"].item()
+
+    # A = +1: min(l, clip(l)) = (0.4, -0.2), mean 0.1: loss -e^0.1; token 0 clipped (no gradient),
+    # token 1: d/dl1 of -exp((0.4 + l1) / 2) = -e^0.1 / 2
+    assert run(1.0) == pytest.approx((-1.1051709, 0.0, -0.5525855, 0.5))
+    # A = -1: the pessimistic branch is the larger log-ratio, (0.6, -0.2): loss +e^0.2, no clip
+    assert run(-1.0) == pytest.approx((1.2214028, 0.6107014, 0.6107014, 0.0))
+
+
+def test_gmpo_moves_less_than_the_arithmetic_mean_under_one_outlier():
+    # log-ratios (2, 0, 0, 0), no clip (eps 10): geometric mean e^0.5, arithmetic (e^2 + 3) / 4
+    logp = torch.zeros(1, 4, dtype=torch.float64)
+    old = torch.tensor([[-2.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    adv, mask = torch.ones(1, 4, dtype=torch.float64), torch.ones(1, 4, dtype=torch.float64)
+    wide = cfg(eps_low=10.0, eps_high=10.0)
+    geometric, _ = POLICY_LOSSES.get("gmpo")(logp, old, adv, mask, wide, mean_of_rows)
+    arithmetic, _ = POLICY_LOSSES.get("is")(logp, old, adv, mask, wide, mean_of_rows)
+    assert geometric.item() == pytest.approx(-math.exp(0.5))
+    assert arithmetic.item() == pytest.approx(-(math.exp(2.0) + 3) / 4)
+
+
+def prob_grad(name, old_prob, new_prob, advantage, **kw):
+    """d loss / d logp and the loss for one token moved from ``old_prob`` to ``new_prob``."""
+    logp = torch.tensor([[math.log(new_prob)]], dtype=torch.float64, requires_grad=True)
+    old = torch.tensor([[math.log(old_prob)]], dtype=torch.float64)
+    loss, metrics = POLICY_LOSSES.get(name)(
+        logp, old, torch.tensor([[advantage]], dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64),
+        cfg(**kw), total,
+    )
+    loss.backward()
+    return logp.grad.item(), loss.item(), metrics["clip_frac"].item()
+
+
+def test_dppo_tv_masks_by_the_change_in_probability_not_the_ratio():
+    tv = {"eps_low": 0.15, "eps_high": 0.15}
+    # p 0.5 -> 0.6 (ratio 1.2), A = +1: change 0.1 <= 0.15, kept: -A sg(r) log p = 1.2 * -ln 0.6
+    assert prob_grad("dppo_tv", 0.5, 0.6, 1.0, **tv) == pytest.approx((-1.2, 0.6129907, 0.0))
+    # p 0.5 -> 0.7, A = +1: change 0.2 > 0.15, pushed further up: masked
+    assert prob_grad("dppo_tv", 0.5, 0.7, 1.0, **tv) == pytest.approx((0.0, 0.0, 1.0))
+    # the same move with A = -1 is against the push: kept, gradient -A r = 1.4
+    assert prob_grad("dppo_tv", 0.5, 0.7, -1.0, **tv)[0] == pytest.approx(1.4)
+    # A = -1 and p 0.5 -> 0.3: change -0.2 < -0.15, masked
+    assert prob_grad("dppo_tv", 0.5, 0.3, -1.0, **tv)[0] == 0.0
+    # a rare token 0.01 -> 0.05 (ratio 5) stays inside (change 0.04), where PPO's clip cuts it
+    assert prob_grad("dppo_tv", 0.01, 0.05, 1.0, **tv)[0] == pytest.approx(-5.0)
+    assert token_grad("clipped", 5.0, 1.0)[0] == 0.0
+    # 0.001 -> 0.05 (ratio 50): kept, its weight capped at dppo_ratio_cap 20, counted as clipped
+    assert prob_grad("dppo_tv", 0.001, 0.05, 1.0, **tv)[::2] == pytest.approx((-20.0, 1.0))
+    assert prob_grad("dppo_tv", 0.001, 0.05, 1.0, dppo_ratio_cap=100.0, **tv)[0] == pytest.approx(-50.0)
+
+
+def test_dppo_kl_masks_by_the_binary_kl():
+    kl = {"eps_low": 0.05, "eps_high": 0.05}
+    # 0.5 -> 0.7: KL(B(0.5) || B(0.7)) = 0.5 ln(5/7) + 0.5 ln(5/3) = 0.0871767 > 0.05, moved up, A > 0
+    assert prob_grad("dppo_kl", 0.5, 0.7, 1.0, **kl)[0] == 0.0
+    # 0.5 -> 0.6: 0.0204110 <= 0.05, kept
+    assert prob_grad("dppo_kl", 0.5, 0.6, 1.0, **kl)[0] == pytest.approx(-1.2)
+    # 0.5 -> 0.2: KL 0.2231436, but moved down while A > 0 pushes up: kept
+    assert prob_grad("dppo_kl", 0.5, 0.2, 1.0, **kl)[0] == pytest.approx(-0.4)
+    # ... and masked for A < 0, which pushes down
+    assert prob_grad("dppo_kl", 0.5, 0.2, -1.0, **kl)[0] == 0.0
+
+
+def seq_grad(name, log_ratios, advantage, **kw):
+    logp = torch.full((1, len(log_ratios)), -1.0, dtype=torch.float64, requires_grad=True)
+    old = logp.detach() - torch.tensor([log_ratios], dtype=torch.float64)
+    loss, metrics = POLICY_LOSSES.get(name)(
+        logp, old, torch.full((1, len(log_ratios)), advantage, dtype=torch.float64),
+        torch.ones(1, len(log_ratios), dtype=torch.float64), cfg(**kw), total,
+    )
+    loss.backward()
+    return *logp.grad[0].tolist(), metrics["clip_frac"].item()
+
+
+def test_topr_tapers_only_negative_sequences_by_their_truncated_ratio():
+    # A >= 0: plain REINFORCE whatever the ratio, -A grad log pi per token
+    # (gradient of each token, clip_frac)
+    assert seq_grad("topr", [0.3, 0.4], 1.0) == pytest.approx((-1.0, -1.0, 0.0))
+    assert seq_grad("topr", [-0.3, -0.4], 1.0) == pytest.approx((-1.0, -1.0, 0.0))
+    # A < 0 and pi(y)/pi_old(y) = e^0.7 > 1: truncated to 1
+    assert seq_grad("topr", [0.3, 0.4], -1.0) == pytest.approx((1.0, 1.0, 1.0))
+    # A < 0 and the sequence ratio e^-0.7 = 0.4965853: the push is tapered by it
+    assert seq_grad("topr", [-0.3, -0.4], -1.0) == pytest.approx((0.4965853, 0.4965853, 0.0))
+    # the ratio is the product over the sequence, not a token's: (+0.5, -0.7) is e^-0.2
+    assert seq_grad("topr", [0.5, -0.7], -1.0)[:2] == pytest.approx([math.exp(-0.2)] * 2)
+
+
+@pytest.mark.parametrize("name", POLICY_LOSSES.names())
+def test_zero_advantages_give_a_zero_loss_and_no_gradient(name):
+    # a degenerate group: every advantage 0, the ratios off 1 (KL-Cov's penalty is the one term
+    # that does not scale with the advantage: its gradient is +-coef on its chosen token)
+    logp, mask, _ = batch(seed=2)
+    old = logp.detach() - 0.3 * mask
+    loss, _ = POLICY_LOSSES.get(name)(logp, old, torch.zeros_like(mask), mask, cfg(), total)
+    (grad,) = torch.autograd.grad(loss, logp)
+    if name == "kl_cov":
+        assert loss.item() == pytest.approx(0.3) and grad.abs().sum().item() == pytest.approx(1.0)
+    else:
+        assert loss.item() == 0.0 and torch.all(grad == 0)
+
+
+@pytest.mark.parametrize("name", POLICY_LOSSES.names())
+@pytest.mark.parametrize("aggregation", AGGREGATIONS.names())
+def test_an_all_padding_row_changes_nothing(name, aggregation):
+    # a row dropped by zeroing its mask, holding garbage: the loss and the other rows' gradients
+    # are those of the batch without it
+    logp, mask, adv = batch(seed=4)
+    old = logp.detach() - 0.2 * torch.randn(logp.shape, generator=torch.Generator().manual_seed(5))
+    aggregate = lambda x, m: AGGREGATIONS.get(aggregation)(x, m, 7)  # noqa: E731
+    loss, _ = POLICY_LOSSES.get(name)(logp, old, adv, mask, cfg(), aggregate)
+    (grad,) = torch.autograd.grad(loss, logp)
+    padded = torch.cat([logp.detach(), torch.full((1, 5), 50.0)]).requires_grad_()
+    loss_padded, _ = POLICY_LOSSES.get(name)(
+        padded, torch.cat([old, torch.full((1, 5), -90.0)]), torch.cat([adv, torch.full((1, 5), 3.0)]),
+        torch.cat([mask, torch.zeros(1, 5)]), cfg(), aggregate,
+    )
+    (grad_padded,) = torch.autograd.grad(loss_padded, padded)
+    assert loss_padded.item() == pytest.approx(loss.item(), rel=1e-6, abs=1e-7)
+    assert torch.allclose(grad_padded[:-1], grad, atol=1e-7) and torch.all(grad_padded[-1] == 0)

@@ -1,0 +1,113 @@
+"""The sampler-trainer mismatch: importance weights of the trainer's old log-probs against the
+sampler's, applied to the policy loss of every token.
+
+The sampler (vLLM in TRL and verl; here the cached decode loop) and a training forward pass score
+the same tokens differently: by about 2e-7 per token in fp32 on the CPU, by up to a few 1e-3 in
+bf16 on a GPU. The tokens were drawn from the sampler's distribution ``mu``, while the loss's
+importance ratio is against the trainer's ``pi_old``; weighing each token's policy term by
+``w = pi_old / mu`` corrects the gap (Yao et al. 2025, "Your Efficient RL Framework Secretly
+Brings You Off-Policy RL Training"). The raw weight has heavy tails, so every part bounds it:
+
+- ``token_truncate``: ``w_t = min(pi_old/mu, C)`` per token (TIS; verl ``rollout_is=token``, TRL
+  ``token_truncate``);
+- ``sequence_truncate``: ``w_i = min(prod_t pi_old/mu, C)`` on every token of row ``i``;
+- ``token_mask``: ``w_t = pi_old/mu`` where ``floor <= w_t <= C``, else 0 (MIS, Liu, Li et al. 2025,
+  "When Speed Kills Stability"; with a floor, IcePop of Ring-1T, Ling Team 2025: [0.5, 5]);
+- ``sequence_mask``: the sequence's ``w_i`` where inside the bounds, else 0 for the whole row (TRL's
+  default, C = 3).
+
+``C`` is ``mismatch_cap``, the floor ``mismatch_floor``. Every weight is detached: it changes the
+measure, not the objective. A masked token keeps its place in the loss's denominator (verl and TRL
+zero the weight, not the mask). The log-ratio (or a sequence's sum of them) is clamped to +-20
+before ``exp``, as verl's ``SAFETY_BOUND``, so ``prod_t`` over a long sequence cannot overflow.
+
+Every part is ``fn(old_logprobs, sampler_logprobs, mask, cfg) -> (weights [B, T], metrics)``; the
+metrics are those verl logs for the mismatch: ``mismatch_kl`` (k1, the mean of ``log mu - log
+pi_old``: KL(mu || pi_old)), ``mismatch_k3`` (the mean of ``w - log w - 1``, never negative),
+``mismatch_frac`` (tokens whose weight the part truncated or masked) and ``mismatch_weight_mean``.
+A part whose metadata says it ``compares`` makes the step recompute the old log-probs (see
+``old_logprobs.py``): without them there is nothing to compare.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from harness.algorithms.config import RLConfig
+from harness.algorithms.losses import masked_share
+from harness.algorithms.parts import MISMATCH
+
+#: a token's (or a sequence's) log-weight is clamped to +-this before ``exp`` (verl: 20)
+LOG_WEIGHT_BOUND = 20.0
+
+
+def mismatch_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+                     ) -> tuple[Tensor, dict[str, Tensor]]:
+    """The weight of every token's policy term under ``cfg.mismatch``, and its metrics."""
+    return MISMATCH.get(cfg.mismatch)(old_logprobs, sampler_logprobs, mask, cfg)
+
+
+def no_correction(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+                  ) -> tuple[Tensor, dict[str, Tensor]]:
+    return torch.ones_like(mask), {}
+
+
+def _raw_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, per_sequence: bool
+                 ) -> tuple[Tensor, Tensor]:
+    """``pi_old/mu`` per token, or the product over each row on every token of the row, from the
+    log-weights clamped to ``+-LOG_WEIGHT_BOUND``; and the token log-weights (0 on padding)."""
+    token = torch.where(mask.bool(), old_logprobs - sampler_logprobs, 0.0).detach()
+    log_weights = token.sum(dim=1, keepdim=True).expand_as(mask) if per_sequence else token
+    return torch.exp(torch.clamp(log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)), token
+
+
+def _metrics(weights: Tensor, changed: Tensor, token_log_weights: Tensor, mask: Tensor) -> dict[str, Tensor]:
+    on = mask.bool()
+    n = on.sum().clamp(min=1)
+    bounded = torch.clamp(token_log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)
+    return {
+        "mismatch_kl": torch.where(on, -token_log_weights, 0.0).sum() / n,
+        "mismatch_k3": torch.where(on, torch.expm1(bounded) - bounded, 0.0).sum() / n,
+        "mismatch_frac": masked_share(changed, mask),
+        "mismatch_weight_mean": torch.where(on, weights, 0.0).sum() / n,
+    }
+
+
+def _truncate(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
+              ) -> tuple[Tensor, dict[str, Tensor]]:
+    raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
+    weights = torch.where(mask.bool(), torch.clamp(raw, max=cfg.mismatch_cap), 0.0)
+    return weights, _metrics(weights, raw > cfg.mismatch_cap, token, mask)
+
+
+def _mask(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
+          ) -> tuple[Tensor, dict[str, Tensor]]:
+    raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
+    outside = (raw > cfg.mismatch_cap) | (raw < cfg.mismatch_floor)
+    weights = torch.where(mask.bool() & ~outside, raw, 0.0)
+    return weights, _metrics(weights, outside, token, mask)
+
+
+def token_truncate(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+                   ) -> tuple[Tensor, dict[str, Tensor]]:
+    """``min(pi_old/mu, C)`` per token."""
+    return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
+
+
+def sequence_truncate(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+                      ) -> tuple[Tensor, dict[str, Tensor]]:
+    """``min(prod_t pi_old/mu, C)`` on every token of the row."""
+    return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
+
+
+def token_mask(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+               ) -> tuple[Tensor, dict[str, Tensor]]:
+    """``pi_old/mu`` per token inside ``[floor, C]``, 0 outside."""
+    return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
+
+
+def sequence_mask(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+                  ) -> tuple[Tensor, dict[str, Tensor]]:
+    """The row's ``prod_t pi_old/mu`` inside ``[floor, C]`` on each of its tokens, else 0 on all."""
+    return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
