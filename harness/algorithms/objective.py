@@ -51,6 +51,14 @@ def token_rewards(scores: Tensor, mask: Tensor, kl_tokens: Tensor, cfg: RLConfig
     return rewards
 
 
+def token_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """The mean of ``values`` over the policy's tokens (0 where there are none). One definition for
+    every arm: a metric aggregated by each arm's own loss aggregation would read differently for
+    the same model (GRPO's mean of sequence means against Dr. GRPO's sum over a constant), and
+    arms are compared side by side on it."""
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
 def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tuple[Tensor, dict[str, Tensor]]:
     """The scalar one optimiser step minimises, and its parts as ``train/...`` metrics (detached
     0-d tensors, so that computing them forces no wait on the device).
@@ -77,10 +85,11 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
     if weight:
         estimate = kl_estimate(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator, batch.old_logprobs)
         loss = loss + weight * aggregate(estimate, batch.mask)
-    entropy = aggregate(batch.entropy, batch.mask)
-    metrics["train/entropy"] = entropy.detach()
+    metrics["train/entropy"] = token_mean(batch.entropy.detach(), batch.mask)
     if cfg.entropy_coef:
-        loss = loss - cfg.entropy_coef * entropy
+        bonus = aggregate(batch.entropy, batch.mask)  # the loss's own aggregation, as the other terms
+        loss = loss - cfg.entropy_coef * bonus
+        metrics["train/entropy_bonus"] = bonus.detach()
     if batch.values is not None:
         v_loss, v_parts = value_loss(
             batch.values, batch.old_values, batch.returns, batch.mask, cfg.value_clip, aggregate

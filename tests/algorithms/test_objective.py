@@ -85,3 +85,21 @@ def test_a_zero_weight_term_is_left_out_of_the_graph():
     loss, _ = update_loss(batch, cfg, make_aggregator(cfg, 8))
     loss.backward()
     assert batch.entropy.grad is None
+
+
+def test_the_entropy_metric_is_one_token_mean_whatever_the_aggregation():
+    # two sequences of 1 and 3 real tokens, entropies 0.4 | 1.0, 1.0, 1.0: token mean 3.4 / 4 = 0.85,
+    # where a mean of sequence means would read 0.7 and a sum over a constant 0.425 (constant 8)
+    logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
+    entropy = torch.tensor([[0.4, 9.0, 9.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
+    batch = UpdateBatch(logprobs=logp, old_logprobs=logp.detach(), ref_logprobs=logp.detach(),
+                        advantages=torch.ones(2, 3, dtype=torch.float64), mask=mask, entropy=entropy)
+    seen = {}
+    for aggregation in ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"):
+        cfg = RLConfig(name="t", aggregation=aggregation, entropy_coef=0.01)
+        _loss, metrics = update_loss(batch, cfg, make_aggregator(cfg, 8))
+        seen[aggregation] = (metrics["train/entropy"].item(), metrics["train/entropy_bonus"].item())
+    assert {round(e, 12) for e, _bonus in seen.values()} == {0.85}
+    assert seen["seq_mean_token_mean"][1] == pytest.approx(0.7)  # the loss's term keeps its aggregation
+    assert seen["seq_mean_token_sum_norm"][1] == pytest.approx(3.4 / 2 / 8)
