@@ -260,6 +260,12 @@ class PromptScores(StrictModel):
 
 #: The codes that start a trial's warning lines (``TrialResult.warnings``).
 WARMSTART_BELOW_TARGET = "warmstart_below_target"
+
+#: What a trial process says on stderr while it builds something slow before training (its log
+#: file, under a worker): a parent that waits on it (the seed check, say) shows these lines live.
+WARMSTART_SAYS = "warm start:"
+REWARD_MODEL_SAYS = "reward model:"
+PROGRESS_PREFIXES = (WARMSTART_SAYS, REWARD_MODEL_SAYS)
 NO_LEARNING_SIGNAL = "no_learning_signal"
 
 

@@ -55,6 +55,7 @@ from harness.engine.models import (
 )
 from harness.engine.rollout import pad_rows
 from harness.engine.spec import (
+    WARMSTART_SAYS,
     WARMSTART_BELOW_TARGET,
     ModelConfig,
     TrialSpec,
@@ -71,7 +72,7 @@ CHECK_EVERY = 25
 INFO_FILE = "warmstart.json"  # the metrics trials report: {"warmstart/steps", "warmstart/val_accuracy"}
 ACCURACY_SLACK_PROMPTS = 2  # a cache without checksums may re-measure this many prompts' worth off
 PROGRESS_EVERY_S = 15.0  # SFT prints a progress line at the first accuracy check after this long
-SAYS = "warm start:"  # the prefix of what it says on stderr
+SAYS = WARMSTART_SAYS  # the prefix of what it says on stderr
 
 
 class WarmStartCacheWarning(UserWarning):

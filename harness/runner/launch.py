@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,30 @@ def _log_tail(log_path: Path, lines: int = 1) -> str:
     return " | ".join(tail[-lines:])
 
 
+class LogFollower:
+    """The lines a trial process appends to its log that start with one of ``prefixes``, handed to
+    ``show`` as they come (polled; a partial last line waits for its newline)."""
+
+    def __init__(self, log_path: Path, prefixes: tuple[str, ...], show: Callable[[str], None]):
+        self.log_path, self.prefixes, self.show = log_path, prefixes, show
+        self.offset = log_path.stat().st_size if log_path.exists() else 0
+        self.partial = b""
+
+    def poll(self) -> None:
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return
+        self.offset += len(chunk)
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").strip()
+            if line.startswith(self.prefixes):
+                self.show(line)
+
+
 def run_trial_process(
     spec_json: str,
     *,
@@ -190,8 +215,10 @@ def run_trial_process(
     kill_grace_s: float = 10.0,
     poll_s: float = 0.1,
     header: str = "",
+    follow: LogFollower | None = None,
 ) -> Outcome:
-    """Run one trial in a fresh process and wait for it (bounded by ``timeout_s`` and ``stop``)."""
+    """Run one trial in a fresh process and wait for it (bounded by ``timeout_s`` and ``stop``);
+    ``follow`` is polled meanwhile, to show what the process says in its log as it goes."""
     work_dir.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     spec_path = work_dir / f"{stem}.{os.getpid()}.spec.json"
@@ -206,6 +233,8 @@ def run_trial_process(
         child = _start_child(spec_path, result_path, trial_fn, log_path, env)
         started = time.monotonic()  # after start: a (first) forkserver boot is not trial time
         while not child.wait(poll_s):
+            if follow is not None:
+                follow.poll()
             if stop is not None and stop.is_set():
                 interrupted = True
             elif timeout_s is not None and time.monotonic() - started > timeout_s:
@@ -214,6 +243,8 @@ def run_trial_process(
                 child.kill_group(kill_grace_s)
                 break
         wall = time.monotonic() - started
+        if follow is not None:
+            follow.poll()
         payload = None
         if result_path.exists():
             try:

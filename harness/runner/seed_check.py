@@ -3,7 +3,9 @@
 ``harness run`` starts the control's first trial as a worker would, in a trial process, and
 calls :data:`SEED_CHECK_FN` on it instead of training (``harness.engine.seed_check``: the same
 seed must repeat, two seeds must differ). A failure stops the run before anything is queued,
-with the check's own line. A pass is written to ``<study>/checks/`` under the control's config
+with the check's own line. While it runs (the first trial of a study may build the warm start,
+or a reward model, for a minute or more) the console shows the trial process's progress lines,
+which otherwise go to its log only. A pass is written to ``<study>/checks/`` under the control's config
 hash, so a re-run of the same design does not repeat it. With a custom ``--trial-fn`` (fake
 trials, in tests) there is no engine sampler to check, and it is skipped.
 """
@@ -12,9 +14,11 @@ from __future__ import annotations
 
 import json
 
+from harness.engine.spec import PROGRESS_PREFIXES
 from harness.errors import HarnessError
+from harness.ground.console import say
 from harness.runner.child import DEFAULT_TRIAL_FN
-from harness.runner.launch import run_trial_process
+from harness.runner.launch import LogFollower, run_trial_process
 from harness.runner.options import RunOptions
 from harness.study.expand import condition_spec
 
@@ -36,17 +40,21 @@ def seed_check(study, study_dir, opts: RunOptions) -> str:
     passed = study_dir / "checks" / f"seeds-{spec.config_hash()}.json"
     if passed.is_file():
         return f"seed check: passed before ({passed.name})"
+    log_path = study_dir / "logs" / "seed-check.log"
+    say(f"seed check: sampling the control's first rollout with seed {spec.seed} twice and seed {spec.seed + 1} "
+        f"once (log: {log_path})", stream=opts.out())
     outcome = run_trial_process(
         spec.model_dump_json(), trial_fn=SEED_CHECK_FN, work_dir=study_dir / "tmp",
-        log_path=study_dir / "logs" / "seed-check.log", stem="seed-check", timeout_s=opts.trial_timeout,
+        log_path=log_path, stem="seed-check", timeout_s=opts.trial_timeout,
         kill_grace_s=opts.kill_grace, header=f"=== seed check of {spec.trial_id} ===",
+        follow=LogFollower(log_path, PROGRESS_PREFIXES, lambda line: say(f"seed check: {line}", stream=opts.out())),
     )
     if outcome.result is None:
         if outcome.error is not None and outcome.error.type == SEED_CHECK_ERROR:
             raise SeedCheckFailed(f"seed check: {outcome.error.message}")
         reason = outcome.reason or "interrupted"
         raise SeedCheckFailed(
-            f"seed check could not run ({reason}; log: {study_dir / 'logs' / 'seed-check.log'}): every trial would "
+            f"seed check could not run ({reason}; log: {log_path}): every trial would "
             "start the same way; fix that, or set checks: {seeds: false} to skip the check")
     final = outcome.result.get("final", {})
     passed.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -115,6 +116,15 @@ def passing_seed_check(spec: TrialSpec) -> TrialResult:
     _mark(spec, "checked")
     return TrialResult(trial_id=spec.trial_id, final={"check/same_seed_tokens_alike": 1.0,
                                                       "check/other_seed_tokens_alike": 0.1})
+
+
+def seed_check_building_a_warm_start(spec: TrialSpec) -> TrialResult:
+    """Says what it builds on stderr as the warm start does (the log, under a parent), then passes."""
+    for step in (1, 2):
+        print(f"warm start: step {step}/2, val accuracy 0.5 (target 0.4)", file=sys.stderr, flush=True)
+        print("some other output the console is not shown", file=sys.stderr, flush=True)
+        time.sleep(0.3)
+    return passing_seed_check(spec)
 
 
 def failing_seed_check(spec: TrialSpec) -> TrialResult:

@@ -53,3 +53,15 @@ def test_a_check_that_cannot_run_says_so(tmp_path, check_with):
     study = load_study(write_study(tmp_path, ["ok_a"]))
     with pytest.raises(preflight.SeedCheckFailed, match="seed check could not run .*checks: {seeds: false}"):
         preflight.seed_check(study, tmp_path / "out" / "t", options(trial_fn=DEFAULT_TRIAL_FN))
+
+
+def test_the_console_shows_what_the_check_builds_as_it_goes(tmp_path, check_with):
+    # the first trial of a study builds the warm start (a minute or more): its progress lines,
+    # which go to the check's log file, are shown on the console too, and nothing else of the log
+    check_with("seed_check_building_a_warm_start")
+    study = load_study(write_study(tmp_path, ["ok_a"]))
+    opts = options(trial_fn=DEFAULT_TRIAL_FN)
+    preflight.seed_check(study, tmp_path / "out" / "t", opts)
+    lines = opts.stream.getvalue().splitlines()
+    assert lines[0].startswith("[harness] seed check: sampling the control's first rollout with seed 0 twice")
+    assert lines[1:] == [f"[harness] seed check: warm start: step {n}/2, val accuracy 0.5 (target 0.4)" for n in (1, 2)]
