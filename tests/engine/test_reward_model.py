@@ -52,6 +52,7 @@ from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item
 from harness.errors import ConfigError
+from harness.ground.checked_cache import FIELDS_SHA256, fields_sha256
 
 SMALL = ModelConfig(tiny=TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), dtype="float32",
                     device="cpu")
@@ -304,7 +305,8 @@ def test_a_corrupted_cache_is_rebuilt_with_a_one_line_warning(trained, tmp_path)
 @pytest.mark.parametrize("damage, problem", [
     (lambda f: (f / MANIFEST_FILE).unlink(), "has no manifest.json"),
     (lambda f: (f / HEAD_FILE).unlink(), f"{HEAD_FILE} is missing"),
-    (lambda f: (f / MANIFEST_FILE).write_text('{"format": "something-else"}'), "not a harness-reward-model manifest"),
+    (lambda f: (f / MANIFEST_FILE).write_text(json.dumps({"format": "something-else", FIELDS_SHA256: fields_sha256(
+        {"format": "something-else"})})), "not a harness-reward-model manifest"),
     (lambda f: (f / MANIFEST_FILE).write_text("{not json"), "manifest.json is unreadable"),
 ])
 def test_a_folder_that_is_not_a_reward_model_is_one_line(trained, tmp_path, damage, problem):
@@ -449,3 +451,27 @@ def test_a_local_model_with_lora_and_a_chat_template_is_merged_before_saving(tmp
     assert built.manifest["prompt_format"] == "chat" and built.manifest["base"] == str(source)
     model = load_reward_model(built.folder, "cpu")
     assert model.lm.use_chat_template and len(model.scores(["01+02="], ["004"])) == 1
+
+
+def test_an_edited_manifest_field_is_never_trusted(trained, tmp_path):
+    """An edited score_mean would shift every reward the scorer gives: a cached entry so edited
+    is warned and rebuilt; a folder a study names so edited is refused in one line."""
+    import shutil
+
+    tmp, pairs, built = trained
+    spec = _spec(tmp_path)
+    folder = Path(spec.cache_dir) / "reward_models" / built.folder.name
+    shutil.copytree(built.folder, folder)
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    manifest["score_mean"] += 1.0
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    edited = "manifest.json was edited after it was written (its fields do not match its manifest_sha256)"
+    for call in (lambda: load_reward_model(folder, "cpu"), lambda: build_task(TaskConfig(reward={"model": str(folder)})),
+                 lambda: build_task(TaskConfig(reward={"model": built.id}), cache_dir=spec.cache_dir)):
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert edited in str(err.value) and "\n" not in str(err.value)
+    with pytest.warns(RewardModelCacheWarning) as caught:
+        again = train_reward_model(spec, training=FAST, base="model", pairs_file=pairs)
+    assert [str(w.message) for w in caught] == [f"reward-model cache {folder}: {edited}; rebuilding it"]
+    assert not again.cached and again.manifest["score_mean"] == built.manifest["score_mean"]
