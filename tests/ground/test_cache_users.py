@@ -54,7 +54,12 @@ def test_a_warm_start_whose_recorded_accuracy_was_edited_is_rebuilt(tmp_path):
 
 
 def test_a_probe_result_changed_with_its_checksum_is_probed_again(tmp_path, monkeypatch):
-    from harness.study.probe_cache import PROBE_FOLDER, RESULT_FILE, ProbeCacheWarning, probe_result
+    from harness.study.probe_cache import (
+        PROBE_FOLDER,
+        RESULT_FILE,
+        ProbeCacheWarning,
+        probe_result,
+    )
 
     result = ProbeResult(loss=0.5, gradient=(0.125, -2.0))
     calls = []

@@ -208,8 +208,7 @@ def test_an_edited_manifest_field_is_named_in_one_line_and_rebuilt(tmp_path, edi
     edit(tmp_path / "entry")
     user = Signed(tmp_path / "entry", key=key)
     rebuilt = user.get()
-    assert user.told == [f"{MANIFEST_FILE} was edited after it was written (its fields do not match its "
-                         "manifest_sha256)"]
+    assert user.told == [f"{MANIFEST_FILE} was edited after it was written (its fields do not match its manifest_sha256)"]
     assert (rebuilt.cached, user.builds, rebuilt.manifest["made_by"], rebuilt.manifest["key"]) == (
         False, 1, "recorder", key)
     assert (tmp_path / "entry" / "more.txt").read_text() == "HELLO"
