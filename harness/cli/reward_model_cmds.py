@@ -9,6 +9,10 @@ is cached by the content hash of all of it (``<cache_dir>/reward_models/<key>/``
 command again loads it without training. It prints the model's id (``rm-<key>``) and folder and
 its held-out metrics, and records it in MLflow (experiment ``reward-models``; default store
 ``runs/reward_models/mlflow.db``); a study trains on it with ``task: {reward: {model: <id>}}``.
+
+A study may instead say how its reward model is trained (``task.reward.train``: these flags'
+settings), and its trials build it; ``--study`` without ``--pairs`` or ``--from-verifier`` builds
+that same model ahead of them (the same cache entry) and records it in MLflow.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ app.add_typer(reward_model, name="reward-model")
 
 #: the flags of the training and pair settings, by field name (for one-line errors)
 FLAGS = {"steps": "--steps", "epochs": "--epochs", "lr": "--lr", "batch_size": "--batch-size",
-         "held_out": "--held-out", "seed": "--seed", "prompts": "--prompts",
+         "held_out": "--held-out", "seed": "--seed", "base": "--base", "pairs": "--pairs", "prompts": "--prompts",
          "samples_per_prompt": "--samples-per-prompt", "pairs_per_prompt": "--pairs-per-prompt",
          "label_noise": "--label-noise"}
 SHOWN = ("heldout/accuracy", "heldout/accuracy_gold", "heldout/loss", "heldout/brier", "heldout/ece",
@@ -87,7 +91,9 @@ def reward_model_spec(study_file: Path | None, assignments: list[str], cache_dir
 @reward_model.command("train")
 def train(
     study_file: Path | None = typer.Option(None, "--study", metavar="STUDY.yaml",
-                                           help="take the task, model, warm start and budget from this study"),
+                                           help="take the task, model, warm start and budget from this study; when it "
+                                           "says how its reward model is trained (task.reward.train) and neither "
+                                           "--pairs nor --from-verifier is given, build that model"),
     assignments: list[str] = typer.Option(
         [], "--set", metavar="SECTION.KEY=VALUE",
         help="repeatable: a task/model/warmstart/train key (task.name=sorting, model.name=Qwen/Qwen2.5-0.5B), "
@@ -96,19 +102,25 @@ def train(
                                       help="preference pairs, one {prompt, chosen, rejected} object a line"),
     from_verifier: bool = typer.Option(False, "--from-verifier",
                                        help="build the pairs from the task's verifier on the warm start's samples"),
-    label_noise: float = typer.Option(0.0, "--label-noise", help="--from-verifier: flip each label with this probability"),
+    label_noise: float | None = typer.Option(
+        None, "--label-noise", help="--from-verifier: flip each label with this probability (default 0)"),
     prompts: int | None = typer.Option(None, "--prompts", help="--from-verifier: train prompts sampled (default: all)"),
-    samples_per_prompt: int = typer.Option(8, "--samples-per-prompt", help="--from-verifier: samples per prompt"),
-    pairs_per_prompt: int = typer.Option(3, "--pairs-per-prompt", help="--from-verifier: pairs per prompt, at most"),
-    base: str = typer.Option("warmstart", "--base",
-                             help="the trunk: warmstart (the warm-started policy), model (the model as configured: "
-                             "a fresh tiny one or the pretrained one), or a hub id / local folder"),
+    samples_per_prompt: int | None = typer.Option(None, "--samples-per-prompt",
+                                                  help="--from-verifier: samples per prompt (default 8)"),
+    pairs_per_prompt: int | None = typer.Option(None, "--pairs-per-prompt",
+                                                help="--from-verifier: pairs per prompt, at most (default 3)"),
+    base: str | None = typer.Option(None, "--base",
+                                    help="the trunk: warmstart (the warm-started policy; the default), model (the model "
+                                    "as configured: a fresh tiny one or the pretrained one), or a hub id / local folder"),
     steps: int | None = typer.Option(None, "--steps", help="optimiser steps (default: --epochs passes over the pairs)"),
-    epochs: int = typer.Option(15, "--epochs", help="passes over the train pairs, when --steps is not given"),
-    lr: float = typer.Option(5e-4, "--lr", help="AdamW learning rate (the tiny model's; about 1e-5 for real models)"),
-    batch_size: int = typer.Option(32, "--batch-size", help="pairs per optimiser step"),
-    held_out: float = typer.Option(0.2, "--held-out", help="share of the pairs (whole prompts) held out"),
-    seed: int = typer.Option(0, "--seed", help="pair choice, label noise, split, head and order"),
+    epochs: int | None = typer.Option(None, "--epochs", help="passes over the train pairs, when --steps is not given "
+                                      "(default 15)"),
+    lr: float | None = typer.Option(None, "--lr", help="AdamW learning rate (default 5e-4, the tiny model's; about "
+                                    "1e-5 for real models)"),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="pairs per optimiser step (default 32)"),
+    held_out: float | None = typer.Option(None, "--held-out", help="share of the pairs (whole prompts) held out "
+                                          "(default 0.2)"),
+    seed: int | None = typer.Option(None, "--seed", help="pair choice, label noise, split, head and order (default 0)"),
     cache_dir: str | None = typer.Option(None, "--cache-dir", help="default: the study's (.cache/harness)"),
     tracking_uri: str | None = typer.Option(
         None, "--tracking-uri", envvar="HARNESS_TRACKING_URI",
@@ -117,32 +129,39 @@ def train(
 ) -> None:
     """Train a scalar-head reward model with the Bradley-Terry loss (cached), print its id and
     held-out metrics, and record it in MLflow."""
-    if (pairs is None) == (not from_verifier):
+    if pairs is not None and from_verifier:
         raise ConfigError("give the pairs as --pairs FILE.jsonl or build them with --from-verifier (one of the two)")
-    if pairs is not None and label_noise:
+    if pairs is not None and label_noise is not None:
         raise ConfigError("--label-noise applies to --from-verifier pairs; a pair file's labels are used as they are")
     spec = reward_model_spec(study_file, assignments, cache_dir)
-    from harness.engine.reward_model.training import (
-        RewardTraining,
-        VerifierPairs,
-        train_reward_model,
-    )
+    from harness.engine.reward_model.settings import RewardModelRecipe, VerifierSampling
 
-    training = _settings(RewardTraining, {"steps": steps, "epochs": epochs, "lr": lr, "batch_size": batch_size,
-                                          "held_out": held_out, "seed": seed})
-    verifier = None
-    if from_verifier:
-        verifier = _settings(VerifierPairs, {
-            "prompts": prompts, "samples_per_prompt": samples_per_prompt, "pairs_per_prompt": pairs_per_prompt,
-            "label_noise": label_noise, "temperature": spec.train.temperature,
-            "max_new_tokens": spec.train.max_new_tokens})
-    built = train_reward_model(spec, training=training, base=base, pairs_file=pairs, from_verifier=verifier)
+    studied = spec.task.reward if isinstance(spec.task.reward, LearnedRewardConfig) else None
+    flags = {"steps": steps, "epochs": epochs, "lr": lr, "batch_size": batch_size, "held_out": held_out, "seed": seed,
+             "base": base}
+    sampling = {"prompts": prompts, "samples_per_prompt": samples_per_prompt, "pairs_per_prompt": pairs_per_prompt,
+                "label_noise": label_noise}
+    if pairs is not None or from_verifier:
+        recipe = _settings(RewardModelRecipe, {
+            **flags, "pairs": str(pairs) if pairs is not None else None,
+            "from_verifier": _settings(VerifierSampling, sampling) if from_verifier else None})
+    elif studied is not None and studied.train is not None:
+        given = [FLAGS[name] for name, value in {**flags, **sampling}.items() if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]}: {study_file} says how its reward model is trained (task.reward.train); "
+                              "change it there, or give --pairs or --from-verifier to train another")
+        recipe = studied.train
+    else:
+        raise ConfigError("give the pairs as --pairs FILE.jsonl or build them with --from-verifier (one of the two), "
+                          "or a --study that says how its reward model is trained (task.reward.train)")
+    from harness.engine.reward_model.training import train_reward_model
+
+    built = train_reward_model(spec, recipe)
 
     from harness.tracking.reward_model_runs import log_reward_model
 
     logged = log_reward_model(built.folder, built.manifest, tracking_uri=tracking_uri)
     metrics = built.manifest["metrics"]
-    named = spec.task.reward.model if isinstance(spec.task.reward, LearnedRewardConfig) else None
     if as_json:
         typer.echo(json.dumps({
             "id": built.id, "folder": str(built.folder), "cached": built.cached, "metrics": metrics,
@@ -159,8 +178,23 @@ def train(
                f"sd {built.manifest['score_std']:.4g} (a study's reward is normalised by them)")
     if logged:
         typer.echo(f"MLflow: run {logged[0]} in experiment reward-models at {logged[1]}")
-    if named is not None and named not in (built.id, str(built.folder)):
-        typer.echo(f"note: {study_file} trains on reward model {named}; to train on this one set "
-                   f"task.reward.model: {built.id}")
-    else:
-        typer.echo(f"train a study on it: task: {{reward: {{model: {built.id}}}}}")
+    typer.echo(_next_step(study_file, studied, spec, built.id, built.folder))
+
+
+def _next_step(study_file: Path | None, studied: LearnedRewardConfig | None, spec: TrialSpec, built_id: str,
+               folder: Path) -> str:
+    """What the study does with the model just built: which model it trains on, if another."""
+    if studied is not None and studied.train is not None:
+        from harness.engine.reward_model.key import recipe_id
+
+        theirs = recipe_id(spec, studied.train)
+        if theirs == built_id:
+            return f"{study_file}'s trials train on this model (its task.reward.train): they load it from the cache"
+        return (f"note: {study_file}'s trials train on the model its task.reward.train builds, {theirs}, not this "
+                f"one; to train on this one set task.reward.model: {built_id} in place of task.reward.train")
+    if studied is not None and studied.model not in (built_id, str(folder)):
+        return (f"note: {study_file} trains on reward model {studied.model}; to train on this one set "
+                f"task.reward.model: {built_id}")
+    if studied is not None:
+        return f"{study_file} trains on this model"
+    return f"train a study on it: task: {{reward: {{model: {built_id}}}}}"

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from harness.algorithms.config import AlgorithmConfig, identity
+from harness.engine.reward_model.settings import RewardModelRecipe
 from harness.ground.strict import StrictModel
 
 
@@ -41,14 +42,19 @@ class ToolRewardConfig(StrictModel):
 
 
 class LearnedRewardConfig(StrictModel):
-    """A learned (Bradley-Terry) reward model as a task's training reward (``task.reward: {model: ...}``):
-    each completion is trained on ``weight`` x the model's score, normalised to zero mean and unit sd
-    over its held-out completions, plus ``verifier_weight`` x the verifier's. The verifier stays the
-    gold score: held-out evaluation and ``train/reward_gold`` use it alone."""
+    """A learned (Bradley-Terry) reward model as a task's training reward (``task.reward: {model: ...}``
+    or ``{train: ...}``): each completion is trained on ``weight`` x the model's score, normalised to
+    zero mean and unit sd over its held-out completions, plus ``verifier_weight`` x the verifier's.
+    The verifier stays the gold score: held-out evaluation and ``train/reward_gold`` use it alone."""
 
-    model: str = Field(
-        description="a reward-model folder (`harness reward-model train` writes one) or the id it prints, "
-        "rm-<hash>, found under <cache_dir>/reward_models/"
+    model: str | None = Field(
+        None, description="a built reward model: a folder (`harness reward-model train` writes one) or the id it "
+        "prints, rm-<hash>, found under <cache_dir>/reward_models/; or, instead, `train`"
+    )
+    train: RewardModelRecipe | None = Field(
+        None, description="how the reward model is trained (the settings of `harness reward-model train`), instead "
+        "of `model`: the first trial that needs it builds it once, cached by the content hash of its inputs, and "
+        "every other trial loads it"
     )
     weight: float = Field(1.0, description="on the reward model's normalised score")
     verifier_weight: float = Field(0.0, description="on the verifier's score (the task's own or `verifier`)")
@@ -58,7 +64,14 @@ class LearnedRewardConfig(StrictModel):
     batch_size: PositiveInt = Field(64, description="completions the reward model scores per forward pass")
 
     @model_validator(mode="after")
-    def _some_weight(self) -> "LearnedRewardConfig":
+    def _one_model(self) -> LearnedRewardConfig:
+        if (self.model is None) == (self.train is None):
+            raise ValueError("name the reward model either as built (model: rm-<hash> or a folder) or by how it is "
+                             "trained (train: {from_verifier: {label_noise: 0.2}}), one of the two")
+        return self
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> LearnedRewardConfig:
         if self.weight == 0 and self.verifier_weight == 0:
             raise ValueError("weight and verifier_weight are both 0: the training reward would be 0 everywhere")
         return self
@@ -84,7 +97,8 @@ class TaskConfig(StrictModel):
     eval_path: str | None = Field(None, description="held-out JSONL; default: a split of `path`")
     reward: TaskReward | None = Field(
         None, description="registered reward name or `module:function`; default: the task's own; or a learned "
-        "reward model, {model: FOLDER_OR_ID, weight, verifier_weight}, trained on in place of the verifier"
+        "reward model, {model: FOLDER_OR_ID or train: {...}, weight, verifier_weight}, trained on in place of the "
+        "verifier"
     )
     tools: list[str] = Field(
         default_factory=list,

@@ -30,6 +30,7 @@ from harness.engine.models import (
     task_tokenizer,
 )
 from harness.engine.reference import Reference
+from harness.engine.reward_model.recipe import with_built_reward_model
 from harness.engine.rl_step import rl_step
 from harness.engine.spec import NO_LEARNING_SIGNAL, TrialResult, TrialSpec
 from harness.engine.tasks import build_task
@@ -102,6 +103,7 @@ def start_policy(spec: TrialSpec):
     tokenizer = task_tokenizer(spec.model, task)  # loaded once for the checks, before the model
     check_tokenizer(spec.model, task, tokenizer)
     check_turn_format(spec.model, task, tokenizer)
+    task = with_built_reward_model(spec, task)  # task.reward.train: built once, here, as the warm start is
     lm, warm_info, warnings = load_policy(spec, task)
     torch.manual_seed(spec.seed)
     return task, lm, warm_info, warnings

@@ -4,14 +4,22 @@ keep their entries this way.
 
 One entry is one folder. Its files are written by the entry's builder; ``manifest.json`` is
 written last and atomically: the fields that say what the entry is (its key), what the builder
-records, and the sha256 of every other file. A folder without a manifest is unfinished (a build
-that stopped). Everything happens under a lock beside the folder (``<folder>.lock``), so two
-processes that want the same entry build it once, and neither reads a half-written one.
+records, the sha256 of every other file and, over all of those fields, their own sha256
+(``manifest_sha256``, of their canonical JSON), so an edit of a field (a metric, the key, a
+file's checksum beside the file it describes) is caught like an edit of a file. A folder without
+a manifest is unfinished (a build that stopped). Everything happens under a lock beside the
+folder (``<folder>.lock``), so two processes that want the same entry build it once, and neither
+reads a half-written one.
 
 ``get_or_build`` is the whole protocol: under the lock, an entry whose manifest is readable,
-records the expected key and lists checksums that all match is loaded as it is; anything else
-(a missing, extra or changed file, a bad manifest, an entry its loader refuses) is reported in one
-line through ``on_unusable`` and rebuilt, under the same lock. Torch-free: any part may use it.
+matches its own checksum, records the expected key and lists file checksums that all match is
+loaded as it is; anything else (a missing, extra or changed file, a bad or edited manifest, an
+entry its loader refuses) is reported in one line through ``on_unusable`` and rebuilt, under the
+same lock. Torch-free: any part may use it.
+
+A manifest written before fields were checksummed is rebuilt too (one line says so): its fields
+cannot be told apart from edited ones, and every builder here is seeded, so the rebuild gives
+the same entry; adopting it would stamp a checksum on fields nobody checked.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from typing import Any, Generic, TypeVar
 from harness.errors import one_line
 from harness.ground.files import atomic_write, file_lock
 
-MANIFEST_FILE = "manifest.json"  # written last: {"sha256": {file: digest}, ...the key, ...what the builder records}
+MANIFEST_FILE = "manifest.json"  # written last: {"sha256": {file: digest}, ...the key, ...what the builder records,
+#                                   FIELDS_SHA256: the sha256 of all the others}
+FIELDS_SHA256 = "manifest_sha256"
 
 W = TypeVar("W")  # what an entry's work produces, before anything is written
 T = TypeVar("T")  # what a caller gets from an entry
@@ -89,8 +99,8 @@ def get_or_build(
 
 
 def read_manifest(folder: Path) -> Manifest:
-    """The manifest of ``folder`` as a JSON object (its checksums unchecked: see ``verify``), or
-    ``Unusable``."""
+    """The manifest of ``folder`` as a JSON object whose fields match their own checksum (the
+    files' checksums unchecked: see ``verify``), or ``Unusable``."""
     path = folder / MANIFEST_FILE
     if not path.is_file():
         raise Unusable(f"{MANIFEST_FILE} is missing (the build did not finish)")
@@ -100,7 +110,19 @@ def read_manifest(folder: Path) -> Manifest:
         raise Unusable(f"{MANIFEST_FILE} is unreadable ({one_line(err, limit=300)})") from err
     if not isinstance(manifest, dict):
         raise Unusable(f"{MANIFEST_FILE} is not a JSON object")
+    if FIELDS_SHA256 not in manifest:
+        raise Unusable(f"{MANIFEST_FILE} carries no checksum of its own fields (written by an older harness)")
+    if manifest[FIELDS_SHA256] != fields_sha256(manifest):
+        raise Unusable(f"{MANIFEST_FILE} was edited after it was written (its fields do not match its {FIELDS_SHA256})")
     return manifest
+
+
+def fields_sha256(manifest: Manifest) -> str:
+    """The sha256 of ``manifest``'s fields but ``FIELDS_SHA256``, as canonical JSON (sorted keys,
+    no spaces, UTF-8): the same fields give the same digest whatever the file's layout."""
+    fields = {name: value for name, value in manifest.items() if name != FIELDS_SHA256}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def verify(folder: Path, manifest: Manifest) -> None:
@@ -154,9 +176,11 @@ def _sha256(path: Path) -> str:
 
 
 def _write_manifest(folder: Path, fields: Manifest) -> Manifest:
-    """``fields`` and every file's sha256 as ``folder``'s manifest, whole or absent; returned as a
-    later load reads it (JSON's types: a tuple comes back a list)."""
+    """``fields``, every file's sha256 and the checksum of both as ``folder``'s manifest, whole or
+    absent; returned as a later load reads it (JSON's types: a tuple comes back a list, which is
+    also what the fields' checksum is taken of)."""
     digests = {p.name: _sha256(p) for p in _saved_files(folder)}
-    text = json.dumps({**fields, "sha256": digests}, indent=2, sort_keys=True)
-    atomic_write(folder / MANIFEST_FILE, text)
-    return json.loads(text)
+    manifest = json.loads(json.dumps({**fields, "sha256": digests}))
+    manifest[FIELDS_SHA256] = fields_sha256(manifest)
+    atomic_write(folder / MANIFEST_FILE, json.dumps(manifest, indent=2, sort_keys=True))
+    return manifest

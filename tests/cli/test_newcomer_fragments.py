@@ -27,23 +27,6 @@ def write_task_files(studies: list[Path]) -> None:
             if key in task:
                 Path(task[key]).parent.mkdir(parents=True, exist_ok=True)
                 Path(task[key]).write_text((line + "\n") * 10)
-        reward = task.get("reward")
-        if isinstance(reward, dict):  # a learned reward model, as `harness reward-model train` leaves it
-            write_reward_model_stub(reward["model"])
-
-
-def write_reward_model_stub(model: str) -> None:
-    """A reward-model folder as ``harness validate`` reads it (manifest and head; validate checks no
-    checksums and loads no weights), where a study's id or folder points."""
-    from harness.engine.reward_model import key
-
-    folder = key.cache_folder(key.default_cache_dir(), model[len(key.ID_PREFIX):]) if model.startswith(
-        key.ID_PREFIX) else Path(model)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / key.HEAD_FILE).write_bytes(b"")
-    (folder / key.MANIFEST_FILE).write_text(json.dumps({
-        "format": key.FORMAT, "format_version": key.FORMAT_VERSION, "sha256": {key.HEAD_FILE: "0" * 64},
-        "score_mean": 0.0, "score_std": 1.0, "prompt_format": "plain"}))
 
 
 def test_validate_passes_every_shipped_study_and_fragment(monkeypatch, capsys):

@@ -142,8 +142,60 @@ def test_a_study_names_the_model_the_command_built(monkeypatch, capsys):
     assert done.stdout.split("\n")[:2] == ["0 []", "0 []"], done.stdout
 
 
-def test_the_shipped_rlhf_study_says_how_to_build_its_reward_model(monkeypatch, capsys):
-    """In a folder without its reward model (as on a fresh checkout) validate names the command."""
-    code, _, err = run_main(monkeypatch, capsys, "validate", str(REPO / "studies" / "rlhf_reward_model.yaml"))
-    assert code == 2 and "no such reward model" in err
-    assert "harness reward-model train --study STUDY.yaml --from-verifier --label-noise 0.2" in err
+def test_the_shipped_rlhf_study_validates_on_a_fresh_checkout(monkeypatch, capsys):
+    """It says how its reward model is trained, so validate needs no model built (in a folder
+    without any cache, as on a fresh checkout) and builds none."""
+    code, out, err = run_main(monkeypatch, capsys, "validate", str(REPO / "studies" / "rlhf_reward_model.yaml"))
+    assert code == 0, err
+    assert out.startswith(f"ok: {REPO / 'studies' / 'rlhf_reward_model.yaml'}")
+    assert not Path(".cache/harness/reward_models").exists()
+
+
+RECIPE = {"steps": 10, "lr": 3e-3, "from_verifier": {"prompts": 60, "samples_per_prompt": 4, "label_noise": 0.2}}
+
+
+def recipe_study(path: Path, **extra) -> Path:
+    """A two-trial study (one arm, two seeds; 2 RL steps) that says how its reward model is trained."""
+    reward = {"train": RECIPE, "verifier": "partial_match"}  # dense: mixed groups at once
+    path.write_text(yaml.safe_dump({**STUDY, "seeds": 2, "arms": STUDY["arms"][:1], **extra,
+                                    "task": {**STUDY["task"], "reward": reward}}))
+    return path
+
+
+@pytest.mark.slow  # two trial processes and a study database: ~20 s
+def test_a_study_naming_how_its_reward_model_is_trained_validates_and_runs_building_it_once(monkeypatch, capsys):
+    """validate checks the recipe and builds nothing; ``harness run`` with two workers starts two
+    trials at once (no seed check to build it first): one builds the reward model under the
+    cache's lock, the other waits, then loads it; every trial trains on it."""
+    study = recipe_study(Path("rm_recipe.yaml"), checks={"seeds": False})
+    code, out, err = run_main(monkeypatch, capsys, "validate", str(study))
+    assert code == 0, err
+    assert not Path(".cache").exists()
+
+    code, out, err = run_main(monkeypatch, capsys, "run", str(study), "--workers", "2", "--no-tracking")
+    assert code == 0, out + err
+    logs = [p.read_text() for p in sorted(Path("runs/rm_study/logs").glob("*.log"))]
+    assert len(logs) == 2
+    assert sum(log.count("reward model: building .cache/harness/reward_models/") for log in logs) == 1
+    assert sum(log.count("reward model: using the cached reward model") for log in logs) == 1
+    folders = [p for p in Path(".cache/harness/reward_models").iterdir() if p.is_dir()]
+    assert len(folders) == 1
+    from harness.tracking.records import read_records
+
+    records = read_records(Path("runs/rm_study"))
+    assert len(records) == 2 and all(r.status == "completed" and "train/reward_proxy" in r.final for r in records)
+
+    # the command builds the same model: it finds the trials' entry, and says that they train on it
+    monkeypatch.setattr("harness.tracking.reward_model_runs.log_reward_model", lambda *a, **k: None)
+    code, out, err = run_main(monkeypatch, capsys, "reward-model", "train", "--study", str(study))
+    assert code == 0, err
+    assert out.startswith(f"reward model rm-{folders[0].name} (cached: loaded, nothing trained)")
+    assert f"{study}'s trials train on this model (its task.reward.train): they load it from the cache" in out
+
+
+def test_the_command_on_a_recipe_study_takes_no_other_settings(monkeypatch, capsys):
+    study = recipe_study(Path("rm_recipe.yaml"))
+    code, out, err = run_main(monkeypatch, capsys, "reward-model", "train", "--study", str(study), "--steps", "3")
+    assert code == 2 and out == ""
+    assert err == (f"error: --steps: {study} says how its reward model is trained (task.reward.train); change it "
+                   "there, or give --pairs or --from-verifier to train another\n")

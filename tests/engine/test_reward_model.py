@@ -27,13 +27,7 @@ from harness.engine.reward_model.bradley_terry import (
     expected_calibration_error,
     pair_metrics,
 )
-from harness.engine.reward_model.key import (
-    HEAD_FILE,
-    MANIFEST_FILE,
-    RewardTraining,
-    VerifierPairs,
-    read_manifest,
-)
+from harness.engine.reward_model.key import HEAD_FILE, MANIFEST_FILE, read_manifest
 from harness.engine.reward_model.model import load_reward_model, new_reward_model
 from harness.engine.reward_model.pairs import (
     Pair,
@@ -42,6 +36,7 @@ from harness.engine.reward_model.pairs import (
     read_pairs,
     split_pairs,
 )
+from harness.engine.reward_model.settings import RewardModelRecipe, RewardTraining
 from harness.engine.reward_model.training import (
     RewardModelCacheWarning,
     fit,
@@ -52,6 +47,7 @@ from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item
 from harness.errors import ConfigError
+from harness.ground.checked_cache import FIELDS_SHA256, fields_sha256
 
 SMALL = ModelConfig(tiny=TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), dtype="float32",
                     device="cpu")
@@ -220,7 +216,7 @@ def test_a_bad_pair_file_fails_before_any_work(tmp_path, monkeypatch):
     path.write_text('{"prompt": "1+2=", "chosen": "3", "rejected": "3"}\n')
     monkeypatch.setattr(rm_training, "_fit", lambda *a, **k: pytest.fail("trained on bad input"))
     with pytest.raises(ConfigError, match=r"pairs.jsonl:1: chosen and rejected are identical"):
-        train_reward_model(_spec(tmp_path), training=RewardTraining(), base="model", pairs_file=path)
+        train_reward_model(_spec(tmp_path), RewardModelRecipe(base="model", pairs=str(path)))
     assert not (tmp_path / "cache" / "reward_models").exists()
 
 
@@ -237,7 +233,12 @@ def _spec(tmp_path, **task):
                      train={"steps": 2, "prompts_per_step": 4, "max_new_tokens": 4})
 
 
-FAST = RewardTraining(lr=3e-3, batch_size=32, steps=30)
+FAST = {"lr": 3e-3, "batch_size": 32, "steps": 30}
+
+
+def fast(pairs: Path) -> RewardModelRecipe:
+    """A quick fit of a fresh tiny trunk on a pair file."""
+    return RewardModelRecipe(**FAST, base="model", pairs=str(pairs))
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +246,7 @@ def trained(tmp_path_factory):
     """A reward model trained on the parity preference from a pair file (a fresh tiny trunk)."""
     tmp = tmp_path_factory.mktemp("rm")
     pairs = write_pairs(tmp / "pairs.jsonl", parity_pairs(200))
-    built = train_reward_model(_spec(tmp), training=FAST, base="model", pairs_file=pairs)
+    built = train_reward_model(_spec(tmp), fast(pairs))
     return tmp, pairs, built
 
 
@@ -260,7 +261,7 @@ def test_the_folder_holds_trunk_tokenizer_head_and_manifest(trained):
     assert manifest["training"]["steps_run"] == 30 and manifest["base"] == "tiny"
     # the normalisation: the held-out completions' scores have mean 0 and sd 1 after it
     model = load_reward_model(built.folder, "cpu")
-    held = split_pairs(read_pairs(trained[1]), FAST.held_out, FAST.seed)[1]
+    held = split_pairs(read_pairs(trained[1]), fast(trained[1]).held_out, fast(trained[1]).seed)[1]
     rows = list(dict.fromkeys((p.prompt, t) for p in held for t in (p.chosen, p.rejected)))
     z = np.array(model.normalised(model.scores([r[0] for r in rows], [r[1] for r in rows])))
     assert abs(z.mean()) < 1e-5 and z.std() == pytest.approx(1, abs=1e-4)
@@ -269,12 +270,11 @@ def test_the_folder_holds_trunk_tokenizer_head_and_manifest(trained):
 def test_the_same_inputs_load_the_cached_model_without_training(trained, monkeypatch):
     tmp, pairs, built = trained
     monkeypatch.setattr(rm_training, "fit", lambda *a, **k: pytest.fail("trained again"))
-    again = train_reward_model(_spec(tmp), training=FAST, base="model", pairs_file=pairs)
+    again = train_reward_model(_spec(tmp), fast(pairs))
     assert again.cached and again.folder == built.folder and again.manifest == built.manifest
-    other = RewardTraining(lr=3e-3, batch_size=32, steps=31)  # any other input: another key
-    monkeypatch.undo()
-    assert rm_key.cache_key(rm_key.RewardModelInputs.of(
-        _spec(tmp), base="model", training=other, pairs_sha256="x")) != built.folder.name
+    assert rm_key.recipe_id(_spec(tmp), fast(pairs)) == built.id  # known without training
+    other = RewardModelRecipe(**{**FAST, "steps": 31}, base="model", pairs=str(pairs))  # any other input: another key
+    assert rm_key.recipe_id(_spec(tmp), other) != built.id
 
 
 def test_a_corrupted_cache_is_rebuilt_with_a_one_line_warning(trained, tmp_path):
@@ -292,7 +292,7 @@ def test_a_corrupted_cache_is_rebuilt_with_a_one_line_warning(trained, tmp_path)
         load_reward_model(folder, "cpu")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        again = train_reward_model(spec, training=FAST, base="model", pairs_file=pairs)
+        again = train_reward_model(spec, fast(pairs))
     lines = [str(w.message) for w in caught if issubclass(w.category, RewardModelCacheWarning)]
     assert len(lines) == 1 and "\n" not in lines[0]
     assert re.search(rf"{HEAD_FILE} does not match its sha256 .*; rebuilding it", lines[0])
@@ -304,7 +304,8 @@ def test_a_corrupted_cache_is_rebuilt_with_a_one_line_warning(trained, tmp_path)
 @pytest.mark.parametrize("damage, problem", [
     (lambda f: (f / MANIFEST_FILE).unlink(), "has no manifest.json"),
     (lambda f: (f / HEAD_FILE).unlink(), f"{HEAD_FILE} is missing"),
-    (lambda f: (f / MANIFEST_FILE).write_text('{"format": "something-else"}'), "not a harness-reward-model manifest"),
+    (lambda f: (f / MANIFEST_FILE).write_text(json.dumps({"format": "something-else", FIELDS_SHA256: fields_sha256(
+        {"format": "something-else"})})), "not a harness-reward-model manifest"),
     (lambda f: (f / MANIFEST_FILE).write_text("{not json"), "manifest.json is unreadable"),
 ])
 def test_a_folder_that_is_not_a_reward_model_is_one_line(trained, tmp_path, damage, problem):
@@ -413,8 +414,8 @@ def test_pairs_built_from_the_verifier_on_the_warm_start(tmp_path):
     """The warm start's samples, labelled by the verifier with label noise: every kept label
     agrees with the verifier unless it was flipped, and the metrics say how the model does on both."""
     spec = _spec(tmp_path, reward="partial_match")
-    vp = VerifierPairs(prompts=60, samples_per_prompt=4, pairs_per_prompt=2, label_noise=0.25, max_new_tokens=4)
-    built = train_reward_model(spec, training=RewardTraining(steps=10, lr=3e-3), from_verifier=vp)
+    sampling = {"prompts": 60, "samples_per_prompt": 4, "pairs_per_prompt": 2, "label_noise": 0.25}
+    built = train_reward_model(spec, RewardModelRecipe(steps=10, lr=3e-3, from_verifier=sampling))
     m = built.manifest["metrics"]
     assert m["pairs/total"] >= 20 and 0 < m["pairs/flipped_share"] < 0.5
     assert {"heldout/accuracy", "heldout/accuracy_gold", "heldout/ece_gold", "heldout/brier"} <= set(m)
@@ -442,10 +443,137 @@ def test_a_local_model_with_lora_and_a_chat_template_is_merged_before_saving(tmp
     lora = ModelConfig(**{**SMALL.model_dump(), "lora": {"r": 4, "alpha": 8}})
     spec = _spec(tmp_path).model_copy(update={"model": lora})
     pairs = write_pairs(tmp_path / "pairs.jsonl", parity_pairs(60))
-    built = train_reward_model(spec, training=RewardTraining(steps=3, lr=3e-3), base=str(source), pairs_file=pairs)
+    built = train_reward_model(spec, RewardModelRecipe(steps=3, lr=3e-3, base=str(source), pairs=str(pairs)))
     assert trainable == [{"lora", "head.weight"}]  # the adapter and the head, not the trunk
     names = {p.name for p in built.folder.iterdir()}
     assert "adapter_config.json" not in names and "model.safetensors" in names  # merged into the trunk
     assert built.manifest["prompt_format"] == "chat" and built.manifest["base"] == str(source)
     model = load_reward_model(built.folder, "cpu")
     assert model.lm.use_chat_template and len(model.scores(["01+02="], ["004"])) == 1
+
+
+def test_an_edited_manifest_field_is_never_trusted(trained, tmp_path):
+    """An edited score_mean would shift every reward the scorer gives: a cached entry so edited
+    is warned and rebuilt; a folder a study names so edited is refused in one line."""
+    import shutil
+
+    _, pairs, built = trained
+    spec = _spec(tmp_path)
+    folder = Path(spec.cache_dir) / "reward_models" / built.folder.name
+    shutil.copytree(built.folder, folder)
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    manifest["score_mean"] += 1.0
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    edited = "manifest.json was edited after it was written (its fields do not match its manifest_sha256)"
+    for call in (lambda: load_reward_model(folder, "cpu"), lambda: build_task(TaskConfig(reward={"model": str(folder)})),
+                 lambda: build_task(TaskConfig(reward={"model": built.id}), cache_dir=spec.cache_dir)):
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert edited in str(err.value) and "\n" not in str(err.value)
+    with pytest.warns(RewardModelCacheWarning) as caught:
+        again = train_reward_model(spec, fast(pairs))
+    assert [str(w.message) for w in caught] == [f"reward-model cache {folder}: {edited}; rebuilding it"]
+    assert not again.cached and again.manifest["score_mean"] == built.manifest["score_mean"]
+
+
+# ---------------------------------------------------------------------------------------------- named by its recipe
+
+
+def _one_line_error(task: dict) -> str:
+    from pydantic import ValidationError
+
+    from harness.study.field_errors import format_validation_error
+
+    with pytest.raises(ValidationError) as err:
+        TaskConfig(**task)
+    return format_validation_error(err.value, TaskConfig)
+
+
+@pytest.mark.parametrize("reward, message", [
+    ({"model": "rm-0123456789abcdef", "train": {"from_verifier": {}}}, ("either as built (model: rm-<hash> or a "
+     "folder) or by how it is trained (train: {from_verifier: {label_noise: 0.2}}), one of the two")),
+    ({"weight": 1.0}, "one of the two"),
+    ({"train": {"steps": 5}}, "give the pairs either as a file (pairs: FILE.jsonl) or built from the verifier"),
+    ({"train": {"pairs": "p.jsonl", "from_verifier": {}}}, "one of the two"),
+    ({"train": {"from_verifier": {"label_noise": 0.7}}}, "reward.train.from_verifier.label_noise"),
+    ({"train": {"from_verifier": {}, "lr": -1}}, "reward.train.lr"),
+    ({"train": {"from_verifier": {}, "base": " "}}, "give warmstart, model, or a hub id / local folder"),
+    ({"train": {"from_verifier": {"label_nose": 0.2}}}, "reward.train.from_verifier.label_nose"),
+])
+def test_a_bad_recipe_is_one_line_naming_the_field(reward, message):
+    line = _one_line_error({"reward": reward})
+    assert message in line and "\n" not in line
+
+
+def test_a_recipe_is_checked_when_the_task_is_built_but_not_trained(tmp_path):
+    """``harness validate`` builds the task: a recipe's pair file is read line by line, and
+    nothing is trained (or imports torch) until a trial builds the model."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "1+2=", "chosen": "3"}\n')
+    with pytest.raises(ConfigError, match=r"bad.jsonl:1: missing field rejected"):
+        build_task(TaskConfig(reward={"train": {"pairs": str(bad)}}))
+    with pytest.raises(ConfigError, match=r"task.reward.train.pairs '.*nowhere.jsonl': no such file"):
+        build_task(TaskConfig(reward={"train": {"pairs": str(tmp_path / "nowhere.jsonl")}}))
+    script = ("import sys\nfrom harness.engine.spec import TaskConfig\nfrom harness.engine.tasks import build_task\n"
+              "task = build_task(TaskConfig(reward={'train': {'from_verifier': {'label_noise': 0.2}}}))\n"
+              "assert task.scorer.folder is None\n"
+              "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+              "try:\n    task.scorer.model\nexcept Exception as err:\n    print(type(err).__name__, err)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[]", ("HarnessError task.reward.train names a reward model that is not built yet: a trial builds it before "
+               "its first step (harness.engine.reward_model.recipe.with_built_reward_model)")]
+
+
+def test_the_shipped_study_trains_the_model_the_documented_command_trains():
+    """studies/rlhf_reward_model.yaml's recipe is ``--from-verifier --label-noise 0.2`` on the
+    study: the same inputs, so the same id (the README's rm-b9bc4bca41398764, on a CPU)."""
+    from harness.study.expand import condition_spec
+    from harness.study.load import load_study
+
+    study = load_study(Path(__file__).resolve().parents[2] / "studies" / "rlhf_reward_model.yaml")
+    documented = RewardModelRecipe(from_verifier={"label_noise": 0.2})
+    ids = {rm_key.recipe_id(condition_spec(study, arm.name, seed), documented) for arm in study.arms
+           for seed in study.seeds}
+    assert len(ids) == 1  # every arm and seed trains on one model
+    spec = condition_spec(study, study.control, study.seeds[0])
+    assert ids == {rm_key.recipe_id(spec, spec.task.reward.train)}
+
+
+def _recipe_spec(cache_dir: str, arm: str = "grpo", seed: int = 0):
+    from harness.algorithms import resolve_algorithm
+    from harness.engine.spec import TrialSpec
+
+    recipe = {"steps": 10, "lr": 3e-3, "from_verifier": {"prompts": 60, "samples_per_prompt": 4, "label_noise": 0.2}}
+    return TrialSpec(arm=arm, seed=seed, algorithm=resolve_algorithm(arm, {}), cache_dir=cache_dir, model=SMALL,
+                     task=TaskConfig(n_train=300, n_eval=24, reward={"train": recipe, "verifier": "partial_match"}),
+                     warmstart={"steps": 20, "batch_size": 16, "lr": 3e-3},
+                     train={"steps": 2, "prompts_per_step": 4, "max_new_tokens": 4, "eval_every": 0, "eval_samples": 2})
+
+
+def _timeless(result) -> tuple:
+    return ({k: v for k, v in result.final.items() if not k.startswith("time/")},
+            [{k: v for k, v in row.items() if not k.startswith("time/")} for row in result.history])
+
+
+def test_a_trial_builds_the_recipes_model_once_and_later_trials_load_it(tmp_path, monkeypatch, capfd):
+    """The first trial builds the model (and says so in its log), a trial of another arm and seed
+    finds it cached, and a trial on the cached model gives exactly what the one that built it gave."""
+    from harness.engine.trial import run_trial
+
+    spec = _recipe_spec(str(tmp_path / "cache"))
+    first = run_trial(spec)
+    log = capfd.readouterr().err
+    folder = Path(spec.cache_dir) / "reward_models" / rm_key.recipe_id(spec, spec.task.reward.train)[3:]
+    assert f"reward model: building {folder}:" in log and "using the cached reward model" not in log
+    assert (folder / MANIFEST_FILE).is_file() and first.status == "completed"
+    assert "train/reward_proxy" in first.final and "train/reward_gold" in first.final
+
+    monkeypatch.setattr(rm_training, "_fit", lambda *a, **k: pytest.fail("built again"))
+    other = run_trial(_recipe_spec(spec.cache_dir, arm="ppo", seed=1))
+    log = capfd.readouterr().err
+    assert f"reward model: using the cached reward model {folder}" in log and "building" not in log
+    assert other.status == "completed"
+    assert _timeless(run_trial(spec)) == _timeless(first)  # built here or loaded: the same trial
+    assert [p.name for p in (Path(spec.cache_dir) / "reward_models").iterdir() if p.is_dir()] == [folder.name]

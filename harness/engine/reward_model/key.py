@@ -3,13 +3,14 @@ folder, and the checks that a folder is one (torch-free: ``harness validate`` ru
 
 A reward model is cached like the warm start, by the content hash of everything its training
 reads (``RewardModelInputs``: the base model's config, the pairs' content hash or the settings
-that build them from the verifier, the training settings), under
-``<cache_dir>/reward_models/<key>/``; its id is ``rm-<key>``. A study names either the id or a
-folder. The folder holds the trunk (``save_pretrained``: config.json and weights), its tokenizer,
-the scalar head (``reward_head.safetensors``) and, written last and atomically, ``manifest.json``:
-the format and its version, the base, the training settings, the held-out metrics, the mean and
-sd of the scores of the held-out completions (the scorer normalises by them) and the sha256 of
-every other file. A folder without a readable manifest of this format, or without the head, is
+that build them from the verifier, the training settings: a ``settings.RewardModelRecipe`` in a
+study's set-up), under ``<cache_dir>/reward_models/<key>/``; its id is ``rm-<key>``. A study
+names the id, a folder, or the recipe (``task.reward.train``: its trials build it). The folder
+holds the trunk (``save_pretrained``: config.json and weights), its tokenizer, the scalar head
+(``reward_head.safetensors``) and, written last and atomically, ``manifest.json``: the format and
+its version, the base, the training settings, the held-out metrics, the mean and sd of the
+scores of the held-out completions (the scorer normalises by them) and the sha256 of every
+other file (and of the manifest's own fields). A folder without a readable manifest of this format, or without the head, is
 not a reward model: a one-line ``ConfigError``.
 """
 
@@ -21,14 +22,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-)
+from pydantic import ConfigDict, Field
 
+from harness.engine.reward_model.pairs import pairs_sha256, read_pairs
+from harness.engine.reward_model.settings import (
+    RewardModelRecipe,
+    RewardTraining,
+    VerifierPairs,
+)
 from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
 from harness.engine.warmstart_key import WarmStartInputs, gold_task, keyed_dtype
 from harness.engine.warmstart_key import cache_key as warmstart_cache_key
@@ -47,37 +48,10 @@ _ID = re.compile(r"^rm-([0-9a-f]{16})$")
 TRAIN_COMMAND = "harness reward-model train --study STUDY.yaml --from-verifier --label-noise 0.2"
 
 
-class _Frozen(StrictModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class RewardTraining(_Frozen):
-    """How the scalar head (and the trunk) are fitted to the pairs."""
-
-    steps: PositiveInt | None = Field(None, description="optimiser steps; None: `epochs` passes over the train pairs")
-    epochs: PositiveInt = 15  # the testbed's: 20% label noise needs ~7k steps to break out of its plateau
-    lr: PositiveFloat = 5e-4
-    batch_size: PositiveInt = Field(32, description="pairs per optimiser step")
-    held_out: float = Field(0.2, gt=0, lt=1, description="share of pairs (whole prompts) held out for the metrics")
-    seed: NonNegativeInt = 0
-    max_grad_norm: PositiveFloat = 1.0
-
-
-class VerifierPairs(_Frozen):
-    """Pairs built from the task's verifier on the warm-start policy's samples: per prompt, a sample
-    the verifier scores higher against one it scores lower, each label flipped with probability
-    ``label_noise`` (seeded), as a human labeller disagrees with the verifier."""
-
-    prompts: PositiveInt | None = Field(None, description="train prompts sampled; None: all of the task's")
-    samples_per_prompt: int = Field(8, ge=2, description="completions sampled per prompt")
-    pairs_per_prompt: PositiveInt = Field(3, description="pairs kept per prompt, at most")
-    label_noise: float = Field(0.0, ge=0, le=0.5, description="probability that a pair's label is flipped")
-    temperature: PositiveFloat = 1.0
-    max_new_tokens: PositiveInt = 8
-
-
-class RewardModelInputs(_Frozen):
+class RewardModelInputs(StrictModel):
     """Everything a reward model's training reads; the cache key hashes all of it."""
+
+    model_config = ConfigDict(frozen=True)
 
     base: str = Field(description="'warmstart' (the study's warm-started policy), 'model' (the study's model as "
                       "configured: a fresh tiny one, or the pretrained one) or a hub id / local folder")
@@ -89,14 +63,17 @@ class RewardModelInputs(_Frozen):
     training: RewardTraining
 
     @classmethod
-    def of(cls, spec: TrialSpec, *, base: str, training: RewardTraining, pairs_sha256: str | None = None,
-           verifier_pairs: VerifierPairs | None = None) -> RewardModelInputs:
-        if (pairs_sha256 is None) == (verifier_pairs is None):
-            raise ConfigError("give the pairs either as a file (--pairs) or built from the verifier (--from-verifier)")
-        reads_warmstart = base == "warmstart" or verifier_pairs is not None
-        return cls(base=base, model=spec.model, task=gold_task(spec.task), training=training,
+    def of(cls, spec: TrialSpec, recipe: RewardModelRecipe, pairs_digest: str | None = None) -> RewardModelInputs:
+        """What ``recipe`` reads in ``spec``'s set-up; ``pairs_digest``: the content hash of the
+        recipe's pair file (``pairs.pairs_sha256``), when it names one."""
+        if (recipe.pairs is None) != (pairs_digest is None):
+            raise ValueError("a pair file's recipe is keyed by its pairs' content hash, and only then")
+        sampling = recipe.from_verifier
+        verifier = sampling.with_budget(spec.train.temperature, spec.train.max_new_tokens) if sampling else None
+        reads_warmstart = recipe.base == "warmstart" or verifier is not None
+        return cls(base=recipe.base, model=spec.model, task=gold_task(spec.task), training=recipe.training(),
                    warmstart=warmstart_cache_key(WarmStartInputs.of(spec)) if reads_warmstart else None,
-                   pairs_sha256=pairs_sha256, verifier_pairs=verifier_pairs)
+                   pairs_sha256=pairs_digest, verifier_pairs=verifier)
 
 
 def cache_key(inputs: RewardModelInputs) -> str:
@@ -107,6 +84,13 @@ def cache_key(inputs: RewardModelInputs) -> str:
 
 def reward_model_id(key: str) -> str:
     return f"{ID_PREFIX}{key}"
+
+
+def recipe_id(spec: TrialSpec, recipe: RewardModelRecipe) -> str:
+    """The id of the reward model ``recipe`` trains in ``spec``'s set-up, without training it (a
+    pair file is read for its content hash)."""
+    digest = pairs_sha256(read_pairs(recipe.pairs)) if recipe.pairs is not None else None
+    return reward_model_id(cache_key(RewardModelInputs.of(spec, recipe, digest)))
 
 
 def cache_folder(cache_dir: str | Path, key: str) -> Path:
@@ -129,7 +113,8 @@ def resolve_reward_model(ref: str, cache_dir: str | Path | None = None, *, where
         if not (folder / MANIFEST_FILE).is_file():
             raise ConfigError(
                 f"{where} {ref!r}: no such reward model in {folder.parent} (not built here yet); build it with "
-                f"`{TRAIN_COMMAND}` (same study, same options: it prints this id), or name a reward-model folder"
+                f"`{TRAIN_COMMAND}` (same study, same options: it prints this id), name a reward-model folder, or "
+                "say how to train it instead (task.reward.train: {from_verifier: {label_noise: 0.2}}: the trials build it)"
             )
         return folder, read_manifest(folder, where=f"{where} {ref!r}")
     folder = Path(ref)

@@ -40,10 +40,11 @@ class Pair:
     gold: bool | None = None  # built pairs: whether the label agrees with the verifier (None: unknown)
 
 
-def read_pairs(path: str | Path) -> list[Pair]:
-    """The pairs of a JSONL file, every line checked (one-line ``ConfigError`` naming file:line)."""
-    pairs = [_pair(record, where) for where, record in
-             jsonl_records(path, "--pairs", '{"prompt": ..., "chosen": ..., "rejected": ...}')]
+def read_pairs(path: str | Path, where: str = "--pairs") -> list[Pair]:
+    """The pairs of a JSONL file, every line checked (one-line ``ConfigError`` naming file:line);
+    ``where`` names where the path came from, for the error of a missing file."""
+    pairs = [_pair(record, line) for line, record in
+             jsonl_records(path, where, '{"prompt": ..., "chosen": ..., "rejected": ...}')]
     if not pairs:
         raise ConfigError(f"{path}: the file holds no pairs; each line needs string fields prompt, chosen, rejected")
     return pairs

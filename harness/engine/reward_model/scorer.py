@@ -3,7 +3,10 @@
 
 Building it is torch-free and cheap: the folder (or the id, looked up in the cache) is checked
 to be a scalar-head reward model (``key.resolve_reward_model``), so a bad path is a
-one-line error at ``harness validate``, before any work. The model itself loads, its checksums
+one-line error at ``harness validate``, before any work. A reward model named by how it is
+trained (``task.reward.train``) is checked the same way (its pair file read, line by line) and
+is not built here: the scorer waits for it until the trial builds it (``recipe``) and hands it
+over (``LearnedRewardScorer.built``). The model itself loads, its checksums
 checked, on the first call, on CUDA when this machine has it (the rule of ``model.device: auto``,
 which puts the policy there too) or on ``device`` when set; it scores ``batch_size`` completions
 a forward pass, in eval mode and without gradients, so the same completions always score the same.
@@ -24,21 +27,33 @@ from pathlib import Path
 from typing import Any
 
 from harness.engine.reward_model.key import resolve_reward_model
+from harness.engine.reward_model.pairs import read_pairs
 from harness.engine.tasks.base import Item, RewardFn, Task
 from harness.engine.tasks.rewards import resolve_reward
+from harness.errors import HarnessError
 
 
 class LearnedRewardScorer:
-    """``scorer(items, completions) -> scores``, one item per completion."""
+    """``scorer(items, completions) -> scores``, one item per completion. ``folder`` is None while
+    the reward model of a ``task.reward.train`` recipe is not built yet (``built`` gives the scorer
+    of the built one)."""
 
-    def __init__(self, folder: Path, manifest: dict[str, Any], config, verifier: RewardFn):
-        self.folder, self.manifest, self.config, self.verifier = Path(folder), manifest, config, verifier
+    def __init__(self, folder: Path | None, manifest: dict[str, Any] | None, config, verifier: RewardFn):
+        self.folder = Path(folder) if folder is not None else None
+        self.manifest, self.config, self.verifier = manifest, config, verifier
         self.device = None  # None: CUDA when visible, else the CPU; or a torch device / its name
         self._model = None
+
+    def built(self, folder: Path, manifest: dict[str, Any]) -> LearnedRewardScorer:
+        """This scorer, on the reward model built in ``folder`` (its ``manifest``)."""
+        return LearnedRewardScorer(folder, manifest, self.config, self.verifier)
 
     @property
     def model(self):
         """The reward model, loaded (and its files checked) on first use."""
+        if self.folder is None:
+            raise HarnessError("task.reward.train names a reward model that is not built yet: a trial builds it "
+                               "before its first step (harness.engine.reward_model.recipe.with_built_reward_model)")
         if self._model is None:
             from harness.engine.reward_model.model import load_reward_model  # torch: on first use only
 
@@ -64,7 +79,13 @@ class LearnedRewardScorer:
 
 def with_learned_reward(task: Task, config, cache_dir: str | Path | None = None) -> Task:
     """``task`` trained on the reward model ``config`` names (a ``LearnedRewardConfig``): its scorer
-    set, its reward the verifier (``config.verifier``, else the task's own)."""
-    folder, manifest = resolve_reward_model(config.model, cache_dir)
+    set, its reward the verifier (``config.verifier``, else the task's own). A model named by its
+    recipe is checked, not built: its scorer waits for the trial to build it."""
+    if config.train is not None:
+        if config.train.pairs is not None:
+            read_pairs(config.train.pairs, where="task.reward.train.pairs")
+        folder, manifest = None, None
+    else:
+        folder, manifest = resolve_reward_model(config.model, cache_dir)
     verifier = resolve_reward(config.verifier) if config.verifier is not None else task.reward
     return replace(task, reward=verifier, scorer=LearnedRewardScorer(folder, manifest, config, verifier))

@@ -45,8 +45,6 @@ from harness.engine.reward_model.key import (
     FORMAT_VERSION,
     MANIFEST_FILE,
     RewardModelInputs,
-    RewardTraining,
-    VerifierPairs,
     cache_folder,
     cache_key,
     manifest_problem,
@@ -65,6 +63,7 @@ from harness.engine.reward_model.pairs import (
     split_pairs,
     verifier_pairs,
 )
+from harness.engine.reward_model.settings import RewardModelRecipe, RewardTraining
 from harness.engine.spec import TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Task
@@ -101,19 +100,15 @@ class _Fitted:
     started: float  # perf_counter at the start of the work: the manifest's time/train_s
 
 
-def train_reward_model(spec: TrialSpec, *, training: RewardTraining, base: str = "warmstart",
-                       pairs_file: str | Path | None = None,
-                       from_verifier: VerifierPairs | None = None) -> TrainedRewardModel:
-    """The reward model of these inputs: from the cache when it holds it (checked), else trained
-    and saved there. ``spec`` gives the task, the model, the warm start and ``cache_dir``.
+def train_reward_model(spec: TrialSpec, recipe: RewardModelRecipe) -> TrainedRewardModel:
+    """The reward model ``recipe`` trains in ``spec``'s set-up: from the cache when it holds it
+    (checked), else trained and saved there. ``spec`` gives the task, the model, the warm start,
+    the sampling budget of pairs built from the verifier and ``cache_dir``.
 
     Every input is checked before any work: the pair file line by line, the task, the base."""
     task = build_task(gold_task(spec.task))
-    pairs = read_pairs(pairs_file) if pairs_file is not None else None
-    if base not in ("warmstart", "model") and not base.strip():
-        raise ConfigError("--base: give warmstart, model, or a hub id / local folder")
-    inputs = RewardModelInputs.of(spec, base=base, training=training, verifier_pairs=from_verifier,
-                                  pairs_sha256=pairs_sha256(pairs) if pairs is not None else None)
+    pairs = read_pairs(recipe.pairs) if recipe.pairs is not None else None
+    inputs = RewardModelInputs.of(spec, recipe, pairs_sha256(pairs) if pairs is not None else None)
     pick_device(spec.model)  # a device this machine lacks is its own error
     key = cache_key(inputs)
     folder = cache_folder(spec.cache_dir, key)
