@@ -64,7 +64,7 @@ from harness.engine.reward_model.pairs import (
     verifier_pairs,
 )
 from harness.engine.reward_model.settings import RewardModelRecipe, RewardTraining
-from harness.engine.spec import TrialSpec
+from harness.engine.spec import REWARD_MODEL_SAYS, TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Task
 from harness.engine.warmstart import load_policy
@@ -74,7 +74,7 @@ from harness.ground.checked_cache import Unusable, get_or_build
 from harness.ground.console import say
 
 PROGRESS_EVERY_S = 15.0
-SAYS = "reward model:"  # the prefix of what it says on stderr
+SAYS = REWARD_MODEL_SAYS  # the prefix of what it says on stderr
 
 
 class RewardModelCacheWarning(UserWarning):
