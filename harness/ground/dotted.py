@@ -13,7 +13,7 @@ from harness.errors import ConfigError, one_line
 def split(path: str, *, what: str) -> tuple[str, str]:
     """``'pkg.mod:attr'`` -> ``('pkg.mod', 'attr')``, or a ``ConfigError`` naming ``what``."""
     module, sep, attr = str(path).partition(":")
-    if not sep or not module or not all(part.isidentifier() for part in attr.split(".")):
+    if not sep or not module or not attr.isidentifier():  # one name: never a path of attributes
         raise ConfigError(f"{what}: expected 'module:attribute', got {path!r}")
     return module, attr
 
@@ -30,7 +30,7 @@ def check_findable(path: str, *, what: str) -> None:
 
 
 def resolve(path: str, *, what: str, callable_: bool = True):
-    """Import ``module`` and return its ``attr`` (dotted attributes allowed), callable unless said
+    """Import ``module`` and return its attribute ``attr`` (one name), callable unless said
     otherwise. Every way this fails is a ``ConfigError`` of one line naming ``what`` and ``path``."""
     module_name, attr = split(path, what=what)
     try:
@@ -40,11 +40,10 @@ def resolve(path: str, *, what: str, callable_: bool = True):
     except Exception as err:  # the user's module raised while it was imported: its error, on one line
         reason = one_line(err)
         raise ConfigError(f"{what}: cannot import {module_name!r}, it fails while importing ({reason})") from None
-    for name in attr.split("."):
-        try:
-            value = getattr(value, name)
-        except AttributeError:
-            raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
+    try:
+        value = getattr(value, attr)
+    except AttributeError:
+        raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
     if callable_ and not callable(value):
         raise ConfigError(f"{what}: {path!r} is not callable")
     return value
