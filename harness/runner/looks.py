@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.child import one_line, resolve_trial_fn
 from harness.study.expand import look_specs
 from harness.tracking.storage import StorageError

@@ -40,7 +40,7 @@ from typing import Any
 
 from optuna.trial import TrialState
 
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.looks import Looks, due_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (

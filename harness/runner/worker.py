@@ -81,14 +81,13 @@ from optuna.trial import TrialState
 
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError
-from harness.runner import fencing
-from harness.runner import storage_outages as outages
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.child import one_line
-from harness.runner.heartbeat import Either, Heartbeat
 from harness.runner.launch import prestart_forkserver, run_trial_process
 from harness.runner.local_write import LocalWrite, file_lock
 from harness.runner.looks import Looks
+from harness.runner.queue import fencing, outages
+from harness.runner.queue.heartbeat import Either, Heartbeat
 from harness.runner.worker_config import WorkerConfig, WorkerStats
 from harness.study.expand import tuning_specs
 from harness.study.load import load_study

@@ -16,7 +16,7 @@ from faults_helpers import Machine, queue_jobs, record_files, wait_for
 from optuna.trial import TrialState
 from runner_helpers import at_once
 
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.study.expand import expand, look_specs
 from harness.study.load import load_study
 from harness.tracking import storage as study_db

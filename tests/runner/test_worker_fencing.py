@@ -19,10 +19,10 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import FAKE, calls, options, write_study
 
-from harness.runner import fencing
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.child import process_gone
 from harness.runner.outcomes import study_status
+from harness.runner.queue import fencing
 from harness.runner.run import prepare
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig

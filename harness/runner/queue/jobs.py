@@ -58,7 +58,7 @@ from optuna.storages import RDBStorage
 from optuna.storages._rdb import models as _models
 from optuna.trial import TrialState
 
-from harness.runner.storage_outages import backend, retried
+from harness.runner.queue.outages import backend, retried
 from harness.tracking.storage import (
     ARM,
     ATTEMPT,

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from optuna.storages._rdb import models as _models
 from optuna.trial import TrialState
 
-from harness.runner.storage_outages import backend
-from harness.runner.trial_queue import Job, _put_attr, _utcnow
+from harness.runner.queue.outages import backend
+from harness.runner.queue.jobs import Job, _put_attr, _utcnow
 from harness.tracking.shared_records import RECORDS, ensure_table
 from harness.tracking.storage import (
     ATTEMPT,

@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 
-from harness.runner import fencing
+from harness.runner.queue import fencing
 from harness.runner.child import one_line
 from harness.tracking.urls import redact_text
 

@@ -1,0 +1,40 @@
+"""The trial queue and its protocol over the study database (see :mod:`harness.runner.queue.jobs`)."""
+
+from harness.runner.queue.jobs import (
+    COMPARE_QUEUED,
+    RETRIES,
+    Counts,
+    EnqueueReport,
+    Job,
+    attempts,
+    claim,
+    claim_next,
+    complete,
+    count,
+    create_queue,
+    enqueue_missing,
+    enqueue_slots,
+    enqueue_specs,
+    fail,
+    fail_stale,
+    has_work,
+    jobs,
+    latest,
+    load_queue,
+    queue_attr,
+    release,
+    requeue,
+    set_attr,
+    set_queue_attr,
+    set_reason,
+    slot_key,
+    stale_jobs,
+    transition,
+)
+
+__all__ = [
+    "COMPARE_QUEUED", "RETRIES", "Counts", "EnqueueReport", "Job", "attempts", "claim", "claim_next", "complete",
+    "count", "create_queue", "enqueue_missing", "enqueue_slots", "enqueue_specs", "fail", "fail_stale", "has_work",
+    "jobs", "latest", "load_queue", "queue_attr", "release", "requeue", "set_attr", "set_queue_attr", "set_reason",
+    "slot_key", "stale_jobs", "transition",
+]
