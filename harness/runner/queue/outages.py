@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,11 +16,11 @@ from typing import Any
 
 import optuna
 import sqlalchemy as sa
-from optuna.storages import RDBStorage
 
-from harness.tracking.storage import (
-    StorageError,
-)
+from harness.errors import squeeze
+from harness.ground import console
+from harness.runner.queue.optuna_tables import engine
+from harness.tracking.storage import StorageError
 from harness.tracking.urls import redact_text, redact_url
 
 STORAGE_RETRY_ENV = "HARNESS_STORAGE_RETRY_S"
@@ -75,16 +74,12 @@ def is_outage(err: BaseException) -> bool:
 
 
 def _first_line(err: BaseException, url: str | None, limit: int = 200) -> str:
-    err = _outage_error(err) or err  # the driver's words, not Optuna's wrapper's
+    """The driver's words (not Optuna's wrapper's), first line only, ``url``'s secrets masked."""
+    err = _outage_error(err) or err
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
     text = re.sub(r"^\([\w.]+\)\s*", "", text)  # SQLAlchemy's "(psycopg.OperationalError) " prefix
-    text = " ".join((redact_text(text, url) if url else text).split())
-    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _stderr(message: str) -> None:
-    print(f"[harness] {message}", file=sys.stderr, flush=True)
+    text = redact_text(text, url) if url else text
+    return squeeze(f"{type(err).__name__}: {text}" if text.strip() else type(err).__name__, limit)
 
 
 _retrying = threading.local()
@@ -98,7 +93,7 @@ def retry_storage(
     where: str,
     url: str | None = None,
     bound_s: float | None = None,
-    say: Callable[[str], None] | None = _stderr,
+    say: Callable[[str], None] | None = console.say,
     stop: threading.Event | None = None,
     nested: bool = False,
 ) -> Any:
@@ -154,19 +149,9 @@ def retry_storage(
         _retrying.depth -= 1
 
 
-def backend(study: optuna.Study) -> RDBStorage:
-    """The RDB storage under an Optuna study (the queue needs SQL)."""
-    storage = study._storage
-    rdb = getattr(storage, "_backend", storage)
-    if not isinstance(rdb, RDBStorage):
-        raise StorageError("the harness queue needs an RDB storage (sqlite:///..., postgresql://...)")
-    return rdb
-
-
-
 def _storage_url(study: optuna.Study) -> str | None:
     try:
-        return backend(study).engine.url.render_as_string(hide_password=False)
+        return engine(study).url.render_as_string(hide_password=False)
     except Exception:  # noqa: BLE001 - only for messages
         return None
 
