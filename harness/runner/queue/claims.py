@@ -58,9 +58,7 @@ def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: 
 
 def set_attr(study: optuna.Study, job: Job, key: str, value: Any) -> bool:
     """Set a user attribute (False when the job was finished meanwhile: attrs are then frozen)."""
-    try:
-        tables.set_user_attr(study, job.optuna_id, key, value)
-    except optuna.exceptions.UpdateFinishedTrialError:
+    if not tables.set_user_attr(study, job.optuna_id, key, value):
         return False
     job.attrs[key] = value
     return True
@@ -76,7 +74,7 @@ def complete(study: optuna.Study, job: Job, value: float) -> bool:
         raise ValueError(f"cannot complete a trial with a non-finite value {value!r}")
     try:
         study.tell(job.number, value)
-    except (ValueError, RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
+    except (ValueError, RuntimeError):  # finished meanwhile (Optuna's UpdateFinishedTrialError is a RuntimeError)
         return False
     job.state, job.value = TrialState.COMPLETE, value
     return True

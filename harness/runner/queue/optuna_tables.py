@@ -198,10 +198,15 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> int:
     return trial._trial_id
 
 
-def set_user_attr(study: optuna.Study, row: int, key: str, value: Any) -> None:
-    """Optuna's own write of a user attribute (raises ``UpdateFinishedTrialError`` once the
-    trial is finished: a finished trial's attributes are frozen)."""
-    study._storage.set_trial_user_attr(row, key, value)
+def set_user_attr(study: optuna.Study, row: int, key: str, value: Any) -> bool:
+    """Optuna's own write of a user attribute; False when the trial is finished (its attributes
+    are frozen: Optuna raises ``UpdateFinishedTrialError``, a ``RuntimeError``; 4.0 raised a
+    plain ``RuntimeError``)."""
+    try:
+        study._storage.set_trial_user_attr(row, key, value)
+    except RuntimeError:
+        return False
+    return True
 
 
 @functools.cache
