@@ -115,8 +115,7 @@ def _cache_without_backend(monkeypatch):
 
 @pytest.mark.parametrize(("rename", "difference"), [
     (_trials_without_row_ids, "optuna.trial.FrozenTrial has no attribute _trial_id"),
-    (_cache_without_backend,
-     "the cache optuna.storages.get_storage puts around an RDBStorage has no attribute _backend"),
+    (_cache_without_backend, "optuna.storages.get_storage(RDBStorage) has no attribute _backend"),
 ])
 def test_a_missing_private_attribute_is_reported(tmp_path, monkeypatch, rename, difference):
     monkeypatch.setattr(optuna_tables, "optuna_problems", optuna_tables.optuna_problems.__wrapped__)  # not cached

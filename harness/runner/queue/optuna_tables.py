@@ -69,21 +69,29 @@ LAYOUT: tuple[OptunaTable, ...] = (
     OptunaTable("trial_heartbeats", "TrialHeartbeatModel", ("trial_id", "heartbeat")),
 )
 
-#: the private attributes relied on: (whose, name, what for)
-PRIVATE_ATTRIBUTES: tuple[tuple[str, str, str], ...] = (
-    ("optuna.study.Study", "_study_id", "a queue's row in studies"),
-    ("optuna.study.Study", "_storage", "the storage under a study"),
-    ("the cache optuna.storages.get_storage puts around an RDBStorage", "_backend", "the RDB storage under it"),
-    ("optuna.trial.FrozenTrial", "_trial_id", "a job's row in trials"),
-    (f"{MODELS_MODULE}.TrialValueModel", "TrialValueType.FINITE", "the type of a finite objective value"),
+
+@dataclass(frozen=True)
+class PrivateAttribute:
+    """A private attribute of something Optuna makes, and what the harness reads it for."""
+
+    owner: str  # whose: a class of Optuna's, or what makes the object
+    name: str
+    use: str
+
+
+#: every private attribute the harness relies on
+PRIVATE_ATTRIBUTES: tuple[PrivateAttribute, ...] = (
+    PrivateAttribute("optuna.study.Study", "_study_id", "a queue's row in studies"),
+    PrivateAttribute("optuna.study.Study", "_storage", "the storage under a study"),
+    PrivateAttribute("optuna.trial.FrozenTrial", "_trial_id", "a job's row in trials"),
+    PrivateAttribute("optuna.storages.get_storage(RDBStorage)", "_backend", "the RDBStorage under Optuna's cache"),
+    PrivateAttribute(f"{MODELS_MODULE}.TrialValueModel.TrialValueType", "FINITE", "a finite objective value"),
 )
 
 #: the system attribute in which ``Study.enqueue_trial`` keeps a trial's fixed parameters (a
-#: retried tuning slot is queued with them, and the sampler's suggestions return them)
+#: retried tuning slot is queued with them, and the sampler's suggestions return them); every
+#: ``value_json`` column holds JSON text, as Optuna writes it
 FIXED_PARAMS = "fixed_params"
-
-#: values are stored as JSON text in the ``value_json`` columns, as Optuna writes them
-encode, decode = json.dumps, json.loads
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +110,8 @@ def check_layout(storage: RDBStorage) -> None:
     url = storage.engine.url.render_as_string(hide_password=False)
     if url in _CHECKED:
         return
-    problems = [*optuna_problems(), *_cache_problems(storage), *database_problems(storage.engine)]
+    cache = {"optuna.storages.get_storage(RDBStorage)": optuna.storages.get_storage(storage)}  # no query
+    problems = [*optuna_problems(), *attribute_problems(cache), *database_problems(storage.engine)]
     if problems:
         raise LayoutMismatch(
             f"the study database {redact_url(url)} does not have the layout this harness was tested on "
@@ -131,7 +140,8 @@ def database_problems(engine: sa.Engine) -> list[str]:
 
 @functools.cache
 def optuna_problems() -> tuple[str, ...]:
-    """What the installed Optuna lacks of the declared models and private attributes."""
+    """What the installed Optuna lacks of the declared models, private attributes and the
+    fixed-parameters convention (the attributes tried on a study in memory)."""
     try:
         models = importlib.import_module(MODELS_MODULE)
     except ImportError:
@@ -146,14 +156,6 @@ def optuna_problems() -> tuple[str, ...]:
         if orm.name != table.name:
             problems.append(f"{MODELS_MODULE}.{table.model} is table {orm.name}, not {table.name}")
         problems += [f"{MODELS_MODULE}.{table.model} has no column {c}" for c in table.columns if c not in orm.c]
-    if getattr(getattr(getattr(models, "TrialValueModel", None), "TrialValueType", None), "FINITE", None) is None:
-        problems.append(f"{MODELS_MODULE}.TrialValueModel has no TrialValueType.FINITE")
-    return tuple(problems + _study_problems())
-
-
-def _study_problems() -> list[str]:
-    """The private attributes of a study and a trial, and the fixed-parameters convention, tried
-    on a study in memory."""
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "a new study created in memory"
     try:
@@ -161,23 +163,23 @@ def _study_problems() -> list[str]:
         study.enqueue_trial({"x": 0})
         trial = study.get_trials(deepcopy=False)[0]
     except Exception as err:  # noqa: BLE001 - whatever broke, it is one line of the refusal
-        return [f"a study in memory cannot queue a trial ({one_line(err, 200)})"]
+        return (*problems, f"a study in memory cannot queue a trial ({one_line(err, 200)})")
     finally:
         optuna.logging.set_verbosity(verbosity)
-    problems = [f"optuna.study.Study has no attribute {name}" for name in ("_study_id", "_storage")
-                if not hasattr(study, name)]
-    if not isinstance(getattr(trial, "_trial_id", None), int):
-        problems.append("optuna.trial.FrozenTrial has no attribute _trial_id")
     if trial.system_attrs.get(FIXED_PARAMS) != {"x": 0}:
         problems.append(f"Study.enqueue_trial keeps a trial's fixed parameters elsewhere than in {FIXED_PARAMS}")
-    return problems
+    value_type = getattr(getattr(models, "TrialValueModel", None), "TrialValueType", None)
+    return (*problems, *attribute_problems({
+        "optuna.study.Study": study,
+        "optuna.trial.FrozenTrial": trial,
+        f"{MODELS_MODULE}.TrialValueModel.TrialValueType": value_type,
+    }))
 
 
-def _cache_problems(storage: RDBStorage) -> list[str]:
-    """Whether :func:`engine` finds ``storage`` under the cache Optuna puts around it (no query)."""
-    if getattr(optuna.storages.get_storage(storage), "_backend", None) is not storage:
-        return ["the cache optuna.storages.get_storage puts around an RDBStorage has no attribute _backend"]
-    return []
+def attribute_problems(samples: dict[str, Any]) -> list[str]:
+    """The declared private attributes missing from ``samples`` (owner -> an object of it)."""
+    return [f"{a.owner} has no attribute {a.name}" for a in PRIVATE_ATTRIBUTES
+            if a.owner in samples and not hasattr(samples[a.owner], a.name)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,7 +257,7 @@ def identities(conn: sa.Connection, study: optuna.Study, keys: tuple[str, ...]
     for row, number, state, key, value in rows:
         attrs = found.setdefault(row, (number, state, {}))[2]
         if key is not None:
-            attrs[key] = decode(value)
+            attrs[key] = json.loads(value)
     return found
 
 
@@ -269,10 +271,10 @@ def insert_waiting(conn: sa.Connection, study: optuna.Study, number: int, attrs:
         {trials.number: number, trials.study_id: study._study_id, trials.state: TrialState.WAITING}))
     row = inserted.inserted_primary_key[0]
     if attrs:
-        conn.execute(sa.insert(user.table), [{"trial_id": row, "key": k, "value_json": encode(v)}
-                                             for k, v in attrs.items()])
+        conn.execute(sa.insert(user.table), [
+            {user.trial_id.name: row, user.key.name: k, user.value_json.name: json.dumps(v)} for k, v in attrs.items()])
     conn.execute(sa.insert(system.table).values(
-        {system.trial_id: row, system.key: FIXED_PARAMS, system.value_json: encode(params)}))
+        {system.trial_id: row, system.key: FIXED_PARAMS, system.value_json: json.dumps(params)}))
     return row
 
 
@@ -280,7 +282,7 @@ def put_user_attr(conn: sa.Connection, row: int, key: str, value: Any) -> None:
     """Set a user attribute (Optuna's encoding: JSON)."""
     delete_user_attr(conn, row, key)
     user = _tables().trial_user_attributes
-    conn.execute(sa.insert(user.table).values({user.trial_id: row, user.key: key, user.value_json: encode(value)}))
+    conn.execute(sa.insert(user.table).values({user.trial_id: row, user.key: key, user.value_json: json.dumps(value)}))
 
 
 def delete_user_attr(conn: sa.Connection, row: int, key: str) -> None:
@@ -292,7 +294,7 @@ def user_attrs(conn: sa.Connection, row: int, keys: tuple[str, ...]) -> dict[str
     """The trial's user attributes among ``keys`` (decoded; absent ones left out)."""
     user = _tables().trial_user_attributes
     found = conn.execute(sa.select(user.key, user.value_json).where(user.trial_id == row, user.key.in_(keys))).all()
-    return {key: decode(value) for key, value in found}
+    return {key: json.loads(value) for key, value in found}
 
 
 def change_state(conn: sa.Connection, row: int, from_state: TrialState, to_state: TrialState) -> bool:
@@ -328,7 +330,7 @@ def fence(conn: sa.Connection, row: int, owner: str | None, finish: TrialState |
     trials, user = _tables().trials, _tables().trial_user_attributes
     where = [trials.trial_id == row, trials.state == TrialState.RUNNING]
     if owner is not None:
-        where.append(sa.exists().where(user.trial_id == row, user.key == WORKER, user.value_json == encode(owner)))
+        where.append(sa.exists().where(user.trial_id == row, user.key == WORKER, user.value_json == json.dumps(owner)))
     values: dict[Any, Any] = {trials.state: finish if finish is not None else trials.state}
     if finish is not None:
         values[trials.datetime_complete] = _utcnow()
@@ -343,7 +345,7 @@ def same_key_attempts(conn: sa.Connection, study: optuna.Study, row: int, key: s
     same_key = (
         sa.select(user.trial_id)
         .join(trials.table, trials.trial_id == user.trial_id)
-        .where(trials.study_id == study._study_id, user.key == key, user.value_json == encode(value))
+        .where(trials.study_id == study._study_id, user.key == key, user.value_json == json.dumps(value))
     )
     attempt_of = sa.select(user.trial_id, user.value_json).where(user.key == attempt_key).subquery()
     rows = conn.execute(
@@ -354,7 +356,7 @@ def same_key_attempts(conn: sa.Connection, study: optuna.Study, row: int, key: s
     out = []
     for number, state, attempt_json in rows:
         try:
-            attempt = int(decode(attempt_json)) if attempt_json is not None else 1
+            attempt = int(json.loads(attempt_json)) if attempt_json is not None else 1
         except (TypeError, ValueError):
             attempt = 1
         out.append((number, TrialState[state] if isinstance(state, str) else state, attempt))
