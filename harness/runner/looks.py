@@ -6,7 +6,7 @@ next is a replay of every comparison on the trials stored so far
 (:func:`harness.decide.look_schedule.due_looks`), a pure function of the study database, so every
 machine works out the same: the ``harness run`` driver at every poll (``_Phases.tick``) and every
 worker, on any machine, that finds nothing to claim. Each queues what it finds due with
-:func:`harness.runner.trial_queue.enqueue_missing`, one transaction under the queue's lock that
+:func:`harness.runner.queue.enqueue_missing`, one transaction under the queue's lock that
 adds only the trial ids the queue has never held: a look found due by several processes at once
 is queued once, and a process that dies midway leaves nothing half-queued (whoever looks next
 queues it). Finished trials stay finished (but for the failures a re-run retries), so a replay on
@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.decide.look_trials import due_trials
 from harness.errors import HarnessError, one_line
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.tracking.storage import StorageError
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.ground.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.looks import due_looks, look_lines
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.ground.console import say
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.launch import module_command
 from harness.runner.options import RunOptions
 from harness.runner.slots import Slot

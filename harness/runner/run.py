@@ -41,7 +41,7 @@ from optuna.trial import TrialState
 
 from harness.ground.console import say
 from harness.ground.files import atomic_write, file_lock
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.looks import Looks, due_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (

@@ -2,11 +2,11 @@
 
 A worker is pinned to one device (a GPU through ``CUDA_VISIBLE_DEVICES``, or a share of the CPU
 cores through the thread-count variables) and loops: claim a waiting job (the claim names the
-worker, see :mod:`harness.runner.trial_queue`), run its trial in a child process
+worker, see :mod:`harness.runner.queue`), run its trial in a child process
 (``python -m harness.runner.child``) under a timeout, then keeps the result in this order:
 
 1. **fence check**: the job must still be RUNNING under this worker's claim and still be the
-   current attempt of its trial (:func:`~harness.runner.trial_queue.renew`, which also renews
+   current attempt of its trial (:func:`~harness.runner.queue.fencing.renew`, which also renews
    the heartbeat, so the claim cannot go stale in the next grace period). A worker that was
    paused (``kill -STOP``, a swapped-out VM) past the grace period finds its claim revoked: its
    trial was failed as ``worker lost`` and queued again as a newer attempt. It then discards
@@ -44,7 +44,7 @@ its comparison trials (the queue's ``compare_queued`` attribute) and they are do
 on other machines carry on from the tuning phase into the comparison.
 
 While a job runs, a thread records fenced heartbeats; jobs of dead workers are found by their
-stale heartbeats and re-queued (see :mod:`harness.runner.trial_queue`). A worker whose heartbeat
+stale heartbeats and re-queued (see :mod:`harness.runner.queue`). A worker whose heartbeat
 finds its claim revoked stops its trial process at once. Starting and watching the trial's
 process is :mod:`harness.runner.launch`.
 
@@ -85,13 +85,14 @@ from harness.errors import HarnessError, one_line
 from harness.ground.console import say
 from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 from harness.ground.files import file_lock
-from harness.runner import fencing
-from harness.runner import storage_outages as outages
-from harness.runner import trial_queue as queue
-from harness.runner.heartbeat import Either, Heartbeat
+from harness.runner import queue
+from harness.runner.queue import fencing, outages
+from harness.runner.queue.heartbeat import Either, Heartbeat
 from harness.runner.launch import prestart_forkserver, run_trial_process
 from harness.runner.local_write import LocalWrite
 from harness.runner.looks import Looks
+from harness.runner.queue import fencing, outages
+from harness.runner.queue.heartbeat import Either, Heartbeat
 from harness.runner.worker_config import WorkerConfig, WorkerStats
 from harness.study.expand import tuning_specs
 from harness.study.load import load_study

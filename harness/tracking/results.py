@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import optuna
 import pandas as pd
 from pydantic import ValidationError
 
@@ -39,7 +40,7 @@ from harness.tracking.records import (
     record_path,
 )
 from harness.tracking.shared_records import merge, open_store
-from harness.tracking.storage import REASON, open_storage
+from harness.tracking.storage import ARM, PHASE, REASON, SEED, SPEC, TRIAL_ID, default_storage_url, open_storage
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 from harness.tracking.urls import redact_text, redact_url
 
@@ -92,8 +93,7 @@ def _storage_url(study_dir: str | os.PathLike, storage: str | None) -> str | Non
     """``storage``, else the study's own ``optuna.db`` when it exists, else None."""
     if storage:
         return storage
-    path = Path(study_dir) / "optuna.db"
-    return f"sqlite:///{path.resolve()}" if path.is_file() else None
+    return default_storage_url(study_dir) if (Path(study_dir) / "optuna.db").is_file() else None
 
 
 def _ours(optuna_study: str, name: str | None) -> bool:
@@ -110,24 +110,23 @@ def optuna_trials(
     ``storage`` is any storage URL (PostgreSQL shared by many machines, ...); default: the
     study's ``<study_dir>/optuna.db``. With ``study``, only that study's queues are read (a
     shared database holds many studies). Empty when there is no storage or it cannot be read
-    (a warning says why, without credentials).
+    (a warning says why, without credentials). Read through Optuna's public storage API only
+    (the queue's own statements are the runner's, :mod:`harness.runner.queue.optuna_tables`).
     """
     url = _storage_url(study_dir, storage)
     if url is None:
         return {}
     try:
-        import optuna
-
-
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         rdb = open_storage(url, create=False)
         out: dict[str, dict[str, Any]] = {}
         for frozen_study in rdb.get_all_studies():
             if not _ours(frozen_study.study_name, study):
                 continue
-            for trial in rdb.get_all_trials(frozen_study._study_id, deepcopy=False):
+            study_id = rdb.get_study_id_from_name(frozen_study.study_name)
+            for trial in rdb.get_all_trials(study_id, deepcopy=False):
                 attrs = trial.user_attrs
-                trial_id = attrs.get("trial_id")
+                trial_id = attrs.get(TRIAL_ID)
                 if not isinstance(trial_id, str):
                     continue
                 status = _OPTUNA_STATUS.get(trial.state.name)
@@ -135,22 +134,18 @@ def optuna_trials(
                     continue
                 entry = {
                     "status": status,
-                    "arm": attrs.get("arm"),
-                    "seed": attrs.get("seed"),
-                    "phase": attrs.get("phase"),
-                    "spec": attrs.get("spec"),
+                    "arm": attrs.get(ARM),
+                    "seed": attrs.get(SEED),
+                    "phase": attrs.get(PHASE),
+                    "spec": attrs.get(SPEC),
                     "error": attrs.get(REASON) or trial.system_attrs.get("fail_reason"),
                 }
                 old = out.get(trial_id)
                 if old is None or _PRECEDENCE[status] < _PRECEDENCE[old["status"]]:
                     out[trial_id] = entry
-        try:
-            rdb.engine.dispose()
-        except AttributeError:
-            pass
+        rdb.engine.dispose()
         return out
     except Exception as err:  # noqa: BLE001 - a broken queue must not hide the records
-
         warnings.warn(f"cannot read the Optuna storage {redact_url(url)}: {type(err).__name__}: "
                       f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
         return {}
@@ -163,10 +158,8 @@ def stored_records(study_dir: str | os.PathLike, *, storage: str | None, study: 
     if url is None:
         return {}
     try:
-
         return open_store(url, study).latest()
     except Exception as err:  # noqa: BLE001
-
         warnings.warn(f"cannot read the records stored in {redact_url(url)}: {type(err).__name__}: "
                       f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
         return {}
@@ -258,7 +251,6 @@ def trials_frame(
             row["phase"] = info.get("phase")
         if spec:
             try:
-
                 row["config_hash"] = TrialSpec.model_validate(spec).config_hash()
             except Exception:  # noqa: BLE001 - an old or partial spec still gives params
                 pass
@@ -422,7 +414,6 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
     local ones (a later attempt wins), so a study run on many machines reads whole anywhere.
     Nothing is written: ``harness results --storage`` also copies them into the local folder.
     """
-
     ref = resolve_study(study_or_dir)
     name = study_name(ref)
     # The queue's states first, then the records: a worker writes a trial's record before its

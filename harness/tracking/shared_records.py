@@ -5,7 +5,7 @@ authoritative copy there, :mod:`harness.tracking.records`). When a study runs on
 folder holds only that machine's trials. So that they come together anywhere, a worker also
 stores every record it writes in the study's Optuna storage database (a table of its own,
 ``harness_records``, next to Optuna's), in the same transaction as the trial's final Optuna state
-(``harness.runner.fencing.commit``):
+(``harness.runner.queue.fencing.commit``):
 
 1. fence check, 2. local record (``records/<trial_id>.json``), 3. this table and the Optuna state
 together, 4. MLflow mirror.

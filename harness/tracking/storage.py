@@ -2,7 +2,7 @@
 on many machines) that holds each study's trial queues and a copy of every finished record.
 
 This module opens it and names what is stored there: the queue names of a study and the
-attributes of a job. The queue operations are the runner's (``harness.runner.trial_queue``); the
+attributes of a job. The queue operations are the runner's (``harness.runner.queue``); the
 record copies are ``harness.tracking.shared_records``.
 """
 

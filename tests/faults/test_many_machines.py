@@ -29,7 +29,7 @@ from faults_helpers import (
 from optuna.trial import TrialState
 
 from harness.engine.spec import TrialResult
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.options import RunOptions
 from harness.runner.run import prepare, run_worker
 from harness.study.expand import expand

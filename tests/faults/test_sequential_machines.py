@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from runner_helpers import at_once
 
 from harness.decide.look_trials import look_specs
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.study.expand import expand
 from harness.study.load import load_study
 from harness.tracking import storage as study_db

@@ -7,7 +7,7 @@ import optuna
 
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.tracking import storage as study_db
 from harness.tracking.records import (
     make_record,

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from optuna.exceptions import StorageInternalError
 
-from harness.runner.storage_outages import is_outage, retry_storage
+from harness.runner.queue.outages import is_outage, retry_storage
 from harness.tracking.storage import StorageError
 
 URL = "postgresql://harness:s3cret-pw@db.example:5432/study"

@@ -7,7 +7,7 @@ import pytest
 from faults_helpers import FAST, Machine, calls, queue_jobs, trial_ids, write_study
 from optuna.trial import TrialState
 
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.tracking.records import read_records
 
 REASONS = {

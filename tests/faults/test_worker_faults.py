@@ -30,10 +30,10 @@ from optuna.trial import TrialState
 from runner_helpers import options, write_study
 
 import harness.runner.worker as worker_module
-from harness.runner import fencing, local_write
-from harness.runner import trial_queue as queue
+from harness.runner import local_write, queue
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import study_status
+from harness.runner.queue import fencing
 from harness.runner.run import prepare, run_study, run_worker
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig
@@ -249,7 +249,7 @@ def test_storage_down_for_longer_than_the_bound_stops_the_worker_with_one_line(t
 def test_main_worker_returns_2_and_the_heartbeat_notes_an_outage_once(tmp_path, inproc, monkeypatch, capsys):
     """A storage that is down for every call: `python -m harness.runner.worker` exits 2 after
     one line (no traceback) and heartbeats that fail say so once, not at every beat."""
-    from harness.runner.heartbeat import Heartbeat
+    from harness.runner.queue.heartbeat import Heartbeat
 
     _, setup, q = queued_study(tmp_path, ["ok"], seeds=1)
     job = queue.claim_next(q, "me")

@@ -69,7 +69,7 @@ def harness_imports(path: Path) -> list[tuple[int, str]]:
             out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "harness"]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module.split(".")[0] == "harness":
-                # `from harness.runner import trial_queue` imports harness.runner.trial_queue
+                # `from harness.runner import queue` imports harness.runner.queue
                 for a in node.names:
                     full = f"{node.module}.{a.name}"
                     where = HARNESS.parent / Path(*full.split("."))
@@ -97,7 +97,7 @@ def test_imports_run_one_way():
 
 
 def test_the_rule_catches_a_backward_import():
-    assert not allowed("harness.tracking.records", "harness.runner.trial_queue")
+    assert not allowed("harness.tracking.records", "harness.runner.queue.jobs")
     assert not allowed("harness.study.load", "harness.engine.rollout")
     assert not allowed("harness.stats.compare", "harness.report.tables")
     assert not allowed("harness.decide.analysis", "harness.report.tables")  # deciding never draws

@@ -46,7 +46,7 @@ def at_once(storage_url: str, queue_name: str, racers: int, work) -> list:
     its own (another machine); returns what each returned, after asserting none raised."""
     import threading
 
-    from harness.runner import trial_queue as queue
+    from harness.runner import queue
     from harness.tracking import storage as study_db
 
     barrier = threading.Barrier(racers)

@@ -10,7 +10,7 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import at_once
 
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.slots import plan_slots
 from harness.tracking import storage as study_db
 

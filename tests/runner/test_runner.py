@@ -13,7 +13,7 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import calls, options, write_study
 
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.run import prepare, run_study, run_worker, study_status
 from harness.study.expand import expand
 from harness.study.load import load_study
@@ -307,7 +307,7 @@ def test_progress_line_gives_an_eta_from_the_median_trial_time():
     import io
 
     from harness.runner.pool import Progress
-    from harness.runner.trial_queue import Counts
+    from harness.runner.queue import Counts
 
     progress = Progress("t", [], keys=None, workers=2, stream=io.StringIO(), every_s=60)
     line = progress.line(Counts(completed=3, running=2, waiting=3, failed=1, durations=[10.0, 30.0, 20.0]))

@@ -1,6 +1,6 @@
 """Fenced claims: a worker paused past the grace period (``kill -STOP``) while another worker
 re-ran its trial never overwrites the newer attempt; records, MLflow and Optuna agree on one
-attempt. Plus the queue's fence itself (:func:`trial_queue.renew` and :func:`trial_queue.commit`).
+attempt. Plus the queue's fence itself (:func:`fencing.renew` and :func:`fencing.commit`).
 
 Timings as in the other runner tests, shorter: heartbeats every 0.2 s, a grace period of 1 s
 (SQLite's clock has 1 s resolution, so a claim goes stale 1-2 s after its last beat).
@@ -19,10 +19,10 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import FAKE, calls, options, write_study
 
-from harness.runner import fencing
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.child import process_gone
 from harness.runner.outcomes import study_status
+from harness.runner.queue import fencing
 from harness.runner.run import prepare
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig

@@ -7,18 +7,16 @@ reason and the shared copy of the record, or nothing, with ``Revoked`` saying wh
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 import sqlalchemy as sa
-from optuna.storages._rdb import models as _models
 from optuna.trial import TrialState
 
-from harness.runner.storage_outages import backend
-from harness.runner.trial_queue import Job, _put_attr, _utcnow
+from harness.runner.queue import optuna_tables as tables
+from harness.runner.queue.jobs import Job
 from harness.tracking.shared_records import RECORDS, ensure_table
 from harness.tracking.storage import (
     ATTEMPT,
@@ -58,20 +56,6 @@ class Revoked:
         return text
 
 
-def _held(job: Job, owner: str | None) -> list:
-    """WHERE clauses: the job is RUNNING (under ``owner``'s claim, when given)."""
-    trials = _models.TrialModel.__table__
-    attrs = _models.TrialUserAttributeModel.__table__
-    where = [trials.c.trial_id == job.optuna_id, trials.c.state == TrialState.RUNNING]
-    if owner is not None:
-        where.append(
-            sa.exists().where(
-                attrs.c.trial_id == job.optuna_id, attrs.c.key == WORKER, attrs.c.value_json == json.dumps(owner)
-            )
-        )
-    return where
-
-
 def _key_attr(job: Job) -> tuple[str, Any] | None:
     if TRIAL_ID in job.attrs:
         return TRIAL_ID, job.attrs[TRIAL_ID]
@@ -87,57 +71,27 @@ def _newer(conn, study: optuna.Study, job: Job) -> tuple[int, TrialState] | None
     if found is None:
         return None
     key, value = found
-    trials = _models.TrialModel.__table__
-    attrs = _models.TrialUserAttributeModel.__table__
-    same_key = (
-        sa.select(attrs.c.trial_id)
-        .join(trials, trials.c.trial_id == attrs.c.trial_id)
-        .where(trials.c.study_id == study._study_id, attrs.c.key == key, attrs.c.value_json == json.dumps(value))
-    )
-    attempt_of = sa.select(attrs.c.trial_id, attrs.c.value_json).where(attrs.c.key == ATTEMPT).subquery()
-    rows = conn.execute(
-        sa.select(trials.c.trial_id, trials.c.number, trials.c.state, attempt_of.c.value_json)
-        .select_from(trials.outerjoin(attempt_of, attempt_of.c.trial_id == trials.c.trial_id))
-        .where(trials.c.trial_id.in_(same_key), trials.c.trial_id != job.optuna_id)
-    ).all()
     mine = (job.attempt, job.number)
-    newer = []
-    for _tid, number, state, attempt_json in rows:
-        try:
-            attempt = int(json.loads(attempt_json)) if attempt_json is not None else 1
-        except (TypeError, ValueError):
-            attempt = 1
-        if (attempt, number) > mine:
-            newer.append((attempt, number, state))
+    newer = [(attempt, number, state)
+             for number, state, attempt in tables.same_key_attempts(conn, study, job.optuna_id, key, value, ATTEMPT)
+             if (attempt, number) > mine]
     if not newer:
         return None
     attempt, _number, state = max(newer, key=lambda t: (t[0], t[1]))
     return attempt, state
 
 
-def _claim_state(conn, job: Job) -> tuple[Any, dict[str, str]]:
-    """The job's Optuna state and its raw ``worker`` and ``reason`` attributes (JSON text)."""
-    trials = _models.TrialModel.__table__
-    attrs = _models.TrialUserAttributeModel.__table__
-    state = conn.execute(sa.select(trials.c.state).where(trials.c.trial_id == job.optuna_id)).scalar()
-    held = dict(
-        conn.execute(
-            sa.select(attrs.c.key, attrs.c.value_json)
-            .where(attrs.c.trial_id == job.optuna_id, attrs.c.key.in_((WORKER, REASON)))
-        ).all()
-    )
-    return state, held
+def _claim_state(conn, job: Job) -> tuple[TrialState | None, dict[str, Any]]:
+    """The job's state, and its ``worker`` and ``reason`` attributes."""
+    return tables.state_of(conn, job.optuna_id), tables.user_attrs(conn, job.optuna_id, (WORKER, REASON))
 
 
 def revocation(study: optuna.Study, job: Job, owner: str | None = None) -> Revoked | None:
     """What became of the job's claim (None while it is still held)."""
-    with backend(study).engine.connect() as conn:
+    with tables.engine(study).connect() as conn:
         state, held = _claim_state(conn, job)
         newer = _newer(conn, study, job)
-    holder = json.loads(held[WORKER]) if WORKER in held else None
-    reason = json.loads(held[REASON]) if REASON in held else None
-    if isinstance(state, str):
-        state = TrialState[state]
+    holder, reason = held.get(WORKER), held.get(REASON)
     if state == TrialState.RUNNING and (owner is None or holder == owner) and newer is None:
         return None
     return Revoked(
@@ -154,20 +108,13 @@ class _Lost(Exception):
 def renew(study: optuna.Study, job: Job, owner: str | None = None) -> Revoked | None:
     """A fenced heartbeat: record one for ``job`` if it is still RUNNING under ``owner``'s claim
     and still the current attempt of its trial; else change nothing and say what happened."""
-    trials = _models.TrialModel.__table__
-    beats = _models.TrialHeartbeatModel.__table__
     try:
-        with backend(study).engine.begin() as conn:
-            # a no-op update that only matches a held claim: it locks the row (PostgreSQL) or the
-            # database (SQLite), so no one fails the job as stale while this transaction runs
-            held = conn.execute(sa.update(trials).where(*_held(job, owner)).values(state=trials.c.state)).rowcount
-            if held != 1 or _newer(conn, study, job) is not None:
+        with tables.engine(study).begin() as conn:
+            # the fence changes nothing here, but it locks the row (PostgreSQL) or the database
+            # (SQLite), so no one fails the job as stale while this transaction runs
+            if not tables.fence(conn, job.optuna_id, owner) or _newer(conn, study, job) is not None:
                 raise _Lost
-            beat = conn.execute(
-                sa.update(beats).where(beats.c.trial_id == job.optuna_id).values(heartbeat=sa.func.current_timestamp())
-            ).rowcount
-            if beat != 1:
-                conn.execute(sa.insert(beats).values(trial_id=job.optuna_id, heartbeat=sa.func.current_timestamp()))
+            tables.beat(conn, job.optuna_id)
     except _Lost:
         return revocation(study, job, owner) or Revoked(job.key, job.attempt, None)
     return None
@@ -198,20 +145,15 @@ def _already(study: optuna.Study, job: Job, owner: str | None, state: TrialState
     """Whether ``job`` already is in ``state`` by this very commit (one whose acknowledgement was
     lost when the connection dropped, tried again): same owner, same value or reason, and no
     newer attempt (a stale check that failed the job queues one)."""
-    values = _models.TrialValueModel.__table__
-    with backend(study).engine.connect() as conn:
+    with tables.engine(study).connect() as conn:
         now, held = _claim_state(conn, job)
-        stored = conn.execute(
-            sa.select(values.c.value).where(values.c.trial_id == job.optuna_id, values.c.objective == 0)
-        ).scalar()
+        stored = tables.stored_value(conn, job.optuna_id)
         newer = _newer(conn, study, job)
-    if isinstance(now, str):
-        now = TrialState[now]
-    if now != state or newer is not None or (owner is not None and held.get(WORKER) != json.dumps(owner)):
+    if now != state or newer is not None or (owner is not None and held.get(WORKER) != owner):
         return False
     if state == TrialState.COMPLETE:
         return stored is not None and value is not None and math.isclose(stored, value)
-    return held.get(REASON) == json.dumps(reason or "failed")
+    return held.get(REASON) == (reason or "failed")
 
 
 def commit(
@@ -240,38 +182,23 @@ def commit(
         raise ValueError(f"cannot complete a trial with a non-finite value {value!r}")
     if state is not None and state not in (TrialState.COMPLETE, TrialState.FAIL):
         raise ValueError(f"commit: a job ends COMPLETE or FAIL, not {state.name}")
-    engine = backend(study).engine
+    engine = tables.engine(study)
     if record is not None and id(engine) not in _TABLES_READY:
         ensure_table(engine)
         _TABLES_READY.add(id(engine))
-    trials = _models.TrialModel.__table__
-    values = _models.TrialValueModel.__table__
-    beats = _models.TrialHeartbeatModel.__table__
-    attrs = _models.TrialUserAttributeModel.__table__
-    changes: dict[str, Any] = {"state": state if state is not None else trials.c.state}
-    if state is not None:
-        changes["datetime_complete"] = _utcnow()
     for tries in range(2):
         try:
             with engine.begin() as conn:
-                held = conn.execute(sa.update(trials).where(*_held(job, owner)).values(**changes)).rowcount
-                if held != 1 or _newer(conn, study, job) is not None:
+                if not tables.fence(conn, job.optuna_id, owner, finish=state) or _newer(conn, study, job) is not None:
                     raise _Lost
                 if state == TrialState.COMPLETE:
-                    conn.execute(sa.delete(values).where(values.c.trial_id == job.optuna_id))
-                    conn.execute(sa.insert(values).values(
-                        trial_id=job.optuna_id, objective=0, value=float(value),
-                        value_type=_models.TrialValueModel.TrialValueType.FINITE,
-                    ))
+                    tables.put_value(conn, job.optuna_id, value)
                     # a stale check that lost the race may have set a reason first
-                    conn.execute(sa.delete(attrs).where(attrs.c.trial_id == job.optuna_id, attrs.c.key == REASON))
+                    tables.delete_user_attr(conn, job.optuna_id, REASON)
                 elif state == TrialState.FAIL:
-                    _put_attr(conn, job.optuna_id, REASON, reason or "failed")
+                    tables.put_user_attr(conn, job.optuna_id, REASON, reason or "failed")
                 else:
-                    conn.execute(
-                        sa.update(beats).where(beats.c.trial_id == job.optuna_id)
-                        .values(heartbeat=sa.func.current_timestamp())
-                    )
+                    tables.beat(conn, job.optuna_id)
                 if record is not None:
                     _put_record(conn, record_study or str(record.study), record)
             break

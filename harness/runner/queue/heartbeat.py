@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
 from harness.errors import one_line
-from harness.runner import fencing
+from harness.ground import console
+from harness.runner.queue import fencing
 from harness.tracking.urls import redact_text
 
 
@@ -32,14 +32,13 @@ class Heartbeat:
     def __init__(self, study, job, interval_s: float, *, owner: str | None = None,
                  say=None, url: str | None = None):
         self.study, self.job, self.interval_s, self.owner = study, job, interval_s, owner
-        self.say = say or (lambda message: print(f"[worker] {message}", file=sys.stderr, flush=True))
+        self.say = say or (lambda message: console.say(message, prefix="[worker]"))
         self.url = url
         self.revoked = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
 
     def _beat(self) -> None:
-
         failing_since = None
         while not self._stop.wait(self.interval_s):
             try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,13 +17,10 @@ from typing import Any
 
 import optuna
 import sqlalchemy as sa
-from optuna.storages import RDBStorage
 
-from harness.tracking.storage import (
-    StorageError,
-    disk_full,
-    error_line,
-)
+from harness.ground import console
+from harness.runner.queue.optuna_tables import engine
+from harness.tracking.storage import StorageError, disk_full, error_line
 from harness.tracking.urls import redact_url
 
 STORAGE_RETRY_ENV = "HARNESS_STORAGE_RETRY_S"
@@ -88,10 +84,6 @@ def _first_line(err: BaseException, url: str | None, limit: int = 200) -> str:
     return error_line(_outage_error(err) or err, url, limit)  # the driver's words, not Optuna's wrapper's
 
 
-def _stderr(message: str) -> None:
-    print(f"[harness] {message}", file=sys.stderr, flush=True)
-
-
 _retrying = threading.local()
 _down_since: dict[str, float] = {}  # storages announced unreachable (once per outage, not per call)
 
@@ -103,7 +95,7 @@ def retry_storage(
     where: str,
     url: str | None = None,
     bound_s: float | None = None,
-    say: Callable[[str], None] | None = _stderr,
+    say: Callable[[str], None] | None = console.say,
     stop: threading.Event | None = None,
     nested: bool = False,
 ) -> Any:
@@ -165,19 +157,9 @@ def retry_storage(
         _retrying.depth -= 1
 
 
-def backend(study: optuna.Study) -> RDBStorage:
-    """The RDB storage under an Optuna study (the queue needs SQL)."""
-    storage = study._storage
-    rdb = getattr(storage, "_backend", storage)
-    if not isinstance(rdb, RDBStorage):
-        raise StorageError("the harness queue needs an RDB storage (sqlite:///..., postgresql://...)")
-    return rdb
-
-
-
 def _storage_url(study: optuna.Study) -> str | None:
     try:
-        return backend(study).engine.url.render_as_string(hide_password=False)
+        return engine(study).url.render_as_string(hide_password=False)
     except Exception:  # noqa: BLE001 - only for messages
         return None
 

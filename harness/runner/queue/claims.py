@@ -1,0 +1,85 @@
+"""Claiming a job and changing its state, each one conditional update (atomic on SQLite and
+PostgreSQL alike).
+
+``Study.ask`` pops a waiting trial with a read followed by a write (``SELECT ... FOR UPDATE``,
+which SQLite ignores), so two processes can both pop the same trial. :func:`claim` is one
+``UPDATE ... WHERE state = 'WAITING'``: the process that changed the row owns the job. The same
+transaction writes the job's first heartbeat, so a claimed job is never without one, and (with an
+owner) the ``worker`` attribute that fences the claim (:mod:`harness.runner.queue.fencing`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from harness.runner.queue import optuna_tables as tables
+from harness.runner.queue.jobs import Job, jobs
+from harness.tracking.storage import REASON, WORKER
+
+
+def claim(study: optuna.Study, job: Job, owner: str | None = None) -> bool:
+    """Atomically move ``job`` from WAITING to RUNNING and record its first heartbeat (and, with
+    ``owner``, the ``worker`` attribute that fences the claim).
+
+    True when this process now owns the job; False when another process claimed it first.
+    """
+    with tables.engine(study).begin() as conn:
+        if not tables.change_state(conn, job.optuna_id, TrialState.WAITING, TrialState.RUNNING):
+            return False
+        tables.first_beat(conn, job.optuna_id)
+        if owner is not None:
+            tables.put_user_attr(conn, job.optuna_id, WORKER, owner)
+    if owner is not None:
+        job.attrs[WORKER] = owner
+    return True
+
+
+def claim_next(study: optuna.Study, owner: str | None = None) -> Job | None:
+    """Claim the oldest waiting job of the queue, or None when nothing is waiting."""
+    for job in jobs(study, states=(TrialState.WAITING,)):
+        if claim(study, job, owner):
+            job.state = TrialState.RUNNING
+            return job
+    return None
+
+
+def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: TrialState) -> bool:
+    """Change the job's state only if it is still ``from_state`` (atomic; True if it changed)."""
+    with tables.engine(study).begin() as conn:
+        changed = tables.change_state(conn, job.optuna_id, from_state, to_state)
+    if changed:
+        job.state = to_state
+    return changed
+
+
+def set_attr(study: optuna.Study, job: Job, key: str, value: Any) -> bool:
+    """Set a user attribute (False when the job was finished meanwhile: attrs are then frozen)."""
+    if not tables.set_user_attr(study, job.optuna_id, key, value):
+        return False
+    job.attrs[key] = value
+    return True
+
+
+def set_reason(study: optuna.Study, job: Job, reason: str) -> bool:
+    return set_attr(study, job, REASON, reason)
+
+
+def complete(study: optuna.Study, job: Job, value: float) -> bool:
+    """Tell Optuna the job completed with ``value`` (False if it was finished meanwhile)."""
+    if not math.isfinite(value):
+        raise ValueError(f"cannot complete a trial with a non-finite value {value!r}")
+    try:
+        study.tell(job.number, value)
+    except (ValueError, RuntimeError):  # finished meanwhile (Optuna's UpdateFinishedTrialError is a RuntimeError)
+        return False
+    job.state, job.value = TrialState.COMPLETE, value
+    return True
+
+
+def release(study: optuna.Study, job: Job) -> bool:
+    """Put a claimed job back to WAITING (an interrupted worker): the next worker resumes it."""
+    return transition(study, job, TrialState.RUNNING, TrialState.WAITING)
