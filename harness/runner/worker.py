@@ -67,6 +67,7 @@ the run's options without the URLs, which come in the environment; see :func:`ma
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -94,10 +95,12 @@ from harness.runner.looks import Looks
 from harness.runner.queue import fencing, outages
 from harness.runner.queue.heartbeat import Either, Heartbeat
 from harness.runner.worker_config import WorkerConfig, WorkerStats
+from harness.study.design import earlier_design_of
 from harness.study.expand import tuning_specs
 from harness.study.load import load_study
 from harness.study.search_space import suggest_params
 from harness.tracking import storage as study_db
+from harness.tracking.storage import SPEC
 from harness.tracking.mlflow_mirror import Tracker
 from harness.tracking.mlflow_mirror import sync as mirror_sync
 from harness.tracking.records import (
@@ -117,6 +120,15 @@ from harness.tracking.urls import redact_url
 
 class _StopWorker(Exception):
     """The worker cannot go on (its records cannot be written); the message is its last line."""
+
+
+def left_design(study, job) -> str | None:
+    """Why a comparison job's spec is no longer in ``study``'s design (None if it is); tuning jobs
+    are the tuning phase's to judge."""
+    if job.phase != "compare" or SPEC not in job.attrs:
+        return None
+    reason = earlier_design_of(study, job.attrs[SPEC], job.key)
+    return None if reason is None else f"from {reason}"
 
 
 def tune_sampler_seed(sampler_seed: int, arm: str, slot: int) -> int:
@@ -232,9 +244,15 @@ class Worker:
             return
         self._last_stale_check = now
         for q in self.queues:
-            for job in self._db("checking for stale trials", queue.fail_stale, q, self.opts.grace_period):
-                self.stats.requeued_stale += 1
-                self._say(f"re-queued {job.key} (attempt {job.attempt}): {job.reason}")
+            handled = self._db("checking for stale trials", queue.fail_stale, q, self.opts.grace_period,
+                               left_design=functools.partial(left_design, self.study))
+            for job, reason in handled:
+                if reason.startswith(queue.SUPERSEDED):
+                    self.stats.superseded += 1
+                    self._say(f"{job.key} (attempt {job.attempt}) {reason}")
+                else:
+                    self.stats.requeued_stale += 1
+                    self._say(f"re-queued {job.key} (attempt {job.attempt}): {reason}")
 
     def _say(self, message: str) -> None:
         say(message, prefix=f"[worker {self.config.name}]")

@@ -51,6 +51,7 @@ class WorkerStats:
     skipped: int = 0  # completed records found: told Optuna without running
     released: int = 0  # interrupted jobs put back to WAITING
     requeued_stale: int = 0
+    superseded: int = 0  # lost workers' trials whose configuration left the design: failed, not re-queued
     discarded: int = 0  # results of revoked claims, thrown away
     mirrored_late: int = 0  # local records MLflow lacked, mirrored when the worker started
     stopped: str | None = None  # why the worker gave up (storage unreachable, records unwritable)

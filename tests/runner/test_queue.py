@@ -100,7 +100,7 @@ def test_stale_job_is_failed_once_and_requeued(q):
     time.sleep(2.2)  # the database clock has 1 s resolution on SQLite
     other = queue.load_queue(study_db.open_storage(url), "s")
     handled = queue.fail_stale(other, 1)
-    assert [j.key for j in handled] == ["a-s0"]
+    assert [(j.key, reason.split(":")[0]) for j, reason in handled] == [("a-s0", "worker lost")]
     assert queue.fail_stale(study, 1) == []  # exactly one process handles it
     tries = queue.attempts(queue.jobs(study))["a-s0"]
     assert [t.state for t in tries] == [TrialState.FAIL, TrialState.WAITING]
@@ -202,3 +202,44 @@ def test_tuning_slots_queued_at_once_are_queued_once(q):
     reports = at_once(url, "s", 4, lambda mine: queue.enqueue_slots(mine, arm="a", n_trials=5, retries=0))
     assert sorted(r.added for r in reports) == [0, 0, 0, 5]
     assert sorted(j.key for j in queue.jobs(study)) == [f"slot{i:04d}" for i in range(5)]
+
+
+def test_a_lost_workers_trial_that_left_the_design_is_superseded_not_requeued(q):
+    # a worker was killed mid-trial, then the arm was edited: its trial is no longer in the design,
+    # so it is failed as superseded and not run again (it would be outside --retries, unused)
+    study, url = q
+    queue.enqueue_specs(study, [_Spec("a-s0"), _Spec("b-s0")], phase="compare", retries=0)
+    queue.claim_next(study), queue.claim_next(study)
+    time.sleep(2.2)  # the database clock has 1 s resolution on SQLite
+    other = queue.load_queue(study_db.open_storage(url), "s")
+    edited = {"a-s0": "from an earlier version of arm a"}
+    handled = queue.fail_stale(other, 1, left_design=lambda job: edited.get(job.key))
+    reasons = {job.key: reason for job, reason in handled}
+    assert reasons["a-s0"].startswith("superseded: worker lost") and "earlier version of arm a" in reasons["a-s0"]
+    assert reasons["b-s0"].startswith("worker lost")
+    tries = queue.attempts(queue.jobs(study))
+    assert [t.state for t in tries["a-s0"]] == [TrialState.FAIL]  # not queued again
+    assert tries["a-s0"][0].reason.startswith(queue.SUPERSEDED)
+    assert [t.state for t in tries["b-s0"]] == [TrialState.FAIL, TrialState.WAITING]
+
+
+def test_the_worker_reads_an_edited_arm_as_left_the_design(tmp_path):
+    from types import SimpleNamespace
+
+    import yaml
+    from runner_helpers import write_study
+
+    from harness.runner.worker import left_design
+    from harness.study.expand import condition_spec
+    from harness.study.load import load_study
+    from harness.tracking.storage import SPEC
+
+    path = write_study(tmp_path, ["ok_a", "ok_b"])
+    before = load_study(path)
+    old = condition_spec(before, "ok_a", 0)
+    job = SimpleNamespace(phase="compare", attrs={SPEC: old.model_dump(mode="json")}, key="ok_a-s0")
+    assert left_design(before, job) is None
+    data = yaml.safe_load(path.read_text())
+    data["arms"][0]["set"] = {"eps_high": 0.28}  # the arm edited while its worker was dead
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert left_design(load_study(path), job) == "from an earlier version of arm ok_a"

@@ -28,11 +28,11 @@ from harness.runner.queue.claims import claim, claim_next, complete, release, se
 from harness.runner.queue.enqueue import EnqueueReport, enqueue_missing, enqueue_slots, enqueue_specs
 from harness.runner.queue.jobs import Counts, Job, attempts, count, has_work, jobs, latest, slot_key
 from harness.runner.queue.queues import COMPARE_QUEUED, RETRIES, create_queue, load_queue, queue_attr, set_queue_attr
-from harness.runner.queue.retries import fail, fail_stale, requeue, stale_jobs
+from harness.runner.queue.retries import SUPERSEDED, fail, fail_stale, requeue, stale_jobs
 
 __all__ = [
     "COMPARE_QUEUED", "RETRIES", "Counts", "EnqueueReport", "Job", "attempts", "claim", "claim_next", "complete",
-    "count", "create_queue", "enqueue_missing", "enqueue_slots", "enqueue_specs", "fail", "fail_stale", "has_work",
+    "SUPERSEDED", "count", "create_queue", "enqueue_missing", "enqueue_slots", "enqueue_specs", "fail", "fail_stale", "has_work",
     "jobs", "latest", "load_queue", "queue_attr", "release", "requeue", "set_attr", "set_queue_attr", "set_reason",
     "slot_key", "stale_jobs", "transition",
 ]

@@ -4,10 +4,15 @@ A failure is re-queued as a new Optuna trial with the same key and ``attempt + 1
 retry budget lasts. Workers record heartbeats for their jobs; a RUNNING job whose heartbeat is
 older than the grace period belonged to a dead worker: :func:`fail_stale` fails it with a
 conditional update (exactly one process wins) and re-queues it, like
-``optuna.storages.fail_stale_trials`` with a retry callback, but race-free.
+``optuna.storages.fail_stale_trials`` with a retry callback, but race-free. A stale job whose
+configuration has left the study's design (the arm was edited while its worker was dead) is
+failed as superseded instead, and not run again: it would be a trial no analysis uses, outside
+the user's ``--retries``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -55,18 +60,30 @@ def stale_jobs(study: optuna.Study, grace_period_s: float) -> list[Job]:
     return [j for j in jobs(study, states=(TrialState.RUNNING,)) if j.optuna_id in stale_ids]
 
 
-def fail_stale(study: optuna.Study, grace_period_s: float) -> list[Job]:
-    """Fail the jobs of dead workers and queue them again; returns the jobs this process handled.
+#: the start of a superseded job's reason (``harness status`` shows it beside the others)
+SUPERSEDED = "superseded"
+
+
+def fail_stale(
+    study: optuna.Study, grace_period_s: float, *, left_design: Callable[[Job], str | None] | None = None
+) -> list[tuple[Job, str]]:
+    """Fail the jobs of dead workers and queue them again; returns each job this process handled
+    with the reason it recorded.
 
     A lost worker is not the trial's fault, so the re-queued attempt keeps its retry budget.
+    ``left_design(job)`` says why a job is no longer in the study's design (None when it is):
+    such a job is failed as superseded and not queued again.
     """
     handled = []
     for job in stale_jobs(study, grace_period_s):
-        reason = f"worker lost: no heartbeat for more than {grace_period_s:g}s"
+        lost = f"worker lost: no heartbeat for more than {grace_period_s:g}s"
+        gone = left_design(job) if left_design is not None else None
+        reason = lost if gone is None else f"{SUPERSEDED}: {lost}, and it is {gone}: not run again"
         # Attributes are frozen once a trial is finished: the reason goes first.
         if set_reason(study, job, reason) and transition(
             study, job, TrialState.RUNNING, TrialState.FAIL
         ):
-            requeue(study, job, fresh_budget=True)
-            handled.append(job)
+            if gone is None:
+                requeue(study, job, fresh_budget=True)
+            handled.append((job, reason))
     return handled
