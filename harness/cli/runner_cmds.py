@@ -37,6 +37,9 @@ def run_cmd(
     grace_period: float = typer.Option(None, "--grace-period", hidden=True),
     poll_interval: float = typer.Option(None, "--poll-interval", hidden=True),
     kill_grace: float = typer.Option(None, "--kill-grace", hidden=True),
+    new_version: bool = typer.Option(False, "--new-version", help="a sequential study whose file changes the rule "
+                                     "fixed at its first look: fix the edited rule as its next version, on seeds "
+                                     "it has not run (the looks start over; earlier trials are kept, never pooled)"),
 ) -> None:
     """Run a study: queue its trials (idempotently) and execute them; re-running resumes."""
     from harness.runner.run import run_study
@@ -48,7 +51,7 @@ def run_cmd(
         poll_interval=poll_interval, kill_grace=kill_grace,
     )
     try:
-        summary = run_study(study, opts)
+        summary = run_study(study, opts, new_version=new_version)
     except KeyboardInterrupt:  # before the workers started: nothing is running
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None

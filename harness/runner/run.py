@@ -35,13 +35,15 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from optuna.trial import TrialState
 
+from harness.ground.console import say
 from harness.runner import trial_queue as queue
-from harness.runner.looks import Looks, due_looks, look_lines
+from harness.runner.looks import Looks, check_rule, due_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
     EXIT_BAD_INPUT,
@@ -106,8 +108,11 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
-    """Check everything, then create the study folder, its snapshot and the storage (once)."""
+def prepare(study_path: str | Path, opts: RunOptions, *, new_version: bool = False) -> _Setup:
+    """Check everything, then create the study folder, the storage (once) and its snapshot.
+
+    A sequential study whose file changes the rule fixed at its first look is refused before
+    the snapshot is written (``new_version``: its next version is fixed instead)."""
 
     study = load_study(study_path)
     if study.tuning is None:
@@ -120,11 +125,13 @@ def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
     if opts.storage:  # a bad URL fails before anything is created locally
         storage = study_db.open_storage(opts.storage, create=True)
     make_output_dir(folder)
-    snapshot = folder / "study.yaml"
-    _write_atomic(snapshot, dump_study(study))
     url = opts.storage or study_db.default_storage_url(folder)
     if storage is None:
         storage = study_db.open_storage(url, create=True)
+    if study.sequential is not None:
+        check_rule(study, storage, folder, new_version=new_version, say=partial(say, stream=opts.out()))
+    snapshot = folder / "study.yaml"
+    _write_atomic(snapshot, dump_study(study))
     ensure_table(storage.engine)  # the shared copy of the records (harness.tracking.shared_records)
     return _Setup(study, folder, snapshot.resolve(), url, storage)
 
@@ -272,10 +279,11 @@ class _Phases:
         self.hold_file.unlink(missing_ok=True)
 
 
-def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSummary:
-    """``harness run``: queue the study's design and run it to the end (see the module doc)."""
+def run_study(study_path: str | Path, opts: RunOptions | None = None, *, new_version: bool = False) -> RunSummary:
+    """``harness run``: queue the study's design and run it to the end (see the module doc);
+    ``new_version``: a sequential study whose file changes its rule starts the rule's next version."""
     opts = opts or RunOptions()
-    setup = prepare(study_path, opts)
+    setup = prepare(study_path, opts, new_version=new_version)
     study, out = setup.study, opts.out()
     slots = plan_slots(opts.workers, gpus=opts.gpus)
     print(
@@ -341,6 +349,8 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     make_output_dir(folder)
     slots = plan_slots(opts.workers, gpus=opts.gpus)
     out = opts.out()
+    if study.sequential is not None:
+        check_rule(study, storage, folder, say=partial(say, stream=out))
     print(f"[harness] worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
           f"{', '.join(s.device for s in slots)}", file=out, flush=True)
     progress = Progress(study.name, [q for _, q in found], keys=None, workers=len(slots),
