@@ -42,6 +42,7 @@ def render_markdown(analysis: Analysis) -> str:
         f"- **Primary test:** {h['test']}; failed trials: {h['failures']}",
         f"- **Seeds:** {', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}",
         f"- **Design:** {h.get('design', '')}",
+        *([f"- **Sequential rule:** {h['rule']}"] if h.get("rule") else []),
         f"- **Correction:** {h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})",
         f"- **Trials:** {h['n_completed']} completed, {h['n_failed']} failed, "
         f"{h['n_pending']} running/waiting, {h['n_trials']} in all",
