@@ -88,6 +88,7 @@ def fix(engine: sa.Engine, study: str, version: int, rule: dict[str, Any]) -> di
 def write_local(study_dir: str | os.PathLike, rules: list[dict[str, Any]]) -> None:
     """Keep the folder's copy of the stored rules up to date (nothing to keep: left alone)."""
     if rules:
+        Path(study_dir).mkdir(parents=True, exist_ok=True)
         atomic_write(Path(study_dir) / LOCAL_COPY, json.dumps(rules, indent=1, sort_keys=True) + "\n")
 
 

@@ -224,3 +224,23 @@ def test_new_version_starts_the_looks_over_on_fresh_seeds_and_keeps_the_earlier_
                                             "listed, not used)")
     edit(path, min_effect=0.02)  # back to version 1's rule: that is an edit of version 2 now
     assert "min_effect 0.015 -> 0.02" in refusal(lambda: study_status(path))
+
+
+def test_the_commands_refuse_the_edit_with_one_line_and_exit_2(tmp_path, fake_env, monkeypatch, capsys):
+    from cli_main import run_main
+
+    path = study_file(tmp_path)
+    drive(path)
+    edit(path, min_effect=0.015)
+    fast = ["--trial-fn", PLANTED, "--no-tracking"]
+    for args in (["run", str(path), *fast], ["worker", str(path), *fast], ["status", str(path)],
+                 ["report", str(path)]):
+        code, out, err = run_main(monkeypatch, capsys, *args)
+        assert code == 2, (args, out, err)
+        *said, line = err.splitlines()  # status and report say first which study they read
+        assert line.startswith("error: study 'seq': the study file changes the sequential rule"), err
+        assert said == ([] if args[0] in ("run", "worker") else [f"study seq: {path}, {tmp_path / 'out' / 'seq'}"])
+        assert "min_effect 0.02 -> 0.015" in err
+    code, _, err = run_main(monkeypatch, capsys, "run", str(path), "--new-version", *fast)
+    assert code == 2 and "--new-version starts the looks over, so they need seeds no earlier version read" in err
+    assert not (tmp_path / "reports").exists()  # the refused report wrote nothing
