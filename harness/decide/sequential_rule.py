@@ -158,9 +158,13 @@ def stored_rules(meta: Mapping[str, Any]) -> list[SequentialRule]:
     return [SequentialRule.model_validate(rule) for rule in meta.get("sequential_rules") or []]
 
 
+#: how to go on after an edit of a fixed rule: a new study, on seeds that are new to it
+NEW_STUDY = ("start a new study (give it a new name: and seeds: this one has not run, or the same trials repeat "
+             "bit for bit)")
+
+
 def _way_out() -> str:
-    return ("start a new study (give it a new name: and seeds: this one has not run, or the same trials repeat "
-            "bit for bit), or keep the name: give it such seeds and run `harness run --new-version` (the looks "
+    return (f"{NEW_STUDY}, or keep the name: give it such seeds and run `harness run --new-version` (the looks "
             "start over on them; the trials so far are kept and listed, never pooled)")
 
 
@@ -178,6 +182,18 @@ def check_file(current: SequentialRule, versions: list[SequentialRule], *, study
             f"queued under: {_way_out()}"
         )
     return fixed
+
+
+def check_dropped(versions: list[SequentialRule], *, study: str) -> None:
+    """Refuse a study file without a ``sequential:`` section for a study whose looks were read
+    under a rule: read as a fixed design, its trials would be re-read all at once."""
+    if versions:
+        fixed = versions[-1]
+        raise RuleChanged(
+            f"study {study!r}: the study file drops its sequential: section, but its looks were read under the "
+            f"sequential rule {fixed.label} (fixed {fixed.when}); a look is read only under the rule it was queued "
+            f"under: {NEW_STUDY}"
+        )
 
 
 @dataclass(frozen=True)

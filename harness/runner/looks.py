@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.decide.look_trials import due_trials
-from harness.decide.sequential_rule import SequentialRule, check_file, next_version, rule_of_study
+from harness.decide.sequential_rule import SequentialRule, check_dropped, check_file, next_version, rule_of_study
 from harness.errors import HarnessError, one_line
 from harness.runner import trial_queue as queue
 from harness.study.expand import study_dir
@@ -69,12 +69,15 @@ def due_looks(study_ref: Any, storage_url: str):
 def check_rule(study, storage, folder: Path, *, new_version: bool = False,
                say: Callable[[str], None]) -> None:
     """Refuse ``study`` (``RuleChanged``, one line) when its file changes the sequential rule
-    fixed at its first look in ``storage`` (an Optuna RDB storage); with ``new_version``, fix the
-    file's rule as the next version instead (exactly once: a process that fixed another one
-    first wins, and this one is refused). Before the first look nothing is fixed (the first
-    :meth:`Looks.advance` that queues a look fixes it). Keeps the copy in the study folder
-    ``folder`` current."""
+    fixed at its first look in ``storage`` (an Optuna RDB storage), or drops its ``sequential:``
+    section; with ``new_version``, fix the file's rule as the next version instead (exactly
+    once: a process that fixed another one first wins, and this one is refused). Before the
+    first look nothing is fixed (the first :meth:`Looks.advance` that queues a look fixes it).
+    Keeps the copy in the study folder ``folder`` current."""
     stored = [SequentialRule.model_validate(r) for r in rule_store.stored(storage.engine, study.name)]
+    if study.sequential is None:
+        check_dropped(stored, study=study.name)
+        return
     current = rule_of_study(study)
     if new_version and stored and stored[-1].changes_to(current):
         wanted = next_version(current, stored, study=study.name)

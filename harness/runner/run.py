@@ -128,8 +128,7 @@ def prepare(study_path: str | Path, opts: RunOptions, *, new_version: bool = Fal
     url = opts.storage or study_db.default_storage_url(folder)
     if storage is None:
         storage = study_db.open_storage(url, create=True)
-    if study.sequential is not None:
-        check_rule(study, storage, folder, new_version=new_version, say=partial(say, stream=opts.out()))
+    check_rule(study, storage, folder, new_version=new_version, say=partial(say, stream=opts.out()))
     snapshot = folder / "study.yaml"
     _write_atomic(snapshot, dump_study(study))
     ensure_table(storage.engine)  # the shared copy of the records (harness.tracking.shared_records)
@@ -349,8 +348,7 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     make_output_dir(folder)
     slots = plan_slots(opts.workers, gpus=opts.gpus)
     out = opts.out()
-    if study.sequential is not None:
-        check_rule(study, storage, folder, say=partial(say, stream=out))
+    check_rule(study, storage, folder, say=partial(say, stream=out))
     print(f"[harness] worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
           f"{', '.join(s.device for s in slots)}", file=out, flush=True)
     progress = Progress(study.name, [q for _, q in found], keys=None, workers=len(slots),

@@ -123,6 +123,20 @@ def test_an_edited_rule_is_refused_by_every_reader_in_one_line_and_nothing_is_qu
     assert all(f"  {arm}" in status and state in status for arm, state in before_states.items())
 
 
+def test_a_study_file_that_drops_its_sequential_section_is_refused(tmp_path, fake_env):
+    path = study_file(tmp_path)
+    setup, _ = drive(path)
+    before_queue, before_runs = queue_state(setup), started(fake_env)
+    data = yaml.safe_load(path.read_text())
+    del data["sequential"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))  # a fixed design would read every seed at once
+    line = refusal(lambda: run_study(path, options(trial_fn=PLANTED), new_version=True))
+    assert line.startswith("study 'seq': the study file drops its sequential: section, but its looks were read "
+                           "under the sequential rule v1 ")
+    assert refusal(lambda: run_worker(path, options(trial_fn=PLANTED))) == line
+    assert (queue_state(setup), started(fake_env)) == (before_queue, before_runs)
+
+
 def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_each_look(tmp_path, fake_env):
     path = study_file(tmp_path)
     setup, looks = drive(path)
