@@ -81,7 +81,7 @@ class SequentialRule(StrictModel):
 
     @property
     def when(self) -> str:
-        return self.fixed_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return self.fixed_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
     def changes_to(self, other: SequentialRule) -> list[str]:
         """Each decision field ``other`` has otherwise, ``field old -> new`` (configs by condition;
@@ -127,7 +127,7 @@ def _config_changes(old: Mapping[str, str | None], new: Mapping[str, str | None]
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def rule_of_study(study: Study, *, alpha: float = ALPHA, correction: str = CORRECTION) -> SequentialRule:

@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.decide.look_trials import due_trials
-from harness.decide.sequential_rule import SequentialRule, check_dropped, check_file, next_version, rule_of_study
+from harness.decide.sequential_rule import (
+    SequentialRule,
+    check_dropped,
+    check_file,
+    next_version,
+    rule_of_study,
+)
 from harness.errors import HarnessError, one_line
 from harness.runner import trial_queue as queue
 from harness.study.expand import study_dir

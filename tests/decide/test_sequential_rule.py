@@ -20,7 +20,7 @@ from harness.study.expand import condition_spec
 from harness.study.load import parse_study
 from harness.tracking.results import load_results
 
-T0 = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 
 def study(tmp_path, **changes):

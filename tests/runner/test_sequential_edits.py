@@ -87,11 +87,11 @@ def refusal(call) -> str:
 # the issue's three edits: (the study as run, the edit, what the edit would have done, the change named)
 EDITS = {
     # equal stopped at look 2 as equivalent; a stricter margin re-opens it and queues look 3
-    "stricter min_effect": (dict(min_effect=0.02), dict(min_effect=0.015), "min_effect 0.02 -> 0.015"),
+    "stricter min_effect": ({"min_effect": 0.02}, {"min_effect": 0.015}, "min_effect 0.02 -> 0.015"),
     # equal stopped at look 3; a looser margin stops it at look 2 and hides look 3's six trials
-    "looser min_effect": (dict(min_effect=0.015), dict(min_effect=0.02), "min_effect 0.015 -> 0.02"),
+    "looser min_effect": ({"min_effect": 0.015}, {"min_effect": 0.02}, "min_effect 0.015 -> 0.02"),
     # big stopped at look 1, at 4 seeds; looks [3, 5] would say it stopped at a look of 3 seeds
-    "changed looks": (dict(looks=(4, 8)), dict(sequential={"looks": [3, 5], "spending": "pocock"}),
+    "changed looks": ({"looks": (4, 8)}, {"sequential": {"looks": [3, 5], "spending": "pocock"}},
                       "looks [4, 8] -> [3, 5]"),
 }
 
