@@ -82,8 +82,8 @@ def _finish(run: Callable[[], object]) -> None:
 
 
 @app.command("run")
-@run_options("workers", "storage", "tracking_uri", "retries", "trial_timeout", "trial_fn", "tracking",
-             "heartbeat_interval", "grace_period", "poll_interval", "kill_grace")
+@run_options("workers", "storage", "tracking_uri", "retries", "trial_timeout", "new_version", "trial_fn",
+             "tracking", "heartbeat_interval", "grace_period", "poll_interval", "kill_grace")
 def run_cmd(study: Path = typer.Argument(..., help="study file (YAML)"), *, opts: RunOptions) -> None:
     """Run a study: queue its trials (idempotently) and execute them; re-running resumes."""
     from harness.runner.run import run_study

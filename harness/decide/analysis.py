@@ -43,6 +43,7 @@ from harness.decide.frames import (
 from harness.decide.looks import design_line, final_pairs, replay
 from harness.decide.noise import noise_floor_table, noise_split, typical_plan
 from harness.decide.overoptimisation import overoptimisation_frame
+from harness.decide.sequential_rule import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
 
@@ -219,7 +220,7 @@ def curve_bands(results, metric: str, *, x: str = "step", alpha: float = 0.05, n
 
 def build_header(results, *, correction: str, alpha: float, min_effect: float | None = None,
                  planning_effect: float | None = None, noise_line: str = "", level: float | None = None,
-                 failed_by_condition: dict[str, int] | None = None, design: str = "",
+                 failed_by_condition: dict[str, int] | None = None, design: str = "", rule: str = "",
                  tripwires: list[str] | None = None) -> dict[str, Any]:
     import harness
 
@@ -274,6 +275,7 @@ def build_header(results, *, correction: str, alpha: float, min_effect: float | 
         "seed_matched": bool(meta.get("seed_matched")),
         "design": design or f"fixed, {len(meta.get('seeds') or [])} seeds per arm",
         "sequential": bool(design),
+        "rule": rule,  # a sequential study: the rule its looks were read under
         "correction": correction,
         "alpha": alpha,
         "ci_level": level if level is not None else 1 - alpha,
@@ -359,6 +361,7 @@ def analyze(
                             noise_line=split.line, level=level,
                             failed_by_condition={c: s.failed for c, s in scores.items()},
                             design=design_line(rep) if rep is not None else "",
+                            rule=versions_line(rep.rules) if rep is not None else "",
                             tripwires=tripwire_state(calibration)),
         conditions=condition_table(results, metric, alpha=alpha),
         verdicts=verdicts,

@@ -1,7 +1,9 @@
 """What a sequential study needs next, for the runner: the look-by-look replay of
 :mod:`harness.decide.looks` on the trials stored so far, read in the study's own terms (its
 primary metric, test, failure policy and ``min_effect``; alpha 0.05 with Bonferroni across the
-pre-registered comparisons, as the plan and the report assume).
+pre-registered comparisons, as the plan and the report assume), under the rule fixed at its first
+look (:mod:`harness.decide.sequential_rule`: a study file that changes it is refused here, for
+every caller).
 
 The runner (:mod:`harness.runner.looks`) calls :func:`due_looks` and queues the trials
 :func:`harness.decide.look_trials.due_trials` lists for the looks it wants; when a look is due and
@@ -17,11 +19,11 @@ from typing import Any
 from harness.decide.comparisons import arm_scores
 from harness.decide.frames import conditions_of
 from harness.decide.looks import replay
+from harness.decide.sequential_rule import ALPHA, CORRECTION, Rules
 from harness.errors import ConfigError
 from harness.tracking.results import load_results
 from harness.tracking.storage import StorageError
 
-ALPHA, CORRECTION = 0.05, "bonferroni"
 #: how load_results says it could not read the storage (it goes on with the local records only)
 _UNREAD = "cannot read the"
 
@@ -35,6 +37,7 @@ class DueLooks:
     finished: bool  # every comparison decided or read at the last look
     current_look: int  # 1-based: the furthest look any comparison has reached or waits for
     arms: dict[str, str]  # compared condition -> "stopped at look 1: better", "waiting for look 2", ...
+    rules: Rules  # the rule in force (None until fixed), the study file's, and the stored versions
 
 
 def due_looks(study: Any, storage: str) -> DueLooks:
@@ -59,4 +62,4 @@ def due_looks(study: Any, storage: str) -> DueLooks:
     out = replay(results, scores, metric=metric, alpha=ALPHA, correction=CORRECTION, direction=meta["direction"],
                  min_effect=meta["min_effect"], failures=failures, test=meta["test"])
     arms = {condition: state.status for (condition, _control), state in out.states.items()}
-    return DueLooks(list(out.looks), dict(out.wanted), out.finished, out.current_look, arms)
+    return DueLooks(list(out.looks), dict(out.wanted), out.finished, out.current_look, arms, out.rules)

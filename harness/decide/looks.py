@@ -8,6 +8,10 @@ family of all pre-registered comparisons for Bonferroni. The first look at which
 is decided gives its verdict, and its arm stops there; the control goes on while any arm needs
 it. A look whose seeds bring no new information (every new trial failed) spends no alpha.
 
+Every look is read under the rule fixed at the study's first look
+(:mod:`harness.decide.sequential_rule`): a study file or options that would read them under
+another are refused before anything is read, and the Looks table names the rule of each row.
+
 The replay is a pure function of the stored trials, so every machine computes the same looks:
 the runner asks it which conditions need which look next (``Replay.wanted``). Failed trials at
 the last look leave its information short of the maximum, so some alpha stays unspent there
@@ -25,11 +29,14 @@ from harness import stats
 from harness.decide.comparisons import ArmScores, PairResult, compare_scores
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
 from harness.decide.look_trials import look_pool
+from harness.decide.sequential_rule import Rules, read_rules
 
 #: trial states after which a trial's result will not change (a retried failure is "waiting")
 FINISHED = ("completed", "failed")
 LOOK_COLUMNS = ["condition", "control", "look", "seeds", "n", "n_control", "diff", "ci_low", "ci_high",
-                "ci_level", "p_adjusted", "verdict", "decision"]
+                "ci_level", "p_adjusted", "verdict", "decision", "rule"]
+#: the Looks table's rule of a study whose looks were queued before rules were stored
+UNRECORDED = "not recorded"
 
 
 @dataclass
@@ -59,6 +66,7 @@ class Replay:
     looks: list[int]
     spending: str
     table: pd.DataFrame
+    rules: Rules
     states: dict[tuple[str, str], PairState] = field(default_factory=dict)
     #: condition -> the 0-based look whose trials it needs next (enqueue them if missing)
     wanted: dict[str, int] = field(default_factory=dict)
@@ -94,8 +102,11 @@ def on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
 
 def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, correction: str,
            direction: str, min_effect: float | None, failures: str, test: str) -> Replay:
-    """Every comparison of a sequential study, look by look (see the module docstring)."""
+    """Every comparison of a sequential study, look by look (see the module docstring); a rule
+    other than the one fixed at the first look raises ``RuleChanged``."""
     meta = meta_of(results)
+    rules = read_rules(results, alpha=alpha, correction=correction, min_effect=min_effect)
+    rule = rules.in_force.label if rules.in_force is not None else UNRECORDED
     design = meta["sequential"]
     looks, spending = list(design["looks"]), design["spending"]
     pairs = comparisons_of(results)
@@ -129,12 +140,13 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
                          "n": pair.difference.n_arm, "n_control": pair.difference.n_control,
                          "diff": verdict.diff, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high,
                          "ci_level": verdict.ci_level, "p_adjusted": verdict.p_adjusted, "verdict": verdict.label,
-                         "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue")})
+                         "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue"),
+                         "rule": rule})
             if decided:
                 state.verdict, state.stopped_at = verdict.label, k
                 break
     _follow_controls(meta, trials, looks, wanted)
-    return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), states, wanted)
+    return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), rules, states, wanted)
 
 
 def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:

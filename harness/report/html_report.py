@@ -71,6 +71,7 @@ def _header(h: dict) -> str:
         ("Control", h["control"]),
         ("Seeds", ", ".join(str(s) for s in h["seeds"]) + (" (seed-matched)" if h["seed_matched"] else "")),
         ("Design", h.get("design", "")),
+        *([("Sequential rule", h["rule"])] if h.get("rule") else []),
         ("Correction", f"{h['correction']} (alpha={h['alpha']:g})"),
         ("Minimum effect", f"±{h['min_effect']:g}" if h["min_effect"] is not None
          else "not set: no comparison can be called equivalent"),

@@ -54,6 +54,7 @@ def render_markdown(analysis: Analysis) -> str:
         ("Primary test", f"{h['test']}; failed trials: {h['failures']}"),
         ("Seeds", f"{', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}"),
         ("Design", h.get("design", "")),
+        *([("Sequential rule", h["rule"])] if h.get("rule") else []),
         ("Correction", f"{h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})"),
         ("Trials", f"{h['n_completed']} completed, {h['n_failed']} failed, "
                    f"{h['n_pending']} running/waiting, {h['n_trials']} in all"),

@@ -13,6 +13,15 @@ queues it). Finished trials stay finished (but for the failures a re-run retries
 slightly stale trials asks for nothing the current ones would not; and each change of the queue
 brings another replay, so no look that falls due is left unqueued.
 
+The looks are read under the rule fixed at the first look
+(:mod:`harness.decide.sequential_rule`). It is fixed here, just before the first look is queued,
+in the study database (:func:`harness.tracking.sequential_rules.fix`: exactly once across
+machines; a process that finds another's rule there and a different one in its study file
+queues nothing). :func:`check_rule` refuses a changed study file before ``harness run`` writes
+anything and before ``harness worker`` starts (or, with ``--new-version``, fixes the next
+version), and every replay refuses it again, so no process reads or queues a look under
+another rule.
+
 The stopping rule is not the runner's: when a look is due, when an arm stops and which trials a
 look adds are decided in :mod:`harness.decide` (on :mod:`harness.stats.sequential`); this module
 only replays when the queue changed, queues what the replay wants and says so. The replay (and
@@ -23,11 +32,22 @@ loads it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from harness.decide.look_trials import due_trials
+from harness.decide.sequential_rule import (
+    SequentialRule,
+    check_dropped,
+    check_file,
+    next_version,
+    rule_of_study,
+)
 from harness.errors import HarnessError, one_line
 from harness.runner import queue
+from harness.study.expand import study_dir
+from harness.tracking import sequential_rules as rule_store
+from harness.tracking import storage as study_db
 from harness.tracking.storage import StorageError
 
 
@@ -50,6 +70,47 @@ def due_looks(study_ref: Any, storage_url: str):
             f"cannot work out the looks of the sequential study {study_ref}: {one_line(err, 300)}; "
             "the trials so far are kept: fix the cause and run the same command again"
         ) from None
+
+
+def check_rule(study, storage, folder: Path, *, new_version: bool = False,
+               say: Callable[[str], None]) -> None:
+    """Refuse ``study`` (``RuleChanged``, one line) when its file changes the sequential rule
+    fixed at its first look in ``storage`` (an Optuna RDB storage), or drops its ``sequential:``
+    section; with ``new_version``, fix the file's rule as the next version instead (exactly
+    once: a process that fixed another one first wins, and this one is refused). Before the
+    first look nothing is fixed (the first :meth:`Looks.advance` that queues a look fixes it).
+    Keeps the copy in the study folder ``folder`` current."""
+    stored = [SequentialRule.model_validate(r) for r in rule_store.stored(storage.engine, study.name)]
+    if study.sequential is None:
+        check_dropped(stored, study=study.name)
+        return
+    current = rule_of_study(study)
+    if new_version and stored and stored[-1].changes_to(current):
+        wanted = next_version(current, stored, study=study.name)
+        fixed = SequentialRule.model_validate(
+            rule_store.fix(storage.engine, study.name, wanted.version, wanted.model_dump(mode="json")))
+        stored.append(fixed)
+        if not fixed.changes_to(current):  # this process fixed it (or another fixed the same)
+            say(f"sequential rule {fixed.label} fixed: the looks start over on seeds "
+                f"{', '.join(map(str, fixed.seeds))}; the trials of rule {stored[-2].label} are kept, not used")
+    elif new_version and stored:
+        say(f"--new-version: the study file keeps the sequential rule {stored[-1].label}; its looks go on")
+    rule_store.write_local(folder, [r.model_dump(mode="json") for r in stored])
+    check_file(current, stored, study=study.name)
+
+
+def fix_first_rule(current: SequentialRule, storage_url: str, study_name: str, folder: Path) -> SequentialRule:
+    """Fix ``current`` as the study's rule v1 unless a rule is fixed already (exactly once across
+    machines: :func:`harness.tracking.sequential_rules.fix`); the rule fixed, which a process
+    that got there first may have fixed otherwise (then ``RuleChanged``, and nothing queued)."""
+    rdb = study_db.open_storage(storage_url, create=False)
+    try:
+        rule_store.fix(rdb.engine, study_name, current.version, current.model_dump(mode="json"))
+        stored = rule_store.stored(rdb.engine, study_name)
+    finally:
+        rdb.engine.dispose()
+    rule_store.write_local(folder, stored)
+    return check_file(current, [SequentialRule.model_validate(r) for r in stored], study=study_name)
 
 
 def look_lines(due) -> list[str]:
@@ -87,16 +148,20 @@ class Looks:
             self._unread, self.due = True, None
             return 0
         self._unread = False
-        added = self._queue(due.wanted)
+        added = self._queue(due)
         self._seen, self.due = seen, due
         return added
 
-    def _queue(self, wanted: dict[str, int]) -> int:
-        """Queue every look up to the one each condition wants (those already queued are skipped)."""
-        by_look = due_trials(self.study, wanted)
+    def _queue(self, due) -> int:
+        """Queue every look up to the one each condition wants (those already queued are skipped),
+        the rule fixed first if it is not yet."""
+        by_look = due_trials(self.study, due.wanted)
         specs = [spec for specs in by_look for spec in specs]
         if not specs:
             return 0
+        if due.rules.in_force is None:
+            fixed = fix_first_rule(due.rules.current, self.url, self.study.name, study_dir(self.study))
+            self.say(f"fixed the sequential rule at the first look: {fixed.line()}")
         retries = int(queue.queue_attr(self.q, queue.RETRIES, 0))
         added = set(queue.enqueue_missing(self.q, specs, phase="compare", retries=retries))
         total = len(self.study.sequential.schedule())

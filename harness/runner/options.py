@@ -89,6 +89,11 @@ class RunOptions(StrictModel):
         description=f"seconds without a heartbeat before a running trial counts as lost and is queued again "
                     f"(default: {GRACE_PERIOD_S}, and at least 3 heartbeats); longer than the heartbeat interval")
     poll_interval: Seconds = Field(1.0, json_schema_extra=FLAG, description="seconds between polls of the queue")
+    new_version: bool = Field(
+        False, json_schema_extra=FLAG,
+        description="a sequential study whose file changes the rule fixed at its first look: fix the edited rule "
+                    "as its next version, on seeds it has not run (the looks start over; earlier trials are kept, "
+                    "never pooled)")
     kill_grace: SecondsOrZero = Field(
         10.0, json_schema_extra=FLAG,
         description="seconds a trial process is given to exit between SIGTERM and SIGKILL")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from optuna.trial import TrialState
 from harness.ground.console import say
 from harness.ground.files import atomic_write, file_lock
 from harness.runner import queue
-from harness.runner.looks import Looks, due_looks, look_lines
+from harness.runner.looks import Looks, check_rule, due_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
     RunSummary,
@@ -85,7 +86,10 @@ QUEUE_LOCK = ".queue.lock"  # in the study folder: one runner queues at a time (
 
 
 def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
-    """Check everything, then create the study folder, its snapshot and the storage (once)."""
+    """Check everything, then create the study folder, the storage (once) and its snapshot.
+
+    A sequential study whose file changes the rule fixed at its first look is refused before
+    the snapshot is written (``opts.new_version``: its next version is fixed instead)."""
 
     study = load_study(study_path)
     if study.tuning is None:
@@ -98,11 +102,12 @@ def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
     if opts.storage:  # a bad URL fails before anything is created locally
         storage = study_db.open_storage(opts.storage, create=True)
     make_output_dir(folder)
-    snapshot = folder / "study.yaml"
-    atomic_write(snapshot, dump_study(study))
     url = opts.storage or study_db.default_storage_url(folder)
     if storage is None:
         storage = study_db.open_storage(url, create=True)
+    check_rule(study, storage, folder, new_version=opts.new_version, say=partial(say, stream=opts.out()))
+    snapshot = folder / "study.yaml"
+    atomic_write(snapshot, dump_study(study))
     ensure_table(storage.engine)  # the shared copy of the records (harness.tracking.shared_records)
     return _Setup(study, folder, snapshot.resolve(), url, storage)
 
@@ -252,7 +257,8 @@ class _Phases:
 
 
 def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSummary:
-    """``harness run``: queue the study's design and run it to the end (see the module doc)."""
+    """``harness run``: queue the study's design and run it to the end (see the module doc);
+    ``opts.new_version``: a sequential study whose file changes its rule starts the rule's next version."""
     opts = opts or RunOptions()
     setup = prepare(study_path, opts)
     study, out = setup.study, opts.out()
@@ -317,6 +323,7 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     make_output_dir(folder)
     slots = plan_slots(opts.workers, gpus=opts.gpus)
     out = opts.out()
+    check_rule(study, storage, folder, say=partial(say, stream=out))
     say(f"worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
         f"{', '.join(s.device for s in slots)}", stream=out)
     progress = Progress(study.name, [q for _, q in found], keys=None, workers=len(slots),

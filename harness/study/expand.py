@@ -115,6 +115,20 @@ def specs_at_positions(study: Study, conditions: Sequence[Condition], positions:
     return [spec.model_copy(update={"seed": seeds[i]}, deep=True) for i in positions for spec, seeds in first]
 
 
+def condition_configs(study: Study) -> dict[str, str | None]:
+    """Each condition's configuration, hashed as its trials' specs hash it
+    (``TrialSpec.config_hash``) with the seed left out (taken at seed 0): what a sequential
+    study's rule fixes of its conditions (``harness.decide.sequential_rule``); None for a
+    condition whose trials no longer build."""
+    out: dict[str, str | None] = {}
+    for condition in study.iter_conditions():
+        try:
+            out[condition.name] = condition_spec(study, condition, 0).config_hash()
+        except ConfigError:
+            out[condition.name] = None
+    return out
+
+
 def comparisons(study: Study) -> list[tuple[str, str]]:
     """Pre-registered comparisons: (condition, the control arm's condition at the same cell)."""
     return [

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from harness.engine.spec import TrialSpec
 from harness.study.design import earlier_design_of, summary_lines
-from harness.study.expand import calibration_comparisons
+from harness.study.expand import calibration_comparisons, condition_configs
 from harness.study.expand import comparisons as comparisons_of
 from harness.study.schema import METRIC_RANGES, Study, condition_name
 from harness.study.sections import AA, Sequential
@@ -39,6 +39,7 @@ from harness.tracking.records import (
     read_records,
     record_path,
 )
+from harness.tracking.sequential_rules import read_rules
 from harness.tracking.shared_records import merge, open_store
 from harness.tracking.storage import ARM, PHASE, REASON, SEED, SPEC, TRIAL_ID, default_storage_url, open_storage
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
@@ -398,6 +399,8 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         "seeds": pool,
         "seed_matched": seed_matched,
         "sequential": sequential,
+        # a sequential study's rule: each condition's config as the study file sets it now (None unknown)
+        "configs": condition_configs(study) if sequential and study is not None else None,
         "seeds_by_condition": seeds_by_condition,
         "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
         "harness_version": _provenance([r.harness_version for r in records]),
@@ -429,6 +432,8 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
         trials = trials[~trials["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
         curves = curves[~curves["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
     meta = {**_meta(ref, records, trials), "earlier_design": summary_lines(earlier["reason"])}
+    if meta["sequential"]:  # the rule versions fixed at its looks (harness.decide.sequential_rule)
+        meta["sequential_rules"] = read_rules(ref.dir, _storage_url(ref.dir, storage), name)
     earlier_ids = set(earlier["trial_id"])
     current = [r for r in records if r.trial_id not in earlier_ids]
     prompts = functools.partial(prompts_frame, current, ref.dir, phase=phase)

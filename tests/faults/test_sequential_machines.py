@@ -17,9 +17,12 @@ from optuna.trial import TrialState
 from runner_helpers import at_once
 
 from harness.decide.look_trials import look_specs
+from harness.errors import HarnessError
 from harness.runner import queue
+from harness.runner.looks import Looks
 from harness.study.expand import expand
 from harness.study.load import load_study
+from harness.tracking import sequential_rules
 from harness.tracking import storage as study_db
 
 PLANTED = "fake_trials:planted"  # big* arms: a large effect; the others: equal
@@ -50,6 +53,36 @@ def test_machines_queueing_the_same_look_at_once_queue_it_once(tmp_path, pg_url)
     jobs = queue_jobs(pg_url, study.name)
     assert Counter(j.key for j in jobs) == Counter({s.trial_id: 1 for s in design})
     assert sorted(j.number for j in jobs) == list(range(len(design)))
+    storage.engine.dispose()
+
+
+def test_machines_finding_the_first_look_due_at_once_fix_one_rule(tmp_path, pg_url):
+    """Six machines find the first look due at once, half of them with a study file whose
+    min_effect differs: one rule is fixed in the shared database, look 1 is queued once, and the
+    machines whose file differs from the fixed rule are refused before they queue anything."""
+    files = [write_sequential(tmp_path / "a"), write_sequential(tmp_path / "b")]
+    data = yaml.safe_load(files[1].read_text())
+    files[1].write_text(yaml.safe_dump({**data, "min_effect": 0.05}, sort_keys=False))
+    storage = study_db.open_storage(pg_url, create=True)
+    queue.create_queue(storage, "seq", "maximize")
+    turn = iter(range(6))
+
+    def machine(q):
+        path = files[next(turn) % 2]  # each thread takes the next file, alternately
+        looks = Looks(load_study(path), path, pg_url, q, say=lambda _: None)
+        try:
+            return looks.advance(force=True)
+        except HarnessError as err:
+            return err
+
+    outcomes = at_once(pg_url, "seq", 6, machine)
+    queued = sorted(o for o in outcomes if isinstance(o, int))
+    refused = [o for o in outcomes if isinstance(o, HarnessError)]
+    assert len(queued) == len(refused) == 3 and queued == [0, 0, 9], outcomes
+    assert all("the study file changes the sequential rule fixed at its first look" in str(e) for e in refused)
+    rules = sequential_rules.stored(storage.engine, "seq")
+    assert len(rules) == 1 and rules[0]["version"] == 1
+    assert len(queue_jobs(pg_url, "seq")) == 9  # look 1, once
     storage.engine.dispose()
 
 
