@@ -20,7 +20,7 @@ from harness.decide.analysis import analyze
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError, HarnessError
 from harness.report.markdown import render_markdown
-from harness.runner import trial_queue as queue
+from harness.runner import queue
 from harness.runner.looks import Looks
 from harness.runner.run import prepare, run_study, run_worker, study_status
 from harness.study.load import load_study
