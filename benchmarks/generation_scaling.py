@@ -26,13 +26,13 @@ from types import SimpleNamespace
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer  # noqa: E402
-from harness.engine.rollout import encode_prompts, sample  # noqa: E402
-from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig  # noqa: E402
-from harness.engine.tasks import build_task  # noqa: E402
+from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
+from harness.engine.rollout import encode_prompts, sample
+from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig
+from harness.engine.tasks import build_task
 
 TARGET = 1.2
 
@@ -55,8 +55,13 @@ def old_sample(lm, prompt_ids, prompt_mask, *, max_new_tokens, temperature, gene
         if bool(done.all()):
             break
         attention = torch.cat([attention, alive.long()[:, None]], dim=1)
-        out = lm.model(input_ids=tokens[-1][:, None], attention_mask=attention, position_ids=next_pos,
-                       use_cache=True, cache=out.cache)
+        out = lm.model(
+            input_ids=tokens[-1][:, None],
+            attention_mask=attention,
+            position_ids=next_pos,
+            use_cache=True,
+            cache=out.cache,
+        )
         next_pos = next_pos + 1
     return torch.stack(tokens, 1)
 
@@ -109,14 +114,20 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["2x64", "4x256"], help="LAYERSxWIDTH")
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="cpu: this process's CPU time, steadier on a shared machine (with --threads 1)")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="cpu: this process's CPU time, steadier on a shared machine (with --threads 1)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     prompts = [item.prompt for item in build_task(TaskConfig()).train[: args.prompts]]
-    print(f"torch {torch.__version__}, {args.threads} threads, {args.prompts} prompts x group {args.group}, "
-          f"{args.clock} clock, median of {args.reps}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"torch {torch.__version__}, {args.threads} threads, {args.prompts} prompts x group {args.group}, "
+        f"{args.clock} clock, median of {args.reps}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"\n{'model':<8}{'tokens':>7}{'old ms/tok':>12}{'new ms/tok':>12}{'speed-up':>10}")
     flat = []
     for name in args.models:
@@ -132,8 +143,10 @@ def main() -> None:
             print(f"{name:<8} per-token time 128 / 32 tokens: old {old128 / old32:.2f}, new {new128 / new32:.2f}")
     if flat:
         worst = max(flat)
-        print(f"\nworst new per-token ratio 128 / 32: {worst:.2f} (target <= {TARGET}: "
-              f"{'met' if worst <= TARGET else 'NOT met'}); load average at the end {os.getloadavg()[0]:.2f}")
+        print(
+            f"\nworst new per-token ratio 128 / 32: {worst:.2f} (target <= {TARGET}: "
+            f"{'met' if worst <= TARGET else 'NOT met'}); load average at the end {os.getloadavg()[0]:.2f}"
+        )
 
 
 if __name__ == "__main__":

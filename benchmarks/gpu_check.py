@@ -26,20 +26,19 @@ import time
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-import torch  # noqa: E402
+import torch
 
-from harness.algorithms import resolve_algorithm  # noqa: E402
-from harness.engine.models import build_tiny_model, char_tokenizer  # noqa: E402
-from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec  # noqa: E402
-from harness.engine.tasks import build_task  # noqa: E402
-from harness.engine.trial import run_trial  # noqa: E402
+from harness.algorithms import resolve_algorithm
+from harness.engine.models import build_tiny_model, char_tokenizer
+from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
+from harness.engine.tasks import build_task
+from harness.engine.trial import run_trial
 
 #: hidden 1024, 16 layers, MLP 4096: about 268M parameters (the char vocabulary adds ~16k)
 GPU_SIZE = {"hidden_size": 1024, "layers": 16, "heads": 16, "intermediate_size": 4096}
 CPU_SIZE = {"hidden_size": 64, "layers": 2, "heads": 4, "intermediate_size": 128}
 #: 5-digit addition (13-token prompts), dense partial credit so groups are mixed and updates real
-TASK = {"name": "addition", "min_digits": 5, "max_digits": 5, "n_train": 1024, "n_eval": 16,
-        "reward": "partial_match"}
+TASK = {"name": "addition", "min_digits": 5, "max_digits": 5, "n_train": 1024, "n_eval": 16, "reward": "partial_match"}
 LORA = {"r": 16, "alpha": 32}
 #: the whole check must end inside this; TRL is skipped (with a line) past it
 BUDGET_S = 7 * 60
@@ -67,8 +66,14 @@ def trial_spec(folder: str, device: str, lora: bool, steps: int, scale: dict) ->
         task=TASK,
         model={"name": folder, "dtype": "bfloat16", "device": device, "lora": LORA if lora else None},
         warmstart={"enabled": False},  # the folder is the starting policy
-        train={"steps": steps, "prompts_per_step": scale["prompts"], "max_new_tokens": scale["new_tokens"],
-               "eval_every": 0, "eval_samples": 1, "max_eval_prompts": 16},
+        train={
+            "steps": steps,
+            "prompts_per_step": scale["prompts"],
+            "max_new_tokens": scale["new_tokens"],
+            "eval_every": 0,
+            "eval_samples": 1,
+            "max_eval_prompts": 16,
+        },
         algorithm=resolve_algorithm("grpo"),
         cache_dir=tempfile.mkdtemp(prefix="gpu-check-cache-"),
     )
@@ -129,8 +134,9 @@ def trl(folder: str, task, lora: bool, steps: int, scale: dict, cuda: bool) -> d
     if lora:
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=LORA["r"], lora_alpha=LORA["alpha"], target_modules="all-linear",
-                                 task_type="CAUSAL_LM")
+        peft_config = LoraConfig(
+            r=LORA["r"], lora_alpha=LORA["alpha"], target_modules="all-linear", task_type="CAUSAL_LM"
+        )
     clock = StepClock()
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="gpu-check-trl-"),
@@ -181,8 +187,10 @@ def main() -> int:
     args = parser.parse_args()
     cuda = torch.cuda.is_available() and not args.cpu_smoke
     if not cuda and not args.cpu_smoke:
-        print("gpu_check: no CUDA device is visible: nothing measured (--cpu-smoke runs the same path "
-              "at a tiny size on the CPU)")
+        print(
+            "gpu_check: no CUDA device is visible: nothing measured (--cpu-smoke runs the same path "
+            "at a tiny size on the CPU)"
+        )
         return 0
     started = time.perf_counter()
     size, device = (GPU_SIZE, "cuda") if cuda else (CPU_SIZE, "cpu")
@@ -192,21 +200,27 @@ def main() -> int:
     import peft
     import transformers
 
-    print(f"gpu_check on {where}: torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"peft {peft.__version__}")
+    print(
+        f"gpu_check on {where}: torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"peft {peft.__version__}"
+    )
     task = build_task(TaskConfig(**TASK))
     folder, n_params = model_folder(size, task, torch.bfloat16)
-    print(f"model: Llama {size}, {n_params / 1e6:.1f}M parameters, random weights, bf16; "
-          f"grpo preset, {scale['prompts']} prompts x 8 samples x {scale['new_tokens']} new tokens, {steps} steps")
+    print(
+        f"model: Llama {size}, {n_params / 1e6:.1f}M parameters, random weights, bf16; "
+        f"grpo preset, {scale['prompts']} prompts x 8 samples x {scale['new_tokens']} new tokens, {steps} steps"
+    )
 
     summary: dict[str, dict | str] = {}
     for lora in (False, True):
         name = "lora" if lora else "full"
         summary[f"ours/{name}"] = row = ours(trial_spec(folder, device, lora, steps, scale), cuda)
-        print(f"ours {name:4s}: generate {row['generate_tok_s']:9.0f} tok/s | update {row['update_tok_s']:9.0f} "
-              f"tok/s | step {row['step_s']:6.2f} s | peak {row['peak']} | old-logprob gap "
-              f"max {row['old_logprob_gap_max']:.2e} (step 1: {row['old_logprob_gap_first']:.2e}) | "
-              f"trial {row['trial_s']:.0f} s")
+        print(
+            f"ours {name:4s}: generate {row['generate_tok_s']:9.0f} tok/s | update {row['update_tok_s']:9.0f} "
+            f"tok/s | step {row['step_s']:6.2f} s | peak {row['peak']} | old-logprob gap "
+            f"max {row['old_logprob_gap_max']:.2e} (step 1: {row['old_logprob_gap_first']:.2e}) | "
+            f"trial {row['trial_s']:.0f} s"
+        )
     for lora in (False, True):
         name = "lora" if lora else "full"
         if time.perf_counter() - started > BUDGET_S:
@@ -223,8 +237,10 @@ def main() -> int:
             if outcome.startswith("not installed"):
                 break
         else:
-            print(f"trl  {name:4s}: completions {outcome['completion_tok_s']:9.0f} tok/s | step "
-                  f"{outcome['step_s']:6.2f} s | peak {outcome['peak']}")
+            print(
+                f"trl  {name:4s}: completions {outcome['completion_tok_s']:9.0f} tok/s | step "
+                f"{outcome['step_s']:6.2f} s | peak {outcome['peak']}"
+            )
     print(f"gpu_check: done in {time.perf_counter() - started:.0f} s")
     print("summary: " + json.dumps(summary, default=str))
     return 0

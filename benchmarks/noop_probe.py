@@ -62,9 +62,11 @@ def main() -> None:
             clock = time.perf_counter()
             noop_pairs(study)
             cached.append(time.perf_counter() - clock)
-    print(f"no-op probe, 10 arms ({len(found)} no-op pairs found): median {statistics.median(times):.3f} s, "
-          f"slowest {max(times):.3f} s over {args.repeats} runs; from kept results {statistics.median(cached):.3f} s; "
-          f"first import of torch + algorithms {import_s:.2f} s")
+    print(
+        f"no-op probe, 10 arms ({len(found)} no-op pairs found): median {statistics.median(times):.3f} s, "
+        f"slowest {max(times):.3f} s over {args.repeats} runs; from kept results {statistics.median(cached):.3f} s; "
+        f"first import of torch + algorithms {import_s:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -23,14 +23,14 @@ import time
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-import torch  # noqa: E402
+import torch
 
-from harness.algorithms import resolve_algorithm  # noqa: E402
-from harness.engine.logprobs import LOGIT_CHUNK_ELEMENTS  # noqa: E402
-from harness.engine.models import SPECIAL_TOKENS, build_tiny_model, char_tokenizer  # noqa: E402
-from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec  # noqa: E402
-from harness.engine.tasks import build_task  # noqa: E402
-from harness.engine.trial import run_trial  # noqa: E402
+from harness.algorithms import resolve_algorithm
+from harness.engine.logprobs import LOGIT_CHUNK_ELEMENTS
+from harness.engine.models import SPECIAL_TOKENS, build_tiny_model, char_tokenizer
+from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
+from harness.engine.tasks import build_task
+from harness.engine.trial import run_trial
 
 VOCAB = 151_936  # Qwen2's
 PROMPTS, GROUP = 8, 8
@@ -69,8 +69,15 @@ def main() -> None:
         model={"name": folder, "device": "cpu", "dtype": "float32", "chat_template": False},
         task=task_config,
         warmstart={"enabled": False},
-        train={"steps": args.steps, "prompts_per_step": PROMPTS, "max_new_tokens": args.tokens, "eval_every": 0,
-               "eval_samples": 1, "threads": args.threads, "micro_batch_size": args.micro_batch_size},
+        train={
+            "steps": args.steps,
+            "prompts_per_step": PROMPTS,
+            "max_new_tokens": args.tokens,
+            "eval_every": 0,
+            "eval_samples": 1,
+            "threads": args.threads,
+            "micro_batch_size": args.micro_batch_size,
+        },
         cache_dir=tempfile.mkdtemp(prefix="bench-cache-"),
     )
     clock = time.perf_counter()
@@ -83,18 +90,24 @@ def main() -> None:
     positions = max(len(item.prompt) for item in build_task(TaskConfig(**task_config)).train) + 1 + args.tokens
     full_logits = rows * positions * VOCAB * 4 / 1e9
 
-    print(f"GRPO trial: {PROMPTS} prompts x {GROUP} samples x {args.tokens} new tokens, 2x64 Llama, vocabulary "
-          f"{VOCAB:,}, {args.steps} steps, {args.threads} threads, micro_batch_size {args.micro_batch_size}, "
-          f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f} (a shared machine: times vary)")
+    print(
+        f"GRPO trial: {PROMPTS} prompts x {GROUP} samples x {args.tokens} new tokens, 2x64 Llama, vocabulary "
+        f"{VOCAB:,}, {args.steps} steps, {args.threads} threads, micro_batch_size {args.micro_batch_size}, "
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f} (a shared machine: times vary)"
+    )
     print(f"mean completion length {completion:.1f} tokens (budget {args.tokens})")
     for key in ("time/generate_s", "time/reference_s", "time/update_s", "time/step_s"):
         print(f"  {key:<20}{statistics.median(row[key] for row in steps):>9.1f} s (median of {len(steps)} steps)")
     print(f"trial wall time {wall:.0f} s")
-    print(f"peak RSS {peak:.2f} GB (before the trial {before:.2f} GB); target < {TARGET_GB:g} GB: "
-          f"{'met' if peak < TARGET_GB else 'NOT met'}")
-    print(f"not built: the full-logits tensor of one log-prob pass, [{rows}, {positions}, {VOCAB:,}] fp32 = "
-          f"{full_logits:.1f} GB (and its log-softmax as much again); one chunk instead: "
-          f"{LOGIT_CHUNK_ELEMENTS // VOCAB} tokens x {VOCAB:,} = {LOGIT_CHUNK_ELEMENTS * 4 / 2**20:.0f} MiB")
+    print(
+        f"peak RSS {peak:.2f} GB (before the trial {before:.2f} GB); target < {TARGET_GB:g} GB: "
+        f"{'met' if peak < TARGET_GB else 'NOT met'}"
+    )
+    print(
+        f"not built: the full-logits tensor of one log-prob pass, [{rows}, {positions}, {VOCAB:,}] fp32 = "
+        f"{full_logits:.1f} GB (and its log-softmax as much again); one chunk instead: "
+        f"{LOGIT_CHUNK_ELEMENTS // VOCAB} tokens x {VOCAB:,} = {LOGIT_CHUNK_ELEMENTS * 4 / 2**20:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -96,17 +96,23 @@ def main() -> None:
     looks = args.looks or sorted({*range(args.every * 2, n_max, args.every), n_max})
 
     seq_power = rates(sequential(rng, args.dist, reps, arms, looks, args.spending, margin, margin)[0])["better"]
-    n_same_power = next(n for n in range(2, 4 * n_max)
-                        if rates(fixed(rng, args.dist, reps, arms, n, margin, margin)[0])["better"] >= seq_power)
+    n_same_power = next(
+        n
+        for n in range(2, 4 * n_max)
+        if rates(fixed(rng, args.dist, reps, arms, n, margin, margin)[0])["better"] >= seq_power
+    )
     designs = {
-        f"sequential ({args.spending})": lambda d: sequential(rng, args.dist, reps, arms, looks, args.spending, d,
-                                                              margin),
+        f"sequential ({args.spending})": lambda d: sequential(
+            rng, args.dist, reps, arms, looks, args.spending, d, margin
+        ),
         f"fixed, same maximum (n={n_max})": lambda d: fixed(rng, args.dist, reps, arms, n_max, d, margin),
         f"fixed, same power (n={n_same_power})": lambda d: fixed(rng, args.dist, reps, arms, n_same_power, d, margin),
     }
-    print(f"{arms} arm(s) vs a control, {args.dist} seed scores (sd 1), min_effect {margin:g} sd, maximum {n_max} "
-          f"seeds per arm (the fixed design deciding at 0 and at min_effect with 80%), looks {looks}, alpha {ALPHA} "
-          f"(Bonferroni), {reps} studies per cell; MC SE of a rate near 0.05: {math.sqrt(0.05 * 0.95 / reps):.4f}")
+    print(
+        f"{arms} arm(s) vs a control, {args.dist} seed scores (sd 1), min_effect {margin:g} sd, maximum {n_max} "
+        f"seeds per arm (the fixed design deciding at 0 and at min_effect with 80%), looks {looks}, alpha {ALPHA} "
+        f"(Bonferroni), {reps} studies per cell; MC SE of a rate near 0.05: {math.sqrt(0.05 * 0.95 / reps):.4f}"
+    )
     print(f"{'true diff':>10}  {'design':<34}{'trials':>8}{'better':>9}{'worse':>8}{'equiv':>8}{'inconcl':>9}")
     spent = {name: [] for name in designs}
     for delta in (0.0, margin / 2, margin, 2 * margin):
@@ -114,14 +120,18 @@ def main() -> None:
             label, trials = run(delta)
             r = rates(label)
             spent[name].append(trials.mean())
-            print(f"{delta:>10.3f}  {name:<34}{trials.mean():>8.1f}{r['better']:>9.3f}{r['worse']:>8.3f}"
-                  f"{r['equivalent']:>8.3f}{r['inconclusive']:>9.3f}")
+            print(
+                f"{delta:>10.3f}  {name:<34}{trials.mean():>8.1f}{r['better']:>9.3f}{r['worse']:>8.3f}"
+                f"{r['equivalent']:>8.3f}{r['inconclusive']:>9.3f}"
+            )
     names = list(designs)
     mean_seq = float(np.mean(spent[names[0]]))
     for name in names[1:]:
         saving = 1 - mean_seq / float(np.mean(spent[name]))
-        print(f"mean trials over the four effects: sequential {mean_seq:.1f} vs {name} "
-              f"{np.mean(spent[name]):.1f}: {saving:.0%} fewer (target >= 30%: {'met' if saving >= 0.3 else 'NOT met'})")
+        print(
+            f"mean trials over the four effects: sequential {mean_seq:.1f} vs {name} "
+            f"{np.mean(spent[name]):.1f}: {saving:.0%} fewer (target >= 30%: {'met' if saving >= 0.3 else 'NOT met'})"
+        )
     print(f"power at min_effect: sequential {seq_power:.3f}; the same-power fixed design needs {n_same_power} seeds")
 
 

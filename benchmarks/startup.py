@@ -45,7 +45,9 @@ import atexit, json, sys, time
 HEAVY = {HEAVY!r}
 def loaded():
     return [m for m in HEAVY if m in sys.modules]
-atexit.register(lambda: print({MARK!r} + json.dumps({{"exit": loaded(), "cpu_s": time.process_time()}}), file=sys.stderr, flush=True))
+def report():
+    print({MARK!r} + json.dumps({{"exit": loaded(), "cpu_s": time.process_time()}}), file=sys.stderr, flush=True)
+atexit.register(report)
 if sys.argv[1] == "trial":
     import harness.engine.trial as trial
     steps = dict(trial.STEPS)
@@ -90,7 +92,9 @@ def modules(names: list[str]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as the environment sets it")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as the environment sets it"
+    )
     parser.add_argument("--threads", type=int, help="torch threads of the trial (train.threads); default: torch's")
     args = parser.parse_args()
     trial = TRIAL if args.threads is None else [*TRIAL, "--set", f"train.threads={args.threads}"]
@@ -102,17 +106,24 @@ def main() -> None:
         validate = ["validate", str(QUICKSTART)]
         cold = run(validate, folder, env)
         timed = [run(validate, folder, env) for _ in range(args.repeats)]
-        print(f"harness validate studies/quickstart.yaml: median {median(timed, 'wall_s')} s (CPU {median(timed, 'cpu_s')} s) "
-              f"over {args.repeats} runs (target < 1.5 s); imported {modules(timed[-1]['exit'])}")
+        print(
+            f"harness validate studies/quickstart.yaml: median {median(timed, 'wall_s')} s "
+            f"(CPU {median(timed, 'cpu_s')} s) "
+            f"over {args.repeats} runs (target < 1.5 s); imported {modules(timed[-1]['exit'])}"
+        )
         print(f"  its first run, probing the arms: {cold['wall_s']:.2f} s, imported {modules(cold['exit'])}")
 
         print("harness trial: warming the warm-start cache (SFT of the tiny model) ...", flush=True)
         warm = run(trial, folder, env)
         timed = [run(trial, folder, env) for _ in range(args.repeats)]
-        print(f"harness {' '.join(trial)}: process start to its first step median {median(timed, 'to_first_step_s')} s "
-              f"(CPU {median(timed, 'first_step_cpu_s')} s) over {args.repeats} runs (target < 4 s); the whole command "
-              f"{median(timed, 'wall_s')} s (CPU {median(timed, 'cpu_s')} s)")
-        print(f"  imported by the first step: {modules(timed[-1]['modules'])}; by the end: {modules(timed[-1]['exit'])}")
+        print(
+            f"harness {' '.join(trial)}: process start to its first step median {median(timed, 'to_first_step_s')} s "
+            f"(CPU {median(timed, 'first_step_cpu_s')} s) over {args.repeats} runs (target < 4 s); the whole command "
+            f"{median(timed, 'wall_s')} s (CPU {median(timed, 'cpu_s')} s)"
+        )
+        print(
+            f"  imported by the first step: {modules(timed[-1]['modules'])}; by the end: {modules(timed[-1]['exit'])}"
+        )
         print(f"  its first run, building the warm start: {warm['wall_s']:.1f} s")
 
 

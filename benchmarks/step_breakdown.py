@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-import torch  # noqa: E402
+import torch
 
-from harness.algorithms import resolve_algorithm  # noqa: E402
-from harness.engine.learner import Learner, make_optimizer  # noqa: E402
-from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer  # noqa: E402
-from harness.engine.reference import Reference  # noqa: E402
-from harness.engine.rl_step import rl_step  # noqa: E402
-from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig, TrainConfig  # noqa: E402
-from harness.engine.tasks import build_task  # noqa: E402
+from harness.algorithms import resolve_algorithm
+from harness.engine.learner import Learner, make_optimizer
+from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
+from harness.engine.reference import Reference
+from harness.engine.rl_step import rl_step
+from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig, TrainConfig
+from harness.engine.tasks import build_task
 
 PROMPTS, KL_COEF, LR = 8, 0.04, 1e-5
 PHASES = ("generate", "score", "reference", "update")
@@ -171,13 +171,15 @@ def run_cell(cell: Cell, task, steps: int, warmup: int) -> None:
             ours_row = ours(task, items[self.step * PROMPTS : (self.step + 1) * PROMPTS])
             if self.step >= warmup:
                 inner = spent["_generate_and_score_completions"]
-                cell.trl.append({
-                    "generate": spent["_generate"],
-                    "score": spent["_calculate_rewards"],
-                    "reference": inner - spent["_generate"] - spent["_calculate_rewards"],
-                    "update": whole - inner,
-                    "step": whole,
-                })
+                cell.trl.append(
+                    {
+                        "generate": spent["_generate"],
+                        "score": spent["_calculate_rewards"],
+                        "reference": inner - spent["_generate"] - spent["_calculate_rewards"],
+                        "update": whole - inner,
+                        "step": whole,
+                    }
+                )
                 cell.ours.append(ours_row)
             self.step += 1
 
@@ -257,15 +259,19 @@ def main() -> None:
     # dense partial credit, so a freshly initialised model's groups are mixed and both trainers
     # really update (with 0/1 rewards every group is degenerate and the update is trivial)
     task = build_task(TaskConfig(reward="partial_match"))
-    print(f"ours vs trl {trl.__version__} GRPOTrainer, torch {torch.__version__}, {args.threads} threads, "
-          f"{PROMPTS} prompts per step, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"ours vs trl {trl.__version__} GRPOTrainer, torch {torch.__version__}, {args.threads} threads, "
+        f"{PROMPTS} prompts per step, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     print("matched:")
     for line in MATCHED:
         print(f"  - {line}")
     cells = [
         Cell(tokens, *_parse_model(model), group)
-        for tokens in args.tokens for model in args.models for group in args.groups
+        for tokens in args.tokens
+        for model in args.models
+        for group in args.groups
     ]
     ratios = []
     for cell in cells:
@@ -275,8 +281,10 @@ def main() -> None:
     for cell, ratio in zip(cells, ratios):
         print(f"{cell.label:<26}{_median(cell.ours, 'step'):>9.3f}{_median(cell.trl, 'step'):>9.3f}{ratio:>8.2f}")
     worst = max(ratios)
-    print(f"worst ratio ours / trl: {worst:.2f} (target <= 0.60: {'met' if worst <= 0.6 else 'NOT met'}); "
-          f"load average at the end {os.getloadavg()[0]:.2f}")
+    print(
+        f"worst ratio ours / trl: {worst:.2f} (target <= 0.60: {'met' if worst <= 0.6 else 'NOT met'}); "
+        f"load average at the end {os.getloadavg()[0]:.2f}"
+    )
 
 
 if __name__ == "__main__":

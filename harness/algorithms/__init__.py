@@ -13,8 +13,7 @@ first use, so ``from harness.algorithms import PRESETS`` stays on the light laye
 from importlib import import_module
 
 _EXPORTS = {
-    "advantages": ["AdvantageInputs", "AdvantageOutput", "compute_advantages", "masked_whiten",
-                   "sequence_returns"],
+    "advantages": ["AdvantageInputs", "AdvantageOutput", "compute_advantages", "masked_whiten", "sequence_returns"],
     "aggregation": ["Aggregator", "make_aggregator"],
     "config": ["AlgorithmConfig", "DPOConfig", "RLConfig"],
     "critic": ["ValueCritic", "build_critic", "explained_variance", "value_loss"],
@@ -22,11 +21,24 @@ _EXPORTS = {
     "kl": ["KLWeights", "kl_estimate", "kl_weights"],
     "objective": ["UpdateBatch", "token_rewards", "update_loss"],
     "old_logprobs": ["recomputes_old_logprobs"],
-    "parts": ["ADVANTAGES", "AGGREGATIONS", "CRITICS", "KL_ESTIMATORS", "KL_PLACEMENTS", "MISMATCH", "OLD_LOGPROBS",
-              "PAIR_SOURCES", "POLICY_LOSSES", "SAMPLING", "SLOTS", "TOKEN_FILTERS", "TRUNCATED", "describe_parts",
-              "fields_read"],
-    "presets": ["PRESETS", "TESTBED_LR", "Preset", "check_algorithm", "describe_presets",
-                "resolve_algorithm"],
+    "parts": [
+        "ADVANTAGES",
+        "AGGREGATIONS",
+        "CRITICS",
+        "KL_ESTIMATORS",
+        "KL_PLACEMENTS",
+        "MISMATCH",
+        "OLD_LOGPROBS",
+        "PAIR_SOURCES",
+        "POLICY_LOSSES",
+        "SAMPLING",
+        "SLOTS",
+        "TOKEN_FILTERS",
+        "TRUNCATED",
+        "describe_parts",
+        "fields_read",
+    ],
+    "presets": ["PRESETS", "TESTBED_LR", "Preset", "check_algorithm", "describe_presets", "resolve_algorithm"],
     "registry": ["Registry"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

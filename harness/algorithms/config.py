@@ -47,16 +47,19 @@ class RLConfig(_Common):
     kl_placement: str = Field("none", description="where the KL term goes: none, the reward, or the loss")
     critic: str = Field("none", description="value function: none, a head on the policy, or a separate value model")
     old_logprobs: str = Field(
-        "auto", description="old log-probs of the ratio: sampler, recompute, or auto (recompute "
+        "auto",
+        description="old log-probs of the ratio: sampler, recompute, or auto (recompute "
         "where the policy's weights are bf16/fp16, else sampler)",
     )
     mismatch: str = Field(
-        "none", description="importance weights of the trainer's old log-probs against the sampler's, "
+        "none",
+        description="importance weights of the trainer's old log-probs against the sampler's, "
         "truncated (TIS) or masked (MIS, IcePop), per token or per sequence",
     )
     token_filter: str = Field("all", description="which tokens the policy loss reads (top_entropy: the 80/20 rule)")
     sampling: str = Field(
-        "once", description="how a step draws its groups (dynamic: DAPO's, more prompts until the batch's "
+        "once",
+        description="how a step draws its groups (dynamic: DAPO's, more prompts until the batch's "
         "groups have a spread of scores)",
     )
     truncated: str = Field("keep", description="what the loss does with completions the token budget cut off")
@@ -65,11 +68,13 @@ class RLConfig(_Common):
 
     # --- policy loss numbers ---
     eps_low: PositiveFloat = Field(
-        0.2, description="clip band below a ratio of 1: ratios under 1 - eps_low are clipped (gmpo: a bound on "
+        0.2,
+        description="clip band below a ratio of 1: ratios under 1 - eps_low are clipped (gmpo: a bound on "
         "the log-ratio; dppo: the limit of its mask)",
     )
     eps_high: PositiveFloat = Field(
-        0.2, description="clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher; "
+        0.2,
+        description="clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher; "
         "gmpo: a bound on the log-ratio; dppo: the limit of its mask)",
     )
     dual_clip: float | None = Field(
@@ -122,7 +127,8 @@ class DPOConfig(_Common):
 
     kind: Literal["dpo"] = "dpo"
     pairs_from: str = Field(
-        "reference", description="who samples the pairs: reference (offline, the frozen warm "
+        "reference",
+        description="who samples the pairs: reference (offline, the frozen warm "
         "start) or policy (online, the policy being trained)",
     )
     dpo_beta: PositiveFloat = Field(0.1, description="DPO's beta: how far the policy may move from the reference")
@@ -135,11 +141,26 @@ AlgorithmConfig = Annotated[RLConfig | DPOConfig, Field(discriminator="kind")]
 #: added later never renames the trials that ran before it existed, nor turns them into an
 #: "earlier design"; set to anything else, they count like every other field. A field added in a
 #: later round joins this set.
-LATER_FIELDS = frozenset({
-    "mismatch", "token_filter", "sampling", "truncated", "sapo_tau_pos", "sapo_tau_neg", "clip_cov_ratio",
-    "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "kl_cov_coef", "dppo_ratio_cap", "mismatch_cap",
-    "mismatch_floor", "entropy_top_share", "max_draws",
-})
+LATER_FIELDS = frozenset(
+    {
+        "mismatch",
+        "token_filter",
+        "sampling",
+        "truncated",
+        "sapo_tau_pos",
+        "sapo_tau_neg",
+        "clip_cov_ratio",
+        "clip_cov_lb",
+        "clip_cov_ub",
+        "kl_cov_ratio",
+        "kl_cov_coef",
+        "dppo_ratio_cap",
+        "mismatch_cap",
+        "mismatch_floor",
+        "entropy_top_share",
+        "max_draws",
+    }
+)
 
 
 def identity(config: RLConfig | DPOConfig) -> dict:
@@ -151,6 +172,7 @@ def identity(config: RLConfig | DPOConfig) -> dict:
         if getattr(config, name) == fields[name].get_default(call_default_factory=True):
             del payload[name]
     return payload
+
 
 #: kind -> its config type
 CONFIG_TYPES: dict[str, type[RLConfig] | type[DPOConfig]] = {"rl": RLConfig, "dpo": DPOConfig}

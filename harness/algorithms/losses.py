@@ -45,9 +45,7 @@ def clamped_ratio(log_ratio: Tensor) -> Tensor:
     return torch.exp(torch.clamp(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND))
 
 
-def clip_surrogate(
-    ratio: Tensor, advantages: Tensor, cfg: RLConfig
-) -> tuple[Tensor, Tensor]:
+def clip_surrogate(ratio: Tensor, advantages: Tensor, cfg: RLConfig) -> tuple[Tensor, Tensor]:
     """``min(r * A, clip(r, 1-eps_low, 1+eps_high) * A)`` and where the clipped branch won."""
     unclipped = ratio * advantages
     bounded = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * advantages
@@ -237,8 +235,9 @@ def _inside_tv(prob: Tensor, old_prob: Tensor, log_ratio: Tensor, pushes_up: Ten
 def _inside_kl(prob: Tensor, old_prob: Tensor, log_ratio: Tensor, pushes_up: Tensor, cfg: RLConfig) -> Tensor:
     # KL(Bernoulli(p_old) || Bernoulli(p)) of the sampled token against the rest; 1e-8 as verl's
     binary_kl = old_prob * -log_ratio + (1 - old_prob) * torch.log((1 - old_prob + 1e-8) / (1 - prob + 1e-8))
-    return torch.where(pushes_up, (binary_kl <= cfg.eps_high) | (prob <= old_prob),
-                       (binary_kl <= cfg.eps_low) | (prob >= old_prob))
+    return torch.where(
+        pushes_up, (binary_kl <= cfg.eps_high) | (prob <= old_prob), (binary_kl <= cfg.eps_low) | (prob >= old_prob)
+    )
 
 
 def dppo_tv(

@@ -42,19 +42,22 @@ from harness.algorithms.parts import MISMATCH
 LOG_WEIGHT_BOUND = 20.0
 
 
-def mismatch_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-                     ) -> tuple[Tensor, dict[str, Tensor]]:
+def mismatch_weights(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
     """The weight of every token's policy term under ``cfg.mismatch``, and its metrics."""
     return MISMATCH.get(cfg.mismatch)(old_logprobs, sampler_logprobs, mask, cfg)
 
 
-def no_correction(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-                  ) -> tuple[Tensor, dict[str, Tensor]]:
+def no_correction(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
     return torch.ones_like(mask), {}
 
 
-def _raw_weights(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, per_sequence: bool
-                 ) -> tuple[Tensor, Tensor]:
+def _raw_weights(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, per_sequence: bool
+) -> tuple[Tensor, Tensor]:
     """``pi_old/mu`` per token, or the product over each row on every token of the row, from the
     log-weights clamped to ``+-LOG_WEIGHT_BOUND``; and the token log-weights (0 on padding)."""
     token = torch.where(mask.bool(), old_logprobs - sampler_logprobs, 0.0).detach()
@@ -74,40 +77,46 @@ def _metrics(weights: Tensor, changed: Tensor, token_log_weights: Tensor, mask: 
     }
 
 
-def _truncate(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
-              ) -> tuple[Tensor, dict[str, Tensor]]:
+def _truncate(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
+) -> tuple[Tensor, dict[str, Tensor]]:
     raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
     weights = torch.where(mask.bool(), torch.clamp(raw, max=cfg.mismatch_cap), 0.0)
     return weights, _metrics(weights, raw > cfg.mismatch_cap, token, mask)
 
 
-def _mask(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
-          ) -> tuple[Tensor, dict[str, Tensor]]:
+def _mask(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
+) -> tuple[Tensor, dict[str, Tensor]]:
     raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
     outside = (raw > cfg.mismatch_cap) | (raw < cfg.mismatch_floor)
     weights = torch.where(mask.bool() & ~outside, raw, 0.0)
     return weights, _metrics(weights, outside, token, mask)
 
 
-def token_truncate(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-                   ) -> tuple[Tensor, dict[str, Tensor]]:
+def token_truncate(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
     """``min(pi_old/mu, C)`` per token."""
     return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
 
 
-def sequence_truncate(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-                      ) -> tuple[Tensor, dict[str, Tensor]]:
+def sequence_truncate(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
     """``min(prod_t pi_old/mu, C)`` on every token of the row."""
     return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
 
 
-def token_mask(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-               ) -> tuple[Tensor, dict[str, Tensor]]:
+def token_mask(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
     """``pi_old/mu`` per token inside ``[floor, C]``, 0 outside."""
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
 
 
-def sequence_mask(old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-                  ) -> tuple[Tensor, dict[str, Tensor]]:
+def sequence_mask(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
     """The row's ``prod_t pi_old/mu`` inside ``[floor, C]`` on each of its tokens, else 0 on all."""
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)

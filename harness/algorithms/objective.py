@@ -99,4 +99,3 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
         metrics.update({f"train/{k}": v for k, v in v_parts.items()})
     metrics["train/loss"] = loss.detach()
     return loss, metrics
-

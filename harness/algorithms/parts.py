@@ -25,65 +25,161 @@ _PACKAGE = "harness.algorithms"
 #: ``fn(inputs, cfg) -> AdvantageOutput`` (``advantages.py``); ``reads`` besides the shared
 #: ``whiten_advantages`` and ``drop_degenerate``
 ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic", "reads", "cites"))
-ADVANTAGES.declare("group_zscore", f"{_PACKAGE}.advantages:group_zscore", needs_groups=True, needs_critic=False,
-                   reads=("adv_eps",), cites="GRPO: Shao et al. 2024, DeepSeekMath (arXiv:2402.03300)")
-ADVANTAGES.declare("group_mean", f"{_PACKAGE}.advantages:group_mean", needs_groups=True, needs_critic=False,
-                   reads=(), cites="Dr. GRPO: Liu et al. 2025 (arXiv:2503.20783)")
-ADVANTAGES.declare("leave_one_out", f"{_PACKAGE}.advantages:leave_one_out", needs_groups=True, needs_critic=False,
-                   reads=(), cites="RLOO: Ahmadian et al. 2024 (arXiv:2402.14740)")
-ADVANTAGES.declare("reinforce_pp", f"{_PACKAGE}.advantages:reinforce_pp", needs_groups=False, needs_critic=False,
-                   reads=("gamma",), cites="REINFORCE++: Hu 2025 (arXiv:2501.03262)")
-ADVANTAGES.declare("gae", f"{_PACKAGE}.advantages:gae", needs_groups=False, needs_critic=True,
-                   reads=("gamma", "lam"), cites="GAE: Schulman et al. 2016 (arXiv:1506.02438)")
-ADVANTAGES.declare("reinforce_pp_baseline", f"{_PACKAGE}.advantages:reinforce_pp_baseline", needs_groups=True,
-                   needs_critic=False, reads=("gamma",),
-                   cites="REINFORCE++-baseline: Hu 2025 (arXiv:2501.03262), as OpenRLHF and verl")
-ADVANTAGES.declare("group_mean_batch_std", f"{_PACKAGE}.advantages:group_mean_batch_std", needs_groups=True,
-                   needs_critic=False, reads=("adv_eps",),
-                   cites="Lite PPO: Liu et al. 2025, Tricks or Traps (arXiv:2508.08221); TRL scale_rewards='batch'")
-ADVANTAGES.declare("group_passk", f"{_PACKAGE}.advantages:group_passk", needs_groups=True, needs_critic=False,
-                   reads=("adv_eps",), cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595)")
+ADVANTAGES.declare(
+    "group_zscore",
+    f"{_PACKAGE}.advantages:group_zscore",
+    needs_groups=True,
+    needs_critic=False,
+    reads=("adv_eps",),
+    cites="GRPO: Shao et al. 2024, DeepSeekMath (arXiv:2402.03300)",
+)
+ADVANTAGES.declare(
+    "group_mean",
+    f"{_PACKAGE}.advantages:group_mean",
+    needs_groups=True,
+    needs_critic=False,
+    reads=(),
+    cites="Dr. GRPO: Liu et al. 2025 (arXiv:2503.20783)",
+)
+ADVANTAGES.declare(
+    "leave_one_out",
+    f"{_PACKAGE}.advantages:leave_one_out",
+    needs_groups=True,
+    needs_critic=False,
+    reads=(),
+    cites="RLOO: Ahmadian et al. 2024 (arXiv:2402.14740)",
+)
+ADVANTAGES.declare(
+    "reinforce_pp",
+    f"{_PACKAGE}.advantages:reinforce_pp",
+    needs_groups=False,
+    needs_critic=False,
+    reads=("gamma",),
+    cites="REINFORCE++: Hu 2025 (arXiv:2501.03262)",
+)
+ADVANTAGES.declare(
+    "gae",
+    f"{_PACKAGE}.advantages:gae",
+    needs_groups=False,
+    needs_critic=True,
+    reads=("gamma", "lam"),
+    cites="GAE: Schulman et al. 2016 (arXiv:1506.02438)",
+)
+ADVANTAGES.declare(
+    "reinforce_pp_baseline",
+    f"{_PACKAGE}.advantages:reinforce_pp_baseline",
+    needs_groups=True,
+    needs_critic=False,
+    reads=("gamma",),
+    cites="REINFORCE++-baseline: Hu 2025 (arXiv:2501.03262), as OpenRLHF and verl",
+)
+ADVANTAGES.declare(
+    "group_mean_batch_std",
+    f"{_PACKAGE}.advantages:group_mean_batch_std",
+    needs_groups=True,
+    needs_critic=False,
+    reads=("adv_eps",),
+    cites="Lite PPO: Liu et al. 2025, Tricks or Traps (arXiv:2508.08221); TRL scale_rewards='batch'",
+)
+ADVANTAGES.declare(
+    "group_passk",
+    f"{_PACKAGE}.advantages:group_passk",
+    needs_groups=True,
+    needs_critic=False,
+    reads=("adv_eps",),
+    cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595)",
+)
 
 #: ``fn(logprobs, old_logprobs, advantages, mask, cfg, aggregate) -> (loss, metrics)`` (``losses.py``)
 POLICY_LOSSES = Registry("policy loss", meta_keys=("reads", "cites"))
-POLICY_LOSSES.declare("clipped", f"{_PACKAGE}.losses:clipped", reads=("eps_low", "eps_high", "dual_clip"),
-                      cites="PPO: Schulman et al. 2017 (arXiv:1707.06347); dual clip: Ye et al. 2020 "
-                      "(arXiv:1912.09729)")
-POLICY_LOSSES.declare("cispo", f"{_PACKAGE}.losses:cispo", reads=("eps_low", "eps_high"),
-                      cites="CISPO: MiniMax 2025, MiniMax-M1 (arXiv:2506.13585)")
-POLICY_LOSSES.declare("gspo", f"{_PACKAGE}.losses:gspo", reads=("eps_low", "eps_high"),
-                      cites="GSPO: Zheng et al. 2025 (arXiv:2507.18071)")
-POLICY_LOSSES.declare("is", f"{_PACKAGE}.losses:importance_sampling", reads=(),
-                      cites="REINFORCE: Williams 1992, importance-weighted")
-POLICY_LOSSES.declare("sapo", f"{_PACKAGE}.losses:sapo", reads=("sapo_tau_pos", "sapo_tau_neg"),
-                      cites="SAPO: Gao et al. 2025, Soft Adaptive Policy Optimization (arXiv:2511.20347)")
-POLICY_LOSSES.declare("gmpo", f"{_PACKAGE}.losses:gmpo", reads=("eps_low", "eps_high"),
-                      cites="GMPO: Zhao et al. 2025, Geometric-Mean Policy Optimization (arXiv:2507.20673)")
-POLICY_LOSSES.declare("clip_cov", f"{_PACKAGE}.covariance_losses:clip_cov",
-                      reads=("eps_low", "eps_high", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"),
-                      cites="Clip-Cov: Cui et al. 2025, The Entropy Mechanism of RL (arXiv:2505.22617)")
-POLICY_LOSSES.declare("kl_cov", f"{_PACKAGE}.covariance_losses:kl_cov", reads=("kl_cov_ratio", "kl_cov_coef"),
-                      cites="KL-Cov: Cui et al. 2025, The Entropy Mechanism of RL (arXiv:2505.22617)")
-POLICY_LOSSES.declare("dppo_tv", f"{_PACKAGE}.losses:dppo_tv", reads=("eps_low", "eps_high", "dppo_ratio_cap"),
-                      cites="DPPO-Binary-TV: Qi et al. 2026, Rethinking the Trust Region (arXiv:2602.04879)")
-POLICY_LOSSES.declare("dppo_kl", f"{_PACKAGE}.losses:dppo_kl", reads=("eps_low", "eps_high", "dppo_ratio_cap"),
-                      cites="DPPO-Binary-KL: Qi et al. 2026, Rethinking the Trust Region (arXiv:2602.04879)")
-POLICY_LOSSES.declare("topr", f"{_PACKAGE}.losses:topr", reads=(),
-                      cites="TOPR: Le Roux et al. 2025, Tapered Off-Policy REINFORCE (arXiv:2503.14286)")
+POLICY_LOSSES.declare(
+    "clipped",
+    f"{_PACKAGE}.losses:clipped",
+    reads=("eps_low", "eps_high", "dual_clip"),
+    cites="PPO: Schulman et al. 2017 (arXiv:1707.06347); dual clip: Ye et al. 2020 (arXiv:1912.09729)",
+)
+POLICY_LOSSES.declare(
+    "cispo",
+    f"{_PACKAGE}.losses:cispo",
+    reads=("eps_low", "eps_high"),
+    cites="CISPO: MiniMax 2025, MiniMax-M1 (arXiv:2506.13585)",
+)
+POLICY_LOSSES.declare(
+    "gspo", f"{_PACKAGE}.losses:gspo", reads=("eps_low", "eps_high"), cites="GSPO: Zheng et al. 2025 (arXiv:2507.18071)"
+)
+POLICY_LOSSES.declare(
+    "is", f"{_PACKAGE}.losses:importance_sampling", reads=(), cites="REINFORCE: Williams 1992, importance-weighted"
+)
+POLICY_LOSSES.declare(
+    "sapo",
+    f"{_PACKAGE}.losses:sapo",
+    reads=("sapo_tau_pos", "sapo_tau_neg"),
+    cites="SAPO: Gao et al. 2025, Soft Adaptive Policy Optimization (arXiv:2511.20347)",
+)
+POLICY_LOSSES.declare(
+    "gmpo",
+    f"{_PACKAGE}.losses:gmpo",
+    reads=("eps_low", "eps_high"),
+    cites="GMPO: Zhao et al. 2025, Geometric-Mean Policy Optimization (arXiv:2507.20673)",
+)
+POLICY_LOSSES.declare(
+    "clip_cov",
+    f"{_PACKAGE}.covariance_losses:clip_cov",
+    reads=("eps_low", "eps_high", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"),
+    cites="Clip-Cov: Cui et al. 2025, The Entropy Mechanism of RL (arXiv:2505.22617)",
+)
+POLICY_LOSSES.declare(
+    "kl_cov",
+    f"{_PACKAGE}.covariance_losses:kl_cov",
+    reads=("kl_cov_ratio", "kl_cov_coef"),
+    cites="KL-Cov: Cui et al. 2025, The Entropy Mechanism of RL (arXiv:2505.22617)",
+)
+POLICY_LOSSES.declare(
+    "dppo_tv",
+    f"{_PACKAGE}.losses:dppo_tv",
+    reads=("eps_low", "eps_high", "dppo_ratio_cap"),
+    cites="DPPO-Binary-TV: Qi et al. 2026, Rethinking the Trust Region (arXiv:2602.04879)",
+)
+POLICY_LOSSES.declare(
+    "dppo_kl",
+    f"{_PACKAGE}.losses:dppo_kl",
+    reads=("eps_low", "eps_high", "dppo_ratio_cap"),
+    cites="DPPO-Binary-KL: Qi et al. 2026, Rethinking the Trust Region (arXiv:2602.04879)",
+)
+POLICY_LOSSES.declare(
+    "topr",
+    f"{_PACKAGE}.losses:topr",
+    reads=(),
+    cites="TOPR: Le Roux et al. 2025, Tapered Off-Policy REINFORCE (arXiv:2503.14286)",
+)
 
 #: ``fn(per_token, mask, norm_constant) -> scalar`` (``aggregation.py``)
 AGGREGATIONS = Registry("aggregation", meta_keys=("reads", "cites"))
-AGGREGATIONS.declare("token_mean", f"{_PACKAGE}.aggregation:token_mean", reads=(),
-                     cites="DAPO: Yu et al. 2025 (arXiv:2503.14476); verl token-mean, TRL loss_type='dapo'")
-AGGREGATIONS.declare("seq_mean_token_mean", f"{_PACKAGE}.aggregation:seq_mean_token_mean", reads=(),
-                     cites="GRPO: Shao et al. 2024 (arXiv:2402.03300); verl seq-mean-token-mean")
-AGGREGATIONS.declare("seq_mean_token_sum_norm", f"{_PACKAGE}.aggregation:seq_mean_token_sum_norm",
-                     reads=("loss_norm_constant",),
-                     cites="Dr. GRPO: Liu et al. 2025 (arXiv:2503.20783); verl seq-mean-token-sum-norm")
-AGGREGATIONS.declare("seq_mean_token_sum", f"{_PACKAGE}.aggregation:seq_mean_token_sum", reads=(),
-                     cites="verl seq-mean-token-sum: each sequence's log-likelihood term, as REINFORCE")
-AGGREGATIONS.declare("token_sum", f"{_PACKAGE}.aggregation:token_sum", reads=(),
-                     cites="verl token-sum: no normaliser")
+AGGREGATIONS.declare(
+    "token_mean",
+    f"{_PACKAGE}.aggregation:token_mean",
+    reads=(),
+    cites="DAPO: Yu et al. 2025 (arXiv:2503.14476); verl token-mean, TRL loss_type='dapo'",
+)
+AGGREGATIONS.declare(
+    "seq_mean_token_mean",
+    f"{_PACKAGE}.aggregation:seq_mean_token_mean",
+    reads=(),
+    cites="GRPO: Shao et al. 2024 (arXiv:2402.03300); verl seq-mean-token-mean",
+)
+AGGREGATIONS.declare(
+    "seq_mean_token_sum_norm",
+    f"{_PACKAGE}.aggregation:seq_mean_token_sum_norm",
+    reads=("loss_norm_constant",),
+    cites="Dr. GRPO: Liu et al. 2025 (arXiv:2503.20783); verl seq-mean-token-sum-norm",
+)
+AGGREGATIONS.declare(
+    "seq_mean_token_sum",
+    f"{_PACKAGE}.aggregation:seq_mean_token_sum",
+    reads=(),
+    cites="verl seq-mean-token-sum: each sequence's log-likelihood term, as REINFORCE",
+)
+AGGREGATIONS.declare("token_sum", f"{_PACKAGE}.aggregation:token_sum", reads=(), cites="verl token-sum: no normaliser")
 
 #: ``fn(logprobs, ref_logprobs, old_logprobs) -> per-token estimate`` (``kl.py``); no field of their own
 KL_ESTIMATORS = Registry("KL estimator", meta_keys=("reads", "cites"))
@@ -91,86 +187,167 @@ _SCHULMAN = "Schulman 2020, Approximating KL Divergence (joschu.net/blog/kl-appr
 KL_ESTIMATORS.declare("k1", f"{_PACKAGE}.kl:k1", reads=(), cites=_SCHULMAN)
 KL_ESTIMATORS.declare("k2", f"{_PACKAGE}.kl:k2", reads=(), cites=_SCHULMAN)
 KL_ESTIMATORS.declare("k3", f"{_PACKAGE}.kl:k3", reads=(), cites=_SCHULMAN)
-KL_ESTIMATORS.declare("k1+", f"{_PACKAGE}.kl:k1_straight_through", reads=(),
-                      cites=f"{_SCHULMAN}; straight-through k2 gradient as verl kl_penalty 'k1+'")
-KL_ESTIMATORS.declare("k3+", f"{_PACKAGE}.kl:k3_straight_through", reads=(),
-                      cites=f"{_SCHULMAN}; straight-through k2 gradient as verl kl_penalty 'k3+'")
-KL_ESTIMATORS.declare("k3_unbiased", f"{_PACKAGE}.kl:k3_unbiased", reads=(),
-                      cites="DeepSeek-AI 2025, DeepSeek-V3.2 (arXiv:2512.02556), eq. 8: k3 times pi/pi_old")
+KL_ESTIMATORS.declare(
+    "k1+",
+    f"{_PACKAGE}.kl:k1_straight_through",
+    reads=(),
+    cites=f"{_SCHULMAN}; straight-through k2 gradient as verl kl_penalty 'k1+'",
+)
+KL_ESTIMATORS.declare(
+    "k3+",
+    f"{_PACKAGE}.kl:k3_straight_through",
+    reads=(),
+    cites=f"{_SCHULMAN}; straight-through k2 gradient as verl kl_penalty 'k3+'",
+)
+KL_ESTIMATORS.declare(
+    "k3_unbiased",
+    f"{_PACKAGE}.kl:k3_unbiased",
+    reads=(),
+    cites="DeepSeek-AI 2025, DeepSeek-V3.2 (arXiv:2512.02556), eq. 8: k3 times pi/pi_old",
+)
 
 #: ``fn(cfg) -> KLWeights`` (``kl.py``)
 KL_PLACEMENTS = Registry("KL placement", meta_keys=("reads", "cites"))
 _KL_FIELDS = ("kl_coef", "kl_estimator")
 KL_PLACEMENTS.declare("none", f"{_PACKAGE}.kl:no_kl", reads=(), cites="no KL term (DAPO drops it)")
-KL_PLACEMENTS.declare("reward", f"{_PACKAGE}.kl:kl_in_reward", reads=_KL_FIELDS,
-                      cites="InstructGPT: Ouyang et al. 2022 (arXiv:2203.02155)")
-KL_PLACEMENTS.declare("loss", f"{_PACKAGE}.kl:kl_in_loss", reads=_KL_FIELDS,
-                      cites="GRPO: Shao et al. 2024 (arXiv:2402.03300)")
+KL_PLACEMENTS.declare(
+    "reward",
+    f"{_PACKAGE}.kl:kl_in_reward",
+    reads=_KL_FIELDS,
+    cites="InstructGPT: Ouyang et al. 2022 (arXiv:2203.02155)",
+)
+KL_PLACEMENTS.declare(
+    "loss", f"{_PACKAGE}.kl:kl_in_loss", reads=_KL_FIELDS, cites="GRPO: Shao et al. 2024 (arXiv:2402.03300)"
+)
 
 #: ``fn(policy) -> ValueCritic | None`` (``critic.py``); ``trained``: whether there is a critic at all
 CRITICS = Registry("critic", meta_keys=("reads", "trained", "cites"))
 _VALUE_FIELDS = ("vf_coef", "value_clip", "critic_lr")
 CRITICS.declare("none", f"{_PACKAGE}.critic:no_critic", reads=(), trained=False, cites="no critic")
-CRITICS.declare("value_head", f"{_PACKAGE}.critic:value_head", reads=_VALUE_FIELDS, trained=True,
-                cites="PPO: Schulman et al. 2017 (arXiv:1707.06347), a head on the policy's trunk")
-CRITICS.declare("value_model", f"{_PACKAGE}.critic:value_model", reads=_VALUE_FIELDS, trained=True,
-                cites="PPO-RLHF: Ouyang et al. 2022 (arXiv:2203.02155), a separate value model")
+CRITICS.declare(
+    "value_head",
+    f"{_PACKAGE}.critic:value_head",
+    reads=_VALUE_FIELDS,
+    trained=True,
+    cites="PPO: Schulman et al. 2017 (arXiv:1707.06347), a head on the policy's trunk",
+)
+CRITICS.declare(
+    "value_model",
+    f"{_PACKAGE}.critic:value_model",
+    reads=_VALUE_FIELDS,
+    trained=True,
+    cites="PPO-RLHF: Ouyang et al. 2022 (arXiv:2203.02155), a separate value model",
+)
 
 #: ``fn(weight_dtypes) -> whether the step recomputes the old log-probs`` (``old_logprobs.py``)
 #: ``may_recompute``: whether it ever recomputes them
 OLD_LOGPROBS = Registry("old log-probs source", meta_keys=("reads", "may_recompute", "cites"))
-OLD_LOGPROBS.declare("sampler", f"{_PACKAGE}.old_logprobs:from_sampler", reads=(), may_recompute=False,
-                     cites="the sampler's own log-probs (TRL without vLLM)")
-OLD_LOGPROBS.declare("recompute", f"{_PACKAGE}.old_logprobs:recompute", reads=(), may_recompute=True,
-                     cites="a training forward pass, as the actors of verl and OpenRLHF")
-OLD_LOGPROBS.declare("auto", f"{_PACKAGE}.old_logprobs:by_precision", reads=(), may_recompute=True,
-                     cites="recompute where the weights are bf16/fp16")
+OLD_LOGPROBS.declare(
+    "sampler",
+    f"{_PACKAGE}.old_logprobs:from_sampler",
+    reads=(),
+    may_recompute=False,
+    cites="the sampler's own log-probs (TRL without vLLM)",
+)
+OLD_LOGPROBS.declare(
+    "recompute",
+    f"{_PACKAGE}.old_logprobs:recompute",
+    reads=(),
+    may_recompute=True,
+    cites="a training forward pass, as the actors of verl and OpenRLHF",
+)
+OLD_LOGPROBS.declare(
+    "auto",
+    f"{_PACKAGE}.old_logprobs:by_precision",
+    reads=(),
+    may_recompute=True,
+    cites="recompute where the weights are bf16/fp16",
+)
 
 #: ``fn(old_logprobs, sampler_logprobs, mask, cfg) -> (weights, metrics)`` (``mismatch.py``);
 #: ``compares``: whether it reads the trainer's old log-probs against the sampler's (so the step
 #: recomputes them)
 MISMATCH = Registry("mismatch correction", meta_keys=("reads", "compares", "cites"))
 _TIS = "TIS: Yao et al. 2025, Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"
-_MIS = ("MIS: Liu, Li et al. 2025, When Speed Kills Stability; IcePop: Ling Team 2025, Every Step Evolves "
-        "(Ring-1T), band [0.5, 5]")
-MISMATCH.declare("none", f"{_PACKAGE}.mismatch:no_correction", reads=(), compares=False,
-                 cites="no correction")
-MISMATCH.declare("token_truncate", f"{_PACKAGE}.mismatch:token_truncate", reads=("mismatch_cap",),
-                 compares=True, cites=f"{_TIS}; verl rollout_is=token, TRL token_truncate")
-MISMATCH.declare("sequence_truncate", f"{_PACKAGE}.mismatch:sequence_truncate", reads=("mismatch_cap",),
-                 compares=True, cites=f"{_TIS}; verl rollout_is=sequence, TRL sequence_truncate")
-MISMATCH.declare("token_mask", f"{_PACKAGE}.mismatch:token_mask", reads=("mismatch_cap", "mismatch_floor"),
-                 compares=True, cites=f"{_MIS}; TRL token_mask")
-MISMATCH.declare("sequence_mask", f"{_PACKAGE}.mismatch:sequence_mask",
-                 reads=("mismatch_cap", "mismatch_floor"), compares=True,
-                 cites=f"{_MIS}; TRL sequence_mask (its default)")
+_MIS = (
+    "MIS: Liu, Li et al. 2025, When Speed Kills Stability; IcePop: Ling Team 2025, Every Step Evolves "
+    "(Ring-1T), band [0.5, 5]"
+)
+MISMATCH.declare("none", f"{_PACKAGE}.mismatch:no_correction", reads=(), compares=False, cites="no correction")
+MISMATCH.declare(
+    "token_truncate",
+    f"{_PACKAGE}.mismatch:token_truncate",
+    reads=("mismatch_cap",),
+    compares=True,
+    cites=f"{_TIS}; verl rollout_is=token, TRL token_truncate",
+)
+MISMATCH.declare(
+    "sequence_truncate",
+    f"{_PACKAGE}.mismatch:sequence_truncate",
+    reads=("mismatch_cap",),
+    compares=True,
+    cites=f"{_TIS}; verl rollout_is=sequence, TRL sequence_truncate",
+)
+MISMATCH.declare(
+    "token_mask",
+    f"{_PACKAGE}.mismatch:token_mask",
+    reads=("mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites=f"{_MIS}; TRL token_mask",
+)
+MISMATCH.declare(
+    "sequence_mask",
+    f"{_PACKAGE}.mismatch:sequence_mask",
+    reads=("mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites=f"{_MIS}; TRL sequence_mask (its default)",
+)
 
 #: ``fn(entropy, mask, cfg) -> (weights, metrics)`` (``token_filters.py``)
 TOKEN_FILTERS = Registry("token filter", meta_keys=("reads", "cites"))
 TOKEN_FILTERS.declare("all", f"{_PACKAGE}.token_filters:all_tokens", reads=(), cites="every token")
-TOKEN_FILTERS.declare("top_entropy", f"{_PACKAGE}.token_filters:top_entropy", reads=("entropy_top_share",),
-                      cites="Wang et al. 2025, Beyond the 80/20 Rule (arXiv:2506.01939); TRL top_entropy_quantile")
+TOKEN_FILTERS.declare(
+    "top_entropy",
+    f"{_PACKAGE}.token_filters:top_entropy",
+    reads=("entropy_top_share",),
+    cites="Wang et al. 2025, Beyond the 80/20 Rule (arXiv:2506.01939); TRL top_entropy_quantile",
+)
 
 #: ``fn(scores, group_size, cfg) -> GroupChoice`` (``sampling.py``); ``needs_groups``: whether it
 #: compares the samples of a group
 SAMPLING = Registry("sampling", meta_keys=("reads", "needs_groups", "cites"))
-SAMPLING.declare("once", f"{_PACKAGE}.sampling:once", reads=(), needs_groups=False,
-                 cites="one draw of G samples per prompt")
-SAMPLING.declare("dynamic", f"{_PACKAGE}.sampling:dynamic", reads=("max_draws",), needs_groups=True,
-                 cites="DAPO dynamic sampling: Yu et al. 2025 (arXiv:2503.14476)")
+SAMPLING.declare(
+    "once", f"{_PACKAGE}.sampling:once", reads=(), needs_groups=False, cites="one draw of G samples per prompt"
+)
+SAMPLING.declare(
+    "dynamic",
+    f"{_PACKAGE}.sampling:dynamic",
+    reads=("max_draws",),
+    needs_groups=True,
+    cites="DAPO dynamic sampling: Yu et al. 2025 (arXiv:2503.14476)",
+)
 
 #: ``fn(cut_off, cfg) -> (rows the loss reads, metrics)`` (``sampling.py``)
 TRUNCATED = Registry("truncation handling", meta_keys=("reads", "cites"))
 TRUNCATED.declare("keep", f"{_PACKAGE}.sampling:keep_truncated", reads=(), cites="train on every completion")
-TRUNCATED.declare("mask", f"{_PACKAGE}.sampling:mask_truncated", reads=(),
-                  cites="DAPO overlong filtering: Yu et al. 2025 (arXiv:2503.14476); TRL mask_truncated_completions")
+TRUNCATED.declare(
+    "mask",
+    f"{_PACKAGE}.sampling:mask_truncated",
+    reads=(),
+    cites="DAPO overlong filtering: Yu et al. 2025 (arXiv:2503.14476); TRL mask_truncated_completions",
+)
 
 #: ``fn(policy, reference) -> the sampler of the pairs`` (``dpo.py``); no field of their own
 PAIR_SOURCES = Registry("DPO pair source", meta_keys=("reads", "cites"))
-PAIR_SOURCES.declare("reference", f"{_PACKAGE}.dpo:from_reference", reads=(),
-                     cites="DPO: Rafailov et al. 2023 (arXiv:2305.18290), offline")
-PAIR_SOURCES.declare("policy", f"{_PACKAGE}.dpo:from_policy", reads=(),
-                     cites="online DPO: Guo et al. 2024 (arXiv:2402.04792)")
+PAIR_SOURCES.declare(
+    "reference",
+    f"{_PACKAGE}.dpo:from_reference",
+    reads=(),
+    cites="DPO: Rafailov et al. 2023 (arXiv:2305.18290), offline",
+)
+PAIR_SOURCES.declare(
+    "policy", f"{_PACKAGE}.dpo:from_policy", reads=(), cites="online DPO: Guo et al. 2024 (arXiv:2402.04792)"
+)
 
 #: slot field -> the registry of its parts
 SLOTS: dict[str, Registry] = {
@@ -192,10 +369,21 @@ DPO_SLOTS: dict[str, Registry] = {"pairs_from": PAIR_SOURCES}
 #: fields the RL step reads whatever the parts: the optimisation schedule, the advantage's shared
 #: post-processing, the entropy bonus, and the slots (the KL estimator only where a placement
 #: reads it)
-STEP_FIELDS = frozenset({
-    "name", "kind", "group_size", "lr", "epochs", "minibatches", "max_grad_norm", "entropy_coef",
-    "whiten_advantages", "drop_degenerate", *(slot for slot in SLOTS if slot != "kl_estimator"),
-})
+STEP_FIELDS = frozenset(
+    {
+        "name",
+        "kind",
+        "group_size",
+        "lr",
+        "epochs",
+        "minibatches",
+        "max_grad_norm",
+        "entropy_coef",
+        "whiten_advantages",
+        "drop_degenerate",
+        *(slot for slot in SLOTS if slot != "kl_estimator"),
+    }
+)
 
 
 def fields_read(cfg: RLConfig) -> set[str]:
@@ -240,8 +428,7 @@ def unread_non_defaults(cfg: RLConfig) -> list[str]:
     """Fields no chosen part reads that hold something other than their default."""
     read = fields_read(cfg)
     return [
-        name for name, info in RLConfig.model_fields.items()
-        if name not in read and getattr(cfg, name) != info.default
+        name for name, info in RLConfig.model_fields.items() if name not in read and getattr(cfg, name) != info.default
     ]
 
 

@@ -124,13 +124,17 @@ PRESETS: dict[str, Preset] = {
             **_TESTBED,
         ),
         "Hu 2025, REINFORCE++ (arXiv:2501.03262)",
-        "8 samples per prompt to match the other arms' budget (the method needs only one); "
-        "KL coef 0.01 is ours",
+        "8 samples per prompt to match the other arms' budget (the method needs only one); KL coef 0.01 is ours",
     ),
     "cispo": Preset(
         _variant(
-            _GRPO, "cispo", policy_loss="cispo", eps_low=1.0, eps_high=4.0,
-            aggregation="token_mean", **_NO_KL,
+            _GRPO,
+            "cispo",
+            policy_loss="cispo",
+            eps_low=1.0,
+            eps_high=4.0,
+            aggregation="token_mean",
+            **_NO_KL,
         ),
         "MiniMax 2025, MiniMax-M1 (arXiv:2506.13585)",
         "ratio cap 5 (eps_high 4.0) from the seed tutorial; eps_low 1.0 puts the lower bound at 0, "
@@ -145,7 +149,11 @@ PRESETS: dict[str, Preset] = {
     ),
     "dapo": Preset(
         _variant(
-            _GRPO, "dapo", eps_high=0.28, aggregation="token_mean", drop_degenerate=True,
+            _GRPO,
+            "dapo",
+            eps_high=0.28,
+            aggregation="token_mean",
+            drop_degenerate=True,
             **_NO_KL,
         ),
         "Yu et al. 2025, DAPO (arXiv:2503.14476)",
@@ -179,12 +187,18 @@ PRESETS: dict[str, Preset] = {
     "kl_cov": Preset(
         _variant(_GRPO, "kl_cov", policy_loss="kl_cov", aggregation="token_mean", **_NO_KL),
         "Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs (arXiv:2505.22617): KL-Cov",
-        "k = 2e-3 (the paper's 7B setting) and beta 1; at the testbed's ~64 tokens a minibatch that "
-        "is one token",
+        "k = 2e-3 (the paper's 7B setting) and beta 1; at the testbed's ~64 tokens a minibatch that is one token",
     ),
     "dppo": Preset(
-        _variant(_GRPO, "dppo", policy_loss="dppo_tv", eps_low=0.15, eps_high=0.15,
-                 aggregation="seq_mean_token_sum_norm", **_NO_KL),
+        _variant(
+            _GRPO,
+            "dppo",
+            policy_loss="dppo_tv",
+            eps_low=0.15,
+            eps_high=0.15,
+            aggregation="seq_mean_token_sum_norm",
+            **_NO_KL,
+        ),
         "Qi et al. 2026, Rethinking the Trust Region in LLM RL (arXiv:2602.04879): DPPO-Binary-TV",
         "TV threshold 0.15 and seq-mean-token-sum-norm as verl's example; ratio cap 20 (verl's "
         "default; its example uses 1e4); dppo_kl is the KL variant",
@@ -211,8 +225,7 @@ PRESETS: dict[str, Preset] = {
         "no KL, as the paper's Lite PPO; the testbed's group size and schedule",
     ),
     "topr": Preset(
-        _variant(_GRPO, "topr", advantage="group_mean", policy_loss="topr", aggregation="seq_mean_token_sum",
-                 **_NO_KL),
+        _variant(_GRPO, "topr", advantage="group_mean", policy_loss="topr", aggregation="seq_mean_token_sum", **_NO_KL),
         "Le Roux et al. 2025, Tapered Off-Policy REINFORCE (arXiv:2503.14286)",
         "rewards centred by the group mean (the paper uses a baseline too) and read as advantages; "
         "each sequence's summed log-likelihood term; no KL; minibatch reuse is the off-policy part",
@@ -272,10 +285,11 @@ def _validate(config_type: type[RLConfig] | type[DPOConfig], values: dict[str, A
     try:
         return config_type.model_validate(values)
     except ValidationError as err:
-        raise ConfigError("; ".join(
-            f"algorithm.{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})"
-            for e in err.errors()
-        )) from None
+        raise ConfigError(
+            "; ".join(
+                f"algorithm.{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})" for e in err.errors()
+            )
+        ) from None
 
 
 def check_algorithm(cfg: RLConfig | DPOConfig) -> RLConfig | DPOConfig:
@@ -309,14 +323,10 @@ def _rl_problems(cfg: RLConfig) -> list[str]:
             f"group_size >= 2; raise group_size or use one of: {_estimators(needs_groups=False)}"
         )
     if cfg.drop_degenerate and cfg.group_size < 2:
-        problems.append(
-            "drop_degenerate needs groups; set group_size >= 2 or drop_degenerate=false"
-        )
+        problems.append("drop_degenerate needs groups; set group_size >= 2 or drop_degenerate=false")
     trained = CRITICS.meta(cfg.critic)["trained"]
     if meta["needs_critic"] and not trained:
-        problems.append(
-            f"advantage {cfg.advantage!r} needs a critic; set critic=value_head or value_model"
-        )
+        problems.append(f"advantage {cfg.advantage!r} needs a critic; set critic=value_head or value_model")
     if not meta["needs_critic"] and trained:
         problems.append(
             f"critic {cfg.critic!r} would be trained but advantage {cfg.advantage!r} never uses "
@@ -344,9 +354,7 @@ def _sampling_side_problems(cfg: RLConfig) -> list[str]:
             "band is empty; lower clip_cov_lb or raise clip_cov_ub"
         )
     if SAMPLING.meta(cfg.sampling)["needs_groups"] and cfg.group_size < 2:
-        problems.append(
-            f"sampling={cfg.sampling} keeps the groups whose scores differ and needs group_size >= 2"
-        )
+        problems.append(f"sampling={cfg.sampling} keeps the groups whose scores differ and needs group_size >= 2")
     return problems
 
 
@@ -377,12 +385,14 @@ def describe_presets() -> list[dict[str, Any]]:
             for k, v in cfg.model_dump(exclude={*slots, "name", "kind"}).items()
             if k in ("group_size", "lr") or v != defaults[k]
         }
-        rows.append({
-            "name": name,
-            "kind": cfg.kind,
-            "parts": parts,
-            "hyperparameters": numbers,
-            "citation": preset.citation,
-            "departs": preset.departs,
-        })
+        rows.append(
+            {
+                "name": name,
+                "kind": cfg.kind,
+                "parts": parts,
+                "hyperparameters": numbers,
+                "citation": preset.citation,
+                "departs": preset.departs,
+            }
+        )
     return rows

@@ -52,8 +52,17 @@ def _batch(group_size: int) -> dict[str, Tensor]:
     values = old_values + 0.4 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)
     entropy = torch.rand(rows, LENGTH, generator=g, dtype=torch.float64) * 2
     sampler = old + 0.3 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # drawn last: the rest stays
-    return {"mask": mask, "old": old, "logprobs": logprobs.clamp(max=0.0), "ref": ref, "scores": scores,
-            "old_values": old_values, "values": values, "entropy": entropy, "sampler": sampler}
+    return {
+        "mask": mask,
+        "old": old,
+        "logprobs": logprobs.clamp(max=0.0),
+        "ref": ref,
+        "scores": scores,
+        "old_values": old_values,
+        "values": values,
+        "entropy": entropy,
+        "sampler": sampler,
+    }
 
 
 def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
@@ -69,21 +78,24 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
     keep = adv.keep_rows.double()[:, None]
     leaves = {k: data[k].clone().requires_grad_(True) for k in ("logprobs", "entropy", "values")}
     with_critic = adv.returns is not None
-    loss, _ = update_loss(UpdateBatch(
-        logprobs=leaves["logprobs"],
-        old_logprobs=data["old"],
-        ref_logprobs=data["ref"],
-        advantages=adv.advantages,
-        mask=mask * keep,
-        entropy=leaves["entropy"],
-        values=leaves["values"] if with_critic else None,
-        old_values=data["old_values"] if with_critic else None,
-        returns=adv.returns,
-        sampler_logprobs=data["sampler"],
-    ), cfg, make_aggregator(cfg, max_new_tokens))
+    loss, _ = update_loss(
+        UpdateBatch(
+            logprobs=leaves["logprobs"],
+            old_logprobs=data["old"],
+            ref_logprobs=data["ref"],
+            advantages=adv.advantages,
+            mask=mask * keep,
+            entropy=leaves["entropy"],
+            values=leaves["values"] if with_critic else None,
+            old_values=data["old_values"] if with_critic else None,
+            returns=adv.returns,
+            sampler_logprobs=data["sampler"],
+        ),
+        cfg,
+        make_aggregator(cfg, max_new_tokens),
+    )
     grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
-    flat = torch.cat([
-        (torch.zeros_like(leaf) if grad is None else grad).flatten()
-        for leaf, grad in zip(leaves.values(), grads)
-    ])
+    flat = torch.cat(
+        [(torch.zeros_like(leaf) if grad is None else grad).flatten() for leaf, grad in zip(leaves.values(), grads)]
+    )
     return ProbeResult(loss=float(loss.detach()), gradient=tuple(flat.detach().tolist()))

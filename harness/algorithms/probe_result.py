@@ -11,10 +11,21 @@ from dataclasses import dataclass
 from harness.algorithms.config import RLConfig
 
 #: fields the probe cannot see: two configs that differ in one of these are different arms
-UNPROBED = frozenset({
-    "name", "lr", "epochs", "minibatches", "max_grad_norm", "critic_lr", "group_size", "old_logprobs",
-    "sampling", "max_draws", "truncated",
-})
+UNPROBED = frozenset(
+    {
+        "name",
+        "lr",
+        "epochs",
+        "minibatches",
+        "max_grad_norm",
+        "critic_lr",
+        "group_size",
+        "old_logprobs",
+        "sampling",
+        "max_draws",
+        "truncated",
+    }
+)
 #: loss and gradient closer than this (absolute, float64) count as the same computation
 TOLERANCE = 1e-7
 

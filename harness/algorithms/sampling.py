@@ -39,8 +39,9 @@ def choose_groups(scores: Tensor, group_size: int, cfg: RLConfig) -> GroupChoice
 
 
 def once(scores: Tensor, group_size: int, cfg: RLConfig) -> GroupChoice:
-    return GroupChoice(counted=torch.ones(scores.numel() // group_size, dtype=torch.bool, device=scores.device),
-                       max_draws=1)
+    return GroupChoice(
+        counted=torch.ones(scores.numel() // group_size, dtype=torch.bool, device=scores.device), max_draws=1
+    )
 
 
 def dynamic(scores: Tensor, group_size: int, cfg: RLConfig) -> GroupChoice:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -80,17 +79,22 @@ _MIN_EFFECT_HELP = "smallest difference worth knowing about, in the metric's uni
 @app.command("report")
 def report(
     study: StudyArg,
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default: reports/<study>/)"),
-    correction: str = typer.Option("bonferroni", "--correction", help="multiple-comparison correction: "
-                                   "bonferroni | none"),
+    out: Path | None = typer.Option(None, "--out", help="output folder (default: reports/<study>/)"),
+    correction: str = typer.Option(
+        "bonferroni", "--correction", help="multiple-comparison correction: bonferroni | none"
+    ),
     alpha: float = typer.Option(0.05, "--alpha", help="significance level, between 0 and 1"),
-    min_effect: Optional[float] = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
-    storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
-    smooth: int = typer.Option(1, "--smooth", help="draw training curves as a moving average of N logged points "
-                               "(1 = off)"),
-    tracking_uri: Optional[str] = typer.Option(
-        None, "--tracking-uri", envvar="HARNESS_TRACKING_URI",
-        help="MLflow tracking URI the study is mirrored to (default: sqlite:///<study_dir>/mlflow.db if it exists)"),
+    min_effect: float | None = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
+    storage: str | None = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
+    smooth: int = typer.Option(
+        1, "--smooth", help="draw training curves as a moving average of N logged points (1 = off)"
+    ),
+    tracking_uri: str | None = typer.Option(
+        None,
+        "--tracking-uri",
+        envvar="HARNESS_TRACKING_URI",
+        help="MLflow tracking URI the study is mirrored to (default: sqlite:///<study_dir>/mlflow.db if it exists)",
+    ),
 ) -> None:
     """Write index.html (+ plotly.min.js), summary.md and results.csv for a study; attach them and
     the verdicts to the study's MLflow parent run when the study is mirrored there."""
@@ -120,11 +124,11 @@ def compare(
     study: StudyArg,
     arm_a: str = typer.Argument(..., help="condition to test"),
     arm_b: str = typer.Argument(..., help="condition to test it against (the control)"),
-    metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
+    metric: str | None = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
     correction: str = typer.Option("bonferroni", "--correction", help="bonferroni | none"),
-    min_effect: Optional[float] = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
+    min_effect: float | None = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
-    storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
+    storage: str | None = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
     from harness.decide.analysis import compare_pair
@@ -133,8 +137,9 @@ def compare(
 
     check_correction(correction)
     check_min_effect(min_effect)
-    row = compare_pair(_results(study, storage), arm_a, arm_b, metric=metric, correction=correction,
-                       min_effect=min_effect)
+    row = compare_pair(
+        _results(study, storage), arm_a, arm_b, metric=metric, correction=correction, min_effect=min_effect
+    )
     if as_json:
         typer.echo(json.dumps(jsonable(row), indent=2))
         return
@@ -167,10 +172,10 @@ def compare(
 @app.command("noise-floor")
 def noise_floor(
     study: StudyArg,
-    metric: Optional[str] = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
-    min_effect: Optional[float] = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
+    metric: str | None = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
+    min_effect: float | None = typer.Option(None, "--min-effect", help=_MIN_EFFECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
-    storage: Optional[str] = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
+    storage: str | None = typer.Option(None, "--storage", envvar="HARNESS_STORAGE", help=_STORAGE_HELP),
 ) -> None:
     """Per condition: the sd of trial means (with CI); and the noise split by source (the training-seed
     sd is one component of it) with what more budget buys."""
@@ -189,8 +194,14 @@ def noise_floor(
     else:
         table, line, components, level = noise_floor_table(results, metric, effect=min_effect), "", None, 0.95
     if as_json:
-        typer.echo(json.dumps(jsonable({"metric": metric, "level": level, "summary": line, "conditions": table,
-                                         "components": components}), indent=2))
+        typer.echo(
+            json.dumps(
+                jsonable(
+                    {"metric": metric, "level": level, "summary": line, "conditions": table, "components": components}
+                ),
+                indent=2,
+            )
+        )
         return
     typer.echo(f"noise floor of {metric}")
     if line:

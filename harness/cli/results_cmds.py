@@ -24,14 +24,16 @@ StudyArg = Annotated[str, typer.Argument(help=STUDY_HELP, metavar="STUDY", show_
 TrackingOpt = Annotated[
     str | None,
     typer.Option(
-        "--tracking-uri", envvar="HARNESS_TRACKING_URI",
+        "--tracking-uri",
+        envvar="HARNESS_TRACKING_URI",
         help="MLflow tracking URI; default: sqlite:///<study_dir>/mlflow.db",
     ),
 ]
 StorageOpt = Annotated[
     str | None,
     typer.Option(
-        "--storage", envvar="HARNESS_STORAGE",
+        "--storage",
+        envvar="HARNESS_STORAGE",
         help="the study's Optuna storage URL (e.g. the PostgreSQL database shared by many machines): "
         "first copy here the records other machines stored there",
     ),
@@ -161,10 +163,7 @@ def format_table(results, *, max_error: int = 60) -> str:
     if metric and metric in trials.columns:
         headers.append(metric)
     headers += ["wall_time_s", "error"]
-    rows = [
-        [_fmt(r.get(h), max_error if h == "error" else 0) for h in headers]
-        for r in trials.to_dict("records")
-    ]
+    rows = [[_fmt(r.get(h), max_error if h == "error" else 0) for h in headers] for r in trials.to_dict("records")]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]

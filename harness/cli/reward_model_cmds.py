@@ -32,17 +32,38 @@ from harness.study.field_errors import format_validation_error
 
 reward_model = typer.Typer(
     help="Learned reward models: train one on preference pairs (Bradley-Terry) for a study to train on.",
-    no_args_is_help=True, rich_markup_mode=None,
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(reward_model, name="reward-model")
 
 #: the flags of the training and pair settings, by field name (for one-line errors)
-FLAGS = {"steps": "--steps", "epochs": "--epochs", "lr": "--lr", "batch_size": "--batch-size",
-         "held_out": "--held-out", "seed": "--seed", "base": "--base", "pairs": "--pairs", "prompts": "--prompts",
-         "samples_per_prompt": "--samples-per-prompt", "pairs_per_prompt": "--pairs-per-prompt",
-         "label_noise": "--label-noise"}
-SHOWN = ("heldout/accuracy", "heldout/accuracy_gold", "heldout/loss", "heldout/brier", "heldout/ece",
-         "train/loss", "train/accuracy", "pairs/train", "pairs/heldout", "pairs/flipped_share")
+FLAGS = {
+    "steps": "--steps",
+    "epochs": "--epochs",
+    "lr": "--lr",
+    "batch_size": "--batch-size",
+    "held_out": "--held-out",
+    "seed": "--seed",
+    "base": "--base",
+    "pairs": "--pairs",
+    "prompts": "--prompts",
+    "samples_per_prompt": "--samples-per-prompt",
+    "pairs_per_prompt": "--pairs-per-prompt",
+    "label_noise": "--label-noise",
+}
+SHOWN = (
+    "heldout/accuracy",
+    "heldout/accuracy_gold",
+    "heldout/loss",
+    "heldout/brier",
+    "heldout/ece",
+    "train/loss",
+    "train/accuracy",
+    "pairs/train",
+    "pairs/heldout",
+    "pairs/flipped_share",
+)
 
 
 def _settings(model: type, values: dict[str, Any]):
@@ -69,8 +90,10 @@ def reward_model_spec(study_file: Path | None, assignments: list[str], cache_dir
 
     algorithm, sections = parse_assignments(assignments)
     if algorithm:
-        raise ConfigError(f"--set {next(iter(algorithm))}: give SECTION.KEY=VALUE ({', '.join(SECTIONS)}); "
-                          "a reward model has no algorithm")
+        raise ConfigError(
+            f"--set {next(iter(algorithm))}: give SECTION.KEY=VALUE ({', '.join(SECTIONS)}); "
+            "a reward model has no algorithm"
+        )
     if study_file is not None:
         from harness.study.expand import condition_spec
         from harness.study.load import load_study
@@ -90,41 +113,62 @@ def reward_model_spec(study_file: Path | None, assignments: list[str], cache_dir
 
 @reward_model.command("train")
 def train(
-    study_file: Path | None = typer.Option(None, "--study", metavar="STUDY.yaml",
-                                           help="take the task, model, warm start and budget from this study; when it "
-                                           "says how its reward model is trained (task.reward.train) and neither "
-                                           "--pairs nor --from-verifier is given, build that model"),
+    study_file: Path | None = typer.Option(
+        None,
+        "--study",
+        metavar="STUDY.yaml",
+        help="take the task, model, warm start and budget from this study; when it "
+        "says how its reward model is trained (task.reward.train) and neither "
+        "--pairs nor --from-verifier is given, build that model",
+    ),
     assignments: list[str] = typer.Option(
-        [], "--set", metavar="SECTION.KEY=VALUE",
+        [],
+        "--set",
+        metavar="SECTION.KEY=VALUE",
         help="repeatable: a task/model/warmstart/train key (task.name=sorting, model.name=Qwen/Qwen2.5-0.5B), "
-        "over the study's or the defaults"),
-    pairs: Path | None = typer.Option(None, "--pairs", metavar="FILE.jsonl",
-                                      help="preference pairs, one {prompt, chosen, rejected} object a line"),
-    from_verifier: bool = typer.Option(False, "--from-verifier",
-                                       help="build the pairs from the task's verifier on the warm start's samples"),
+        "over the study's or the defaults",
+    ),
+    pairs: Path | None = typer.Option(
+        None, "--pairs", metavar="FILE.jsonl", help="preference pairs, one {prompt, chosen, rejected} object a line"
+    ),
+    from_verifier: bool = typer.Option(
+        False, "--from-verifier", help="build the pairs from the task's verifier on the warm start's samples"
+    ),
     label_noise: float | None = typer.Option(
-        None, "--label-noise", help="--from-verifier: flip each label with this probability (default 0)"),
+        None, "--label-noise", help="--from-verifier: flip each label with this probability (default 0)"
+    ),
     prompts: int | None = typer.Option(None, "--prompts", help="--from-verifier: train prompts sampled (default: all)"),
-    samples_per_prompt: int | None = typer.Option(None, "--samples-per-prompt",
-                                                  help="--from-verifier: samples per prompt (default 8)"),
-    pairs_per_prompt: int | None = typer.Option(None, "--pairs-per-prompt",
-                                                help="--from-verifier: pairs per prompt, at most (default 3)"),
-    base: str | None = typer.Option(None, "--base",
-                                    help="the trunk: warmstart (the warm-started policy; the default), model (the model "
-                                    "as configured: a fresh tiny one or the pretrained one), or a hub id / local folder"),
+    samples_per_prompt: int | None = typer.Option(
+        None, "--samples-per-prompt", help="--from-verifier: samples per prompt (default 8)"
+    ),
+    pairs_per_prompt: int | None = typer.Option(
+        None, "--pairs-per-prompt", help="--from-verifier: pairs per prompt, at most (default 3)"
+    ),
+    base: str | None = typer.Option(
+        None,
+        "--base",
+        help="the trunk: warmstart (the warm-started policy; the default), model (the model "
+        "as configured: a fresh tiny one or the pretrained one), or a hub id / local folder",
+    ),
     steps: int | None = typer.Option(None, "--steps", help="optimiser steps (default: --epochs passes over the pairs)"),
-    epochs: int | None = typer.Option(None, "--epochs", help="passes over the train pairs, when --steps is not given "
-                                      "(default 15)"),
-    lr: float | None = typer.Option(None, "--lr", help="AdamW learning rate (default 5e-4, the tiny model's; about "
-                                    "1e-5 for real models)"),
+    epochs: int | None = typer.Option(
+        None, "--epochs", help="passes over the train pairs, when --steps is not given (default 15)"
+    ),
+    lr: float | None = typer.Option(
+        None, "--lr", help="AdamW learning rate (default 5e-4, the tiny model's; about 1e-5 for real models)"
+    ),
     batch_size: int | None = typer.Option(None, "--batch-size", help="pairs per optimiser step (default 32)"),
-    held_out: float | None = typer.Option(None, "--held-out", help="share of the pairs (whole prompts) held out "
-                                          "(default 0.2)"),
+    held_out: float | None = typer.Option(
+        None, "--held-out", help="share of the pairs (whole prompts) held out (default 0.2)"
+    ),
     seed: int | None = typer.Option(None, "--seed", help="pair choice, label noise, split, head and order (default 0)"),
     cache_dir: str | None = typer.Option(None, "--cache-dir", help="default: the study's (.cache/harness)"),
     tracking_uri: str | None = typer.Option(
-        None, "--tracking-uri", envvar="HARNESS_TRACKING_URI",
-        help="MLflow tracking URI (default: sqlite:///runs/reward_models/mlflow.db)"),
+        None,
+        "--tracking-uri",
+        envvar="HARNESS_TRACKING_URI",
+        help="MLflow tracking URI (default: sqlite:///runs/reward_models/mlflow.db)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the id, folder and metrics as JSON"),
 ) -> None:
     """Train a scalar-head reward model with the Bradley-Terry loss (cached), print its id and
@@ -137,23 +181,43 @@ def train(
     from harness.engine.reward_model.settings import RewardModelRecipe, VerifierSampling
 
     studied = spec.task.reward if isinstance(spec.task.reward, LearnedRewardConfig) else None
-    flags = {"steps": steps, "epochs": epochs, "lr": lr, "batch_size": batch_size, "held_out": held_out, "seed": seed,
-             "base": base}
-    sampling = {"prompts": prompts, "samples_per_prompt": samples_per_prompt, "pairs_per_prompt": pairs_per_prompt,
-                "label_noise": label_noise}
+    flags = {
+        "steps": steps,
+        "epochs": epochs,
+        "lr": lr,
+        "batch_size": batch_size,
+        "held_out": held_out,
+        "seed": seed,
+        "base": base,
+    }
+    sampling = {
+        "prompts": prompts,
+        "samples_per_prompt": samples_per_prompt,
+        "pairs_per_prompt": pairs_per_prompt,
+        "label_noise": label_noise,
+    }
     if pairs is not None or from_verifier:
-        recipe = _settings(RewardModelRecipe, {
-            **flags, "pairs": str(pairs) if pairs is not None else None,
-            "from_verifier": _settings(VerifierSampling, sampling) if from_verifier else None})
+        recipe = _settings(
+            RewardModelRecipe,
+            {
+                **flags,
+                "pairs": str(pairs) if pairs is not None else None,
+                "from_verifier": _settings(VerifierSampling, sampling) if from_verifier else None,
+            },
+        )
     elif studied is not None and studied.train is not None:
         given = [FLAGS[name] for name, value in {**flags, **sampling}.items() if value is not None]
         if given:
-            raise ConfigError(f"{given[0]}: {study_file} says how its reward model is trained (task.reward.train); "
-                              "change it there, or give --pairs or --from-verifier to train another")
+            raise ConfigError(
+                f"{given[0]}: {study_file} says how its reward model is trained (task.reward.train); "
+                "change it there, or give --pairs or --from-verifier to train another"
+            )
         recipe = studied.train
     else:
-        raise ConfigError("give the pairs as --pairs FILE.jsonl or build them with --from-verifier (one of the two), "
-                          "or a --study that says how its reward model is trained (task.reward.train)")
+        raise ConfigError(
+            "give the pairs as --pairs FILE.jsonl or build them with --from-verifier (one of the two), "
+            "or a --study that says how its reward model is trained (task.reward.train)"
+        )
     from harness.engine.reward_model.training import train_reward_model
 
     built = train_reward_model(spec, recipe)
@@ -163,10 +227,20 @@ def train(
     logged = log_reward_model(built.folder, built.manifest, tracking_uri=tracking_uri)
     metrics = built.manifest["metrics"]
     if as_json:
-        typer.echo(json.dumps({
-            "id": built.id, "folder": str(built.folder), "cached": built.cached, "metrics": metrics,
-            "score_mean": built.manifest["score_mean"], "score_std": built.manifest["score_std"],
-            "mlflow_run_id": logged[0] if logged else None}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "id": built.id,
+                    "folder": str(built.folder),
+                    "cached": built.cached,
+                    "metrics": metrics,
+                    "score_mean": built.manifest["score_mean"],
+                    "score_std": built.manifest["score_std"],
+                    "mlflow_run_id": logged[0] if logged else None,
+                },
+                indent=2,
+            )
+        )
         return
     how = "cached: loaded, nothing trained" if built.cached else f"trained in {metrics['time/train_s']:.0f} s"
     typer.echo(f"reward model {built.id} ({how})")
@@ -174,15 +248,18 @@ def train(
     for key in SHOWN:
         if key in metrics:
             typer.echo(f"  {key:28s} {metrics[key]:.4g}")
-    typer.echo(f"  scores of the held-out completions: mean {built.manifest['score_mean']:.4g}, "
-               f"sd {built.manifest['score_std']:.4g} (a study's reward is normalised by them)")
+    typer.echo(
+        f"  scores of the held-out completions: mean {built.manifest['score_mean']:.4g}, "
+        f"sd {built.manifest['score_std']:.4g} (a study's reward is normalised by them)"
+    )
     if logged:
         typer.echo(f"MLflow: run {logged[0]} in experiment reward-models at {logged[1]}")
     typer.echo(_next_step(study_file, studied, spec, built.id, built.folder))
 
 
-def _next_step(study_file: Path | None, studied: LearnedRewardConfig | None, spec: TrialSpec, built_id: str,
-               folder: Path) -> str:
+def _next_step(
+    study_file: Path | None, studied: LearnedRewardConfig | None, spec: TrialSpec, built_id: str, folder: Path
+) -> str:
     """What the study does with the model just built: which model it trains on, if another."""
     if studied is not None and studied.train is not None:
         from harness.engine.reward_model.key import recipe_id
@@ -190,11 +267,15 @@ def _next_step(study_file: Path | None, studied: LearnedRewardConfig | None, spe
         theirs = recipe_id(spec, studied.train)
         if theirs == built_id:
             return f"{study_file}'s trials train on this model (its task.reward.train): they load it from the cache"
-        return (f"note: {study_file}'s trials train on the model its task.reward.train builds, {theirs}, not this "
-                f"one; to train on this one set task.reward.model: {built_id} in place of task.reward.train")
+        return (
+            f"note: {study_file}'s trials train on the model its task.reward.train builds, {theirs}, not this "
+            f"one; to train on this one set task.reward.model: {built_id} in place of task.reward.train"
+        )
     if studied is not None and studied.model not in (built_id, str(folder)):
-        return (f"note: {study_file} trains on reward model {studied.model}; to train on this one set "
-                f"task.reward.model: {built_id}")
+        return (
+            f"note: {study_file} trains on reward model {studied.model}; to train on this one set "
+            f"task.reward.model: {built_id}"
+        )
     if studied is not None:
         return f"{study_file} trains on this model"
     return f"train a study on it: task: {{reward: {{model: {built_id}}}}}"

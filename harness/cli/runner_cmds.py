@@ -44,10 +44,20 @@ def _flag(name: str) -> inspect.Parameter:
     kind = _cli_type(field.annotation)
     flag = flag_of(name)
     decls = [f"{flag}/--no-{flag[2:]}"] if kind is bool else [flag]
-    option = typer.Option(field.default, *decls, help=field.description, envvar=extra.get("env"),
-                          hidden=name in HIDDEN, show_default=field.default is not None and kind is not bool)
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                             annotation=kind if field.default is not None else kind | None)
+    option = typer.Option(
+        field.default,
+        *decls,
+        help=field.description,
+        envvar=extra.get("env"),
+        hidden=name in HIDDEN,
+        show_default=field.default is not None and kind is not bool,
+    )
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=option,
+        annotation=kind if field.default is not None else kind | None,
+    )
 
 
 def run_options(*names: str) -> Callable:
@@ -62,8 +72,9 @@ def run_options(*names: str) -> Callable:
             opts = RunOptions(**{name: given.pop(name) for name in names})
             return command(**given, opts=opts)
 
-        functools.update_wrapper(with_options, command, assigned=("__module__", "__name__", "__qualname__", "__doc__"),
-                                 updated=())
+        functools.update_wrapper(
+            with_options, command, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=()
+        )
         with_options.__signature__ = signature.replace(parameters=[*own, *map(_flag, names)])
         return with_options
 
@@ -82,8 +93,20 @@ def _finish(run: Callable[[], object]) -> None:
 
 
 @app.command("run")
-@run_options("workers", "storage", "tracking_uri", "retries", "trial_timeout", "new_version", "trial_fn",
-             "tracking", "heartbeat_interval", "grace_period", "poll_interval", "kill_grace")
+@run_options(
+    "workers",
+    "storage",
+    "tracking_uri",
+    "retries",
+    "trial_timeout",
+    "new_version",
+    "trial_fn",
+    "tracking",
+    "heartbeat_interval",
+    "grace_period",
+    "poll_interval",
+    "kill_grace",
+)
 def run_cmd(study: Path = typer.Argument(..., help="study file (YAML)"), *, opts: RunOptions) -> None:
     """Run a study: queue its trials (idempotently) and execute them; re-running resumes."""
     from harness.runner.run import run_study
@@ -92,10 +115,20 @@ def run_cmd(study: Path = typer.Argument(..., help="study file (YAML)"), *, opts
 
 
 @app.command("worker")
-@run_options("storage", "workers", "tracking_uri", "trial_timeout", "trial_fn", "tracking",
-             "heartbeat_interval", "grace_period", "poll_interval")
-def worker_cmd(study: Path = typer.Argument(..., help="study file (YAML) or its output folder"), *,
-               opts: RunOptions) -> None:
+@run_options(
+    "storage",
+    "workers",
+    "tracking_uri",
+    "trial_timeout",
+    "trial_fn",
+    "tracking",
+    "heartbeat_interval",
+    "grace_period",
+    "poll_interval",
+)
+def worker_cmd(
+    study: Path = typer.Argument(..., help="study file (YAML) or its output folder"), *, opts: RunOptions
+) -> None:
     """Join a running study from this machine: work on its queue until the study is finished."""
     from harness.runner.run import run_worker
 

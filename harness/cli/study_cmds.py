@@ -70,10 +70,18 @@ def _summary(study) -> list[str]:
     )
     lines.append(f"decision: {decision_line(study.min_effect, study.test, study.failures)}")
     if study.sequential is not None:
-        lines.append(f"sequential: {looks_line(study.sequential.schedule(), study.sequential.spending)}; "
-                     "the trials above are its maximum")
-    extra = [what for what, on in (("an A/A copy of the control", study.calibration == "aa"),
-                                   ("a placebo", study.placebo != "none")) if on]
+        lines.append(
+            f"sequential: {looks_line(study.sequential.schedule(), study.sequential.spending)}; "
+            "the trials above are its maximum"
+        )
+    extra = [
+        what
+        for what, on in (
+            ("an A/A copy of the control", study.calibration == "aa"),
+            ("a placebo", study.placebo != "none"),
+        )
+        if on
+    ]
     if extra:
         lines.append(f"calibration: {' and '.join(extra)}, reported apart from the verdicts")
     return lines
@@ -95,15 +103,26 @@ def sequential_lines(plan: StudyPlan) -> list[str]:
     if not arms:
         return lines
     if plan.control_sd is not None:
-        sd, source = plan.control_sd, f"the sd of the control's trial means {plan.control_sd:.3g} ({plan.control_sd_from} records)"
+        sd, source = (
+            plan.control_sd,
+            f"the sd of the control's trial means {plan.control_sd:.3g} ({plan.control_sd_from} records)",
+        )
     elif plan.min_effect is not None:
         sd, source = plan.min_effect, "an sd of trial means assumed equal to min_effect (none measured yet)"
     else:
         return [*lines, "  expected trials: set min_effect (or run the first look) to plan them"]
     arms_per_cell = arms // cells
     spent = {
-        what: cells * expected_trials(design["looks"], arms=arms_per_cell, delta=delta, margin=plan.min_effect, sd=sd,
-                                      spending=design["spending"], followers=plan.followers).mean
+        what: cells
+        * expected_trials(
+            design["looks"],
+            arms=arms_per_cell,
+            delta=delta,
+            margin=plan.min_effect,
+            sd=sd,
+            spending=design["spending"],
+            followers=plan.followers,
+        ).mean
         for what, delta in (("no effect", 0.0), ("min_effect", plan.min_effect))
         if delta is not None
     }
@@ -118,9 +137,9 @@ def validate(
     """Check study files without running a trial.
 
     Checks schema, presets, overrides, grid, tuning and task (its files, and that the tiny model
-    can read it), and that arms which differ in the file compute different losses; prints a summary per file. An include-only fragment
-    (fragment: true, e.g. studies/common/*.yaml) is checked as one: its keys and values. A bad
-    file prints one line naming the field and exits with 2.
+    can read it), and that arms which differ in the file compute different losses; prints a
+    summary per file. An include-only fragment (fragment: true, e.g. studies/common/*.yaml) is
+    checked as one: its keys and values. A bad file prints one line naming the field and exits with 2.
 
     Building the task runs code: validate imports the modules that task.tools and task.reward
     name as module:function and calls each tool factory, as a trial would. Validate only study
@@ -132,8 +151,10 @@ def validate(
             data = read_study_data(path)
             if is_fragment(data):
                 checked = ", ".join(check_fragment(data)) or "nothing: it is empty"
-                typer.echo(f"ok: {path} (an include-only fragment; checked {checked}; "
-                           "the studies that include it are checked whole)")
+                typer.echo(
+                    f"ok: {path} (an include-only fragment; checked {checked}; "
+                    "the studies that include it are checked whole)"
+                )
                 continue
             study = load_study(path)
             n_train, n_eval = check_task(study)
@@ -165,8 +186,11 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
 
 def decision_line(min_effect: float | None, test: str, failures: str) -> str:
     """What the verdicts will rest on, as registered before any trial runs."""
-    margin = (f"min_effect {min_effect:g} (better / worse / equivalent / inconclusive)" if min_effect is not None
-              else "no min_effect: equivalence cannot be concluded (set min_effect beside primary_metric)")
+    margin = (
+        f"min_effect {min_effect:g} (better / worse / equivalent / inconclusive)"
+        if min_effect is not None
+        else "no min_effect: equivalence cannot be concluded (set min_effect beside primary_metric)"
+    )
     return f"{margin}; primary test {test}; failed trials: {failures}"
 
 
@@ -185,23 +209,30 @@ def render_plan(plan: StudyPlan) -> str:
         )
         for key, desc in t.search_space.items():
             lines.append(f"  search {key}: {desc}")
-        lines.append(
-            f"phase 2, comparison: each arm's best configuration x {_seeds(plan.seeds)}"
-        )
+        lines.append(f"phase 2, comparison: each arm's best configuration x {_seeds(plan.seeds)}")
     else:
         aa = any(c.role == AA for c in plan.conditions)
-        lines.append(f"seeds: {_seeds(plan.seeds)}, the same for every condition"
-                     + (f" (the A/A copy: the same + {AA_SEED_OFFSET})" if aa else ""))
+        lines.append(
+            f"seeds: {_seeds(plan.seeds)}, the same for every condition"
+            + (f" (the A/A copy: the same + {AA_SEED_OFFSET})" if aa else "")
+        )
     if plan.sequential is not None:
         lines += sequential_lines(plan)
     lines.append("")
     rows = [["condition", "algorithm", "overrides", "trials", "done", "tokens/trial", "est/trial"]]
     for c in plan.conditions:
         name = c.name + (" (control)" if c.arm == plan.control and c.name == c.arm else "")
-        rows.append([
-            name, c.algorithm, describe_overrides(c.overrides), str(c.trials), str(c.done),
-            f"{c.tokens_per_trial:,}", format_duration(c.est_trial_s),
-        ])
+        rows.append(
+            [
+                name,
+                c.algorithm,
+                describe_overrides(c.overrides),
+                str(c.trials),
+                str(c.done),
+                f"{c.tokens_per_trial:,}",
+                format_duration(c.est_trial_s),
+            ]
+        )
     lines += _table(rows, right={3, 4, 5, 6})
     lines.append("")
     if plan.comparisons:
@@ -235,15 +266,19 @@ def estimate_lines(plan: StudyPlan) -> list[str]:
     else:
         lines = ["estimate: nothing left to run"]
     costs = plan.costs
-    lines.append(f"  per trial: {_s(costs.start_s)} to start its process + tokens/trial x {costs.overall:.2g} s/token "
-                 f"(model, warm-start load, rollouts, updates, evaluations) + {TRIAL_TURNOVER_S:g}s to the next trial")
+    lines.append(
+        f"  per trial: {_s(costs.start_s)} to start its process + tokens/trial x {costs.overall:.2g} s/token "
+        f"(model, warm-start load, rollouts, updates, evaluations) + {TRIAL_TURNOVER_S:g}s to the next trial"
+    )
     lines.append(f"  {plan.rate_source}")
     for w in plan.warmstarts:
         if w.cached:
             lines.append(f"  warm start: cached in {w.folder}; each trial loads it")
         else:
-            lines.append(f"  warm start: not cached ({w.folder}): built once before the trials that use it, at "
-                         f"most {w.max_steps} SFT steps x {SFT_STEP_S:g}s (it stops sooner at its target accuracy)")
+            lines.append(
+                f"  warm start: not cached ({w.folder}): built once before the trials that use it, at "
+                f"most {w.max_steps} SFT steps x {SFT_STEP_S:g}s (it stops sooner at its target accuracy)"
+            )
     m = plan.measured
     if m is not None:
         lines.append(

@@ -57,8 +57,9 @@ def parse_assignments(pairs: list[str]) -> tuple[dict[str, Any], dict[str, dict[
     return algorithm, sections
 
 
-def build_spec(algorithm: str, task: str | None, steps: int | None, seed: int, assignments: list[str],
-               name: str = "adhoc") -> TrialSpec:
+def build_spec(
+    algorithm: str, task: str | None, steps: int | None, seed: int, assignments: list[str], name: str = "adhoc"
+) -> TrialSpec:
     overrides, sections = parse_assignments(assignments)
     if task is not None:
         sections.setdefault("task", {})["name"] = task
@@ -69,8 +70,9 @@ def build_spec(algorithm: str, task: str | None, steps: int | None, seed: int, a
     except ValueError as err:
         raise ConfigError(str(err)) from None
     try:
-        return TrialSpec(study=name, arm=algorithm, seed=seed, algorithm=resolve_algorithm(algorithm, overrides),
-                         **sections)
+        return TrialSpec(
+            study=name, arm=algorithm, seed=seed, algorithm=resolve_algorithm(algorithm, overrides), **sections
+        )
     except ValidationError as err:
         raise ConfigError(format_validation_error(err, TrialSpec)) from err
 
@@ -99,8 +101,10 @@ def keep_record(spec: TrialSpec, result, started_at: str, tracking_uri: str | No
     try:
         path = write_record(folder, record)
     except OSError as err:
-        raise HarnessError(f"cannot write the trial's record under {folder} ({err.strerror or err}); "
-                           "free the space or pass --no-record") from None
+        raise HarnessError(
+            f"cannot write the trial's record under {folder} ({err.strerror or err}); "
+            "free the space or pass --no-record"
+        ) from None
     tracker = Tracker(tracking_uri, folder, spec.study)
     mirrored = tracker.log_record(record)  # on failure it warns, naming `harness sync`
     return f"record: {path}" + (f" (mirrored to MLflow {tracker.tracking_uri})" if mirrored else "")
@@ -136,8 +140,11 @@ def trial(
     steps: int | None = typer.Option(None, help="RL steps"),
     seed: int = typer.Option(0, help="trial seed"),
     assignments: list[str] = typer.Option(
-        [], "--set", metavar="KEY=VALUE", help="repeatable: an algorithm key (lr=1e-5, eps_high=0.28) or SECTION.KEY "
-        "(train.steps=20, model.name=Qwen/Qwen2.5-0.5B, task.path=data/train.jsonl)"
+        [],
+        "--set",
+        metavar="KEY=VALUE",
+        help="repeatable: an algorithm key (lr=1e-5, eps_high=0.28) or SECTION.KEY "
+        "(train.steps=20, model.name=Qwen/Qwen2.5-0.5B, task.path=data/train.jsonl)",
     ),
     as_json: bool = typer.Option(False, "--json", help="print the final metrics as JSON"),
     record: bool = typer.Option(
@@ -145,7 +152,9 @@ def trial(
     ),
     name: str = typer.Option("adhoc", "--name", help=f"the folder under {TRIALS_DIR}/ (and MLflow experiment)"),
     tracking_uri: str | None = typer.Option(
-        None, "--tracking-uri", envvar="HARNESS_TRACKING_URI",
+        None,
+        "--tracking-uri",
+        envvar="HARNESS_TRACKING_URI",
         help=f"MLflow tracking URI (default: sqlite:///{TRIALS_DIR}/NAME/mlflow.db)",
     ),
 ) -> None:

@@ -101,8 +101,17 @@ def condition_table(results, metric: str, *, alpha: float = 0.05) -> pd.DataFram
 
 def cost_table(trials: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     """Per condition: trial counts by status, wall time and tokens (bookkeeping sums, not stats)."""
-    cols = ["condition", "trials", "completed", "failed", "running", "waiting",
-            "wall_time_s", "wall_time_s_per_completed", "tokens"]
+    cols = [
+        "condition",
+        "trials",
+        "completed",
+        "failed",
+        "running",
+        "waiting",
+        "wall_time_s",
+        "wall_time_s_per_completed",
+        "tokens",
+    ]
     rows = []
     for cond in conditions + ["all"]:
         t = trials if cond == "all" else trials[trials["arm"] == cond]
@@ -110,17 +119,19 @@ def cost_table(trials: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
         wall = pd.to_numeric(t.get("wall_time_s", pd.Series(dtype=float)), errors="coerce")
         done = t["status"] == "completed"
         tokens = pd.to_numeric(t[TOKENS_METRIC], errors="coerce") if TOKENS_METRIC in t else pd.Series(dtype=float)
-        rows.append({
-            "condition": cond,
-            "trials": len(t),
-            "completed": int(status.get("completed", 0)),
-            "failed": int(status.get("failed", 0)),
-            "running": int(status.get("running", 0)),
-            "waiting": int(status.get("waiting", 0)),
-            "wall_time_s": float(wall.sum(min_count=1)) if len(wall) else np.nan,
-            "wall_time_s_per_completed": float(wall[done].sum(min_count=1) / done.sum()) if done.any() else np.nan,
-            "tokens": float(tokens.sum(min_count=1)) if len(tokens) else np.nan,
-        })
+        rows.append(
+            {
+                "condition": cond,
+                "trials": len(t),
+                "completed": int(status.get("completed", 0)),
+                "failed": int(status.get("failed", 0)),
+                "running": int(status.get("running", 0)),
+                "waiting": int(status.get("waiting", 0)),
+                "wall_time_s": float(wall.sum(min_count=1)) if len(wall) else np.nan,
+                "wall_time_s_per_completed": float(wall[done].sum(min_count=1) / done.sum()) if done.any() else np.nan,
+                "tokens": float(tokens.sum(min_count=1)) if len(tokens) else np.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -207,21 +218,38 @@ def curve_bands(results, metric: str, *, x: str = "step", alpha: float = 0.05, n
         else:
             raise ValueError(f"x must be 'step' or 'tokens', not {x!r}")
         mean, low, high = stats.curve_band(matrix, alpha=alpha)
-        frames.append(pd.DataFrame({
-            "condition": cond, "x": grid, "mean": np.asarray(mean, dtype=float),
-            "low": np.asarray(low, dtype=float), "high": np.asarray(high, dtype=float),
-            "n_seeds": np.isfinite(matrix).sum(axis=0),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "condition": cond,
+                    "x": grid,
+                    "mean": np.asarray(mean, dtype=float),
+                    "low": np.asarray(low, dtype=float),
+                    "high": np.asarray(high, dtype=float),
+                    "n_seeds": np.isfinite(matrix).sum(axis=0),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
 # ----------------------------------------------------------------------------- header
 
 
-def build_header(results, *, correction: str, alpha: float, min_effect: float | None = None,
-                 planning_effect: float | None = None, noise_line: str = "", level: float | None = None,
-                 failed_by_condition: dict[str, int] | None = None, design: str = "", rule: str = "",
-                 tripwires: list[str] | None = None) -> dict[str, Any]:
+def build_header(
+    results,
+    *,
+    correction: str,
+    alpha: float,
+    min_effect: float | None = None,
+    planning_effect: float | None = None,
+    noise_line: str = "",
+    level: float | None = None,
+    failed_by_condition: dict[str, int] | None = None,
+    design: str = "",
+    rule: str = "",
+    tripwires: list[str] | None = None,
+) -> dict[str, Any]:
     import harness
 
     meta = meta_of(results)
@@ -236,30 +264,42 @@ def build_header(results, *, correction: str, alpha: float, min_effect: float | 
     if n_pending:
         state.append(
             f"STILL RUNNING: {n_pending} of {n_total} trials are still running or waiting; "
-            + (f"this report is drawn from the {n_done} completed trials only and will change."
-               if n_done else "none has completed yet, so there is nothing to compare.")
+            + (
+                f"this report is drawn from the {n_done} completed trials only and will change."
+                if n_done
+                else "none has completed yet, so there is nothing to compare."
+            )
         )
     elif n_done == 0:
-        state.append(f"NO RESULTS: none of the {n_total} trials completed; there is nothing to compare."
-                     if n_total else "NO RESULTS: the study has no trials yet.")
+        state.append(
+            f"NO RESULTS: none of the {n_total} trials completed; there is nothing to compare."
+            if n_total
+            else "NO RESULTS: the study has no trials yet."
+        )
     state += [
         f"{line}: the study file changed since they ran, so they are kept on disk but left out of "
         "every table and figure."
         for line in meta.get("earlier_design") or []
     ]
     if min_effect is None:
-        planned = (f" Seeds needed are planned at one sd of trial means ({planning_effect:.3g})."
-                   if planning_effect else "")
-        state.append("NO MIN_EFFECT: the study names no smallest effect of interest, so no comparison can be "
-                     f"called equivalent (only better, worse or inconclusive).{planned} Set min_effect "
-                     "beside primary_metric in the study file, or pass --min-effect.")
+        planned = (
+            f" Seeds needed are planned at one sd of trial means ({planning_effect:.3g})." if planning_effect else ""
+        )
+        state.append(
+            "NO MIN_EFFECT: the study names no smallest effect of interest, so no comparison can be "
+            f"called equivalent (only better, worse or inconclusive).{planned} Set min_effect "
+            "beside primary_metric in the study file, or pass --min-effect."
+        )
     if n_failed:
         per = ", ".join(f"{c} {n}" for c, n in (failed_by_condition or {}).items() if n)
         state.append(
             f"{n_failed} trial{'s' if n_failed != 1 else ''} failed ({per}); "
-            + ("each is scored at the metric's worst value (failures: worst)" if failures == "worst" else
-               f"{'they are' if n_failed != 1 else 'it is'} left out of the statistics (failures: drop; "
-               "this favours an arm whose bad seeds crash)")
+            + (
+                "each is scored at the metric's worst value (failures: worst)"
+                if failures == "worst"
+                else f"{'they are' if n_failed != 1 else 'it is'} left out of the statistics (failures: drop; "
+                "this favours an arm whose bad seeds crash)"
+            )
             + "; each is listed with its reason under 'Failed trials'."
         )
     state += warning_state(results)
@@ -288,7 +328,7 @@ def build_header(results, *, correction: str, alpha: float, min_effect: float | 
         "harness_version": meta.get("harness_version") or "unknown",
         "git_commit": meta.get("git_commit") or "unknown",
         "report_harness_version": harness.__version__,
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "n_trials": n_total,
         "n_completed": n_done,
         "n_failed": n_failed,
@@ -329,8 +369,18 @@ def analyze(
 
     scores = {c: arm_scores(results, c, metric, failures=failures) for c in conds}
     pairs = [
-        compare_scores(scores[a], scores[b], a, b, metric, seed_matched=bool(meta.get("seed_matched")),
-                       test=meta.get("test") or "auto", failures=failures, n_permutations=n_permutations, seed=seed)
+        compare_scores(
+            scores[a],
+            scores[b],
+            a,
+            b,
+            metric,
+            seed_matched=bool(meta.get("seed_matched")),
+            test=meta.get("test") or "auto",
+            failures=failures,
+            n_permutations=n_permutations,
+            seed=seed,
+        )
         for a, b in comparisons_of(results)
     ]
     effect = planning_effect(margin, scores, meta.get("control"))
@@ -338,36 +388,80 @@ def analyze(
     level = stats.interval_level(alpha, family, correction)
     rep, looks = None, None
     if meta.get("sequential"):
-        rep = replay(results, scores, metric=metric, alpha=alpha, correction=correction, direction=direction,
-                     min_effect=margin, failures=failures, test=meta.get("test") or "auto")
-        pairs, looks = final_pairs(rep, results, scores, metric=metric, failures=failures,
-                                   test=meta.get("test") or "auto", n_permutations=n_permutations, seed=seed)
-    verdicts, robustness = verdict_rows(pairs, alpha=alpha, correction=correction, direction=direction,
-                                        power=power, min_effect=margin, planning_effect=effect, looks=looks,
-                                        family_size=len(pairs) if looks is not None else None)
+        rep = replay(
+            results,
+            scores,
+            metric=metric,
+            alpha=alpha,
+            correction=correction,
+            direction=direction,
+            min_effect=margin,
+            failures=failures,
+            test=meta.get("test") or "auto",
+        )
+        pairs, looks = final_pairs(
+            rep,
+            results,
+            scores,
+            metric=metric,
+            failures=failures,
+            test=meta.get("test") or "auto",
+            n_permutations=n_permutations,
+            seed=seed,
+        )
+    verdicts, robustness = verdict_rows(
+        pairs,
+        alpha=alpha,
+        correction=correction,
+        direction=direction,
+        power=power,
+        min_effect=margin,
+        planning_effect=effect,
+        looks=looks,
+        family_size=len(pairs) if looks is not None else None,
+    )
     verdicts = mark_no_learning_signal(verdicts, results)
-    calibration = calibration_table(results, scores, metric=metric, alpha=alpha, correction=correction,
-                                    direction=direction, min_effect=margin, failures=failures,
-                                    test=meta.get("test") or "auto", n_permutations=n_permutations, seed=seed)
-    split = noise_split(metric, scores, level=level, effect=effect, margin=margin, power=power,
-                        plan=typical_plan(pairs))
+    calibration = calibration_table(
+        results,
+        scores,
+        metric=metric,
+        alpha=alpha,
+        correction=correction,
+        direction=direction,
+        min_effect=margin,
+        failures=failures,
+        test=meta.get("test") or "auto",
+        n_permutations=n_permutations,
+        seed=seed,
+    )
+    split = noise_split(
+        metric, scores, level=level, effect=effect, margin=margin, power=power, plan=typical_plan(pairs)
+    )
 
     failed = trials[trials["status"] == "failed"][["trial_id", "arm", "seed", "error"]].reset_index(drop=True)
     failed["error"] = failed["error"].fillna("(no reason recorded)")
     pending = trials[trials["status"].isin(["running", "waiting"])][["trial_id", "arm", "seed", "status"]]
 
     analysis = Analysis(
-        header=build_header(results, correction=correction, alpha=alpha, min_effect=margin, planning_effect=effect,
-                            noise_line=split.line, level=level,
-                            failed_by_condition={c: s.failed for c, s in scores.items()},
-                            design=design_line(rep) if rep is not None else "",
-                            rule=versions_line(rep.rules) if rep is not None else "",
-                            tripwires=tripwire_state(calibration)),
+        header=build_header(
+            results,
+            correction=correction,
+            alpha=alpha,
+            min_effect=margin,
+            planning_effect=effect,
+            noise_line=split.line,
+            level=level,
+            failed_by_condition={c: s.failed for c, s in scores.items()},
+            design=design_line(rep) if rep is not None else "",
+            rule=versions_line(rep.rules) if rep is not None else "",
+            tripwires=tripwire_state(calibration),
+        ),
         conditions=condition_table(results, metric, alpha=alpha),
         verdicts=verdicts,
         robustness=robustness,
-        noise_floor=noise_floor_table(results, metric, alpha=alpha, power=power, level=level, effect=effect,
-                                      failures=failures, scores=scores),
+        noise_floor=noise_floor_table(
+            results, metric, alpha=alpha, power=power, level=level, effect=effect, failures=failures, scores=scores
+        ),
         cost=cost_table(trials, conds),
         failed=failed,
         pending=pending.reset_index(drop=True),
@@ -421,8 +515,16 @@ def compare_pair(
     primary = meta.get("primary_metric")
     pre_registered = (arm_a, arm_b) in comparisons_of(results) and metric == primary
     if pre_registered:
-        analysis = analyze(results, correction=correction, alpha=alpha, power=power, min_effect=margin,
-                           n_permutations=n_permutations, seed=seed, curve_metrics=[])
+        analysis = analyze(
+            results,
+            correction=correction,
+            alpha=alpha,
+            power=power,
+            min_effect=margin,
+            n_permutations=n_permutations,
+            seed=seed,
+            curve_metrics=[],
+        )
         v = analysis.verdicts
         row = v[(v["condition"] == arm_a) & (v["control"] == arm_b)].iloc[0].to_dict()
         r = analysis.robustness
@@ -430,12 +532,26 @@ def compare_pair(
         family = f"{correction} over the {len(v)} pre-registered comparisons"
     else:
         failures = meta.get("failures") or "drop"
-        pair = compare_values(results, arm_a, arm_b, metric, test=meta.get("test") or "auto", failures=failures,
-                              n_permutations=n_permutations, seed=seed)
+        pair = compare_values(
+            results,
+            arm_a,
+            arm_b,
+            metric,
+            test=meta.get("test") or "auto",
+            failures=failures,
+            n_permutations=n_permutations,
+            seed=seed,
+        )
         effect = planning_effect(margin, {arm_a: pair.arm, arm_b: pair.base}, arm_b)
-        verdicts, checks = verdict_rows([pair], alpha=alpha, correction=correction,
-                                        direction=meta.get("direction", "maximize"), power=power,
-                                        min_effect=margin, planning_effect=effect)
+        verdicts, checks = verdict_rows(
+            [pair],
+            alpha=alpha,
+            correction=correction,
+            direction=meta.get("direction", "maximize"),
+            power=power,
+            min_effect=margin,
+            planning_effect=effect,
+        )
         row = mark_no_learning_signal(verdicts, results).iloc[0].to_dict()
         family = "none: not a pre-registered comparison on the primary metric (tested alone)"
     row["direction"] = meta.get("direction", "maximize")

@@ -45,9 +45,20 @@ def _sequential_look(meta: dict, pair: PairResult) -> stats.Look | None:
     return stats.Look(seen, looks[-1], design["spending"])
 
 
-def calibration_table(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, correction: str,
-                      direction: str, min_effect: float | None, failures: str, test: str, n_permutations: int,
-                      seed: int) -> pd.DataFrame:
+def calibration_table(
+    results,
+    scores: dict[str, ArmScores],
+    *,
+    metric: str,
+    alpha: float,
+    correction: str,
+    direction: str,
+    min_effect: float | None,
+    failures: str,
+    test: str,
+    n_permutations: int,
+    seed: int,
+) -> pd.DataFrame:
     """One verdict row per calibration comparison, with its role; empty when the study has none."""
     meta = meta_of(results)
     wanted = [c for c in meta.get("calibration") or [] if c[0] in scores and c[1] in scores]
@@ -59,14 +70,31 @@ def calibration_table(results, scores: dict[str, ArmScores], *, metric: str, alp
         if meta.get("sequential"):  # the seeds of the looks the two have reached
             n = min(len(a.values), len(b.values))
             a, b = on_pool(a, look_pool(meta, condition, n)), on_pool(b, look_pool(meta, other, n))
-        pair = compare_scores(a, b, condition, other, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
-                              failures=failures, n_permutations=n_permutations, seed=seed)
+        pair = compare_scores(
+            a,
+            b,
+            condition,
+            other,
+            metric,
+            seed_matched=bool(meta.get("seed_matched")),
+            test=test,
+            failures=failures,
+            n_permutations=n_permutations,
+            seed=seed,
+        )
         pairs.append(pair)
         looks.append(_sequential_look(meta, pair))
-    rows, _ = verdict_rows(pairs, alpha=alpha, correction=correction, direction=direction, power=0.8,
-                           min_effect=min_effect, planning_effect=None,
-                           looks=looks if meta.get("sequential") else None,
-                           family_size=max(1, len(comparisons_of(results))))
+    rows, _ = verdict_rows(
+        pairs,
+        alpha=alpha,
+        correction=correction,
+        direction=direction,
+        power=0.8,
+        min_effect=min_effect,
+        planning_effect=None,
+        looks=looks if meta.get("sequential") else None,
+        family_size=max(1, len(comparisons_of(results))),
+    )
     rows.insert(0, "role", [ROLE_NAMES[role] for _, _, role in wanted])
     return rows
 

@@ -134,26 +134,57 @@ def _untested(a: pd.Series, b: pd.Series, test: str, paired: bool, why: str) -> 
     return stats.Difference(diff, float("nan"), float("nan"), test, len(a), len(b), paired, reason=why)
 
 
-def compare_values(results, condition: str, control: str, metric: str, *, test: str = "auto",
-                   failures: str = "drop", n_permutations: int = 10_000, seed: int = 0) -> PairResult:
+def compare_values(
+    results,
+    condition: str,
+    control: str,
+    metric: str,
+    *,
+    test: str = "auto",
+    failures: str = "drop",
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> PairResult:
     """The pre-registered test of one pair, paired when the design is seed-matched on both sides."""
     return compare_scores(
         arm_scores(results, condition, metric, failures=failures),
         arm_scores(results, control, metric, failures=failures),
-        condition, control, metric, seed_matched=bool(meta_of(results).get("seed_matched")), test=test,
-        failures=failures, n_permutations=n_permutations, seed=seed)
+        condition,
+        control,
+        metric,
+        seed_matched=bool(meta_of(results).get("seed_matched")),
+        test=test,
+        failures=failures,
+        n_permutations=n_permutations,
+        seed=seed,
+    )
 
 
-def compare_scores(arm: ArmScores, base: ArmScores, condition: str, control: str, metric: str, *,
-                   seed_matched: bool, test: str = "auto", failures: str = "drop", n_permutations: int = 10_000,
-                   seed: int = 0, robustness: bool = True) -> PairResult:
+def compare_scores(
+    arm: ArmScores,
+    base: ArmScores,
+    condition: str,
+    control: str,
+    metric: str,
+    *,
+    seed_matched: bool,
+    test: str = "auto",
+    failures: str = "drop",
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    robustness: bool = True,
+) -> PairResult:
     """``compare_values`` on scores already read (a report reads each condition's once).
     ``robustness=False`` leaves out the robustness checks (a sequential replay needs only the
     difference at each look)."""
     notes = []
     common = arm.values.index.intersection(base.values.index)
-    paired = (seed_matched and arm.values.index.is_unique
-              and base.values.index.is_unique and len(common) >= MIN_SEEDS_FOR_TEST)
+    paired = (
+        seed_matched
+        and arm.values.index.is_unique
+        and base.values.index.is_unique
+        and len(common) >= MIN_SEEDS_FOR_TEST
+    )
     if paired and len(common) < max(len(arm.values), len(base.values)):
         notes.append(f"Paired on the {len(common)} seeds both sides completed")
         arm, base = _on_seeds(arm, common), _on_seeds(base, common)
@@ -162,25 +193,37 @@ def compare_scores(arm: ArmScores, base: ArmScores, condition: str, control: str
     notes += [note] if note else []
     for side, scores in ((condition, arm), (control, base)):
         if scores.failed:
-            notes.append(f"Failed trials of {side}: {scores.failed}, "
-                         + ("scored at the metric's worst value" if failures == "worst" else
-                            "left out (failures: drop)"))
+            notes.append(
+                f"Failed trials of {side}: {scores.failed}, "
+                + ("scored at the metric's worst value" if failures == "worst" else "left out (failures: drop)")
+            )
     if min(len(a), len(b)) < MIN_SEEDS_FOR_TEST:
-        short = [f"{name} has {len(v)} seed{'s' if len(v) != 1 else ''}"
-                 for name, v in ((condition, a), (control, b)) if len(v) < MIN_SEEDS_FOR_TEST]
+        short = [
+            f"{name} has {len(v)} seed{'s' if len(v) != 1 else ''}"
+            for name, v in ((condition, a), (control, b))
+            if len(v) < MIN_SEEDS_FOR_TEST
+        ]
         why = " and ".join(short) + f" (a test needs at least {MIN_SEEDS_FOR_TEST} per side)"
-        return PairResult(condition, control, metric, arm, base, False, _untested(a, b, chosen, False, why), None,
-                          notes)
+        return PairResult(
+            condition, control, metric, arm, base, False, _untested(a, b, chosen, False, why), None, notes
+        )
     if chosen == "seed_prompt":
         prompts = arm.table.columns.intersection(base.table.columns)
         pooled = [v for v in (arm.sample_var, base.sample_var) if v is not None]
         difference = stats.seed_prompt_difference(
-            arm.table[prompts].to_numpy(), base.table[prompts].to_numpy(), paired=paired,
-            sample_var=float(np.mean(pooled)) if pooled else None, samples=min(arm.samples, base.samples))
+            arm.table[prompts].to_numpy(),
+            base.table[prompts].to_numpy(),
+            paired=paired,
+            sample_var=float(np.mean(pooled)) if pooled else None,
+            samples=min(arm.samples, base.samples),
+        )
     else:
         difference = stats.trial_means_difference(a.to_numpy(), b.to_numpy(), test=chosen)
-    comparison = stats.compare(a.to_numpy(), b.to_numpy(), paired=paired, n_permutations=n_permutations,
-                               rng=_rng(seed)) if robustness else None
+    comparison = (
+        stats.compare(a.to_numpy(), b.to_numpy(), paired=paired, n_permutations=n_permutations, rng=_rng(seed))
+        if robustness
+        else None
+    )
     return PairResult(condition, control, metric, arm, base, paired, difference, comparison, notes)
 
 
@@ -206,46 +249,108 @@ def _robustness(p: PairResult, alpha: float) -> list[dict[str, Any]]:
     for name in sorted(checks, key=lambda k: (ROBUSTNESS_ORDER.index(k) if k in ROBUSTNESS_ORDER else 99, k)):
         chk = checks[name]
         label = _n_label(p.difference.n_arm, p.difference.n_control, p.paired)
-        rows.append({"condition": p.condition, "control": p.control, "check": name, "p_value": chk.p_value,
-                     "min_attainable_p": chk.min_attainable_p, "can_reject": bool(chk.can_reject),
-                     "note": "" if chk.can_reject else f"cannot reject at {label}"})
+        rows.append(
+            {
+                "condition": p.condition,
+                "control": p.control,
+                "check": name,
+                "p_value": chk.p_value,
+                "min_attainable_p": chk.min_attainable_p,
+                "can_reject": bool(chk.can_reject),
+                "note": "" if chk.can_reject else f"cannot reject at {label}",
+            }
+        )
     return rows
 
 
 VERDICT_COLUMNS = [
-    "condition", "control", "metric", "n", "n_control", "failed", "failed_control", "paired", "mean",
-    "mean_control", "diff", "ci_low", "ci_high", "ci_level", "test", "p_value", "p_adjusted", "hedges_g",
-    "prob_improvement", "pair_correlation", "verdict", "smaller_than_min_effect", "seeds_needed_null",
-    "seeds_needed_effect", "reason",
+    "condition",
+    "control",
+    "metric",
+    "n",
+    "n_control",
+    "failed",
+    "failed_control",
+    "paired",
+    "mean",
+    "mean_control",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "test",
+    "p_value",
+    "p_adjusted",
+    "hedges_g",
+    "prob_improvement",
+    "pair_correlation",
+    "verdict",
+    "smaller_than_min_effect",
+    "seeds_needed_null",
+    "seeds_needed_effect",
+    "reason",
 ]
 CHECK_COLUMNS = ["condition", "control", "check", "p_value", "min_attainable_p", "can_reject", "note"]
 
 
-def verdict_rows(pairs: list[PairResult], *, alpha, correction, direction, power, min_effect,
-                  planning_effect, looks: list[stats.Look] | None = None,
-                  family_size: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def verdict_rows(
+    pairs: list[PairResult],
+    *,
+    alpha,
+    correction,
+    direction,
+    power,
+    min_effect,
+    planning_effect,
+    looks: list[stats.Look] | None = None,
+    family_size: int | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One verdict row per pair (and its robustness rows); ``looks``: each pair's sequential look."""
-    verdicts = stats.decide([p.difference for p in pairs], alpha=alpha, direction=direction, min_effect=min_effect,
-                            planning_effect=planning_effect, correction=correction, power=power,
-                            max_n=SEEDS_SEARCH_LIMIT, looks=looks, family_size=family_size)
+    verdicts = stats.decide(
+        [p.difference for p in pairs],
+        alpha=alpha,
+        direction=direction,
+        min_effect=min_effect,
+        planning_effect=planning_effect,
+        correction=correction,
+        power=power,
+        max_n=SEEDS_SEARCH_LIMIT,
+        looks=looks,
+        family_size=family_size,
+    )
     rows, checks = [], []
     for p, v in zip(pairs, verdicts):
         c = p.comparison
         notes = " ".join(n + "." for n in p.notes)
-        rows.append({
-            "condition": p.condition, "control": p.control, "metric": p.metric,
-            "n": len(p.arm.values), "n_control": len(p.base.values),
-            "failed": p.arm.failed, "failed_control": p.base.failed, "paired": p.paired,
-            "mean": float(p.arm.values.mean()) if len(p.arm.values) else np.nan,
-            "mean_control": float(p.base.values.mean()) if len(p.base.values) else np.nan,
-            "diff": v.diff, "ci_low": v.ci_low, "ci_high": v.ci_high, "ci_level": v.ci_level, "test": v.test,
-            "p_value": v.p_value, "p_adjusted": v.p_adjusted,
-            "hedges_g": getattr(c, "hedges_g", np.nan), "prob_improvement": getattr(c, "prob_improvement", np.nan),
-            "pair_correlation": getattr(c, "pair_correlation", np.nan),
-            "verdict": v.label, "smaller_than_min_effect": v.smaller_than_min_effect,
-            "seeds_needed_null": v.seeds_needed_null, "seeds_needed_effect": v.seeds_needed_effect,
-            "reason": " ".join(t for t in (notes, v.reason) if t),
-        })
+        rows.append(
+            {
+                "condition": p.condition,
+                "control": p.control,
+                "metric": p.metric,
+                "n": len(p.arm.values),
+                "n_control": len(p.base.values),
+                "failed": p.arm.failed,
+                "failed_control": p.base.failed,
+                "paired": p.paired,
+                "mean": float(p.arm.values.mean()) if len(p.arm.values) else np.nan,
+                "mean_control": float(p.base.values.mean()) if len(p.base.values) else np.nan,
+                "diff": v.diff,
+                "ci_low": v.ci_low,
+                "ci_high": v.ci_high,
+                "ci_level": v.ci_level,
+                "test": v.test,
+                "p_value": v.p_value,
+                "p_adjusted": v.p_adjusted,
+                "hedges_g": getattr(c, "hedges_g", np.nan),
+                "prob_improvement": getattr(c, "prob_improvement", np.nan),
+                "pair_correlation": getattr(c, "pair_correlation", np.nan),
+                "verdict": v.label,
+                "smaller_than_min_effect": v.smaller_than_min_effect,
+                "seeds_needed_null": v.seeds_needed_null,
+                "seeds_needed_effect": v.seeds_needed_effect,
+                "reason": " ".join(t for t in (notes, v.reason) if t),
+            }
+        )
         checks += _robustness(p, alpha)
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS), pd.DataFrame(checks, columns=CHECK_COLUMNS)
 

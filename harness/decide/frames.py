@@ -119,5 +119,6 @@ def check_min_effect(value: Any) -> float | None:
     try:
         return stats.check_margin(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"min_effect must be a finite number > 0 in the metric's units (e.g. 0.02), "
-                          f"got {value!r}") from None
+        raise ConfigError(
+            f"min_effect must be a finite number > 0 in the metric's units (e.g. 0.02), got {value!r}"
+        ) from None

@@ -59,7 +59,16 @@ def due_looks(study: Any, storage: str) -> DueLooks:
         raise ConfigError(f"study {meta.get('study')!r} has no sequential: section; it has no looks")
     metric, failures = meta["primary_metric"], meta["failures"]
     scores = {c: arm_scores(results, c, metric, failures=failures) for c in conditions_of(results)}
-    out = replay(results, scores, metric=metric, alpha=ALPHA, correction=CORRECTION, direction=meta["direction"],
-                 min_effect=meta["min_effect"], failures=failures, test=meta["test"])
+    out = replay(
+        results,
+        scores,
+        metric=metric,
+        alpha=ALPHA,
+        correction=CORRECTION,
+        direction=meta["direction"],
+        min_effect=meta["min_effect"],
+        failures=failures,
+        test=meta["test"],
+    )
     arms = {condition: state.status for (condition, _control), state in out.states.items()}
     return DueLooks(list(out.looks), dict(out.wanted), out.finished, out.current_look, arms, out.rules)

@@ -57,5 +57,7 @@ def due_trials(study: Study, wanted: Mapping[str, int]) -> list[list]:
     design's order; a look's trials need every earlier look's, so those are listed too (the
     queue skips what it holds already)."""
     order = [c.name for c in study.iter_conditions()]
-    return [look_specs(study, look, [c for c in order if wanted.get(c, -1) >= look])
-            for look in range(max(wanted.values(), default=-1) + 1)]
+    return [
+        look_specs(study, look, [c for c in order if wanted.get(c, -1) >= look])
+        for look in range(max(wanted.values(), default=-1) + 1)
+    ]

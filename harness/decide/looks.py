@@ -33,8 +33,22 @@ from harness.decide.sequential_rule import Rules, read_rules
 
 #: trial states after which a trial's result will not change (a retried failure is "waiting")
 FINISHED = ("completed", "failed")
-LOOK_COLUMNS = ["condition", "control", "look", "seeds", "n", "n_control", "diff", "ci_low", "ci_high",
-                "ci_level", "p_adjusted", "verdict", "decision", "rule"]
+LOOK_COLUMNS = [
+    "condition",
+    "control",
+    "look",
+    "seeds",
+    "n",
+    "n_control",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "p_adjusted",
+    "verdict",
+    "decision",
+    "rule",
+]
 #: the Looks table's rule of a study whose looks were queued before rules were stored
 UNRECORDED = "not recorded"
 
@@ -100,8 +114,18 @@ def on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
     return dataclasses.replace(scores, values=scores.values[keep], table=table)
 
 
-def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, correction: str,
-           direction: str, min_effect: float | None, failures: str, test: str) -> Replay:
+def replay(
+    results,
+    scores: dict[str, ArmScores],
+    *,
+    metric: str,
+    alpha: float,
+    correction: str,
+    direction: str,
+    min_effect: float | None,
+    failures: str,
+    test: str,
+) -> Replay:
     """Every comparison of a sequential study, look by look (see the module docstring); a rule
     other than the one fixed at the first look raises ``RuleChanged``."""
     meta = meta_of(results)
@@ -124,24 +148,50 @@ def replay(results, scores: dict[str, ArmScores], *, metric: str, alpha: float, 
                         wanted[c] = max(wanted.get(c, k), k)
                 break
             state.reached = k
-            pair = compare_scores(on_pool(scores[condition], look_pool(meta, condition, n_k)),
-                                  on_pool(scores[control], look_pool(meta, control, n_k)), condition,
-                                  control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
-                                  failures=failures, robustness=False)
+            pair = compare_scores(
+                on_pool(scores[condition], look_pool(meta, condition, n_k)),
+                on_pool(scores[control], look_pool(meta, control, n_k)),
+                condition,
+                control,
+                metric,
+                seed_matched=bool(meta.get("seed_matched")),
+                test=test,
+                failures=failures,
+                robustness=False,
+            )
             count = min(pair.difference.n_arm, pair.difference.n_control)
             if not pair.difference.testable or count < MIN_SEEDS_FOR_TEST or (state.seen and count <= state.seen[-1]):
                 continue  # nothing new to read at this look: it spends no alpha
             state.seen += (count,)
             state.pair, state.look, state.tested_at = pair, stats.Look(state.seen, looks[-1], spending), k
-            [verdict] = stats.decide([pair.difference], alpha=alpha, direction=direction, min_effect=min_effect,
-                                     correction=correction, looks=[state.look], family_size=family)
+            [verdict] = stats.decide(
+                [pair.difference],
+                alpha=alpha,
+                direction=direction,
+                min_effect=min_effect,
+                correction=correction,
+                looks=[state.look],
+                family_size=family,
+            )
             decided = verdict.label != stats.verdict.INCONCLUSIVE
-            rows.append({"condition": condition, "control": control, "look": k + 1, "seeds": n_k,
-                         "n": pair.difference.n_arm, "n_control": pair.difference.n_control,
-                         "diff": verdict.diff, "ci_low": verdict.ci_low, "ci_high": verdict.ci_high,
-                         "ci_level": verdict.ci_level, "p_adjusted": verdict.p_adjusted, "verdict": verdict.label,
-                         "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue"),
-                         "rule": rule})
+            rows.append(
+                {
+                    "condition": condition,
+                    "control": control,
+                    "look": k + 1,
+                    "seeds": n_k,
+                    "n": pair.difference.n_arm,
+                    "n_control": pair.difference.n_control,
+                    "diff": verdict.diff,
+                    "ci_low": verdict.ci_low,
+                    "ci_high": verdict.ci_high,
+                    "ci_level": verdict.ci_level,
+                    "p_adjusted": verdict.p_adjusted,
+                    "verdict": verdict.label,
+                    "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue"),
+                    "rule": rule,
+                }
+            )
             if decided:
                 state.verdict, state.stopped_at = verdict.label, k
                 break
@@ -159,19 +209,36 @@ def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted:
             wanted[condition] = target
 
 
-def final_pairs(rep: Replay, results, scores: dict[str, ArmScores], *, metric: str, failures: str, test: str,
-                n_permutations: int, seed: int) -> tuple[list[PairResult], list[stats.Look | None]]:
+def final_pairs(
+    rep: Replay,
+    results,
+    scores: dict[str, ArmScores],
+    *,
+    metric: str,
+    failures: str,
+    test: str,
+    n_permutations: int,
+    seed: int,
+) -> tuple[list[PairResult], list[stats.Look | None]]:
     """Each comparison on the seeds of the look that decided it (or of its latest look), with its
     robustness checks, and that look; one not yet tested at any look is untestable, saying why."""
     meta = meta_of(results)
     pairs, looks = [], []
     for (condition, control), state in rep.states.items():
         n = rep.looks[0 if state.tested_at is None else state.tested_at]
-        pair = compare_scores(on_pool(scores[condition], look_pool(meta, condition, n)),
-                              on_pool(scores[control], look_pool(meta, control, n)), condition,
-                              control, metric, seed_matched=bool(meta.get("seed_matched")), test=test,
-                              failures=failures, n_permutations=n_permutations, seed=seed,
-                              robustness=state.tested_at is not None)
+        pair = compare_scores(
+            on_pool(scores[condition], look_pool(meta, condition, n)),
+            on_pool(scores[control], look_pool(meta, control, n)),
+            condition,
+            control,
+            metric,
+            seed_matched=bool(meta.get("seed_matched")),
+            test=test,
+            failures=failures,
+            n_permutations=n_permutations,
+            seed=seed,
+            robustness=state.tested_at is not None,
+        )
         if state.tested_at is None:
             why = f"not tested yet: {state.status} ({rep.looks[state.waiting or 0]} seeds per arm)"
             pair = dataclasses.replace(pair, difference=dataclasses.replace(pair.difference, reason=why))
@@ -185,5 +252,6 @@ def design_line(rep: Replay) -> str:
     seeds = ", ".join(map(str, rep.looks))
     states = "; ".join(f"{condition}: {state.status}" for (condition, _), state in rep.states.items())
     at = "finished" if rep.finished else f"at look {rep.current_look} of {len(rep.looks)}"
-    return (f"sequential, looks at {seeds} seeds per arm ({rep.spending.replace('_', '-')} spending); {at}"
-            + (f"; {states}" if states else ""))
+    return f"sequential, looks at {seeds} seeds per arm ({rep.spending.replace('_', '-')} spending); {at}" + (
+        f"; {states}" if states else ""
+    )

@@ -25,16 +25,36 @@ from harness.decide.comparisons import (
 )
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, check_metric, conditions_of
 
-NOISE_COLUMNS = ["condition", "n", "failed", "mean", "std", "std_ci_low", "std_ci_high", "std_ci_method",
-                 "normality_p", "sem", "seeds_needed", "note"]
+NOISE_COLUMNS = [
+    "condition",
+    "n",
+    "failed",
+    "mean",
+    "std",
+    "std_ci_low",
+    "std_ci_high",
+    "std_ci_method",
+    "normality_p",
+    "sem",
+    "seeds_needed",
+    "note",
+]
 
 
-def noise_floor_table(results, metric: str | None = None, *, alpha: float = 0.05, power: float = 0.8,
-                      level: float | None = None, effect: float | None = None,
-                      failures: str = "drop", scores: dict[str, ArmScores] | None = None) -> pd.DataFrame:
+def noise_floor_table(
+    results,
+    metric: str | None = None,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    level: float | None = None,
+    effect: float | None = None,
+    failures: str = "drop",
+    scores: dict[str, ArmScores] | None = None,
+) -> pd.DataFrame:
     """Per condition ``stats.noise_floor`` of ``metric`` (``std``: the sd of trial means);
-    ``seeds_needed`` plans two arms of this sd at ``effect`` with intervals at ``level`` (the verdicts' level). ``scores``: each
-    condition's scores on ``metric`` when the caller has read them already."""
+    ``seeds_needed`` plans two arms of this sd at ``effect`` with intervals at ``level`` (the
+    verdicts' level). ``scores``: each condition's scores on ``metric`` when the caller has read them already."""
     metric = check_metric(results, metric)
     rows = []
     for cond in conditions_of(results):
@@ -42,15 +62,30 @@ def noise_floor_table(results, metric: str | None = None, *, alpha: float = 0.05
         v = scores_of.values
         note = ""
         if len(v) < MIN_SEEDS_FOR_TEST:
-            note = (f"{len(v)} completed seed{'s' if len(v) != 1 else ''}: "
-                    f"an sd of trial means needs at least {MIN_SEEDS_FOR_TEST}")
+            note = (
+                f"{len(v)} completed seed{'s' if len(v) != 1 else ''}: "
+                f"an sd of trial means needs at least {MIN_SEEDS_FOR_TEST}"
+            )
         if len(v) == 0:
             rows.append({"condition": cond, "n": 0, "failed": scores_of.failed, "note": note})
             continue
         nf = stats.noise_floor(v.to_numpy(), alpha=alpha, level=level, effect=effect, power=power)
-        rows.append({"condition": cond, "n": nf.n, "failed": scores_of.failed, "mean": nf.mean, "std": nf.std,
-                     "std_ci_low": nf.std_ci_low, "std_ci_high": nf.std_ci_high, "std_ci_method": nf.std_ci_method,
-                     "normality_p": nf.normality_p, "sem": nf.sem, "seeds_needed": nf.seeds_needed, "note": note})
+        rows.append(
+            {
+                "condition": cond,
+                "n": nf.n,
+                "failed": scores_of.failed,
+                "mean": nf.mean,
+                "std": nf.std,
+                "std_ci_low": nf.std_ci_low,
+                "std_ci_high": nf.std_ci_high,
+                "std_ci_method": nf.std_ci_method,
+                "normality_p": nf.normality_p,
+                "sem": nf.sem,
+                "seeds_needed": nf.seeds_needed,
+                "note": note,
+            }
+        )
     return pd.DataFrame(rows, columns=NOISE_COLUMNS)
 
 
@@ -78,17 +113,29 @@ def typical_plan(pairs: list[PairResult]) -> stats.PlanVariance | None:
     """The variance model of a typical arm-vs-control difference of the study: the median of each
     component over its seed x prompt comparisons (robust to one arm unlike the others), paired
     when they all are. None without a seed x prompt comparison."""
-    plans = [p.difference.plan for p in pairs
-             if p.difference.testable and p.difference.plan is not None and p.difference.test == "seed_prompt"]
+    plans = [
+        p.difference.plan
+        for p in pairs
+        if p.difference.testable and p.difference.plan is not None and p.difference.test == "seed_prompt"
+    ]
     if not plans:
         return None
     median = {k: float(np.median([getattr(q, k) for q in plans])) for k in ("seed", "prompt", "residual", "sampling")}
-    return stats.PlanVariance(**median, n_prompts=plans[0].n_prompts, samples=plans[0].samples,
-                              paired=all(q.paired for q in plans))
+    return stats.PlanVariance(
+        **median, n_prompts=plans[0].n_prompts, samples=plans[0].samples, paired=all(q.paired for q in plans)
+    )
 
 
-def noise_split(metric: str, scores: dict[str, ArmScores], *, level: float, effect: float | None,
-                margin: float | None, power: float, plan: stats.PlanVariance | None = None) -> NoiseSplit:
+def noise_split(
+    metric: str,
+    scores: dict[str, ArmScores],
+    *,
+    level: float,
+    effect: float | None,
+    margin: float | None,
+    power: float,
+    plan: stats.PlanVariance | None = None,
+) -> NoiseSplit:
     """Variance components over every condition's ``[seed, prompt]`` table (on their common
     prompts), the predicted SE of a difference at more budget, and the report's one-liner.
     ``plan`` is the difference to predict (default: two unpaired arms with these components)."""
@@ -101,41 +148,68 @@ def noise_split(metric: str, scores: dict[str, ArmScores], *, level: float, effe
         if not trial_sds:
             return empty
         sd = float(np.sqrt(np.mean(np.square(trial_sds))))
-        empty.line = (f"Noise floor of {metric}: sd of trial means {sd:.3g} (root mean square over the "
-                      "conditions; no per-prompt scores recorded, so it cannot be split by source).")
+        empty.line = (
+            f"Noise floor of {metric}: sd of trial means {sd:.3g} (root mean square over the "
+            "conditions; no per-prompt scores recorded, so it cannot be split by source)."
+        )
         return empty
     sample_vars = [s.sample_var for s in scores.values() if s.sample_var is not None]
     samples = min(s.samples for c, s in scores.items() if c in tables)
-    comps = stats.variance_components({c: t[common].to_numpy() for c, t in tables.items()},
-                                      sample_var=float(np.mean(sample_vars)) if sample_vars else None,
-                                      samples=samples)
+    comps = stats.variance_components(
+        {c: t[common].to_numpy() for c, t in tables.items()},
+        sample_var=float(np.mean(sample_vars)) if sample_vars else None,
+        samples=samples,
+    )
     by_source = comps.by_source()
     total = sum(by_source.values())
-    components = pd.DataFrame([
-        {"source": k, "variance": v, "sd": float(np.sqrt(v)), "share": v / total if total > 0 else np.nan,
-         "note": COMPONENT_NOTES[k]} for k, v in by_source.items()], columns=COMPONENT_COLUMNS)
+    components = pd.DataFrame(
+        [
+            {
+                "source": k,
+                "variance": v,
+                "sd": float(np.sqrt(v)),
+                "share": v / total if total > 0 else np.nan,
+                "note": COMPONENT_NOTES[k],
+            }
+            for k, v in by_source.items()
+        ],
+        columns=COMPONENT_COLUMNS,
+    )
     plan = plan or comps.as_plan(paired=False)
     n = max(MIN_SEEDS_FOR_TEST, int(round(comps.seeds)))
     P, k = comps.n_prompts, comps.samples
     options = [("as run", n, P, k), ("+1 seed per arm", n + 1, P, k), ("2x eval prompts", n, 2 * P, k)]
     if k > 1 or comps.eval_sampling > 0:
         options.append(("2x eval samples", n, P, 2 * k))
-    budget = pd.DataFrame([{"option": o, "seeds": s, "prompts": p, "samples": q,
-                            "se_diff": float(np.sqrt(plan.variance(s, p, q)))} for o, s, p, q in options],
-                          columns=BUDGET_COLUMNS)
-    seed = (f"training-seed sd (component) {np.sqrt(comps.seed):.3g}" if comps.seed > 0 else
-            f"training-seed sd (component) 0 (at {n} seeds the spread of the arms' trial means is no more than "
-            "their per-prompt noise explains; it is estimated, not known to be 0)")
-    line = (f"Noise floor of {metric}: {seed}, prompt sd "
-            f"{np.sqrt((comps.prompt + comps.arm_x_prompt) / P):.3g} of an arm's mean at {P} prompts "
-            f"(arm x prompt {np.sqrt(comps.arm_x_prompt / P):.3g} of it does not cancel between arms).")
+    budget = pd.DataFrame(
+        [
+            {"option": o, "seeds": s, "prompts": p, "samples": q, "se_diff": float(np.sqrt(plan.variance(s, p, q)))}
+            for o, s, p, q in options
+        ],
+        columns=BUDGET_COLUMNS,
+    )
+    seed = (
+        f"training-seed sd (component) {np.sqrt(comps.seed):.3g}"
+        if comps.seed > 0
+        else f"training-seed sd (component) 0 (at {n} seeds the spread of the arms' trial means is no more than "
+        "their per-prompt noise explains; it is estimated, not known to be 0)"
+    )
+    line = (
+        f"Noise floor of {metric}: {seed}, prompt sd "
+        f"{np.sqrt((comps.prompt + comps.arm_x_prompt) / P):.3g} of an arm's mean at {P} prompts "
+        f"(arm x prompt {np.sqrt(comps.arm_x_prompt / P):.3g} of it does not cancel between arms)."
+    )
     if effect:
         needs = []
         for prompts_n in (P, 4 * P):
             scaled = dataclasses.replace(plan, n_prompts=prompts_n)
-            need = stats.seeds_to_decide(effect, scaled, level=level, power=power, margin=margin,
-                                         max_n=SEEDS_SEARCH_LIMIT)
-            needs.append(f"{need} seeds per arm at {prompts_n} prompts" if need else
-                         f"more than {SEEDS_SEARCH_LIMIT} seeds per arm at {prompts_n} prompts")
+            need = stats.seeds_to_decide(
+                effect, scaled, level=level, power=power, margin=margin, max_n=SEEDS_SEARCH_LIMIT
+            )
+            needs.append(
+                f"{need} seeds per arm at {prompts_n} prompts"
+                if need
+                else f"more than {SEEDS_SEARCH_LIMIT} seeds per arm at {prompts_n} prompts"
+            )
         line += f" A {effect:.3g} difference is decided with {power:.0%} probability with {needs[0]}, or {needs[1]}."
     return NoiseSplit(components, budget, line)

@@ -37,14 +37,24 @@ def overoptimisation_frame(results) -> pd.DataFrame:
             continue
         steps = np.sort(mine.loc[mine["metric"].isin([PROXY, GOLD]), "step"].unique())
         trials = sorted(mine["trial_id"].unique())
-        wide = {metric: (mine[mine["metric"] == metric]
-                         .pivot_table(index="trial_id", columns="step", values="value", aggfunc="last")
-                         .reindex(index=trials, columns=steps).to_numpy(dtype=float))
-                for metric in (PROXY, GOLD, KL)}
-        row = {"condition": cond, "step": steps,
-               **{name: np.asarray(stats.curve_band(wide[metric])[0], dtype=float)
-                  for metric, name in ((PROXY, "proxy"), (GOLD, "gold"), (KL, "kl"))},
-               "n_seeds": (np.isfinite(wide[PROXY]) & np.isfinite(wide[GOLD])).sum(axis=0)}
+        wide = {
+            metric: (
+                mine[mine["metric"] == metric]
+                .pivot_table(index="trial_id", columns="step", values="value", aggfunc="last")
+                .reindex(index=trials, columns=steps)
+                .to_numpy(dtype=float)
+            )
+            for metric in (PROXY, GOLD, KL)
+        }
+        row = {
+            "condition": cond,
+            "step": steps,
+            **{
+                name: np.asarray(stats.curve_band(wide[metric])[0], dtype=float)
+                for metric, name in ((PROXY, "proxy"), (GOLD, "gold"), (KL, "kl"))
+            },
+            "n_seeds": (np.isfinite(wide[PROXY]) & np.isfinite(wide[GOLD])).sum(axis=0),
+        }
         frames.append(pd.DataFrame(row))
     return pd.concat(frames, ignore_index=True)[COLUMNS] if frames else pd.DataFrame(columns=COLUMNS)
 
@@ -58,6 +68,14 @@ def last_step_table(frame: pd.DataFrame) -> pd.DataFrame:
         g = g.dropna(subset=["proxy", "gold"])
         if len(g):
             last = g.iloc[-1]
-            rows.append({"condition": cond, "step": int(last["step"]), "proxy": last["proxy"], "gold": last["gold"],
-                         "kl": last["kl"], "seeds": int(last["n_seeds"])})
+            rows.append(
+                {
+                    "condition": cond,
+                    "step": int(last["step"]),
+                    "proxy": last["proxy"],
+                    "gold": last["gold"],
+                    "kl": last["kl"],
+                    "seeds": int(last["n_seeds"]),
+                }
+            )
     return pd.DataFrame(rows, columns=["condition", "step", "proxy", "gold", "kl", "seeds"])

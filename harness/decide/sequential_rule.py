@@ -65,7 +65,8 @@ class SequentialRule(StrictModel):
     seeds: list[int] = Field(description="the seeds the looks read, in order (the pool's first, up to the last look)")
     configs: dict[str, str | None] | None = Field(
         description="each condition's config hash, its seed left out (harness.study.expand.condition_configs); "
-        "None where unknown (a study file that no longer loads), and then not compared")
+        "None where unknown (a study file that no longer loads), and then not compared"
+    )
 
     def decision(self) -> dict[str, Any]:
         """The fields that decide the looks (not the version or when it was fixed)."""
@@ -89,8 +90,11 @@ class SequentialRule(StrictModel):
         more of the same pool: the looks say that)."""
         mine, theirs = self.decision(), other.decision()
         same = {"configs", *(["seeds"] if _one_starts_the_other(self.seeds, other.seeds) else [])}
-        out = [f"{key} {_show(key, mine[key])} -> {_show(key, theirs[key])}"
-               for key in mine if key not in same and mine[key] != theirs[key]]
+        out = [
+            f"{key} {_show(key, mine[key])} -> {_show(key, theirs[key])}"
+            for key in mine
+            if key not in same and mine[key] != theirs[key]
+        ]
         if self.configs is not None and other.configs is not None:
             out += _config_changes(self.configs, other.configs)
         return out
@@ -98,10 +102,12 @@ class SequentialRule(StrictModel):
     def line(self) -> str:
         """The rule in one line, for a report's header."""
         margin = "none" if self.min_effect is None else f"{self.min_effect:g}"
-        return (f"rule {self.label}, fixed {self.when}: looks at {', '.join(map(str, self.looks))} seeds per arm "
-                f"(seeds {_show('seeds', self.seeds)}), {self.spending.replace('_', '-')} spending, alpha "
-                f"{self.alpha:g} ({self.correction}), min_effect {margin}, test {self.test} on {self.primary_metric} "
-                f"({self.direction}), failures {self.failures}, control {self.control}")
+        return (
+            f"rule {self.label}, fixed {self.when}: looks at {', '.join(map(str, self.looks))} seeds per arm "
+            f"(seeds {_show('seeds', self.seeds)}), {self.spending.replace('_', '-')} spending, alpha "
+            f"{self.alpha:g} ({self.correction}), min_effect {margin}, test {self.test} on {self.primary_metric} "
+            f"({self.direction}), failures {self.failures}, control {self.control}"
+        )
 
 
 def _show(key: str, value: Any) -> str:
@@ -120,8 +126,11 @@ def _one_starts_the_other(a: list[int], b: list[int]) -> bool:
 
 
 def _config_changes(old: Mapping[str, str | None], new: Mapping[str, str | None]) -> list[str]:
-    out = [f"condition {c} {old[c] or 'that no longer builds'} -> {new[c] or 'one that does not build'}"
-           for c in old if c in new and old[c] != new[c]]
+    out = [
+        f"condition {c} {old[c] or 'that no longer builds'} -> {new[c] or 'one that does not build'}"
+        for c in old
+        if c in new and old[c] != new[c]
+    ]
     out += [f"condition {c} removed" for c in old if c not in new]
     return out + [f"condition {c} added" for c in new if c not in old]
 
@@ -134,10 +143,19 @@ def rule_of_study(study: Study, *, alpha: float = ALPHA, correction: str = CORRE
     """The rule ``study``'s file sets (the runner's alpha and correction), as it would be fixed now."""
     looks = study.sequential.schedule()
     return SequentialRule(
-        fixed_at=_now(), looks=looks, spending=study.sequential.spending, alpha=alpha, correction=correction,
-        min_effect=study.min_effect, test=study.test, primary_metric=study.primary_metric,
-        direction=study.direction, failures=study.failures, control=study.control,
-        seeds=list(study.seeds[: looks[-1]]), configs=condition_configs(study),
+        fixed_at=_now(),
+        looks=looks,
+        spending=study.sequential.spending,
+        alpha=alpha,
+        correction=correction,
+        min_effect=study.min_effect,
+        test=study.test,
+        primary_metric=study.primary_metric,
+        direction=study.direction,
+        failures=study.failures,
+        control=study.control,
+        seeds=list(study.seeds[: looks[-1]]),
+        configs=condition_configs(study),
     )
 
 
@@ -146,10 +164,19 @@ def rule_of_meta(meta: Mapping[str, Any], *, alpha: float, correction: str, min_
     ``alpha``, ``correction`` and ``min_effect`` (the study's, or a command's options)."""
     looks = list(meta["sequential"]["looks"])
     return SequentialRule(
-        fixed_at=_now(), looks=looks, spending=meta["sequential"]["spending"], alpha=alpha, correction=correction,
-        min_effect=min_effect, test=meta.get("test") or "auto", primary_metric=meta["primary_metric"],
-        direction=meta.get("direction") or "maximize", failures=meta.get("failures") or "drop",
-        control=meta["control"], seeds=list(meta.get("seeds") or [])[: looks[-1]], configs=meta.get("configs"),
+        fixed_at=_now(),
+        looks=looks,
+        spending=meta["sequential"]["spending"],
+        alpha=alpha,
+        correction=correction,
+        min_effect=min_effect,
+        test=meta.get("test") or "auto",
+        primary_metric=meta["primary_metric"],
+        direction=meta.get("direction") or "maximize",
+        failures=meta.get("failures") or "drop",
+        control=meta["control"],
+        seeds=list(meta.get("seeds") or [])[: looks[-1]],
+        configs=meta.get("configs"),
     )
 
 
@@ -159,13 +186,16 @@ def stored_rules(meta: Mapping[str, Any]) -> list[SequentialRule]:
 
 
 #: how to go on after an edit of a fixed rule: a new study, on seeds that are new to it
-NEW_STUDY = ("start a new study (give it a new name: and seeds: this one has not run, or the same trials repeat "
-             "bit for bit)")
+NEW_STUDY = (
+    "start a new study (give it a new name: and seeds: this one has not run, or the same trials repeat bit for bit)"
+)
 
 
 def _way_out() -> str:
-    return (f"{NEW_STUDY}, or keep the name: give it such seeds and run `harness run --new-version` (the looks "
-            "start over on them; the trials so far are kept and listed, never pooled)")
+    return (
+        f"{NEW_STUDY}, or keep the name: give it such seeds and run `harness run --new-version` (the looks "
+        "start over on them; the trials so far are kept and listed, never pooled)"
+    )
 
 
 def check_file(current: SequentialRule, versions: list[SequentialRule], *, study: str) -> SequentialRule | None:
@@ -202,7 +232,9 @@ class Rules:
 
     current: SequentialRule  # the study file's, at the reader's alpha, correction and min_effect
     versions: list[SequentialRule]  # stored, oldest first
-    in_force: SequentialRule | None  # the latest version (None: not fixed yet, or a study from before rules were stored)
+    in_force: (
+        SequentialRule | None
+    )  # the latest version (None: not fixed yet, or a study from before rules were stored)
 
 
 def read_rules(results, *, alpha: float, correction: str, min_effect: float | None) -> Rules:
@@ -213,8 +245,12 @@ def read_rules(results, *, alpha: float, correction: str, min_effect: float | No
     name = study_name(results)
     versions = stored_rules(meta)
     fixed = versions[-1] if versions else None
-    in_file = rule_of_meta(meta, alpha=fixed.alpha if fixed else alpha,
-                           correction=fixed.correction if fixed else correction, min_effect=meta.get("min_effect"))
+    in_file = rule_of_meta(
+        meta,
+        alpha=fixed.alpha if fixed else alpha,
+        correction=fixed.correction if fixed else correction,
+        min_effect=meta.get("min_effect"),
+    )
     in_force = check_file(in_file, versions, study=name)
     current = rule_of_meta(meta, alpha=alpha, correction=correction, min_effect=min_effect)
     if in_force is not None:

@@ -74,7 +74,9 @@ def mark_no_learning_signal(verdicts: pd.DataFrame, results) -> pd.DataFrame:
     for i, sides in zip(out.index, hit):
         if sides:
             out.loc[i, seeds] = None
-            out.at[i, "reason"] = (f"No learning signal in {' and '.join(sides)} (each of its completed trials warns "
-                                   f"{NO_SIGNAL}): more seeds will not decide this; fix the set-up first. "
-                                   f"{out.at[i, 'reason']}").strip()
+            out.at[i, "reason"] = (
+                f"No learning signal in {' and '.join(sides)} (each of its completed trials warns "
+                f"{NO_SIGNAL}): more seeds will not decide this; fix the set-up first. "
+                f"{out.at[i, 'reason']}"
+            ).strip()
     return out

@@ -45,8 +45,9 @@ def dpo_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float
     group = cfg.group_size
     lm.model.eval()
     sample = pair_sampler(cfg.pairs_from, policy=generate, reference=learner.reference.generate)
-    generation = sample(lm, task, [i.prompt for i in items], group, mask_tool_tokens=train.mask_tool_tokens,
-                        **learner.sampling)
+    generation = sample(
+        lm, task, [i.prompt for i in items], group, mask_tool_tokens=train.mask_tool_tokens, **learner.sampling
+    )
     rollout = generation.rollout
     scores, reward_metrics = training_scores(learner, task, items, generation)
     pairs = build_pairs(scores.view(-1, group))

@@ -39,8 +39,16 @@ def item_rewards(
     per_item: list[list[float]] = []
     for start in range(0, len(items), EVAL_BATCH):
         chunk = items[start : start + EVAL_BATCH]
-        generation = generate(lm, task, [i.prompt for i in chunk], samples, max_new_tokens=max_new_tokens,
-                              temperature=temperature, generator=generator, greedy=greedy)
+        generation = generate(
+            lm,
+            task,
+            [i.prompt for i in chunk],
+            samples,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            generator=generator,
+            greedy=greedy,
+        )
         scores = verifier_scores(task, chunk, generation, samples)
         per_item += [scores[j : j + samples] for j in range(0, len(scores), samples)]
     lm.model.train(was_training)

@@ -27,14 +27,16 @@ class Generation:
     episodes: list[Episode] | None = None
 
 
-def generate(lm: LoadedModel, task: Task, prompts: list[str], group_size: int, *, mask_tool_tokens: bool = True,
-             **sampling) -> Generation:
+def generate(
+    lm: LoadedModel, task: Task, prompts: list[str], group_size: int, *, mask_tool_tokens: bool = True, **sampling
+) -> Generation:
     """``group_size`` samples per prompt, rows grouped by prompt (prompt i: rows i*G..i*G+G-1)."""
     if task.tool_use is None:
         rollout = sample_groups(lm, prompts, group_size, **sampling)
         return Generation(rollout, decode_completions(lm, rollout))
-    rollout, episodes = sample_episodes(lm, task.tool_use, prompts, group_size, mask_tool_tokens=mask_tool_tokens,
-                                        **sampling)
+    rollout, episodes = sample_episodes(
+        lm, task.tool_use, prompts, group_size, mask_tool_tokens=mask_tool_tokens, **sampling
+    )
     return Generation(rollout, [e.final for e in episodes], episodes)
 
 
@@ -43,8 +45,9 @@ def verifier_scores(task: Task, items: list[Item], generation: Generation, group
     return score_groups(items, generation.texts, group_size, task.reward)
 
 
-def training_rewards(task: Task, items: list[Item], generation: Generation, group_size: int
-                     ) -> tuple[list[float], dict[str, float]]:
+def training_rewards(
+    task: Task, items: list[Item], generation: Generation, group_size: int
+) -> tuple[list[float], dict[str, float]]:
     """What each row is trained on, and the step's reward metrics: the trajectory reward of a
     tool-calling episode (with its parts and the episodes' tool metrics), a learned reward's score
     (with the gold score beside it), or the verifier's score."""
@@ -65,15 +68,25 @@ def mean(values: Iterable[float]) -> float:
 
 def _episode_rewards(task: Task, episodes: list[Episode], gold: list[float]) -> tuple[list[float], dict[str, float]]:
     tool_use = task.tool_use
-    parts = [episode_reward(e.turns, answer_score=score, hit_turn_limit=e.hit_turn_limit,
-                            tool_names=tool_use.toolset.names, config=tool_use.reward)
-             for e, score in zip(episodes, gold)]
-    return [p.total for p in parts], {**episode_metrics(episodes), **{
-        "train/reward_answer": mean(p.answer for p in parts),
-        "train/reward_format": mean(p.format for p in parts),
-        "train/answer_correct": mean(gold),
-        "tools/valid_call_rate": sum(p.valid_calls for p in parts) / max(sum(p.calls for p in parts), 1),
-    }}
+    parts = [
+        episode_reward(
+            e.turns,
+            answer_score=score,
+            hit_turn_limit=e.hit_turn_limit,
+            tool_names=tool_use.toolset.names,
+            config=tool_use.reward,
+        )
+        for e, score in zip(episodes, gold)
+    ]
+    return [p.total for p in parts], {
+        **episode_metrics(episodes),
+        **{
+            "train/reward_answer": mean(p.answer for p in parts),
+            "train/reward_format": mean(p.format for p in parts),
+            "train/answer_correct": mean(gold),
+            "tools/valid_call_rate": sum(p.valid_calls for p in parts) / max(sum(p.calls for p in parts), 1),
+        },
+    }
 
 
 def episode_metrics(episodes: list[Episode]) -> dict[str, float]:

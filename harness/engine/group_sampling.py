@@ -78,8 +78,9 @@ def _more_prompts(learner: Learner, task: Task, n: int) -> list[Item]:
     return [task.train[i] for i in picks.tolist()]
 
 
-def _assemble(learner: Learner, draws: list[tuple[Generation, Tensor]], chosen: list[tuple[int, int]]
-              ) -> tuple[Generation, Tensor]:
+def _assemble(
+    learner: Learner, draws: list[tuple[Generation, Tensor]], chosen: list[tuple[int, int]]
+) -> tuple[Generation, Tensor]:
     """The rows of the ``chosen`` groups, in that order, as one generation and its scores."""
     group = learner.algorithm.group_size
     rollouts, texts, episodes, scores = [], [], [], []

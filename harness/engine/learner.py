@@ -72,7 +72,9 @@ def make_optimizer(groups: Iterable, device: torch.device) -> torch.optim.Optimi
     return torch.optim.AdamW(groups, weight_decay=0.0, **({"fused": True} if fused else {"foreach": True}))
 
 
-def apply_gradients(learner: Learner, rows: Tensor, micro_loss: Callable[[Tensor], tuple[Tensor, Any]]) -> tuple[Tensor, Any]:
+def apply_gradients(
+    learner: Learner, rows: Tensor, micro_loss: Callable[[Tensor], tuple[Tensor, Any]]
+) -> tuple[Tensor, Any]:
     """One optimiser step with gradient clipping on the minibatch ``rows``, its gradient
     accumulated over micro-batches of ``train.micro_batch_size`` rows (one of all when None).
 
@@ -128,8 +130,9 @@ def to_host(metrics: dict[str, Tensor | float]) -> dict[str, float]:
     return host
 
 
-def training_scores(learner: Learner, task: Task, items: list[Item], generation: Generation
-                    ) -> tuple[Tensor, dict[str, float]]:
+def training_scores(
+    learner: Learner, task: Task, items: list[Item], generation: Generation
+) -> tuple[Tensor, dict[str, float]]:
     """What each row of ``generation`` is trained on (rows grouped by prompt, ``group_size``
     each: ``harness.engine.generation.training_rewards``) and the step's reward metrics; for a
     placebo arm (``train.placebo_reward``) the same scores shuffled across the batch with the
@@ -143,5 +146,11 @@ def training_scores(learner: Learner, task: Task, items: list[Item], generation:
 
 def draw_samples(learner: Learner, task: Task, items: list[Item]) -> Generation:
     """A training step's samples: ``group_size`` per prompt, drawn with the trial's generator."""
-    return generate(learner.lm, task, [i.prompt for i in items], learner.algorithm.group_size,
-                    mask_tool_tokens=learner.train.mask_tool_tokens, **learner.sampling)
+    return generate(
+        learner.lm,
+        task,
+        [i.prompt for i in items],
+        learner.algorithm.group_size,
+        mask_tool_tokens=learner.train.mask_tool_tokens,
+        **learner.sampling,
+    )

@@ -124,8 +124,7 @@ def _token_terms(
 def _token_terms_checkpointed(model, hidden, tokens, temperature, want_entropy, entropy_grad) -> tuple[Tensor, ...]:
     """``_token_terms`` keeping nothing of the chunk's logits for the backward pass, which
     recomputes them."""
-    return checkpoint(_token_terms, model, hidden, tokens, temperature, want_entropy, entropy_grad,
-                      use_reentrant=False)
+    return checkpoint(_token_terms, model, hidden, tokens, temperature, want_entropy, entropy_grad, use_reentrant=False)
 
 
 def _check_head(model, rollout: Rollout) -> None:

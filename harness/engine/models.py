@@ -23,7 +23,7 @@ from transformers import (
 
 from harness.engine.spec import ModelConfig
 from harness.engine.tasks.base import Task
-from harness.engine.tasks.coverage import MAX_LOST_SHARE, refuse_lost_characters, task_texts
+from harness.engine.tasks.coverage import refuse_lost_characters, task_texts
 from harness.engine.warmstart_key import auto_dtype
 from harness.errors import ConfigError
 
@@ -53,9 +53,7 @@ def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
     core.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
     core.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>"
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>")
 
 
 def task_tokenizer(config: ModelConfig, task: Task) -> PreTrainedTokenizerFast:
@@ -84,8 +82,10 @@ def lost_characters(tokenizer, texts: list[str]) -> tuple[list[str], float]:
     their share of all the characters; more than ``MAX_LOST_SHARE`` is refused by the callers."""
     counts = Counter("".join(texts))
     lost_ids = _lost_ids(tokenizer)
-    lost = sorted((c for c in counts if _is_lost(tokenizer(c, add_special_tokens=False)["input_ids"], lost_ids)),
-                  key=lambda c: -counts[c])
+    lost = sorted(
+        (c for c in counts if _is_lost(tokenizer(c, add_special_tokens=False)["input_ids"], lost_ids)),
+        key=lambda c: -counts[c],
+    )
     return lost, sum(counts[c] for c in lost) / max(sum(counts.values()), 1)
 
 
@@ -164,7 +164,9 @@ def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
     """Recompute each decoder layer's activations in the backward pass instead of keeping them;
     transformers does it in train mode only. Non-reentrant, so the backward reaches a LoRA
     adapter's weights even though no input of a checkpointed layer requires grad."""
-    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable  # older name
+    enable = (
+        getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    )  # older name
     enable({"use_reentrant": False})
 
 

@@ -172,7 +172,11 @@ def _micro_batch_loss(
     rollout = targets.rollout.rows(micro)
     shares_trunk = critic is not None and critic.trunk is None
     forward = completion_forward(  # the loss always reports the entropy; its term needs a gradient
-        model, rollout, temperature=train.temperature, want_entropy=True, entropy_grad=bool(cfg.entropy_coef),
+        model,
+        rollout,
+        temperature=train.temperature,
+        want_entropy=True,
+        entropy_grad=bool(cfg.entropy_coef),
         want_hidden=shares_trunk,
     )
     batch = UpdateBatch(

@@ -53,7 +53,7 @@ class Rollout:
         ablation): their old log-probs must come from a forward pass."""
         return self.sampled_mask is not None and bool((self.completion_mask > self.sampled_mask).any())
 
-    def rows(self, index: torch.Tensor) -> "Rollout":
+    def rows(self, index: torch.Tensor) -> Rollout:
         return Rollout(*(None if t is None else t[index] for t in vars(self).values()))
 
     def cut_off(self, eos_id: int) -> torch.Tensor:
@@ -76,8 +76,7 @@ def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
             return None
         tensors = [p.completion_mask if t is None else t for p, t in zip(parts, tensors)]  # what None means
         target = prompt_width if left else width
-        padded = [F.pad(t, (target - t.shape[1], 0) if left else (0, target - t.shape[1]), value=pad)
-                  for t in tensors]
+        padded = [F.pad(t, (target - t.shape[1], 0) if left else (0, target - t.shape[1]), value=pad) for t in tensors]
         return torch.cat(padded)
 
     return Rollout(
@@ -91,8 +90,9 @@ def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
     )
 
 
-def pad_rows(rows: list[list], pad, *, left: bool, dtype: torch.dtype = torch.long, device=None
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_rows(
+    rows: list[list], pad, *, left: bool, dtype: torch.dtype = torch.long, device=None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``rows`` of unequal length as one tensor, padded with ``pad`` on the left (prompts: every
     completion starts at the same column) or on the right, and the mask of their real entries."""
     width = max(len(row) for row in rows)
@@ -222,8 +222,14 @@ def sample(
     attention = torch.cat([prompt_mask, prompt_mask.new_ones(n, max_new_tokens)], dim=1)
     positions = position_ids_of(prompt_mask)
     # logits of the last prompt position only: a real vocabulary over every prompt position is GBs
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, cache=cache, use_cache=True,
-                logits_to_keep=1)
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
     logits, next_pos = out.logits[:, -1, :], positions[:, -1:] + 1
     if group_size > 1:
         index = torch.arange(n, device=device).repeat_interleave(group_size)

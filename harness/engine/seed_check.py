@@ -34,8 +34,15 @@ class SeedCheckError(HarnessError):
 
 def _first_rollout(lm, task, spec: TrialSpec, prompts: list[str], group: int) -> Rollout:
     lm.model.eval()
-    return generate(lm, task, prompts, group, max_new_tokens=spec.train.max_new_tokens,
-                    temperature=spec.train.temperature, generator=trial_generator(spec, lm.device)).rollout
+    return generate(
+        lm,
+        task,
+        prompts,
+        group,
+        max_new_tokens=spec.train.max_new_tokens,
+        temperature=spec.train.temperature,
+        generator=trial_generator(spec, lm.device),
+    ).rollout
 
 
 def _agreement(a: Rollout, b: Rollout) -> tuple[float, float]:
@@ -63,22 +70,30 @@ def check_seeds(spec: TrialSpec) -> TrialResult:
     same_share, same_gap = _agreement(first, again)
     other_share, _ = _agreement(first, second)
     on_gpu = lm.device.type != "cpu"
-    repeats = (same_share >= GPU_TOKEN_AGREEMENT and same_gap <= GPU_LOGPROB_TOL) if on_gpu else (
-        torch.equal(first.completion_ids, again.completion_ids) and torch.equal(first.logprobs, again.logprobs))
+    repeats = (
+        (same_share >= GPU_TOKEN_AGREEMENT and same_gap <= GPU_LOGPROB_TOL)
+        if on_gpu
+        else (torch.equal(first.completion_ids, again.completion_ids) and torch.equal(first.logprobs, again.logprobs))
+    )
     where = f"arm {spec.arm}'s first step ({len(prompts)} prompts x {group} samples)"
     if not repeats:
         raise SeedCheckError(
             f"seed {spec.seed} twice gave different rollouts in {where}: {same_share:.1%} of the tokens alike, "
             f"log-probs apart by up to {same_gap:.3g}; sampling is not reproducible, so no seed can be re-run "
-            "or paired; find the nondeterminism (or set checks: {seeds: false} to run anyway)")
+            "or paired; find the nondeterminism (or set checks: {seeds: false} to run anyway)"
+        )
     if other_share == 1.0:
         raise SeedCheckError(
             f"seeds {spec.seed} and {other.seed} gave identical rollouts in {where}: the seed does not reach the "
             "sampler (or the policy is deterministic at this temperature), so every seed would be the same run; "
-            "fix the seeding (or set checks: {seeds: false} if a deterministic policy is intended)")
+            "fix the seeding (or set checks: {seeds: false} if a deterministic policy is intended)"
+        )
     return TrialResult(
         trial_id=spec.trial_id,
-        final={"check/same_seed_tokens_alike": same_share, "check/same_seed_logprob_gap": same_gap,
-               "check/other_seed_tokens_alike": other_share},
+        final={
+            "check/same_seed_tokens_alike": same_share,
+            "check/same_seed_logprob_gap": same_gap,
+            "check/other_seed_tokens_alike": other_share,
+        },
         wall_time_s=time.perf_counter() - started,
     )

@@ -35,7 +35,9 @@ class ToolRewardConfig(StrictModel):
         0.1, ge=0, description="at most this much from valid calls per episode, so needless calls do not pay"
     )
     call_bonus_needs_answer: bool = Field(False, description="pay the call bonus only with a correct answer")
-    invalid_call: float = Field(-0.2, description="per call that is not valid JSON, lacks name/arguments or names no tool")
+    invalid_call: float = Field(
+        -0.2, description="per call that is not valid JSON, lacks name/arguments or names no tool"
+    )
     unclosed_tag: float = Field(-0.2, description="per turn whose <tool_call> and </tool_call> counts differ")
     turn_limit: float = Field(-0.5, description="when the episode hit task.max_turns with its last turn a call")
     clip: PositiveFloat = Field(3.0, description="the reward is clipped to [-clip, clip]")
@@ -48,13 +50,15 @@ class LearnedRewardConfig(StrictModel):
     The verifier stays the gold score: held-out evaluation and ``train/reward_gold`` use it alone."""
 
     model: str | None = Field(
-        None, description="a built reward model: a folder (`harness reward-model train` writes one) or the id it "
-        "prints, rm-<hash>, found under <cache_dir>/reward_models/; or, instead, `train`"
+        None,
+        description="a built reward model: a folder (`harness reward-model train` writes one) or the id it "
+        "prints, rm-<hash>, found under <cache_dir>/reward_models/; or, instead, `train`",
     )
     train: RewardModelRecipe | None = Field(
-        None, description="how the reward model is trained (the settings of `harness reward-model train`), instead "
+        None,
+        description="how the reward model is trained (the settings of `harness reward-model train`), instead "
         "of `model`: the first trial that needs it builds it once, cached by the content hash of its inputs, and "
-        "every other trial loads it"
+        "every other trial loads it",
     )
     weight: float = Field(1.0, description="on the reward model's normalised score")
     verifier_weight: float = Field(0.0, description="on the verifier's score (the task's own or `verifier`)")
@@ -66,8 +70,10 @@ class LearnedRewardConfig(StrictModel):
     @model_validator(mode="after")
     def _one_model(self) -> LearnedRewardConfig:
         if (self.model is None) == (self.train is None):
-            raise ValueError("name the reward model either as built (model: rm-<hash> or a folder) or by how it is "
-                             "trained (train: {from_verifier: {label_noise: 0.2}}), one of the two")
+            raise ValueError(
+                "name the reward model either as built (model: rm-<hash> or a folder) or by how it is "
+                "trained (train: {from_verifier: {label_noise: 0.2}}), one of the two"
+            )
         return self
 
     @model_validator(mode="after")
@@ -96,9 +102,10 @@ class TaskConfig(StrictModel):
     path: str | None = Field(None, description="JSONL file for file-backed tasks (gsm8k_jsonl)")
     eval_path: str | None = Field(None, description="held-out JSONL; default: a split of `path`")
     reward: TaskReward | None = Field(
-        None, description="registered reward name or `module:function`; default: the task's own; or a learned "
+        None,
+        description="registered reward name or `module:function`; default: the task's own; or a learned "
         "reward model, {model: FOLDER_OR_ID or train: {...}, weight, verifier_weight}, trained on in place of the "
-        "verifier"
+        "verifier",
     )
     tools: list[str] = Field(
         default_factory=list,
@@ -116,19 +123,27 @@ class TaskConfig(StrictModel):
         ToolRewardConfig(), description="the weights of a tool-calling episode's trajectory reward (its keys below)"
     )
     demo_share: float = Field(
-        0.5, ge=0, le=1,
+        0.5,
+        ge=0,
+        le=1,
         description="tool tasks: the share of warm-start examples that demonstrate the tool call (the rest answer "
         "directly), which sets how often the warm-started policy calls a tool",
     )
 
     @model_validator(mode="after")
-    def _tool_keys_need_tools(self) -> "TaskConfig":
+    def _tool_keys_need_tools(self) -> TaskConfig:
         """A tool setting changed from its default without tools would be read by nothing."""
         if not self.tools:
-            changed = [k for k in TOOL_KEYS if getattr(self, k) != type(self).model_fields[k].get_default(call_default_factory=True)]
+            changed = [
+                k
+                for k in TOOL_KEYS
+                if getattr(self, k) != type(self).model_fields[k].get_default(call_default_factory=True)
+            ]
             if changed:
-                raise ValueError(f"task.{changed[0]} is read only by tool-calling episodes; add task.tools "
-                                 "(e.g. [calculator]) or drop it")
+                raise ValueError(
+                    f"task.{changed[0]} is read only by tool-calling episodes; add task.tools "
+                    "(e.g. [calculator]) or drop it"
+                )
         return self
 
 
@@ -162,7 +177,8 @@ class ModelConfig(StrictModel):
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when one is visible, else the CPU")
     lora: LoraConfig | None = Field(
-        None, description="null trains every weight; a LoRA block trains a peft adapter only (the reference is the "
+        None,
+        description="null trains every weight; a LoRA block trains a peft adapter only (the reference is the "
         "base model with the adapter off)",
     )
     chat_template: bool = Field(True, description="wrap prompts in the tokenizer's chat template")
@@ -183,8 +199,9 @@ class TrainConfig(StrictModel):
     steps: PositiveInt = Field(60, description="RL steps per trial")
     prompts_per_step: PositiveInt = Field(8, description="prompts per RL step, each sampled group_size times")
     max_new_tokens: PositiveInt = Field(
-        8, description="the most tokens a completion may have, in training and evaluation; in a tool-calling "
-        "episode, each turn"
+        8,
+        description="the most tokens a completion may have, in training and evaluation; in a tool-calling "
+        "episode, each turn",
     )
     temperature: PositiveFloat = Field(
         1.0, description="sampling temperature of training rollouts and of evaluation's sampled completions"
@@ -263,7 +280,7 @@ class PromptScores(StrictModel):
     samples: PositiveInt = Field(description="k, the sampled completions per prompt")
 
     @model_validator(mode="after")
-    def _aligned(self) -> "PromptScores":
+    def _aligned(self) -> PromptScores:
         n = len(self.prompt_ids)
         if {len(self.greedy), len(self.sampled_mean), len(self.sampled_var)} != {n}:
             raise ValueError(f"step {self.step}: every per-prompt list must have one value per prompt id ({n})")

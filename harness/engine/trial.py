@@ -75,9 +75,11 @@ def learning_signal(history: list[dict]) -> list[str]:
         what = f"every group was degenerate (all its samples scored alike) in each of the first {first} steps"
     else:
         return []
-    return [f"{NO_LEARNING_SIGNAL}: {what}, so the advantages were zero and RL had nothing to learn from; "
-            "more seeds will not change that: check warmstart/val_accuracy and the reward, or make the task "
-            "easier (or harder, if every sample is right)"]
+    return [
+        f"{NO_LEARNING_SIGNAL}: {what}, so the advantages were zero and RL had nothing to learn from; "
+        "more seeds will not change that: check warmstart/val_accuracy and the reward, or make the task "
+        "easier (or harder, if every sample is right)"
+    ]
 
 
 def _warn(lines: list[str]) -> list[str]:
@@ -184,6 +186,10 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     }
     warnings += _warn(learning_signal(history))
     return TrialResult(
-        trial_id=spec.trial_id, final=final, history=history, wall_time_s=final["time/total_s"], prompts=evaluations,
+        trial_id=spec.trial_id,
+        final=final,
+        history=history,
+        wall_time_s=final["time/total_s"],
+        prompts=evaluations,
         warnings=warnings,
     )

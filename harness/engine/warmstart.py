@@ -55,8 +55,8 @@ from harness.engine.models import (
 )
 from harness.engine.rollout import pad_rows
 from harness.engine.spec import (
-    WARMSTART_SAYS,
     WARMSTART_BELOW_TARGET,
+    WARMSTART_SAYS,
     ModelConfig,
     TrialSpec,
     WarmStartConfig,
@@ -107,9 +107,11 @@ def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, flo
         warnings.warn(f"warm-start cache {folder}: {problem}; rebuilding it", WarmStartCacheWarning, stacklevel=4)
 
     def build() -> tuple[LoadedModel, dict[str, float]]:
-        say(f"building {folder}: SFT of up to {inputs.warmstart.steps} steps until greedy accuracy on "
+        say(
+            f"building {folder}: SFT of up to {inputs.warmstart.steps} steps until greedy accuracy on "
             f"{len(_validation(task))} train-validation prompts reaches {inputs.warmstart.target_accuracy:g}",
-            prefix=SAYS)
+            prefix=SAYS,
+        )
         lm = initial_model(inputs, task, inputs.warmstart.seed)
         return lm, supervised_fine_tune(lm, task, inputs)
 
@@ -124,8 +126,11 @@ def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, flo
     )
     (lm, info), accuracy = entry.value, entry.manifest["val_accuracy"]
     if entry.cached:
-        say(f"using the cached warm start {folder} ({info['warmstart/steps']:.0f} SFT steps, "
-            f"val accuracy {accuracy:.3f})", prefix=SAYS)
+        say(
+            f"using the cached warm start {folder} ({info['warmstart/steps']:.0f} SFT steps, "
+            f"val accuracy {accuracy:.3f})",
+            prefix=SAYS,
+        )
     return lm, info, below_target(info, accuracy, inputs.warmstart)
 
 
@@ -134,10 +139,12 @@ def below_target(info: dict[str, float], accuracy: float, config: WarmStartConfi
     val accuracy ``accuracy`` (the manifest's); none when it reached its target."""
     if accuracy >= config.target_accuracy:
         return []
-    return [f"{WARMSTART_BELOW_TARGET}: after {info['warmstart/steps']:.0f} of at most {config.steps} SFT steps "
-            f"the warm-started policy has greedy val accuracy {accuracy:.3f}, below warmstart.target_accuracy "
-            f"{config.target_accuracy:g}, so RL starts weaker than planned (more groups in which every sample "
-            "fails): raise warmstart.steps or warmstart.lr, or lower warmstart.target_accuracy"]
+    return [
+        f"{WARMSTART_BELOW_TARGET}: after {info['warmstart/steps']:.0f} of at most {config.steps} SFT steps "
+        f"the warm-started policy has greedy val accuracy {accuracy:.3f}, below warmstart.target_accuracy "
+        f"{config.target_accuracy:g}, so RL starts weaker than planned (more groups in which every sample "
+        "fails): raise warmstart.steps or warmstart.lr, or lower warmstart.target_accuracy"
+    ]
 
 
 def _duration(seconds: float) -> str:
@@ -145,8 +152,9 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
-def _save(folder: Path, lm: LoadedModel, info: dict[str, float], task: Task, inputs: WarmStartInputs,
-          adapter_seed: int) -> tuple[dict[str, float], tuple[LoadedModel, dict[str, float]]]:
+def _save(
+    folder: Path, lm: LoadedModel, info: dict[str, float], task: Task, inputs: WarmStartInputs, adapter_seed: int
+) -> tuple[dict[str, float], tuple[LoadedModel, dict[str, float]]]:
     """The fine-tuned policy saved into ``folder`` (a LoRA warm start merged into the base
     weights) with its metrics, and loaded back, as a trial that finds the cache gets it (a LoRA
     adapter on it from ``adapter_seed``). The manifest records the greedy val accuracy of the
@@ -161,8 +169,9 @@ def _save(folder: Path, lm: LoadedModel, info: dict[str, float], task: Task, inp
     return {"val_accuracy": validation_accuracy(loaded, task, inputs)}, (loaded, _read_info(folder))
 
 
-def _open(folder: Path, manifest: dict, inputs: WarmStartInputs,
-          adapter_seed: int) -> tuple[LoadedModel, dict[str, float]]:
+def _open(
+    folder: Path, manifest: dict, inputs: WarmStartInputs, adapter_seed: int
+) -> tuple[LoadedModel, dict[str, float]]:
     """The policy and metrics of an entry whose files match their checksums."""
     accuracy = manifest.get("val_accuracy")
     if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)):
@@ -171,8 +180,9 @@ def _open(folder: Path, manifest: dict, inputs: WarmStartInputs,
     return _load_checked(folder, inputs.model, adapter_seed), info
 
 
-def _adopt(folder: Path, task: Task, inputs: WarmStartInputs,
-           adapter_seed: int) -> tuple[dict[str, float], tuple[LoadedModel, dict[str, float]]]:
+def _adopt(
+    folder: Path, task: Task, inputs: WarmStartInputs, adapter_seed: int
+) -> tuple[dict[str, float], tuple[LoadedModel, dict[str, float]]]:
     """A cache from before checksums (or stopped just before its manifest): kept when the greedy
     val accuracy of the policy, as loaded, agrees with the one it recorded."""
     info = _read_info(folder)
@@ -182,8 +192,10 @@ def _adopt(folder: Path, task: Task, inputs: WarmStartInputs,
         raise Unusable(f"{MANIFEST_FILE} is missing and {INFO_FILE} records no measured accuracy")
     measured = validation_accuracy(lm, task, inputs)
     if abs(measured - recorded) > ACCURACY_SLACK_PROMPTS / len(_validation(task)) + 1e-9:
-        raise Unusable(f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
-                        f"{measured:.4f}, but {INFO_FILE} records {recorded:.4f}")
+        raise Unusable(
+            f"{MANIFEST_FILE} is missing and the greedy val accuracy re-measured "
+            f"{measured:.4f}, but {INFO_FILE} records {recorded:.4f}"
+        )
     return {"val_accuracy": measured}, (lm, info)
 
 
@@ -233,8 +245,9 @@ def _sft_batch(lm: LoadedModel, task: Task, items: list[Item]) -> tuple[torch.Te
     fmt = format_of(lm, task.tool_use) if task.tool_use is not None else None
     rows = [_sft_example(lm, task, item, fmt) for item in items]
     ids, attention = pad_rows([p + t for p, t, _ in rows], lm.tokenizer.pad_token_id, left=False, device=lm.device)
-    loss_mask, _ = pad_rows([[0.0] * len(p) + m for p, _, m in rows], 0.0, left=False, dtype=torch.float,
-                            device=lm.device)
+    loss_mask, _ = pad_rows(
+        [[0.0] * len(p) + m for p, _, m in rows], 0.0, left=False, dtype=torch.float, device=lm.device
+    )
     return ids, attention, loss_mask
 
 
@@ -274,11 +287,16 @@ def supervised_fine_tune(lm: LoadedModel, task: Task, inputs: WarmStartInputs) -
             now = time.perf_counter()
             if now - shown >= PROGRESS_EVERY_S and step < config.steps:
                 shown, elapsed = now, now - started
-                say(f"step {step}/{config.steps}, val accuracy {accuracy:.3f} (target {config.target_accuracy:g}), "
+                say(
+                    f"step {step}/{config.steps}, val accuracy {accuracy:.3f} (target {config.target_accuracy:g}), "
                     f"{_duration(elapsed)} so far, at most {_duration(elapsed / step * (config.steps - step))} left",
-                    prefix=SAYS)
+                    prefix=SAYS,
+                )
     lm.model.eval()
     reached = "reached" if accuracy >= config.target_accuracy else "stopped at its step limit below"
-    say(f"SFT {reached} its target {config.target_accuracy:g}: val accuracy {accuracy:.3f} after {step} steps "
-        f"in {_duration(time.perf_counter() - started)}", prefix=SAYS)
+    say(
+        f"SFT {reached} its target {config.target_accuracy:g}: val accuracy {accuracy:.3f} after {step} steps "
+        f"in {_duration(time.perf_counter() - started)}",
+        prefix=SAYS,
+    )
     return {"warmstart/steps": step, "warmstart/val_accuracy": accuracy}

@@ -35,8 +35,12 @@ class WarmStartInputs(StrictModel):
 
     @classmethod
     def of(cls, spec: TrialSpec) -> WarmStartInputs:
-        return cls(model=spec.model, task=gold_task(spec.task), warmstart=spec.warmstart,
-                   max_new_tokens=spec.train.max_new_tokens)
+        return cls(
+            model=spec.model,
+            task=gold_task(spec.task),
+            warmstart=spec.warmstart,
+            max_new_tokens=spec.train.max_new_tokens,
+        )
 
 
 def gold_task(task: TaskConfig) -> TaskConfig:

@@ -142,8 +142,12 @@ def verify(folder: Path, manifest: Manifest) -> None:
             raise Unusable(f"{name} does not match its sha256 in {MANIFEST_FILE}")
 
 
-def _open(folder: Path, key_fields: Mapping[str, Any], load: Callable[[Path, Manifest], T],
-          adopt: Callable[[Path], tuple[Manifest, T]] | None) -> Entry[T]:
+def _open(
+    folder: Path,
+    key_fields: Mapping[str, Any],
+    load: Callable[[Path, Manifest], T],
+    adopt: Callable[[Path], tuple[Manifest, T]] | None,
+) -> Entry[T]:
     if adopt is not None and not (folder / MANIFEST_FILE).exists():
         fields, value = adopt(folder)
         return Entry(value, _write_manifest(folder, {**fields, **key_fields}), cached=True)

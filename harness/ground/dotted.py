@@ -37,7 +37,7 @@ def resolve(path: str, *, what: str, callable_: bool = True):
         value = importlib.import_module(module_name)
     except ImportError as err:
         raise ConfigError(f"{what}: cannot import {module_name!r} ({err})") from None
-    except Exception as err:  # the user's module raised while it was imported: its error, on one line
+    except Exception as err:  # noqa: BLE001 - the user's module raised while importing: its error, one line
         reason = one_line(err)
         raise ConfigError(f"{what}: cannot import {module_name!r}, it fails while importing ({reason})") from None
     try:

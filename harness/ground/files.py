@@ -79,7 +79,7 @@ def _write_temporary(path: Path, data: bytes | str, encoding: str) -> str:
     failure the temporary is removed and the ``OSError`` names ``path``."""
     payload = data.encode(encoding) if isinstance(data, str) else data
     try:
-        handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False)
+        handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False)  # noqa: SIM115 - closed below
     except OSError as err:
         raise _naming(err, path) from err
     try:

@@ -45,8 +45,16 @@ def write_report(
     trailing moving average over that many logged points.
     """
     check_smooth(smooth)
-    analysis = analyze(results, correction=correction, alpha=alpha, power=power, min_effect=min_effect,
-                       n_permutations=n_permutations, seed=seed, curve_metrics=curve_metrics)
+    analysis = analyze(
+        results,
+        correction=correction,
+        alpha=alpha,
+        power=power,
+        min_effect=min_effect,
+        n_permutations=n_permutations,
+        seed=seed,
+        curve_metrics=curve_metrics,
+    )
     return write_analysis(analysis, out_dir, smooth=smooth)
 
 
@@ -71,8 +79,9 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
     try:
         atomic_write_all(files)
     except OSError as err:  # it names the report file, not its temporary
-        raise HarnessError(f"cannot write {err.filename}: {err.strerror or err} "
-                           "(no file of the report was replaced)") from None
+        raise HarnessError(
+            f"cannot write {err.filename}: {err.strerror or err} (no file of the report was replaced)"
+        ) from None
     return out / "index.html"
 
 
@@ -107,8 +116,10 @@ def mirror_report(analysis: Analysis, report_dir, study_dir, tracking_uri: str |
         run_id = tracker.log_report([Path(report_dir) / name for name in MIRRORED_FILES], tags)
     except Exception as err:  # noqa: BLE001 - the written report stands whatever MLflow does
         return f"{not_sent} to {where}: {failure_text(err, tracker.tracking_uri)}"
-    return (f"MLflow: report attached to the study's parent run {run_id} at {where} "
-            f"({', '.join(MIRRORED_FILES)} under report/; {len(tags)} verdict tags)")
+    return (
+        f"MLflow: report attached to the study's parent run {run_id} at {where} "
+        f"({', '.join(MIRRORED_FILES)} under report/; {len(tags)} verdict tags)"
+    )
 
 
 __all__ = ["MIRRORED_FILES", "mirror_report", "verdict_tags", "write_analysis", "write_report"]

@@ -19,14 +19,31 @@ from harness.decide.overoptimisation import GOLD, KL, PROXY
 from harness.errors import ConfigError
 
 PALETTE = (
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
-    "#17becf", "#e377c2", "#8c564b", "#bcbd22", "#7f7f7f",
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#17becf",
+    "#e377c2",
+    "#8c564b",
+    "#bcbd22",
+    "#7f7f7f",
 )
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "equivalent": "#4575b4", "inconclusive": "#8c8c8c"}
 # A small white template (plotly's built-in ones are large and slow to validate per figure).
 _AXIS = {"gridcolor": "#e8e8e8", "zerolinecolor": "#bbbbbb", "linecolor": "#bbbbbb", "automargin": True}
-TEMPLATE = {"layout": {"paper_bgcolor": "white", "plot_bgcolor": "white", "font": {"color": "#2a3f5f"},
-                       "hovermode": "closest", "xaxis": _AXIS, "yaxis": _AXIS, "colorway": list(PALETTE)}}
+TEMPLATE = {
+    "layout": {
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "font": {"color": "#2a3f5f"},
+        "hovermode": "closest",
+        "xaxis": _AXIS,
+        "yaxis": _AXIS,
+        "colorway": list(PALETTE),
+    }
+}
 _MARGIN = dict(l=10, r=10, t=60, b=40)
 
 
@@ -42,15 +59,24 @@ def _rgba(hex_color: str, alpha: float) -> str:
 
 def _legend_swatch(fig: go.Figure, name: str, color: str) -> None:
     """A legend entry for a shaded shape (shapes have none)."""
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
-                             marker=dict(symbol="square", size=14, color=color)))
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            hoverinfo="skip",
+            marker=dict(symbol="square", size=14, color=color),
+        )
+    )
 
 
 def check_smooth(smooth) -> int:
     """The curves' moving-average window: a whole number of logged points, 1 (off) or more."""
     if isinstance(smooth, bool) or not isinstance(smooth, (int, np.integer)) or smooth < 1:
-        raise ConfigError(f"smooth must be a whole number of logged points, 1 or more (1 = no smoothing), "
-                          f"got {smooth!r}")
+        raise ConfigError(
+            f"smooth must be a whole number of logged points, 1 or more (1 = no smoothing), got {smooth!r}"
+        )
     return int(smooth)
 
 
@@ -80,8 +106,7 @@ def forest_plot(analysis: Analysis) -> go.Figure:
     fig = go.Figure()
     if min_effect is not None:
         fig.add_vrect(x0=-min_effect, x1=min_effect, fillcolor="rgba(69,117,180,0.12)", line_width=0, layer="below")
-        _legend_swatch(fig, f"±{min_effect:g}: smaller than the minimum effect that matters",
-                       "rgba(69,117,180,0.3)")
+        _legend_swatch(fig, f"±{min_effect:g}: smaller than the minimum effect that matters", "rgba(69,117,180,0.3)")
     fig.add_vline(x=0, line_color="rgba(60,60,60,0.8)", line_width=1)
     for verdict, color in VERDICT_COLORS.items():
         g = v[v["verdict"] == verdict]
@@ -98,26 +123,50 @@ def forest_plot(analysis: Analysis) -> go.Figure:
             + f"<br>test: {r.test}"
             for r, s in zip(g.itertuples(), small)
         ]
-        fig.add_trace(go.Scatter(
-            x=diff, y=g["condition"] + " vs " + g["control"], mode="markers+text", name=verdict,
-            marker=dict(size=11, color=color, symbol=np.where(small, "circle-open", "circle"),
-                        line=dict(width=2, color=color)),
-            text=np.where(small, "below min effect", ""), textposition="top center",
-            textfont=dict(color=color, size=11),
-            error_x=dict(type="data", symmetric=False, color=color,
-                         array=np.clip(ci_high, -span, span) - diff, arrayminus=diff - np.clip(ci_low, -span, span)),
-            hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=diff,
+                y=g["condition"] + " vs " + g["control"],
+                mode="markers+text",
+                name=verdict,
+                marker=dict(
+                    size=11,
+                    color=color,
+                    symbol=np.where(small, "circle-open", "circle"),
+                    line=dict(width=2, color=color),
+                ),
+                text=np.where(small, "below min effect", ""),
+                textposition="top center",
+                textfont=dict(color=color, size=11),
+                error_x=dict(
+                    type="data",
+                    symmetric=False,
+                    color=color,
+                    array=np.clip(ci_high, -span, span) - diff,
+                    arrayminus=diff - np.clip(ci_low, -span, span),
+                ),
+                hovertext=hover,
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
     better = "right" if h["direction"] == "maximize" else "left"
-    subtitle = ("shaded: ±min_effect; a verdict needs the whole interval on one side of 0 (better/worse) "
-                "or inside the band (equivalent)" if min_effect is not None
-                else "no min_effect set in the study: equivalence cannot be concluded")
+    subtitle = (
+        "shaded: ±min_effect; a verdict needs the whole interval on one side of 0 (better/worse) "
+        "or inside the band (equivalent)"
+        if min_effect is not None
+        else "no min_effect set in the study: equivalence cannot be concluded"
+    )
     fig.update_layout(
         template=TEMPLATE,
-        title=dict(text=f"{metric}: difference from the control, with the verdict's interval ({better} is better)",
-                   subtitle=dict(text=subtitle)),
-        xaxis_title=f"{metric}: condition − control", yaxis=dict(autorange="reversed", type="category"),
-        legend_title_text="verdict", height=200 + 45 * max(len(v), 1), margin=dict(_MARGIN, t=90),
+        title=dict(
+            text=f"{metric}: difference from the control, with the verdict's interval ({better} is better)",
+            subtitle=dict(text=subtitle),
+        ),
+        xaxis_title=f"{metric}: condition − control",
+        yaxis=dict(autorange="reversed", type="category"),
+        legend_title_text="verdict",
+        height=200 + 45 * max(len(v), 1),
+        margin=dict(_MARGIN, t=90),
     )
     return fig
 
@@ -136,41 +185,73 @@ def seed_plot(analysis: Analysis) -> go.Figure:
     fig = go.Figure()
     if h["seed_matched"]:
         for k, s in enumerate(seeds):
-            fig.add_trace(go.Scatter(
-                x=[i + offset[s] for i in range(len(conds))], y=[values[c].get(s) for c in conds],
-                mode="lines", line=dict(width=1, color="rgba(120,120,120,0.45)"), hoverinfo="skip",
-                name="same seed", legendgroup="same seed", showlegend=k == 0,
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=[i + offset[s] for i in range(len(conds))],
+                    y=[values[c].get(s) for c in conds],
+                    mode="lines",
+                    line=dict(width=1, color="rgba(120,120,120,0.45)"),
+                    hoverinfo="skip",
+                    name="same seed",
+                    legendgroup="same seed",
+                    showlegend=k == 0,
+                )
+            )
     for i, cond in enumerate(conds):
         v = values[cond]
         if v.empty:
             continue
-        fig.add_trace(go.Scatter(
-            x=[i + offset[s] for s in v.index], y=v.to_numpy(), mode="markers", name=cond,
-            marker=dict(size=10, color=colors[cond], line=dict(width=1, color="white")),
-            text=[f"seed {s}" for s in v.index],
-            hovertemplate=f"{cond}<br>%{{text}}<br>{metric} %{{y:.4g}}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[i + offset[s] for s in v.index],
+                y=v.to_numpy(),
+                mode="markers",
+                name=cond,
+                marker=dict(size=10, color=colors[cond], line=dict(width=1, color="white")),
+                text=[f"seed {s}" for s in v.index],
+                hovertemplate=f"{cond}<br>%{{text}}<br>{metric} %{{y:.4g}}<extra></extra>",
+            )
+        )
     c = analysis.conditions[np.isfinite(analysis.conditions["mean"].astype(float))]
     if len(c):
         low, high = metric_range(analysis, metric)
         mean = c["mean"].to_numpy(float)
         level = f"{int(round((1 - h['alpha']) * 100))}%"
-        fig.add_trace(go.Scatter(
-            x=[conds.index(n) + 0.3 for n in c["condition"]], y=mean, mode="markers", name=f"mean and {level} CI",
-            marker=dict(symbol="line-ew-open", size=18, color="#333", line=dict(width=3)),
-            error_y=dict(type="data", symmetric=False, color="#333", thickness=1.5,
-                         array=np.clip(c["ci_high"].to_numpy(float), low, high) - mean,
-                         arrayminus=mean - np.clip(c["ci_low"].to_numpy(float), low, high)),
-            hovertext=[f"{r.condition}: mean {r.mean:.4g}, {level} CI [{r.ci_low:.4g}, {r.ci_high:.4g}], n={r.n}"
-                       for r in c.itertuples()],
-            hovertemplate="%{hovertext}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[conds.index(n) + 0.3 for n in c["condition"]],
+                y=mean,
+                mode="markers",
+                name=f"mean and {level} CI",
+                marker=dict(symbol="line-ew-open", size=18, color="#333", line=dict(width=3)),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    color="#333",
+                    thickness=1.5,
+                    array=np.clip(c["ci_high"].to_numpy(float), low, high) - mean,
+                    arrayminus=mean - np.clip(c["ci_low"].to_numpy(float), low, high),
+                ),
+                hovertext=[
+                    f"{r.condition}: mean {r.mean:.4g}, {level} CI [{r.ci_low:.4g}, {r.ci_high:.4g}], n={r.n}"
+                    for r in c.itertuples()
+                ],
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
     fig.update_layout(
-        template=TEMPLATE, title=f"{metric} per seed (completed trials)", yaxis_title=metric,
-        xaxis=dict(tickmode="array", tickvals=list(range(len(conds))), ticktext=conds,
-                   range=[-0.6, len(conds) - 0.4], zeroline=False),
-        height=420, margin=_MARGIN,
+        template=TEMPLATE,
+        title=f"{metric} per seed (completed trials)",
+        yaxis_title=metric,
+        xaxis=dict(
+            tickmode="array",
+            tickvals=list(range(len(conds))),
+            ticktext=conds,
+            range=[-0.6, len(conds) - 0.4],
+            zeroline=False,
+        ),
+        height=420,
+        margin=_MARGIN,
     )
     return fig
 
@@ -179,17 +260,30 @@ def components_plot(analysis: Analysis) -> go.Figure:
     """Share of the primary metric's variance from each source: which of seeds, prompts or eval
     samples would buy the most precision."""
     c = analysis.components
-    fig = go.Figure(go.Bar(
-        x=c["share"], y=c["source"], orientation="h", marker_color="#4575b4",
-        text=[f"{s:.0%}" for s in c["share"]], textposition="outside", cliponaxis=False,
-        hovertext=[f"{r.source}<br>share {r.share:.1%}<br>sd {r.sd:.4g} (variance {r.variance:.4g})"
-                   + (f"<br>{r.note}" if r.note else "") for r in c.itertuples()],
-        hovertemplate="%{hovertext}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Bar(
+            x=c["share"],
+            y=c["source"],
+            orientation="h",
+            marker_color="#4575b4",
+            text=[f"{s:.0%}" for s in c["share"]],
+            textposition="outside",
+            cliponaxis=False,
+            hovertext=[
+                f"{r.source}<br>share {r.share:.1%}<br>sd {r.sd:.4g} (variance {r.variance:.4g})"
+                + (f"<br>{r.note}" if r.note else "")
+                for r in c.itertuples()
+            ],
+            hovertemplate="%{hovertext}<extra></extra>",
+        )
+    )
     fig.update_layout(
-        template=TEMPLATE, title=f"{analysis.header['primary_metric']}: where the variance comes from",
+        template=TEMPLATE,
+        title=f"{analysis.header['primary_metric']}: where the variance comes from",
         xaxis=dict(title="share of the total variance", tickformat=".0%", range=[0, 1]),
-        yaxis=dict(autorange="reversed", type="category"), height=160 + 40 * max(len(c), 1), margin=_MARGIN,
+        yaxis=dict(autorange="reversed", type="category"),
+        height=160 + 40 * max(len(c), 1),
+        margin=_MARGIN,
     )
     return fig
 
@@ -207,24 +301,41 @@ def curve_plot(analysis: Analysis, metric: str, x: str, *, smooth: int = 1) -> g
         xs = b["x"].to_numpy(float)
         ok = np.isfinite(drawn["low"].to_numpy()) & np.isfinite(drawn["high"].to_numpy())
         if ok.any():
-            fig.add_trace(go.Scatter(
-                x=np.concatenate([xs[ok], xs[ok][::-1]]),
-                y=np.concatenate([drawn["high"].to_numpy()[ok], drawn["low"].to_numpy()[ok][::-1]]),
-                mode="lines", fill="toself", fillcolor=_rgba(color, 0.18), line=dict(width=0), hoverinfo="skip",
-                name=f"{cond} CI", legendgroup=cond, showlegend=False,
-            ))
-        fig.add_trace(go.Scatter(
-            x=xs, y=drawn["mean"], mode="lines+markers" if len(b) <= 20 else "lines", name=cond,
-            legendgroup=cond, line=dict(color=color, width=2), customdata=b["n_seeds"],
-            hovertemplate=f"{cond}<br>x %{{x:.4g}}<br>mean %{{y:.4g}}<br>seeds %{{customdata}}<extra></extra>",
-        ))
+            fig.add_trace(
+                go.Scatter(
+                    x=np.concatenate([xs[ok], xs[ok][::-1]]),
+                    y=np.concatenate([drawn["high"].to_numpy()[ok], drawn["low"].to_numpy()[ok][::-1]]),
+                    mode="lines",
+                    fill="toself",
+                    fillcolor=_rgba(color, 0.18),
+                    line=dict(width=0),
+                    hoverinfo="skip",
+                    name=f"{cond} CI",
+                    legendgroup=cond,
+                    showlegend=False,
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=drawn["mean"],
+                mode="lines+markers" if len(b) <= 20 else "lines",
+                name=cond,
+                legendgroup=cond,
+                line=dict(color=color, width=2),
+                customdata=b["n_seeds"],
+                hovertemplate=f"{cond}<br>x %{{x:.4g}}<br>mean %{{y:.4g}}<br>seeds %{{customdata}}<extra></extra>",
+            )
+        )
     by = "step" if x == "step" else "tokens processed"
     smoothed = f"; moving average of {smooth} logged points" if smooth > 1 else ""
     fig.update_layout(  # a short title: the page lays these panels out two a row
         template=TEMPLATE,
         title=dict(text=f"{metric} by {by}", subtitle=dict(text=f"mean and CI over seeds{smoothed}")),
-        xaxis_title="step" if x == "step" else "tokens processed (tokens/total)", yaxis_title=metric,
-        height=400, margin=dict(_MARGIN, t=80),
+        xaxis_title="step" if x == "step" else "tokens processed (tokens/total)",
+        yaxis_title=metric,
+        height=400,
+        margin=dict(_MARGIN, t=80),
     )
     return fig
 
@@ -234,8 +345,12 @@ def overoptimisation_plot(analysis: Analysis) -> go.Figure:
     through its seed-mean points in step order; the first step is marked open."""
     frame, colors = analysis.overoptimisation, colors_for(analysis.header["conditions"])
     has_kl = bool(frame["kl"].notna().any())
-    fig = make_subplots(rows=1, cols=2 if has_kl else 1, horizontal_spacing=0.1,
-                        subplot_titles=["gold against proxy", *(["gold against KL to the reference"] if has_kl else [])])
+    fig = make_subplots(
+        rows=1,
+        cols=2 if has_kl else 1,
+        horizontal_spacing=0.1,
+        subplot_titles=["gold against proxy", *(["gold against KL to the reference"] if has_kl else [])],
+    )
     panels = [("proxy", PROXY, 1), *([("kl", KL, 2)] if has_kl else [])]
     for cond, g in frame.groupby("condition", sort=False):
         g = g.sort_values("step")
@@ -246,20 +361,38 @@ def overoptimisation_plot(analysis: Analysis) -> go.Figure:
             if h.empty:
                 continue
             symbols = ["circle-open"] + ["circle"] * (len(h) - 1)
-            fig.add_trace(go.Scatter(
-                x=h[x], y=h["gold"], mode="lines+markers", name=cond, legendgroup=cond, showlegend=col == 1,
-                line=dict(color=color, width=2), marker=dict(color=color, size=7, symbol=symbols),
-                customdata=np.stack([h["step"], h["n_seeds"]], axis=-1),
-                hovertemplate=(f"{cond}<br>step %{{customdata[0]}}<br>{label} %{{x:.4g}}<br>{GOLD} %{{y:.4g}}"
-                               "<br>seeds %{customdata[1]}<extra></extra>"),
-            ), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=h[x],
+                    y=h["gold"],
+                    mode="lines+markers",
+                    name=cond,
+                    legendgroup=cond,
+                    showlegend=col == 1,
+                    line=dict(color=color, width=2),
+                    marker=dict(color=color, size=7, symbol=symbols),
+                    customdata=np.stack([h["step"], h["n_seeds"]], axis=-1),
+                    hovertemplate=(
+                        f"{cond}<br>step %{{customdata[0]}}<br>{label} %{{x:.4g}}<br>{GOLD} %{{y:.4g}}"
+                        "<br>seeds %{customdata[1]}<extra></extra>"
+                    ),
+                ),
+                row=1,
+                col=col,
+            )
             fig.update_xaxes(title_text=f"{label} (seed mean)", row=1, col=col)
     fig.update_yaxes(title_text=f"{GOLD} (seed mean)", row=1, col=1)
     fig.update_layout(
-        template=TEMPLATE, height=440, margin=dict(l=10, r=10, t=90, b=40),
-        title=dict(text="Over-optimisation: the verifier's (gold) reward against the learned (proxy) reward and the KL",
-                   subtitle=dict(text="per arm, the seed means at each logged step, joined in step order (open "
-                                 "marker: the first step); gold falling while the proxy rises is the proxy exploited")),
+        template=TEMPLATE,
+        height=440,
+        margin=dict(l=10, r=10, t=90, b=40),
+        title=dict(
+            text="Over-optimisation: the verifier's (gold) reward against the learned (proxy) reward and the KL",
+            subtitle=dict(
+                text="per arm, the seed means at each logged step, joined in step order (open "
+                "marker: the first step); gold falling while the proxy rises is the proxy exploited"
+            ),
+        ),
     )
     return fig
 
@@ -276,6 +409,5 @@ def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, 
     for i, (metric, x) in enumerate(analysis.curves):
         figs.append((f"fig-curve-{i}", f"{metric} by {x}", curve_plot(analysis, metric, x, smooth=smooth)))
     if len(analysis.overoptimisation):
-        figs.append(("fig-overopt", "Over-optimisation: gold against proxy and KL",
-                     overoptimisation_plot(analysis)))
+        figs.append(("fig-overopt", "Over-optimisation: gold against proxy and KL", overoptimisation_plot(analysis)))
     return figs

@@ -73,13 +73,22 @@ def _header(h: dict) -> str:
         ("Design", h.get("design", "")),
         *([("Sequential rule", h["rule"])] if h.get("rule") else []),
         ("Correction", f"{h['correction']} (alpha={h['alpha']:g})"),
-        ("Minimum effect", f"±{h['min_effect']:g}" if h["min_effect"] is not None
-         else "not set: no comparison can be called equivalent"),
+        (
+            "Minimum effect",
+            f"±{h['min_effect']:g}"
+            if h["min_effect"] is not None
+            else "not set: no comparison can be called equivalent",
+        ),
         ("Noise", h["noise_line"]),
-        ("Trials", f"{h['n_completed']} completed, {h['n_failed']} failed, {h['n_pending']} running/waiting, "
-                   f"{h['n_trials']} in all"),
-        ("Harness", f"{h['harness_version']} (commit {h['git_commit']}); "
-                    f"report by harness {h['report_harness_version']}"),
+        (
+            "Trials",
+            f"{h['n_completed']} completed, {h['n_failed']} failed, {h['n_pending']} running/waiting, "
+            f"{h['n_trials']} in all",
+        ),
+        (
+            "Harness",
+            f"{h['harness_version']} (commit {h['git_commit']}); report by harness {h['report_harness_version']}",
+        ),
         ("Date", h["date"]),
     ]
     out = [f"<h1>Study report: {_esc(h['study'])}</h1>"]
@@ -87,22 +96,33 @@ def _header(h: dict) -> str:
         out.append(f"<p>{_esc(h['description'])}</p>")
     for line in h["state"]:
         out.append(f'<div class="state">{_esc(line)}</div>')
-    out.append('<table class="meta">' + "".join(
-        f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in rows) + "</table>")
+    out.append(
+        '<table class="meta">' + "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in rows) + "</table>"
+    )
     return "\n".join(out)
 
 
 def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> str:
     by_key = {s.key: s for s in sections(analysis)}
     fig_html = {
-        div_id: (title, fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                                    config={"displaylogo": False, "responsive": True}))
+        div_id: (
+            title,
+            fig.to_html(
+                full_html=False,
+                include_plotlyjs=False,
+                div_id=div_id,
+                config={"displaylogo": False, "responsive": True},
+            ),
+        )
         for div_id, title, fig in figures
     }
 
     def figs(prefix: str, tag: str = "h2") -> list[str]:
-        return [f'<{tag} id="h-{k}">{_esc(t)}</{tag}><div class="figure">{body}</div>'
-                for k, (t, body) in fig_html.items() if k.startswith(prefix)]
+        return [
+            f'<{tag} id="h-{k}">{_esc(t)}</{tag}><div class="figure">{body}</div>'
+            for k, (t, body) in fig_html.items()
+            if k.startswith(prefix)
+        ]
 
     order: list[str] = [_header(analysis.header)]
     order += [_table(by_key["verdicts"]), _table(by_key["verdicts-full"])]
@@ -116,8 +136,11 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
     order += [_table(by_key[key]) for key in ("components", "budget") if key in by_key]
     curves = figs("fig-curve", "h3")
     if curves:  # two panels a row on a wide screen: by step beside by tokens of the same metric
-        order.append('<h2 id="curves">Training curves</h2><div class="curve-grid">'
-                     + "".join(f"<div>{c}</div>" for c in curves) + "</div>")
+        order.append(
+            '<h2 id="curves">Training curves</h2><div class="curve-grid">'
+            + "".join(f"<div>{c}</div>" for c in curves)
+            + "</div>"
+        )
     if "overoptimisation" in by_key:  # a learned reward: gold against proxy and KL, then the last step's table
         order += figs("fig-overopt")
         order.append(_table(by_key["overoptimisation"]))
@@ -127,12 +150,15 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
     for note in analysis.notes:
         order.append(f'<p class="caption">{_esc(note)}</p>')
     trials = by_key["trials"]
-    order.append(f"<details><summary>{_esc(trials.title)} ({len(trials.table)} rows; also results.csv)</summary>"
-                 + _table(trials) + "</details>")
+    order.append(
+        f"<details><summary>{_esc(trials.title)} ({len(trials.table)} rows; also results.csv)</summary>"
+        + _table(trials)
+        + "</details>"
+    )
     title = _esc(f"Study report: {analysis.header['study']}")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{title}</title>\n<script src=\"{PLOTLY_JS}\"></script>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<title>{title}</title>\n<script src="{PLOTLY_JS}"></script>\n<style>{_CSS}</style>\n</head>\n<body>\n'
         + "\n".join(order)
         + "\n</body>\n</html>\n"
     )

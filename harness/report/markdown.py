@@ -56,10 +56,15 @@ def render_markdown(analysis: Analysis) -> str:
         ("Design", h.get("design", "")),
         *([("Sequential rule", h["rule"])] if h.get("rule") else []),
         ("Correction", f"{h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})"),
-        ("Trials", f"{h['n_completed']} completed, {h['n_failed']} failed, "
-                   f"{h['n_pending']} running/waiting, {h['n_trials']} in all"),
-        ("Harness", f"{h['harness_version']} (commit {h['git_commit']}); "
-                    f"report by harness {h['report_harness_version']}"),
+        (
+            "Trials",
+            f"{h['n_completed']} completed, {h['n_failed']} failed, "
+            f"{h['n_pending']} running/waiting, {h['n_trials']} in all",
+        ),
+        (
+            "Harness",
+            f"{h['harness_version']} (commit {h['git_commit']}); report by harness {h['report_harness_version']}",
+        ),
         ("Date", h["date"]),
     ]
     out += [f"- **{name}:** {md_line(value)}" for name, value in facts]
@@ -70,9 +75,12 @@ def render_markdown(analysis: Analysis) -> str:
         "",
     ]
     if len(analysis.overoptimisation):
-        out += ["Trained on a learned reward: `index.html` draws each arm's gold (verifier) reward against its "
-                "proxy (reward-model) reward and against the KL to the reference, step by step (section "
-                "*Over-optimisation*); the table below gives the last step's.", ""]
+        out += [
+            "Trained on a learned reward: `index.html` draws each arm's gold (verifier) reward against its "
+            "proxy (reward-model) reward and against the KL to the reference, step by step (section "
+            "*Over-optimisation*); the table below gives the last step's.",
+            "",
+        ]
     for s in sections(analysis, include_trials=False):
         out += [f"## {md_line(s.title)}", ""]
         if s.caption:

@@ -98,23 +98,25 @@ def verdict_display(analysis: Analysis) -> pd.DataFrame:
     for _, r in analysis.verdicts.iterrows():
         n = f"{int(r['n'])} pairs" if r["paired"] else f"{int(r['n'])} vs {int(r['n_control'])}"
         label = r["verdict"] + (" (real but smaller than min_effect)" if r["smaller_than_min_effect"] else "")
-        rows.append({
-            "condition": r["condition"],
-            "control": r["control"],
-            "seeds": n,
-            "failed": f"{int(r['failed'])} / {int(r['failed_control'])}",
-            "mean": fmt(r["mean"]),
-            "control mean": fmt(r["mean_control"]),
-            "difference": fmt(r["diff"]),
-            "interval": _ci(r["ci_low"], r["ci_high"]),
-            "level": _level(r["ci_level"]),
-            "test": r["test"] if isinstance(r["test"], str) else DASH,
-            "p (adjusted)": fmt_p(r["p_adjusted"]),
-            "Hedges g": fmt(r["hedges_g"], 3),
-            "verdict": label,
-            "seeds to decide (true difference 0)": fmt_seeds(r["seeds_needed_null"]),
-            "seeds to decide (true difference = planning effect)": fmt_seeds(r["seeds_needed_effect"]),
-        })
+        rows.append(
+            {
+                "condition": r["condition"],
+                "control": r["control"],
+                "seeds": n,
+                "failed": f"{int(r['failed'])} / {int(r['failed_control'])}",
+                "mean": fmt(r["mean"]),
+                "control mean": fmt(r["mean_control"]),
+                "difference": fmt(r["diff"]),
+                "interval": _ci(r["ci_low"], r["ci_high"]),
+                "level": _level(r["ci_level"]),
+                "test": r["test"] if isinstance(r["test"], str) else DASH,
+                "p (adjusted)": fmt_p(r["p_adjusted"]),
+                "Hedges g": fmt(r["hedges_g"], 3),
+                "verdict": label,
+                "seeds to decide (true difference 0)": fmt_seeds(r["seeds_needed_null"]),
+                "seeds to decide (true difference = planning effect)": fmt_seeds(r["seeds_needed_effect"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -131,13 +133,15 @@ def compact_verdict_display(full: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*COMPACT_VERDICT_COLUMNS, SEEDS_TO_DECIDE])
     null = full["seeds to decide (true difference 0)"]
     effect = full["seeds to decide (true difference = planning effect)"]
-    return full[list(COMPACT_VERDICT_COLUMNS)].assign(**{SEEDS_TO_DECIDE: [
-        DASH if (n, e) == (DASH, DASH) else f"{n} / {e}" for n, e in zip(null, effect)]})
+    return full[list(COMPACT_VERDICT_COLUMNS)].assign(
+        **{SEEDS_TO_DECIDE: [DASH if (n, e) == (DASH, DASH) else f"{n} / {e}" for n, e in zip(null, effect)]}
+    )
 
 
 def verdict_notes(analysis: Analysis) -> list[str]:
-    return [f"{r['condition']} vs {r['control']}: {r['reason']}"
-            for _, r in analysis.verdicts.iterrows() if r["reason"]]
+    return [
+        f"{r['condition']} vs {r['control']}: {r['reason']}" for _, r in analysis.verdicts.iterrows() if r["reason"]
+    ]
 
 
 def robustness_display(analysis: Analysis) -> pd.DataFrame:
@@ -150,23 +154,31 @@ def robustness_display(analysis: Analysis) -> pd.DataFrame:
             result = f"rejects at alpha={alpha:g}"
         else:
             result = "does not reject"
-        rows.append({
-            "comparison": f"{r['condition']} vs {r['control']}",
-            "check": r["check"],
-            "p": fmt_p(r["p_value"]),
-            "smallest attainable p": fmt_p(r["min_attainable_p"]),
-            "result": result,
-        })
+        rows.append(
+            {
+                "comparison": f"{r['condition']} vs {r['control']}",
+                "check": r["check"],
+                "p": fmt_p(r["p_value"]),
+                "smallest attainable p": fmt_p(r["min_attainable_p"]),
+                "result": result,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def conditions_display(analysis: Analysis) -> pd.DataFrame:
     pct = _pct(analysis.header["alpha"])
-    return pd.DataFrame([
-        {"condition": r["condition"], "completed seeds": fmt(r["n"]), "mean": fmt(r["mean"]),
-         f"{pct} CI (t)": _ci(r["ci_low"], r["ci_high"])}
-        for _, r in analysis.conditions.iterrows()
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "condition": r["condition"],
+                "completed seeds": fmt(r["n"]),
+                "mean": fmt(r["mean"]),
+                f"{pct} CI (t)": _ci(r["ci_low"], r["ci_high"]),
+            }
+            for _, r in analysis.conditions.iterrows()
+        ]
+    )
 
 
 def noise_display(analysis: Analysis) -> pd.DataFrame:
@@ -175,42 +187,73 @@ def noise_display(analysis: Analysis) -> pd.DataFrame:
 
 def noise_table_display(nf: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     pct = _pct(alpha)
-    return pd.DataFrame([
-        {"condition": r["condition"], "seeds": fmt(r["n"]), "failed": fmt(r["failed"]), "mean": fmt(r["mean"]),
-         "sd of trial means": fmt(r["std"]), f"{pct} CI of that sd": _ci(r["std_ci_low"], r["std_ci_high"]),
-         "CI method": r["std_ci_method"] if isinstance(r["std_ci_method"], str) else DASH,
-         "normality p (Shapiro-Wilk)": fmt_p(r["normality_p"]), "sem": fmt(r["sem"]),
-         "seeds to decide": fmt_seeds(r["seeds_needed"]),
-         "note": r["note"] if isinstance(r["note"], str) else ""}
-        for _, r in nf.iterrows()
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "condition": r["condition"],
+                "seeds": fmt(r["n"]),
+                "failed": fmt(r["failed"]),
+                "mean": fmt(r["mean"]),
+                "sd of trial means": fmt(r["std"]),
+                f"{pct} CI of that sd": _ci(r["std_ci_low"], r["std_ci_high"]),
+                "CI method": r["std_ci_method"] if isinstance(r["std_ci_method"], str) else DASH,
+                "normality p (Shapiro-Wilk)": fmt_p(r["normality_p"]),
+                "sem": fmt(r["sem"]),
+                "seeds to decide": fmt_seeds(r["seeds_needed"]),
+                "note": r["note"] if isinstance(r["note"], str) else "",
+            }
+            for _, r in nf.iterrows()
+        ]
+    )
 
 
 def components_display(analysis: Analysis) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"source": r["source"], "variance": fmt(r["variance"]), "sd (component)": fmt(r["sd"]),
-         "share": f"{r['share']:.1%}" if np.isfinite(r["share"]) else DASH, "note": r["note"]}
-        for _, r in analysis.components.iterrows()
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "source": r["source"],
+                "variance": fmt(r["variance"]),
+                "sd (component)": fmt(r["sd"]),
+                "share": f"{r['share']:.1%}" if np.isfinite(r["share"]) else DASH,
+                "note": r["note"],
+            }
+            for _, r in analysis.components.iterrows()
+        ]
+    )
 
 
 def budget_display(analysis: Analysis) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"design": r["option"], "seeds per arm": fmt(r["seeds"]), "eval prompts": fmt(r["prompts"]),
-         "eval samples": fmt(r["samples"]), "predicted SE of a difference": fmt(r["se_diff"])}
-        for _, r in analysis.budget.iterrows()
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "design": r["option"],
+                "seeds per arm": fmt(r["seeds"]),
+                "eval prompts": fmt(r["prompts"]),
+                "eval samples": fmt(r["samples"]),
+                "predicted SE of a difference": fmt(r["se_diff"]),
+            }
+            for _, r in analysis.budget.iterrows()
+        ]
+    )
 
 
 def cost_display(analysis: Analysis) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"condition": r["condition"], "trials": fmt(r["trials"]), "completed": fmt(r["completed"]),
-         "failed": fmt(r["failed"]), "running": fmt(r["running"]), "waiting": fmt(r["waiting"]),
-         "wall time (s)": fmt(r["wall_time_s"]),
-         "wall time per completed trial (s)": fmt(r["wall_time_s_per_completed"]),
-         "tokens": fmt(r["tokens"])}
-        for _, r in analysis.cost.iterrows()
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "condition": r["condition"],
+                "trials": fmt(r["trials"]),
+                "completed": fmt(r["completed"]),
+                "failed": fmt(r["failed"]),
+                "running": fmt(r["running"]),
+                "waiting": fmt(r["waiting"]),
+                "wall time (s)": fmt(r["wall_time_s"]),
+                "wall time per completed trial (s)": fmt(r["wall_time_s_per_completed"]),
+                "tokens": fmt(r["tokens"]),
+            }
+            for _, r in analysis.cost.iterrows()
+        ]
+    )
 
 
 def _strings(df: pd.DataFrame) -> pd.DataFrame:
@@ -218,31 +261,52 @@ def _strings(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _verdict_caption(h: dict) -> str:
-    family = ("Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
-              f"together with probability at least {1 - h['alpha']:.0%}" if h["correction"] == "bonferroni" else
-              "each comparison alone (correction: none): the verdicts do not hold together")
-    margin = (f"equivalent: it lies inside +-{fmt(h['min_effect'])} (min_effect)" if h["min_effect"] is not None
-              else "equivalence cannot be concluded: the study names no min_effect")
-    effect = (f"min_effect ({fmt(h['min_effect'])})" if h["min_effect"] is not None else
-              f"one sd of trial means ({fmt(h['planning_effect'])})" if h.get("planning_effect") else
-              "the planning effect")
-    level = ("the repeated confidence interval of the look that decided it (or of its latest look; alpha "
-             "spent across the looks, so stopping at any look keeps the error rates)" if h.get("sequential")
-             else f"at level {_level(h['ci_level'])}")
-    return (f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "
-            f"the one the verdict reads, {level} ({family}). Better / worse: it excludes "
-            f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide (0 / effect)': seeds per arm at "
-            f"which this design reaches a verdict with 80% probability for a true difference of 0 / of {effect}, "
-            "from the measured variance (prospective, never from the observed difference).")
+    family = (
+        "Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
+        f"together with probability at least {1 - h['alpha']:.0%}"
+        if h["correction"] == "bonferroni"
+        else "each comparison alone (correction: none): the verdicts do not hold together"
+    )
+    margin = (
+        f"equivalent: it lies inside +-{fmt(h['min_effect'])} (min_effect)"
+        if h["min_effect"] is not None
+        else "equivalence cannot be concluded: the study names no min_effect"
+    )
+    effect = (
+        f"min_effect ({fmt(h['min_effect'])})"
+        if h["min_effect"] is not None
+        else f"one sd of trial means ({fmt(h['planning_effect'])})"
+        if h.get("planning_effect")
+        else "the planning effect"
+    )
+    level = (
+        "the repeated confidence interval of the look that decided it (or of its latest look; alpha "
+        "spent across the looks, so stopping at any look keeps the error rates)"
+        if h.get("sequential")
+        else f"at level {_level(h['ci_level'])}"
+    )
+    return (
+        f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "
+        f"the one the verdict reads, {level} ({family}). Better / worse: it excludes "
+        f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide (0 / effect)': seeds per arm at "
+        f"which this design reaches a verdict with 80% probability for a true difference of 0 / of {effect}, "
+        "from the measured variance (prospective, never from the observed difference)."
+    )
 
 
 def overoptimisation_display(analysis: Analysis) -> pd.DataFrame:
     last = last_step_table(analysis.overoptimisation)
-    return pd.DataFrame({
-        "condition": last["condition"], "step": [fmt(int(s)) for s in last["step"]],
-        "proxy": [fmt(v) for v in last["proxy"]], "gold": [fmt(v) for v in last["gold"]],
-        "KL": [fmt(v) for v in last["kl"]], "seeds": [fmt(int(s)) for s in last["seeds"]],
-    }, columns=["condition", "step", "proxy", "gold", "KL", "seeds"])
+    return pd.DataFrame(
+        {
+            "condition": last["condition"],
+            "step": [fmt(int(s)) for s in last["step"]],
+            "proxy": [fmt(v) for v in last["proxy"]],
+            "gold": [fmt(v) for v in last["gold"]],
+            "KL": [fmt(v) for v in last["kl"]],
+            "seeds": [fmt(int(s)) for s in last["seeds"]],
+        },
+        columns=["condition", "step", "proxy", "gold", "KL", "seeds"],
+    )
 
 
 def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section]:
@@ -251,66 +315,113 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
     full = verdict_display(analysis)
     out = [
         Section("verdicts", "Verdicts", compact_verdict_display(full), _verdict_caption(h), verdict_notes(analysis)),
-        Section("verdicts-full", "Verdicts in full", full,
-                "The same comparisons with every column: seeds and failed trials of each side, both means, the "
-                "interval's level, the test, its adjusted p, Hedges g, and the seeds to decide at each true "
-                "difference."),
+        Section(
+            "verdicts-full",
+            "Verdicts in full",
+            full,
+            "The same comparisons with every column: seeds and failed trials of each side, both means, the "
+            "interval's level, the test, its adjusted p, Hedges g, and the seeds to decide at each true "
+            "difference.",
+        ),
     ]
     if len(analysis.looks):
-        out.append(Section("looks", "Looks", _strings(analysis.looks),
-                           "Each comparison at every look it was tested at: the seeds per arm the look had, the "
-                           "estimate and its repeated interval (level: that look's, from the spending function "
-                           "at alpha / m), and what the look decided (stop: the verdict; continue: the next "
-                           "look's seeds were bought)."))
+        out.append(
+            Section(
+                "looks",
+                "Looks",
+                _strings(analysis.looks),
+                "Each comparison at every look it was tested at: the seeds per arm the look had, the "
+                "estimate and its repeated interval (level: that look's, from the spending function "
+                "at alpha / m), and what the look decided (stop: the verdict; continue: the next "
+                "look's seeds were bought).",
+            )
+        )
     if len(analysis.calibration):
-        out.append(Section("calibration", "Calibration checks", _strings(analysis.calibration),
-                           "Read like the verdicts, at the same level, but outside their family. A/A tripwire: "
-                           "the control again on other seeds; better or worse means the verdicts above are not "
-                           "to be trusted. Placebo: each arm against the control trained on shuffled rewards "
-                           "(no signal); a gain over it is not format or length drift."))
+        out.append(
+            Section(
+                "calibration",
+                "Calibration checks",
+                _strings(analysis.calibration),
+                "Read like the verdicts, at the same level, but outside their family. A/A tripwire: "
+                "the control again on other seeds; better or worse means the verdicts above are not "
+                "to be trusted. Placebo: each arm against the control trained on shuffled rewards "
+                "(no signal); a gain over it is not format or length drift.",
+            )
+        )
     out += [
-        Section("robustness", "Robustness checks", robustness_display(analysis),
-                "Other tests of the same comparison (unadjusted p), none identical to the verdict's test at "
-                "these seeds. A test whose smallest attainable p-value is above alpha 'cannot reject' - that "
-                "is not evidence of no effect."),
+        Section(
+            "robustness",
+            "Robustness checks",
+            robustness_display(analysis),
+            "Other tests of the same comparison (unadjusted p), none identical to the verdict's test at "
+            "these seeds. A test whose smallest attainable p-value is above alpha 'cannot reject' - that "
+            "is not evidence of no effect.",
+        ),
     ]
     if len(analysis.components):
         out += [
-            Section("components", "Noise by source", components_display(analysis),
-                    f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
-                    "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd is "
-                    "the training-seed sd (component)."),
-            Section("budget", "What more budget buys", budget_display(analysis),
-                    "Predicted standard error of a typical arm-vs-control difference of this study (the median "
-                    "of each variance component over its seed x prompt comparisons, paired where the seeds are "
-                    "matched; without those, two unpaired arms with the components above) at the design as "
-                    "run and with one more unit of each budget."),
+            Section(
+                "components",
+                "Noise by source",
+                components_display(analysis),
+                f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
+                "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd is "
+                "the training-seed sd (component).",
+            ),
+            Section(
+                "budget",
+                "What more budget buys",
+                budget_display(analysis),
+                "Predicted standard error of a typical arm-vs-control difference of this study (the median "
+                "of each variance component over its seed x prompt comparisons, paired where the seeds are "
+                "matched; without those, two unpaired arms with the components above) at the design as "
+                "run and with one more unit of each budget.",
+            ),
         ]
     out += [
         Section("conditions", "Condition means", conditions_display(analysis), ""),
-        Section("noise", "Noise floor", noise_display(analysis),
-                "The sd of trial means of each condition: how much its trials' results scatter across seeds, "
-                "the training seed's noise and the eval prompts' sampling noise together (the training-seed sd "
-                "(component) under 'Noise by source' is the first alone, so expected to be smaller). With its interval "
-                "(Bonett's from 5 seeds, which does not assume normal scores; below that chi-square, which "
-                "does), a normality diagnostic, and the seeds per arm at which two arms of this sd are decided "
-                "at the verdicts' level and planning effect."),
+        Section(
+            "noise",
+            "Noise floor",
+            noise_display(analysis),
+            "The sd of trial means of each condition: how much its trials' results scatter across seeds, "
+            "the training seed's noise and the eval prompts' sampling noise together (the training-seed sd "
+            "(component) under 'Noise by source' is the first alone, so expected to be smaller). With its interval "
+            "(Bonett's from 5 seeds, which does not assume normal scores; below that chi-square, which "
+            "does), a normality diagnostic, and the seeds per arm at which two arms of this sd are decided "
+            "at the verdicts' level and planning effect.",
+        ),
         Section("cost", "Cost", cost_display(analysis), "Wall time and tokens summed over trials."),
-        Section("failed", "Failed trials", _strings(analysis.failed),
-                "Failed trials with their reasons (the verdict table counts them per arm)."),
+        Section(
+            "failed",
+            "Failed trials",
+            _strings(analysis.failed),
+            "Failed trials with their reasons (the verdict table counts them per arm).",
+        ),
     ]
     if len(analysis.pending):
         out.append(Section("pending", "Trials still running or waiting", _strings(analysis.pending), ""))
     if len(analysis.overoptimisation):
-        out.append(Section("overoptimisation", "Over-optimisation: proxy, gold and KL at the last step",
-                           overoptimisation_display(analysis),
-                           "Trained on a learned reward model: per arm, at its last logged step, the seed means of "
-                           "the proxy (train/reward_proxy, the reward model's training reward), the gold score "
-                           "(train/reward_gold, the verifier's on the same samples) and the KL to the reference "
-                           "(train/kl_ref). A proxy well above its start with gold flat or falling is the proxy "
-                           "exploited (Gao et al. 2023); the figure shows the path there."))
-    out.append(Section("config", "What differs between the arms", _strings(analysis.config_diff),
-                       "Configuration keys whose values differ across conditions."))
+        out.append(
+            Section(
+                "overoptimisation",
+                "Over-optimisation: proxy, gold and KL at the last step",
+                overoptimisation_display(analysis),
+                "Trained on a learned reward model: per arm, at its last logged step, the seed means of "
+                "the proxy (train/reward_proxy, the reward model's training reward), the gold score "
+                "(train/reward_gold, the verifier's on the same samples) and the KL to the reference "
+                "(train/kl_ref). A proxy well above its start with gold flat or falling is the proxy "
+                "exploited (Gao et al. 2023); the figure shows the path there.",
+            )
+        )
+    out.append(
+        Section(
+            "config",
+            "What differs between the arms",
+            _strings(analysis.config_diff),
+            "Configuration keys whose values differ across conditions.",
+        )
+    )
     if include_trials:
         out.append(Section("trials", "All trials", _strings(analysis.trials), "Also written as results.csv."))
     return out

@@ -56,8 +56,10 @@ def module_command(module: str) -> list[str]:
     """``python -m module`` on this process's harness, not whatever ``harness/`` folder comes
     first on the child's path (``-m`` puts the CWD first, and so does an empty PYTHONPATH entry).
     """
-    run = (f"import runpy, sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
-           f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    run = (
+        f"import runpy, sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
     return [sys.executable, "-P", "-c", run]
 
 
@@ -138,22 +140,31 @@ class _Child:
 
 def _start_child(spec_path: Path, result_path: Path, trial_fn: str, log_path: Path, env) -> _Child:
     if _start_method() == "fork":
-
         proc = _fork_context().Process(
             target=child_main,
             args=(str(spec_path), str(result_path), trial_fn, str(log_path), os.getpid()),
-            name="trial", daemon=False,
+            name="trial",
+            daemon=False,
         )
         proc.start()
         return _Child(proc, proc.pid)
     cmd = [
         *module_command("harness.runner.child"),
-        "--spec", str(spec_path), "--result", str(result_path), "--trial-fn", trial_fn,
+        "--spec",
+        str(spec_path),
+        "--result",
+        str(result_path),
+        "--trial-fn",
+        trial_fn,
     ]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, start_new_session=True,  # its own group: Ctrl-C reaches the worker only
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # its own group: Ctrl-C reaches the worker only
         )
     return _Child(proc, proc.pid)
 
@@ -272,5 +283,3 @@ def run_trial_process(
     finally:
         spec_path.unlink(missing_ok=True)
         result_path.unlink(missing_ok=True)
-
-

@@ -35,7 +35,8 @@ class LocalWrite:
                 before = None
             if before is not None and before.attempt != record.attempt:
                 self.archive = (
-                    failed_record_path(study_dir, before.trial_id, before.attempt) if before.status == "failed"
+                    failed_record_path(study_dir, before.trial_id, before.attempt)
+                    if before.status == "failed"
                     else records_dir(study_dir) / SUPERSEDED_DIR / f"{self.path.stem}.{before.attempt}.json"
                 )
         self.archive_existed = self.archive is not None and self.archive.exists()
@@ -61,7 +62,9 @@ class LocalWrite:
                 self.archive.unlink(missing_ok=True)
         # a later write archived this record: that copy goes too (this attempt never counted)
         stem, attempt = self.path.stem, self.record.attempt
-        for archived in (failed_record_path(self.study_dir, self.record.trial_id, attempt),
-                         records_dir(self.study_dir) / SUPERSEDED_DIR / f"{stem}.{attempt}.json"):
+        for archived in (
+            failed_record_path(self.study_dir, self.record.trial_id, attempt),
+            records_dir(self.study_dir) / SUPERSEDED_DIR / f"{stem}.{attempt}.json",
+        ):
             if archived.exists() and self._holds_ours(archived):
                 archived.unlink(missing_ok=True)

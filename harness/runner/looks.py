@@ -72,8 +72,7 @@ def due_looks(study_ref: Any, storage_url: str):
         ) from None
 
 
-def check_rule(study, storage, folder: Path, *, new_version: bool = False,
-               say: Callable[[str], None]) -> None:
+def check_rule(study, storage, folder: Path, *, new_version: bool = False, say: Callable[[str], None]) -> None:
     """Refuse ``study`` (``RuleChanged``, one line) when its file changes the sequential rule
     fixed at its first look in ``storage`` (an Optuna RDB storage), or drops its ``sequential:``
     section; with ``new_version``, fix the file's rule as the next version instead (exactly
@@ -88,11 +87,14 @@ def check_rule(study, storage, folder: Path, *, new_version: bool = False,
     if new_version and stored and stored[-1].changes_to(current):
         wanted = next_version(current, stored, study=study.name)
         fixed = SequentialRule.model_validate(
-            rule_store.fix(storage.engine, study.name, wanted.version, wanted.model_dump(mode="json")))
+            rule_store.fix(storage.engine, study.name, wanted.version, wanted.model_dump(mode="json"))
+        )
         stored.append(fixed)
         if not fixed.changes_to(current):  # this process fixed it (or another fixed the same)
-            say(f"sequential rule {fixed.label} fixed: the looks start over on seeds "
-                f"{', '.join(map(str, fixed.seeds))}; the trials of rule {stored[-2].label} are kept, not used")
+            say(
+                f"sequential rule {fixed.label} fixed: the looks start over on seeds "
+                f"{', '.join(map(str, fixed.seeds))}; the trials of rule {stored[-2].label} are kept, not used"
+            )
     elif new_version and stored:
         say(f"--new-version: the study file keeps the sequential rule {stored[-1].label}; its looks go on")
     rule_store.write_local(folder, [r.model_dump(mode="json") for r in stored])

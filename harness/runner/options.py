@@ -62,52 +62,72 @@ class RunOptions(StrictModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)  # the stream: any text stream
 
     workers: AtLeastOne | None = Field(
-        None, json_schema_extra=FLAG,
-        description="CPU worker processes (default 1); with GPUs: one per GPU")
+        None, json_schema_extra=FLAG, description="CPU worker processes (default 1); with GPUs: one per GPU"
+    )
     storage: str | None = Field(
-        None, exclude=True,
+        None,
+        exclude=True,
         json_schema_extra={**FLAG, "env": "HARNESS_STORAGE", "worker_env": "HARNESS_WORKER_STORAGE"},
-        description=_STORAGE_HELP)
+        description=_STORAGE_HELP,
+    )
     tracking_uri: str | None = Field(
-        None, exclude=True,
+        None,
+        exclude=True,
         json_schema_extra={**FLAG, "env": "HARNESS_TRACKING_URI", "worker_env": "HARNESS_WORKER_TRACKING"},
-        description="MLflow tracking URI (default: sqlite:///<study_dir>/mlflow.db)")
+        description="MLflow tracking URI (default: sqlite:///<study_dir>/mlflow.db)",
+    )
     tracking: bool = Field(
-        True, json_schema_extra=FLAG,
-        description="mirror every record to MLflow (--no-tracking skips it; `harness sync` replays it)")
+        True,
+        json_schema_extra=FLAG,
+        description="mirror every record to MLflow (--no-tracking skips it; `harness sync` replays it)",
+    )
     retries: Count = Field(0, json_schema_extra=FLAG, description="re-queue a failed trial up to N times")
     trial_timeout: Seconds | None = Field(
-        None, json_schema_extra=FLAG, description="fail a trial that runs longer than SECONDS")
+        None, json_schema_extra=FLAG, description="fail a trial that runs longer than SECONDS"
+    )
     trial_fn: str = Field(
-        DEFAULT_TRIAL_FN, json_schema_extra=FLAG,
+        DEFAULT_TRIAL_FN,
+        json_schema_extra=FLAG,
         description="the function a trial process calls with the trial's spec, as module:function "
-                    "(the engine's; tests name fake trials)")
+        "(the engine's; tests name fake trials)",
+    )
     heartbeat_interval: Seconds = Field(
-        10.0, json_schema_extra=FLAG, description="seconds between the heartbeats of a running trial")
+        10.0, json_schema_extra=FLAG, description="seconds between the heartbeats of a running trial"
+    )
     grace_period: Seconds | None = Field(
-        None, validate_default=True, json_schema_extra=FLAG,
+        None,
+        validate_default=True,
+        json_schema_extra=FLAG,
         description=f"seconds without a heartbeat before a running trial counts as lost and is queued again "
-                    f"(default: {GRACE_PERIOD_S}, and at least 3 heartbeats); longer than the heartbeat interval")
+        f"(default: {GRACE_PERIOD_S}, and at least 3 heartbeats); longer than the heartbeat interval",
+    )
     poll_interval: Seconds = Field(1.0, json_schema_extra=FLAG, description="seconds between polls of the queue")
     new_version: bool = Field(
-        False, json_schema_extra=FLAG,
+        False,
+        json_schema_extra=FLAG,
         description="a sequential study whose file changes the rule fixed at its first look: fix the edited rule "
-                    "as its next version, on seeds it has not run (the looks start over; earlier trials are kept, "
-                    "never pooled)")
+        "as its next version, on seeds it has not run (the looks start over; earlier trials are kept, "
+        "never pooled)",
+    )
     kill_grace: SecondsOrZero = Field(
-        10.0, json_schema_extra=FLAG,
-        description="seconds a trial process is given to exit between SIGTERM and SIGKILL")
+        10.0, json_schema_extra=FLAG, description="seconds a trial process is given to exit between SIGTERM and SIGKILL"
+    )
     storage_retry: SecondsOrZero | None = Field(
-        None, description="seconds a worker retries an unreachable storage before it stops "
-                          "(default: $HARNESS_STORAGE_RETRY_S, else 60)")
+        None,
+        description="seconds a worker retries an unreachable storage before it stops "
+        "(default: $HARNESS_STORAGE_RETRY_S, else 60)",
+    )
     progress_every: Seconds = Field(30.0, description="seconds between progress lines while nothing changes")
     shutdown_timeout: Seconds = Field(
-        60.0, description="seconds after a stop (Ctrl-C) before workers that have not exited are killed")
+        60.0, description="seconds after a stop (Ctrl-C) before workers that have not exited are killed"
+    )
     gpus: list[str] | None = Field(None, description="the GPUs to run on (default: the visible ones)")
     min_free_mb: float | None = Field(
-        None, description="free space (MB) the study folder needs (default: $HARNESS_MIN_FREE_MB, else 100)")
+        None, description="free space (MB) the study folder needs (default: $HARNESS_MIN_FREE_MB, else 100)"
+    )
     stream: SkipValidation[TextIO | None] = Field(
-        None, exclude=True, description="where progress lines and notices go (default: stderr)")
+        None, exclude=True, description="where progress lines and notices go (default: stderr)"
+    )
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -140,15 +160,22 @@ class RunOptions(StrictModel):
     @classmethod
     def secrets(cls) -> dict[str, str]:
         """The fields never serialised, each with the variable a worker process reads it from."""
-        return {name: extra["worker_env"] for name, field in cls.model_fields.items()
-                if "worker_env" in (extra := _extra(field))}
+        return {
+            name: extra["worker_env"]
+            for name, field in cls.model_fields.items()
+            if "worker_env" in (extra := _extra(field))
+        }
 
     @classmethod
     def secret_env_vars(cls) -> tuple[str, ...]:
         """Every variable a URL may be read from (the command line's and the worker's): a worker
         removes them all from its environment, so no trial process sees a password."""
-        return tuple(var for name in cls.secrets() for key in ("env", "worker_env")
-                     if (var := _extra(cls.model_fields[name]).get(key)))
+        return tuple(
+            var
+            for name in cls.secrets()
+            for key in ("env", "worker_env")
+            if (var := _extra(cls.model_fields[name]).get(key))
+        )
 
     def secret_env(self) -> dict[str, str]:
         """The environment that gives a worker process its secret fields."""

@@ -79,15 +79,9 @@ class RunSummary:
         lines.extend(self.looks)
         lines.extend(self.notes)
         if self.interrupted:
-            lines.append(
-                "interrupted: running trials went back to the queue; "
-                "run the same command again to resume"
-            )
+            lines.append("interrupted: running trials went back to the queue; run the same command again to resume")
         elif self.exit_code == EXIT_SOME_FAILED and any(t.status == "failed" for t in self.trials):
-            lines.append(
-                "run the same command again to retry the failed trials "
-                f"(logs: {self.study_dir / 'logs'})"
-            )
+            lines.append(f"run the same command again to retry the failed trials (logs: {self.study_dir / 'logs'})")
         lines.append(f"records: {self.study_dir / 'records'}")
         return "\n".join(lines)
 
@@ -131,7 +125,6 @@ def queue_outcomes(q, phase: str) -> list[TrialOutcome]:
 def slot_label(arm: str):
     """How a tuning slot's key reads in a summary: ``slot0003`` of arm ``a`` -> ``a #3``."""
     return lambda key: f"{arm} #{int(key[4:])}" if key.startswith("slot") else f"{arm} {key}"
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,9 +173,7 @@ class StatusReport:
                 continue
             counts = {s: sum(t.status == s for t in trials) for s in ("completed", "running", "waiting", "failed")}
             name = "tuning" if phase == "tune" else "comparison"
-            lines.append(
-                f"{name}: {len(trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-            )
+            lines.append(f"{name}: {len(trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
             for t in trials:
                 if t.status == "running":
                     lines.append(f"  running  {t.key} (attempt {t.attempts}) on {t.worker or '?'}")
@@ -222,4 +213,3 @@ def study_status(study_ref: str | Path, storage: str | None = None) -> StatusRep
     if study.sequential is not None:
         report.looks = look_lines(due_looks(study_file, url))
     return report
-

@@ -33,8 +33,9 @@ from harness.study.plan import format_duration
 class Progress:
     """One line per change on a stream: ``done/total, running, failed, waiting, ETA``."""
 
-    def __init__(self, label: str, queues: list, *, keys: set[str] | None, workers: int,
-                 stream: TextIO, every_s: float):
+    def __init__(
+        self, label: str, queues: list, *, keys: set[str] | None, workers: int, stream: TextIO, every_s: float
+    ):
         self.label, self.queues, self.keys = label, queues, keys
         self.workers, self.stream, self.every_s = max(1, workers), stream, every_s
         self._last: tuple | None = None
@@ -67,8 +68,7 @@ class Progress:
     def line(self, c) -> str:
 
         text = (
-            f"[{self.label}] {c.completed}/{c.total} done, {c.running} running, "
-            f"{c.failed} failed, {c.waiting} waiting"
+            f"[{self.label}] {c.completed}/{c.total} done, {c.running} running, {c.failed} failed, {c.waiting} waiting"
         )
         if c.durations:
             median = statistics.median(c.durations)
@@ -98,7 +98,7 @@ class _Interrupt:
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 
-    def _handle(self, signum, frame) -> None:  # noqa: ARG002
+    def _handle(self, signum, frame) -> None:
         self.count += 1
         self.wake.set()
 
@@ -164,9 +164,14 @@ def run_pool(
         run = opts.model_copy(update={"storage": storage})  # the URL the workers open
         for slot in slots:
             config = WorkerConfig(
-                name=slot.name, device=slot.device, study_file=str(study_file), study_dir=str(study_dir),
-                queues=list(queue_names), watch_parent=watch_parent,
-                hold_file=str(hold_file) if hold_file is not None else None, run=run,
+                name=slot.name,
+                device=slot.device,
+                study_file=str(study_file),
+                study_dir=str(study_dir),
+                queues=list(queue_names),
+                watch_parent=watch_parent,
+                hold_file=str(hold_file) if hold_file is not None else None,
+                run=run,
             )
             path = config_dir / f"worker-{os.getpid()}-{slot.name}.json"
             path.write_text(config.to_json(), encoding="utf-8")
@@ -190,5 +195,3 @@ def run_pool(
         if progress is not None:
             progress.tick()
         return bool(interrupt.count)
-
-

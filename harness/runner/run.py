@@ -13,9 +13,10 @@
 6. return a :class:`RunSummary` whose ``exit_code`` is 0 (all completed), 1 (some failed or
    not run) or 130 (interrupted; re-running resumes).
 
-With ``tuning:`` the tuning phase runs first: an Optuna study ``<name>.tune.<arm>.<space key>`` per arm and search space with
-exactly ``n_trials`` trials each (equal budget; completed ones count on resume), then the best
-parameters of each arm (``study.apply_best``) give the comparison trials, run like any study.
+With ``tuning:`` the tuning phase runs first: an Optuna study ``<name>.tune.<arm>.<space key>``
+per arm and search space with exactly ``n_trials`` trials each (equal budget; completed ones
+count on resume), then the best parameters of each arm (``study.apply_best``) give the
+comparison trials, run like any study.
 
 With ``sequential:`` only the first look is queued at first; each next look is queued, for the
 undecided arms and their controls, as soon as the look before it has been read
@@ -121,8 +122,7 @@ def best_params(setup: _Setup) -> tuple[dict[str, dict[str, Any]], list[str]]:
     for arm in study.arms:
         q = queue.load_queue(setup.storage, study_db.tune_study_name(study.name, arm.name, tuning_space_key(study)))
         done = [
-            j for j in queue.latest(queue.jobs(q)).values()
-            if j.state == TrialState.COMPLETE and j.value is not None
+            j for j in queue.latest(queue.jobs(q)).values() if j.state == TrialState.COMPLETE and j.value is not None
         ]
         if not done:
             notes.append(f"arm {arm.name}: no completed tuning trial; its comparison trials were not run")
@@ -149,15 +149,20 @@ class _Phases:
         self.tune: dict[str, Any] = {}
         self.specs: list | None = None
         self.notes: list[str] = []
-        self.progress = Progress(study.name, [self.main_q], keys=None, workers=workers,
-                                 stream=self.out, every_s=opts.progress_every)
+        self.progress = Progress(
+            study.name, [self.main_q], keys=None, workers=workers, stream=self.out, every_s=opts.progress_every
+        )
         self.hold_file = setup.study_dir / "tmp" / f"hold-{os.getpid()}"
         self.looks = None
         if study.sequential is not None:
             self.looks = Looks(study, setup.study_file, setup.storage_url, self.main_q, self._say)
         if study.tuning is not None:
             self.tune = {
-                a.name: queue.create_queue(setup.storage, study_db.tune_study_name(study.name, a.name, tuning_space_key(study)), study.direction)
+                a.name: queue.create_queue(
+                    setup.storage,
+                    study_db.tune_study_name(study.name, a.name, tuning_space_key(study)),
+                    study.direction,
+                )
                 for a in study.arms
             }
 
@@ -228,8 +233,7 @@ class _Phases:
         design = expand(self.setup.study)
         queue.set_queue_attr(self.main_q, queue.RETRIES, self.opts.retries)  # for looks queued anywhere
         with file_lock(self.setup.study_dir / QUEUE_LOCK):
-            report = queue.enqueue_specs(self.main_q, design, phase="compare", retries=self.opts.retries,
-                                         add_new=False)
+            report = queue.enqueue_specs(self.main_q, design, phase="compare", retries=self.opts.retries, add_new=False)
         if report.requeued or report.cancelled:
             self._say(f"queued {report}")
         self.specs = design
@@ -263,8 +267,11 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
     setup = prepare(study_path, opts)
     study, out = setup.study, opts.out()
     slots = plan_slots(opts.workers, gpus=opts.gpus)
-    say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} "
-        f"| {len(slots)} worker(s) on {', '.join(s.device for s in slots)}", stream=out)
+    say(
+        f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} "
+        f"| {len(slots)} worker(s) on {', '.join(s.device for s in slots)}",
+        stream=out,
+    )
     say(seed_check(study, setup.study_dir, opts), stream=out)
     summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
     phases = _Phases(setup, opts, len(slots))
@@ -272,9 +279,14 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         phases.start()
         if phases.pending():
             summary.interrupted = run_pool(
-                study_file=setup.study_file, study_dir=setup.study_dir, storage=setup.storage_url,
-                queue_names=[q.study_name for q in phases.queues], slots=slots, opts=opts,
-                progress=phases.progress, hold_file=phases.hold_file if phases.specs is None else None,
+                study_file=setup.study_file,
+                study_dir=setup.study_dir,
+                storage=setup.storage_url,
+                queue_names=[q.study_name for q in phases.queues],
+                slots=slots,
+                opts=opts,
+                progress=phases.progress,
+                hold_file=phases.hold_file if phases.specs is None else None,
                 on_tick=phases.tick,
             )
         else:
@@ -301,6 +313,7 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
             summary.notes.append("the sequential study is not finished: run the same command again to go on")
     return summary
 
+
 # --------------------------------------------------------------------------------------------
 # worker (join from anywhere)
 
@@ -317,21 +330,29 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     storage = study_db.open_storage(url, create=False)
     found = existing_queues(study, storage)
     if not found:
-        raise study_db.StorageError(
-            f"no study {study.name!r} in {redact_url(url)}; start it with `harness run` first"
-        )
+        raise study_db.StorageError(f"no study {study.name!r} in {redact_url(url)}; start it with `harness run` first")
     make_output_dir(folder)
     slots = plan_slots(opts.workers, gpus=opts.gpus)
     out = opts.out()
     check_rule(study, storage, folder, say=partial(say, stream=out))
-    say(f"worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
-        f"{', '.join(s.device for s in slots)}", stream=out)
-    progress = Progress(study.name, [q for _, q in found], keys=None, workers=len(slots),
-                        stream=out, every_s=opts.progress_every)
+    say(
+        f"worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
+        f"{', '.join(s.device for s in slots)}",
+        stream=out,
+    )
+    progress = Progress(
+        study.name, [q for _, q in found], keys=None, workers=len(slots), stream=out, every_s=opts.progress_every
+    )
     summary = RunSummary(study.name, folder, url)
-    summary.interrupted = run_pool(study_file=study_file, study_dir=folder, storage=url,
-                                   queue_names=[q.study_name for _, q in found], slots=slots,
-                                   opts=opts, progress=progress)
+    summary.interrupted = run_pool(
+        study_file=study_file,
+        study_dir=folder,
+        storage=url,
+        queue_names=[q.study_name for _, q in found],
+        slots=slots,
+        opts=opts,
+        progress=progress,
+    )
     for phase, q in found:
         summary.trials += queue_outcomes(q, phase)
     if study.sequential is not None and not summary.interrupted:

@@ -41,12 +41,20 @@ def seed_check(study, study_dir, opts: RunOptions) -> str:
     if passed.is_file():
         return f"seed check: passed before ({passed.name})"
     log_path = study_dir / "logs" / "seed-check.log"
-    say(f"seed check: sampling the control's first rollout with seed {spec.seed} twice and seed {spec.seed + 1} "
-        f"once (log: {log_path})", stream=opts.out())
+    say(
+        f"seed check: sampling the control's first rollout with seed {spec.seed} twice and seed {spec.seed + 1} "
+        f"once (log: {log_path})",
+        stream=opts.out(),
+    )
     outcome = run_trial_process(
-        spec.model_dump_json(), trial_fn=SEED_CHECK_FN, work_dir=study_dir / "tmp",
-        log_path=log_path, stem="seed-check", timeout_s=opts.trial_timeout,
-        kill_grace_s=opts.kill_grace, header=f"=== seed check of {spec.trial_id} ===",
+        spec.model_dump_json(),
+        trial_fn=SEED_CHECK_FN,
+        work_dir=study_dir / "tmp",
+        log_path=log_path,
+        stem="seed-check",
+        timeout_s=opts.trial_timeout,
+        kill_grace_s=opts.kill_grace,
+        header=f"=== seed check of {spec.trial_id} ===",
         follow=LogFollower(log_path, PROGRESS_PREFIXES, lambda line: say(f"seed check: {line}", stream=opts.out())),
     )
     if outcome.result is None:
@@ -55,10 +63,13 @@ def seed_check(study, study_dir, opts: RunOptions) -> str:
         reason = outcome.reason or "interrupted"
         raise SeedCheckFailed(
             f"seed check could not run ({reason}; log: {log_path}): every trial would "
-            "start the same way; fix that, or set checks: {seeds: false} to skip the check")
+            "start the same way; fix that, or set checks: {seeds: false} to skip the check"
+        )
     final = outcome.result.get("final", {})
     passed.parent.mkdir(parents=True, exist_ok=True)
     passed.write_text(json.dumps({"trial_id": spec.trial_id, **final}, indent=1), encoding="utf-8")
-    return (f"seed check: seed {spec.seed} repeats ({final.get('check/same_seed_tokens_alike', 1):.0%} of the tokens "
-            f"alike), seeds {spec.seed} and {spec.seed + 1} differ ({final.get('check/other_seed_tokens_alike', 0):.0%}"
-            f" alike) in {outcome.wall_time_s:.1f}s")
+    return (
+        f"seed check: seed {spec.seed} repeats ({final.get('check/same_seed_tokens_alike', 1):.0%} of the tokens "
+        f"alike), seeds {spec.seed} and {spec.seed + 1} differ ({final.get('check/other_seed_tokens_alike', 0):.0%}"
+        f" alike) in {outcome.wall_time_s:.1f}s"
+    )

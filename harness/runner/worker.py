@@ -87,8 +87,6 @@ from harness.ground.console import say
 from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 from harness.ground.files import file_lock
 from harness.runner import queue
-from harness.runner.queue import fencing, outages
-from harness.runner.queue.heartbeat import Either, Heartbeat
 from harness.runner.launch import prestart_forkserver, run_trial_process
 from harness.runner.local_write import LocalWrite
 from harness.runner.looks import Looks
@@ -100,7 +98,6 @@ from harness.study.expand import tuning_specs
 from harness.study.load import load_study
 from harness.study.search_space import suggest_params
 from harness.tracking import storage as study_db
-from harness.tracking.storage import SPEC
 from harness.tracking.mlflow_mirror import Tracker
 from harness.tracking.mlflow_mirror import sync as mirror_sync
 from harness.tracking.records import (
@@ -112,6 +109,7 @@ from harness.tracking.records import (
     write_record,
 )
 from harness.tracking.shared_records import RecordStore
+from harness.tracking.storage import SPEC
 from harness.tracking.urls import redact_url
 
 # --------------------------------------------------------------------------------------------
@@ -166,8 +164,9 @@ class Worker:
         self._last_stale_check = 0.0
         self._job = None  # the job being run (named when the worker has to stop)
         self._beats: Heartbeat | None = None
-        self._compare_q = next((q for q in self.queues
-                                if q.study_name == study_db.compare_study_name(self.study.name)), None)
+        self._compare_q = next(
+            (q for q in self.queues if q.study_name == study_db.compare_study_name(self.study.name)), None
+        )
         self._looks = None
         if self.study.sequential is not None and self._compare_q is not None:
             self._looks = Looks(self.study, config.study_file, self.opts.storage, self._compare_q, self._say)
@@ -199,15 +198,20 @@ class Worker:
                 if self._looks is not None and self._db("working out the next look", self._looks.advance):
                     continue  # this worker queued a look: claim its trials
                 held = self.config.hold_file is not None and Path(self.config.hold_file).exists()
-                if (not held and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues)
-                        and self._finished()):
+                if (
+                    not held
+                    and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues)
+                    and self._finished()
+                ):
                     break  # nothing waiting, nothing running anywhere, nothing more coming: done
                 self.stop.wait(self.opts.poll_interval)  # others still run: one may fail and retry
         except outages.StorageUnavailable as err:
             left = ""
             if self._job is not None:
-                left = (f"; {self._job.key} (attempt {self._job.attempt}) stays claimed: another worker "
-                        f"takes it over after the grace period ({self.opts.grace_period:g}s)")
+                left = (
+                    f"; {self._job.key} (attempt {self._job.attempt}) stays claimed: another worker "
+                    f"takes it over after the grace period ({self.opts.grace_period:g}s)"
+                )
             self.stats.stopped = str(err)
             self._say(f"stopping: {err}{left}")
         except _StopWorker as err:
@@ -225,16 +229,23 @@ class Worker:
         if self._db("polling the queue", queue.queue_attr, self._compare_q, queue.COMPARE_QUEUED, True):
             return True
         if not self._said_waiting:
-            self._say("tuning is over; waiting for `harness run` to queue the comparison trials "
-                      "(run it again if it has stopped)")
+            self._say(
+                "tuning is over; waiting for `harness run` to queue the comparison trials "
+                "(run it again if it has stopped)"
+            )
             self._said_waiting = True
         return False
 
     def _db(self, what: str, fn, *args, **kwargs):
         """A storage call, retried through an outage of up to ``storage_retry`` seconds."""
         return outages.retry_storage(
-            lambda: fn(*args, **kwargs), what=what, where=self.where, url=self.opts.storage,
-            bound_s=self.retry_s, say=self._say, stop=self.stop,
+            lambda: fn(*args, **kwargs),
+            what=what,
+            where=self.where,
+            url=self.opts.storage,
+            bound_s=self.retry_s,
+            say=self._say,
+            stop=self.stop,
         )
 
     def _check_stale(self, force: bool = False) -> None:
@@ -244,8 +255,13 @@ class Worker:
             return
         self._last_stale_check = now
         for q in self.queues:
-            handled = self._db("checking for stale trials", queue.fail_stale, q, self.opts.grace_period,
-                               left_design=functools.partial(left_design, self.study))
+            handled = self._db(
+                "checking for stale trials",
+                queue.fail_stale,
+                q,
+                self.opts.grace_period,
+                left_design=functools.partial(left_design, self.study),
+            )
             for job, reason in handled:
                 if reason.startswith(queue.SUPERSEDED):
                     self.stats.superseded += 1
@@ -262,8 +278,9 @@ class Worker:
     def _run_job(self, q, job) -> None:
 
         self._job = job
-        self._beats = Heartbeat(q, job, self.opts.heartbeat_interval, owner=self.identity,
-                                 say=self._say, url=self.opts.storage)
+        self._beats = Heartbeat(
+            q, job, self.opts.heartbeat_interval, owner=self.identity, say=self._say, url=self.opts.storage
+        )
         with self._beats:
             try:
                 if job.phase == "tune":
@@ -274,8 +291,9 @@ class Worker:
                 raise  # the worker stops; the job stays claimed and goes stale for another worker
             except Exception as err:  # noqa: BLE001 - a broken job must not stop the worker
                 reason = f"harness error: {one_line(err)}"
-                lost = self._db("failing the trial", fencing.commit, q, job, self.identity,
-                                state=TrialState.FAIL, reason=reason)  # no retry: it would break again
+                lost = self._db(
+                    "failing the trial", fencing.commit, q, job, self.identity, state=TrialState.FAIL, reason=reason
+                )  # no retry: it would break again
                 if lost is not None:
                     self._discard(job, lost)
                 else:
@@ -314,8 +332,9 @@ class Worker:
                 return  # the claim was revoked: discarded
             if record.status != "completed":
                 reason = f"seed {spec.seed}: {record.error}"
-                lost = self._db("failing the trial", fencing.commit, tq, job, self.identity,
-                                state=TrialState.FAIL, reason=reason)
+                lost = self._db(
+                    "failing the trial", fencing.commit, tq, job, self.identity, state=TrialState.FAIL, reason=reason
+                )
                 if lost is not None:
                     self._discard(job, lost)
                 else:
@@ -323,8 +342,9 @@ class Worker:
                 return
             values.append(record.final[self.study.primary_metric])
         value = sum(values) / len(values)
-        lost = self._db("completing the trial", fencing.commit, tq, job, self.identity,
-                        state=TrialState.COMPLETE, value=value)
+        lost = self._db(
+            "completing the trial", fencing.commit, tq, job, self.identity, state=TrialState.COMPLETE, value=value
+        )
         if lost is not None:
             self._discard(job, lost)
         else:
@@ -351,8 +371,18 @@ class Worker:
         state = None if not final else TrialState.COMPLETE if completed else TrialState.FAIL
         value = record.final[self.study.primary_metric] if final and completed else None
         reason = None if completed or not final else (record.error or "failed")
-        lost = self._db("recording the result", fencing.commit, q, job, self.identity, state=state, value=value,
-                        reason=reason, record=record, record_study=self.study.name)
+        lost = self._db(
+            "recording the result",
+            fencing.commit,
+            q,
+            job,
+            self.identity,
+            state=state,
+            value=value,
+            reason=reason,
+            record=record,
+            record_study=self.study.name,
+        )
         if lost is not None:
             if written is not None and not self._adopted(record):
                 try:
@@ -390,7 +420,9 @@ class Worker:
         why = err.strerror or type(err).__name__
         code = f"[Errno {err.errno}] " if err.errno else ""
         reason = f"record not written: {type(err).__name__}: {code}{why} ({where})"
-        lost = self._db("failing the trial", fencing.commit, q, job, self.identity, state=TrialState.FAIL, reason=reason)
+        lost = self._db(
+            "failing the trial", fencing.commit, q, job, self.identity, state=TrialState.FAIL, reason=reason
+        )
         if lost is not None:
             self._discard(job, lost)
             outcome = "its claim had been revoked"
@@ -399,8 +431,9 @@ class Worker:
             retried = job.attempt < job.max_attempt
             if retried:
                 self._db("queueing the next attempt", queue.requeue, q, job)
-            outcome = (f"{job.key} (attempt {job.attempt}/{job.max_attempt}) failed with that reason"
-                       + ("; re-queued for another worker" if retried else ""))
+            outcome = f"{job.key} (attempt {job.attempt}/{job.max_attempt}) failed with that reason" + (
+                "; re-queued for another worker" if retried else ""
+            )
         raise _StopWorker(f"stopping: cannot write {record.trial_id}'s record in {where}: {code}{why}; {outcome}")
 
     def _stopped(self, q, job) -> None:
@@ -484,12 +517,19 @@ class Worker:
                 result = result.model_copy(update={"status": "failed", "error": reason})
         else:
             result = TrialResult(
-                trial_id=spec.trial_id, status="failed", error=outcome.reason,
+                trial_id=spec.trial_id,
+                status="failed",
+                error=outcome.reason,
                 wall_time_s=outcome.wall_time_s,
             )
         record = make_record(
-            spec, result, attempt=attempt, phase=phase, started_at=started_at,
-            device=self.config.device, study=self.study.name,
+            spec,
+            result,
+            attempt=attempt,
+            phase=phase,
+            started_at=started_at,
+            device=self.config.device,
+            study=self.study.name,
         )
         return record, False
 
@@ -509,7 +549,6 @@ class Worker:
             return
         try:
             if self._tracker is None:
-
                 self._tracker = Tracker(self.opts.tracking_uri, self.study_dir, self.study.name)
             with file_lock(self.study_dir / MIRROR_LOCK):  # not while another worker here syncs
                 self._tracker.log_record(record)  # warns (TrackingWarning) and returns False on failure
@@ -555,7 +594,8 @@ class Worker:
 
 def install_stop_handlers(stop: threading.Event) -> None:
     """SIGINT and SIGTERM set ``stop``: the running trial is ended and its job put back."""
-    def handler(signum, frame):  # noqa: ARG001
+
+    def handler(signum, frame):
         stop.set()
 
     signal.signal(signal.SIGINT, handler)
@@ -600,8 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         watch_parent(stop)
     try:
         stats = Worker(config, stop).run()
-    except Exception as err:  # noqa: BLE001 - one line, not a traceback, for known errors
-
+    except Exception as err:
         if not isinstance(err, HarnessError):
             raise
         say(f"error: {err}", prefix=f"[worker {config.name}]")

@@ -8,8 +8,8 @@ seeds per arm.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -36,8 +36,14 @@ def _apply(statistic: Callable, samples: np.ndarray) -> np.ndarray:
     return np.array([float(statistic(row)) for row in samples])
 
 
-def bootstrap_ci(values, statistic: Callable = np.mean, *, alpha: float = 0.05, n_boot: int = 2000,
-                 rng: np.random.Generator | int | None = None) -> Interval:
+def bootstrap_ci(
+    values,
+    statistic: Callable = np.mean,
+    *,
+    alpha: float = 0.05,
+    n_boot: int = 2000,
+    rng: np.random.Generator | int | None = None,
+) -> Interval:
     """Percentile bootstrap interval of ``statistic(values)``. rng None -> seeded with 0."""
     alpha = check_alpha(alpha)
     x = as_sample(values, "values")
@@ -50,8 +56,9 @@ def bootstrap_ci(values, statistic: Callable = np.mean, *, alpha: float = 0.05, 
     return Interval(float(statistic(x)), float(lo), float(hi))
 
 
-def bootstrap_diff_ci(arm, control, *, alpha: float = 0.05, n_boot: int = 2000,
-                      rng: np.random.Generator | int | None = None) -> Interval:
+def bootstrap_diff_ci(
+    arm, control, *, alpha: float = 0.05, n_boot: int = 2000, rng: np.random.Generator | int | None = None
+) -> Interval:
     """Percentile bootstrap interval of mean(arm) - mean(control), resampling each arm on its own.
 
     For reporting only; its coverage at small n is poor (see module docstring)."""

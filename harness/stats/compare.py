@@ -101,11 +101,11 @@ def yuen_test(arm, control, *, trim: float = 0.2, alpha: float = 0.05) -> TTest:
         n = x.shape[-1]
         g = int(math.floor(trim * n))
         h = n - 2 * g
-        tmean = x[..., g:n - g].mean(axis=-1)
+        tmean = x[..., g : n - g].mean(axis=-1)
         w = x.copy()
         if g > 0:
-            w[..., :g] = x[..., g:g + 1]
-            w[..., n - g:] = x[..., n - g - 1:n - g]
+            w[..., :g] = x[..., g : g + 1]
+            w[..., n - g :] = x[..., n - g - 1 : n - g]
         wvar = w.var(axis=-1, ddof=1) if n > 1 else np.full(np.shape(tmean), np.nan)
         d = (n - 1) * wvar / (h * (h - 1)) if h > 1 else np.full(np.shape(tmean), np.nan)
         return tmean, d, h
@@ -148,7 +148,7 @@ def _subset_sums(values: np.ndarray, n_a: int, n_permutations: int, rng) -> tupl
     for start in range(0, n_permutations, chunk):
         k = min(chunk, n_permutations - start)
         perm = rng.permuted(np.broadcast_to(np.arange(n), (k, n)), axis=1)
-        sums[start:start + k] = values[perm[:, :n_a]].sum(axis=1)
+        sums[start : start + k] = values[perm[:, :n_a]].sum(axis=1)
     return sums, False
 
 
@@ -201,8 +201,9 @@ def mann_whitney_check(arm, control, *, alpha=0.05, n_permutations=10_000) -> Ch
         p = _two_sided_p(sums, float(ranks[: a.size].sum()), True)
         return _check(p, min(1.0, 2.0 / splits), alpha, "exact")
     p = stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
-    sep = stats.mannwhitneyu(np.arange(a.size) + b.size, np.arange(b.size), alternative="two-sided",
-                             method="asymptotic").pvalue
+    sep = stats.mannwhitneyu(
+        np.arange(a.size) + b.size, np.arange(b.size), alternative="two-sided", method="asymptotic"
+    ).pvalue
     return _check(p, sep, alpha, "asymptotic")
 
 
@@ -285,8 +286,15 @@ def _sd(x: np.ndarray) -> float:
     return float(x.std(ddof=1)) if x.size > 1 else math.nan
 
 
-def compare(arm, control, *, paired: bool = False, alpha: float = 0.05, n_permutations: int = 10_000,
-            rng: np.random.Generator | int | None = None) -> Comparison:
+def compare(
+    arm,
+    control,
+    *,
+    paired: bool = False,
+    alpha: float = 0.05,
+    n_permutations: int = 10_000,
+    rng: np.random.Generator | int | None = None,
+) -> Comparison:
     """Compare per-seed scores of ``arm`` against ``control`` (two-sided).
 
     ``paired=True`` pairs arm[i] with control[i] (same seed, same data order) and uses the paired
@@ -301,7 +309,8 @@ def compare(arm, control, *, paired: bool = False, alpha: float = 0.05, n_permut
     b = as_sample(control, "control")
     if paired and a.size != b.size:
         raise ValueError(
-            f"paired=True needs one control value per arm value (same seeds); got {a.size} arm and {b.size} control values"
+            f"paired=True needs one control value per arm value (same seeds); got {a.size} arm and "
+            f"{b.size} control values"
         )
     gen = resolve_rng(rng)
     sd_a, sd_b = _sd(a), _sd(b)
@@ -340,12 +349,27 @@ def compare(arm, control, *, paired: bool = False, alpha: float = 0.05, n_permut
         robustness["sign_flip"] = sign_flip_check(a, b, alpha=alpha, n_permutations=n_permutations, rng=gen)
 
     return Comparison(
-        n_arm=int(a.size), n_control=int(b.size),
-        mean_arm=float(a.mean()), mean_control=float(b.mean()), diff=float(res.diff),
-        ci_low=float(res.ci_low), ci_high=float(res.ci_high), p_value=float(res.p_value), test=test,
-        hedges_g=hedges_g(a, b), prob_improvement=prob_improvement(a, b), robustness=robustness,
-        alpha=alpha, paired=bool(paired), std_arm=sd_a, std_control=sd_b, std_diff=sd_d,
-        pair_correlation=corr, se=float(res.se), df=float(res.df), reason=reason,
+        n_arm=int(a.size),
+        n_control=int(b.size),
+        mean_arm=float(a.mean()),
+        mean_control=float(b.mean()),
+        diff=float(res.diff),
+        ci_low=float(res.ci_low),
+        ci_high=float(res.ci_high),
+        p_value=float(res.p_value),
+        test=test,
+        hedges_g=hedges_g(a, b),
+        prob_improvement=prob_improvement(a, b),
+        robustness=robustness,
+        alpha=alpha,
+        paired=bool(paired),
+        std_arm=sd_a,
+        std_control=sd_b,
+        std_diff=sd_d,
+        pair_correlation=corr,
+        se=float(res.se),
+        df=float(res.df),
+        reason=reason,
     )
 
 

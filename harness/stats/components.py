@@ -20,8 +20,8 @@ difference, for the budget questions (one more seed, twice the prompts, twice th
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -51,17 +51,24 @@ class Components(JsonMixin):
     def as_plan(self, *, paired: bool = False) -> PlanVariance:
         """The variance model of an arm-vs-control difference between two arms with these
         components (unpaired: both arms' seed and cell terms add)."""
-        return PlanVariance(seed=2 * self.seed, prompt=2 * self.arm_x_prompt, residual=2 * self.seed_x_prompt,
-                            sampling=2 * self.eval_sampling, n_prompts=self.n_prompts, samples=self.samples,
-                            paired=paired)
+        return PlanVariance(
+            seed=2 * self.seed,
+            prompt=2 * self.arm_x_prompt,
+            residual=2 * self.seed_x_prompt,
+            sampling=2 * self.eval_sampling,
+            n_prompts=self.n_prompts,
+            samples=self.samples,
+            paired=paired,
+        )
 
     def trial_sd(self) -> float:
         """Seed-to-seed sd of one trial's mean score over the prompts (what trial means see)."""
         return math.sqrt(self.seed + (self.seed_x_prompt + self.eval_sampling) / self.n_prompts)
 
 
-def variance_components(tables: Mapping[str, np.ndarray], *, sample_var: float | None = None,
-                        samples: int = 1) -> Components:
+def variance_components(
+    tables: Mapping[str, np.ndarray], *, sample_var: float | None = None, samples: int = 1
+) -> Components:
     """Components from each arm's ``[seeds, prompts]`` table (at least one arm with 2 seeds,
     2 prompts; every table on the same prompts). ``sample_var`` is the mean within-prompt
     variance of one eval sample (None or with ``samples == 1`` greedy: no sampling term)."""
@@ -88,5 +95,14 @@ def variance_components(tables: Mapping[str, np.ndarray], *, sample_var: float |
         arm_x_prompt = max(0.0, float(ms_ap) - residual / n_h)
     prompt = max(0.0, float(means.mean(axis=0).var(ddof=1)) - arm_x_prompt / k - residual / (k * n_h))
     sampling = 0.0 if sample_var is None or samples <= 1 else min(residual, float(sample_var) / samples)
-    return Components(seed=seed, prompt=prompt, arm_x_prompt=arm_x_prompt, seed_x_prompt=residual - sampling,
-                      eval_sampling=sampling, n_prompts=P, samples=samples, seeds=n_h, arms=k)
+    return Components(
+        seed=seed,
+        prompt=prompt,
+        arm_x_prompt=arm_x_prompt,
+        seed_x_prompt=residual - sampling,
+        eval_sampling=sampling,
+        n_prompts=P,
+        samples=samples,
+        seeds=n_h,
+        arms=k,
+    )

@@ -174,12 +174,10 @@ def seed_prompt_se(arm, control, *, paired: bool, sample_var=None, samples: int 
         prompt_part = v_cols - v_res
         extra = prompt_part > 0
         v = v_rows + np.where(extra, prompt_part, 0.0)
-        den = den_rows + np.where(
-            extra, v_cols**2 / (P - 1) + sum((t / P) ** 2 / d for t, d in res_terms), 0.0)
+        den = den_rows + np.where(extra, v_cols**2 / (P - 1) + sum((t / P) ** 2 / d for t, d in res_terms), 0.0)
         df = v**2 / den
     prompt = np.maximum(prompt_part, 0.0) * P
-    return diff, np.sqrt(v), df, se_trial, _components(np.maximum(seed_var, 0.0), prompt, residual,
-                                                        sample_var, samples)
+    return diff, np.sqrt(v), df, se_trial, _components(np.maximum(seed_var, 0.0), prompt, residual, sample_var, samples)
 
 
 def _components(seed, prompt, residual, sample_var, samples: int) -> dict[str, np.ndarray]:
@@ -189,12 +187,17 @@ def _components(seed, prompt, residual, sample_var, samples: int) -> dict[str, n
         sampling = np.zeros_like(residual)
     else:
         sampling = np.minimum(residual, 2.0 * np.asarray(sample_var, dtype=float) / samples)
-    return {"seed": np.asarray(seed, dtype=float), "prompt": np.asarray(prompt, dtype=float),
-            "residual": residual - sampling, "sampling": sampling}
+    return {
+        "seed": np.asarray(seed, dtype=float),
+        "prompt": np.asarray(prompt, dtype=float),
+        "residual": residual - sampling,
+        "sampling": sampling,
+    }
 
 
-def seed_prompt_difference(arm, control, *, paired: bool, sample_var: float | None = None,
-                           samples: int = 1) -> Difference:
+def seed_prompt_difference(
+    arm, control, *, paired: bool, sample_var: float | None = None, samples: int = 1
+) -> Difference:
     """The seed x prompt difference of two arms' ``[seeds, prompts]`` score tables."""
     a = np.asarray(arm, dtype=float)
     c = np.asarray(control, dtype=float)
@@ -204,11 +207,27 @@ def seed_prompt_difference(arm, control, *, paired: bool, sample_var: float | No
         raise ValueError("score tables contain non-finite values; drop or score failed trials first")
     n_a, n_c, P = a.shape[0], c.shape[0], a.shape[1]
     if min(n_a, n_c) < 2:
-        return Difference(float(a.mean() - c.mean()), math.nan, math.nan, "seed_prompt", n_a, n_c, paired, P,
-                          reason=f"need at least 2 seeds per arm; got {n_a} (arm) and {n_c} (control)")
+        return Difference(
+            float(a.mean() - c.mean()),
+            math.nan,
+            math.nan,
+            "seed_prompt",
+            n_a,
+            n_c,
+            paired,
+            P,
+            reason=f"need at least 2 seeds per arm; got {n_a} (arm) and {n_c} (control)",
+        )
     diff, se, df, se_trial, comp = seed_prompt_se(a, c, paired=paired, sample_var=sample_var, samples=samples)
     se, df = float(se), float(df)
     reason = "" if se > 0 and math.isfinite(df) else "zero variance across seeds and prompts: no interval"
-    plan = PlanVariance(seed=float(comp["seed"]), prompt=float(comp["prompt"]), residual=float(comp["residual"]),
-                        sampling=float(comp["sampling"]), n_prompts=P, samples=samples, paired=paired)
+    plan = PlanVariance(
+        seed=float(comp["seed"]),
+        prompt=float(comp["prompt"]),
+        residual=float(comp["residual"]),
+        sampling=float(comp["sampling"]),
+        n_prompts=P,
+        samples=samples,
+        paired=paired,
+    )
     return Difference(float(diff), se, df, "seed_prompt", n_a, n_c, paired, P, float(se_trial), plan, reason)

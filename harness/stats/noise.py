@@ -77,7 +77,7 @@ def bonett_std_interval(values, *, alpha: float = 0.05):
     z = float(stats.norm.ppf(1 - alpha / 2))
     c = n / (n - z)
     g = int(math.floor(n / (2.0 * math.sqrt(n - 4))))
-    trimmed = x[..., g:n - g].mean(axis=-1, keepdims=True)
+    trimmed = x[..., g : n - g].mean(axis=-1, keepdims=True)
     centred = x - x.mean(axis=-1, keepdims=True)
     ss = (centred**2).sum(axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -90,8 +90,9 @@ def bonett_std_interval(values, *, alpha: float = 0.05):
     return lo, hi
 
 
-def noise_floor(values, *, alpha: float = 0.05, level: float | None = None, effect: float | None = None,
-                power: float = 0.8) -> NoiseFloor:
+def noise_floor(
+    values, *, alpha: float = 0.05, level: float | None = None, effect: float | None = None, power: float = 0.8
+) -> NoiseFloor:
     """Noise floor of one arm from its per-seed scores (at least one finite value; NaN refused).
 
     ``level`` is the two-sided level of the verdicts' intervals (default 1 - alpha)."""
@@ -107,11 +108,20 @@ def noise_floor(values, *, alpha: float = 0.05, level: float | None = None, effe
     normality = float(stats.shapiro(x).pvalue) if n >= 3 and sd > 0 else math.nan
     need = None
     if effect is not None and n > 1 and sd > 0:
-        plan = PlanVariance(seed=2 * sd**2, prompt=0.0, residual=0.0, sampling=0.0, n_prompts=1, samples=1,
-                            paired=False)
+        plan = PlanVariance(
+            seed=2 * sd**2, prompt=0.0, residual=0.0, sampling=0.0, n_prompts=1, samples=1, paired=False
+        )
         need = seeds_to_decide(float(effect), plan, level=level, power=power)
     return NoiseFloor(
-        n=n, mean=float(x.mean()), std=sd, std_ci_low=lo, std_ci_high=hi, std_ci_method=method,
-        normality_p=normality, sem=sd / math.sqrt(n) if n > 1 else math.nan, level=level,
-        effect=math.nan if effect is None else float(effect), seeds_needed=need,
+        n=n,
+        mean=float(x.mean()),
+        std=sd,
+        std_ci_low=lo,
+        std_ci_high=hi,
+        std_ci_method=method,
+        normality_p=normality,
+        sem=sd / math.sqrt(n) if n > 1 else math.nan,
+        level=level,
+        effect=math.nan if effect is None else float(effect),
+        seeds_needed=need,
     )

@@ -31,9 +31,16 @@ def _chi2_over_df(df: float) -> np.ndarray:
     return 2.0 * special.gammaincinv(df / 2.0, _U) / df
 
 
-def decision_probability(delta: float, plan: PlanVariance, n: int, *, level: float,
-                         margin: float | None = None, prompts: int | None = None,
-                         samples: int | None = None) -> float:
+def decision_probability(
+    delta: float,
+    plan: PlanVariance,
+    n: int,
+    *,
+    level: float,
+    margin: float | None = None,
+    prompts: int | None = None,
+    samples: int | None = None,
+) -> float:
     """P(the two-sided ``level`` interval excludes 0, or lies inside +-margin) at n seeds per arm."""
     v = float(plan.variance(n, prompts, samples))
     if not v > 0:
@@ -55,10 +62,18 @@ def decision_probability(delta: float, plan: PlanVariance, n: int, *, level: flo
     return float(1.0 - np.mean(undecided))
 
 
-def seeds_to_decide(delta: float, plan: PlanVariance, *, level: float, power: float = 0.8,
-                    margin: float | None = None, max_n: int = 10_000) -> int | None:
+def seeds_to_decide(
+    delta: float,
+    plan: PlanVariance,
+    *,
+    level: float,
+    power: float = 0.8,
+    margin: float | None = None,
+    max_n: int = 10_000,
+) -> int | None:
     """Smallest seeds per arm (>= 2) at which the comparison is decided with ``power``; None when
     ``max_n`` seeds are not enough (``seeds_can_decide`` tells whether any number would be)."""
+
     def prob(n: int) -> float:
         return decision_probability(delta, plan, n, level=level, margin=margin)
 
@@ -71,8 +86,9 @@ def seeds_to_decide(delta: float, plan: PlanVariance, *, level: float, power: fl
     return n if n <= max_n else None
 
 
-def seeds_can_decide(delta: float, plan: PlanVariance, *, level: float, power: float = 0.8,
-                     margin: float | None = None) -> bool:
+def seeds_can_decide(
+    delta: float, plan: PlanVariance, *, level: float, power: float = 0.8, margin: float | None = None
+) -> bool:
     """Whether any number of seeds reaches ``power``: the arm x prompt term does not shrink with
     seeds, so past some point only more eval prompts help."""
     return decision_probability(delta, plan, _UNLIMITED, level=level, margin=margin) >= power

@@ -56,7 +56,9 @@ def _check_power(power: float, alpha: float) -> float:
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1); got {power}")
     if power <= alpha:
-        raise ValueError(f"power ({power}) must exceed alpha ({alpha}): a test with no effect already rejects at rate alpha")
+        raise ValueError(
+            f"power ({power}) must exceed alpha ({alpha}): a test with no effect already rejects at rate alpha"
+        )
     return power
 
 
@@ -90,15 +92,23 @@ def _welch_band(n_a: int, n_b: int, ra: float, rb: float, alpha: float) -> tuple
     inv = np.linspace(1.0 / hi, 1.0 / lo, 257)
     crit_grid = special.stdtrit(1.0 / inv, 1 - alpha / 2)  # == stats.t.ppf(1 - alpha/2, df)
     pos = np.clip((1.0 / df - inv[0]) / (inv[1] - inv[0]), 0.0, inv.size - 1.0)  # uniform grid:
-    i = np.minimum(pos.astype(np.intp), inv.size - 2)                              # direct linear
-    frac = pos - i                                                                 # interpolation
+    i = np.minimum(pos.astype(np.intp), inv.size - 2)  # direct linear
+    frac = pos - i  # interpolation
     crit = crit_grid[i] * (1.0 - frac) + crit_grid[i + 1] * frac
     se_true = math.sqrt(ra**2 / n_a + rb**2 / n_b)
     return (crit * se_hat / se_true).ravel(), se_true
 
 
-def power_two_sample(effect: float, n_a: int, sd_a: float, sd_b: float | None = None, *,
-                     n_b: int | None = None, alpha: float = 0.05, method: str = "welch") -> float:
+def power_two_sample(
+    effect: float,
+    n_a: int,
+    sd_a: float,
+    sd_b: float | None = None,
+    *,
+    n_b: int | None = None,
+    alpha: float = 0.05,
+    method: str = "welch",
+) -> float:
     """Power of the two-sided Welch test to detect a true mean difference ``effect``.
 
     ``sd_b`` defaults to ``sd_a`` and ``n_b`` to ``n_a``. Needs n >= 2 in both arms.
@@ -197,8 +207,16 @@ def _check_effect(effect: float, max_n: int) -> tuple[float, int]:
     return effect, max_n
 
 
-def seeds_needed(effect: float, sd_a: float, sd_b: float | None = None, *, alpha: float = 0.05,
-                 power: float = 0.8, max_n: int = 10_000, method: str = "welch") -> int:
+def seeds_needed(
+    effect: float,
+    sd_a: float,
+    sd_b: float | None = None,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_n: int = 10_000,
+    method: str = "welch",
+) -> int:
     """Seeds per arm for a two-sided Welch test to detect ``effect`` with the given power.
 
     ``sd_b`` defaults to ``sd_a``. Returns ``max_n + 1`` when even ``max_n`` seeds per arm are
@@ -213,12 +231,17 @@ def seeds_needed(effect: float, sd_a: float, sd_b: float | None = None, *, alpha
     effect, max_n = _check_effect(effect, max_n)
     if effect == 0.0:
         return max_n + 1
-    return smallest_n(lambda n: power_two_sample(effect, n, sd_a, sd_b, alpha=alpha, method=method), power, max_n,
-                       _normal_guess(effect, sd_a**2 + sd_b**2, alpha, power))
+    return smallest_n(
+        lambda n: power_two_sample(effect, n, sd_a, sd_b, alpha=alpha, method=method),
+        power,
+        max_n,
+        _normal_guess(effect, sd_a**2 + sd_b**2, alpha, power),
+    )
 
 
-def seeds_needed_paired(effect: float, sd_diff: float, *, alpha: float = 0.05, power: float = 0.8,
-                        max_n: int = 10_000) -> int:
+def seeds_needed_paired(
+    effect: float, sd_diff: float, *, alpha: float = 0.05, power: float = 0.8, max_n: int = 10_000
+) -> int:
     """Pairs needed for a two-sided paired t-test to detect ``effect``; ``max_n + 1`` if unreachable."""
     alpha = check_alpha(alpha)
     power = _check_power(power, alpha)
@@ -226,12 +249,17 @@ def seeds_needed_paired(effect: float, sd_diff: float, *, alpha: float = 0.05, p
     effect, max_n = _check_effect(effect, max_n)
     if effect == 0.0:
         return max_n + 1
-    return smallest_n(lambda n: power_paired(effect, n, sd_diff, alpha=alpha), power, max_n,
-                       _normal_guess(effect, sd_diff**2, alpha, power))
+    return smallest_n(
+        lambda n: power_paired(effect, n, sd_diff, alpha=alpha),
+        power,
+        max_n,
+        _normal_guess(effect, sd_diff**2, alpha, power),
+    )
 
 
-def minimal_detectable_effect(n: int, sd: float, *, alpha: float = 0.05, power: float = 0.8,
-                              method: str = "welch") -> float:
+def minimal_detectable_effect(
+    n: int, sd: float, *, alpha: float = 0.05, power: float = 0.8, method: str = "welch"
+) -> float:
     """Smallest true difference two arms of ``n`` seeds each (seed sd ``sd``) detect with ``power``.
 
     Returns ``inf`` for n < 2 (no test is possible) and 0.0 when sd == 0.

@@ -167,8 +167,9 @@ class LookOdds:
         return self.above + self.below + self.equivalent
 
 
-def look_odds(bounds: Sequence[float], variances: Sequence[float], delta: float,
-              margin: float | None = None) -> LookOdds:
+def look_odds(
+    bounds: Sequence[float], variances: Sequence[float], delta: float, margin: float | None = None
+) -> LookOdds:
     """Where a comparison stops when its true difference is ``delta``.
 
     ``variances`` are the estimator's variances at the looks (decreasing); look k stops when
@@ -249,8 +250,9 @@ class Look:
             return 1.0
         if z >= self.bound(1e-15):
             return 1e-15
-        return math.exp(optimize.brentq(lambda log_a: self.bound(math.exp(log_a)) - z, math.log(1e-15),
-                                        math.log(0.999), xtol=1e-6))
+        return math.exp(
+            optimize.brentq(lambda log_a: self.bound(math.exp(log_a)) - z, math.log(1e-15), math.log(0.999), xtol=1e-6)
+        )
 
 
 @dataclass(frozen=True)
@@ -261,8 +263,17 @@ class ExpectedTrials:
     mean: float
 
 
-def expected_trials(looks: Sequence[int], *, arms: int, delta: float, margin: float | None, sd: float,
-                    alpha: float = 0.05, spending: str = "obrien_fleming", followers: int = 0) -> ExpectedTrials:
+def expected_trials(
+    looks: Sequence[int],
+    *,
+    arms: int,
+    delta: float,
+    margin: float | None,
+    sd: float,
+    alpha: float = 0.05,
+    spending: str = "obrien_fleming",
+    followers: int = 0,
+) -> ExpectedTrials:
     """The trials a sequential study of ``arms`` arms against one control spends when every arm
     differs from the control by ``delta`` (seed sd ``sd``, unpaired, known variance: a planning
     figure). An arm stops at the look that decides it (``look_odds``, at alpha / arms); the
@@ -281,5 +292,6 @@ def expected_trials(looks: Sequence[int], *, arms: int, delta: float, margin: fl
     per_arm = float(n @ stop)
     done_by = np.minimum(np.cumsum(stop), 1.0) ** max(1, arms)  # P(every arm has stopped by look k)
     control = float(n @ np.diff(np.concatenate([[0.0], done_by])))
-    return ExpectedTrials(maximum=int(looks[-1] * (arms + 1 + followers)),
-                          mean=arms * per_arm + (1 + followers) * control)
+    return ExpectedTrials(
+        maximum=int(looks[-1] * (arms + 1 + followers)), mean=arms * per_arm + (1 + followers) * control
+    )

@@ -31,8 +31,8 @@ probability ``power`` for a true difference of 0 (needs a margin) and of the pla
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import special
@@ -57,9 +57,9 @@ class Verdict(JsonMixin):
 
     ``ci_low``/``ci_high`` are the interval the verdict was read from, at ``ci_level``;
     ``p_adjusted`` (Bonferroni, ``min(1, m p)``; in a sequential design m times the repeated
-    p-value) is below alpha exactly when that interval excludes 0. ``seeds_needed_null`` / ``seeds_needed_effect``: seeds per arm to decide with
-    ``power`` at a true difference of 0 / of ``planning_effect``; None when no number up to the
-    search limit does (``reason`` says whether more prompts would).
+    p-value) is below alpha exactly when that interval excludes 0. ``seeds_needed_null`` /
+    ``seeds_needed_effect``: seeds per arm to decide with ``power`` at a true difference of 0 / of
+    ``planning_effect``; None when no number up to the search limit does (``reason`` says whether more prompts would).
     """
 
     label: str
@@ -113,29 +113,46 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _planning(d: Difference, effect: float, margin: float | None, level: float, power: float,
-              max_n: int) -> tuple[int | None, int | None, str]:
+def _planning(
+    d: Difference, effect: float, margin: float | None, level: float, power: float, max_n: int
+) -> tuple[int | None, int | None, str]:
     if d.plan is None or not d.testable or not effect > 0:
         return None, None, ""
     need_effect = seeds_to_decide(effect, d.plan, level=level, power=power, margin=margin, max_n=max_n)
-    need_null = (seeds_to_decide(0.0, d.plan, level=level, power=power, margin=margin, max_n=max_n)
-                 if margin is not None else None)
+    need_null = (
+        seeds_to_decide(0.0, d.plan, level=level, power=power, margin=margin, max_n=max_n)
+        if margin is not None
+        else None
+    )
     notes = []
-    for need, delta, what in ((need_effect, effect, f"a true difference of {_fmt(effect)}"),
-                              (need_null, 0.0, "a true difference of 0")):
+    for need, delta, what in (
+        (need_effect, effect, f"a true difference of {_fmt(effect)}"),
+        (need_null, 0.0, "a true difference of 0"),
+    ):
         if need is None and (margin is not None or delta):
             if seeds_can_decide(delta, d.plan, level=level, power=power, margin=margin):
                 notes.append(f"deciding at {what} needs more than {max_n} seeds per arm")
             else:
-                notes.append(f"no number of seeds decides at {what} with {d.plan.n_prompts} eval prompts "
-                             "(the arm x prompt variance does not shrink with seeds): add eval prompts")
+                notes.append(
+                    f"no number of seeds decides at {what} with {d.plan.n_prompts} eval prompts "
+                    "(the arm x prompt variance does not shrink with seeds): add eval prompts"
+                )
     return need_null, need_effect, "; ".join(notes)
 
 
-def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction: str = "maximize",
-           min_effect: float | None = None, planning_effect: float | None = None,
-           correction: str = "bonferroni", power: float = 0.8, max_n: int = 10_000,
-           looks: Sequence[Look | None] | None = None, family_size: int | None = None) -> list[Verdict]:
+def decide(
+    differences: Sequence[Difference],
+    *,
+    alpha: float = 0.05,
+    direction: str = "maximize",
+    min_effect: float | None = None,
+    planning_effect: float | None = None,
+    correction: str = "bonferroni",
+    power: float = 0.8,
+    max_n: int = 10_000,
+    looks: Sequence[Look | None] | None = None,
+    family_size: int | None = None,
+) -> list[Verdict]:
     """One ``Verdict`` per difference (same order); the family is the testable ones.
 
     ``planning_effect`` defaults to ``min_effect``; without either, no seeds-needed figure.
@@ -162,9 +179,23 @@ def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction:
     for i, d in enumerate(diffs):
         look = None if looks is None else looks[i]
         if not d.testable:
-            out.append(Verdict(INCONCLUSIVE, d.diff, math.nan, math.nan, level, math.nan, math.nan, d.test, False,
-                               min(d.n_arm, d.n_control), m, effect if effect else math.nan,
-                               reason=f"Cannot be tested: {d.reason or 'no standard error'}."))
+            out.append(
+                Verdict(
+                    INCONCLUSIVE,
+                    d.diff,
+                    math.nan,
+                    math.nan,
+                    level,
+                    math.nan,
+                    math.nan,
+                    d.test,
+                    False,
+                    min(d.n_arm, d.n_control),
+                    m,
+                    effect if effect else math.nan,
+                    reason=f"Cannot be tested: {d.reason or 'no standard error'}.",
+                )
+            )
             continue
         p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
         multiplier = m if correction == "bonferroni" else 1
@@ -178,22 +209,45 @@ def decide(differences: Sequence[Difference], *, alpha: float = 0.05, direction:
         label, small = (x.item() for x in label_of(lo, hi, margin=margin, direction=direction))
         # an interim look plans nothing: the design buys the next look's seeds anyway
         plans = look is None or look.final
-        need_null, need_effect, plan_note = (_planning(d, effect or math.nan, margin, d_level, power, max_n)
-                                             if plans else (None, None, ""))
+        need_null, need_effect, plan_note = (
+            _planning(d, effect or math.nan, margin, d_level, power, max_n) if plans else (None, None, "")
+        )
         kind = "interval" if look is None else f"repeated interval (look {look.index + 1})"
         ci = f"{d_level:.4g} {kind} [{_fmt(lo)}, {_fmt(hi)}]"
         text = {
             BETTER: f"Better than the control by {d.diff:+.4g} ({ci} excludes 0).",
             WORSE: f"Worse than the control by {d.diff:+.4g} ({ci} excludes 0).",
             EQUIVALENT: f"Equivalent to the control: the {ci} lies inside +-{_fmt(margin or 0)}.",
-            INCONCLUSIVE: (f"Inconclusive: the {ci} includes 0"
-                           + (f" and reaches beyond +-{_fmt(margin)}." if margin else
-                              "; without min_effect no equivalence can be concluded.")),
+            INCONCLUSIVE: (
+                f"Inconclusive: the {ci} includes 0"
+                + (
+                    f" and reaches beyond +-{_fmt(margin)}."
+                    if margin
+                    else "; without min_effect no equivalence can be concluded."
+                )
+            ),
         }[label]
         if small:
             text += f" Real but smaller than min_effect ({_fmt(margin)})."
         if plan_note and label == INCONCLUSIVE:
             text += f" Planning: {plan_note}."
-        out.append(Verdict(label, d.diff, lo, hi, d_level, p, p_adj, d.test, bool(small), min(d.n_arm, d.n_control),
-                           m, effect if effect else math.nan, need_null, need_effect, text))
+        out.append(
+            Verdict(
+                label,
+                d.diff,
+                lo,
+                hi,
+                d_level,
+                p,
+                p_adj,
+                d.test,
+                bool(small),
+                min(d.n_arm, d.n_control),
+                m,
+                effect if effect else math.nan,
+                need_null,
+                need_effect,
+                text,
+            )
+        )
     return out

@@ -38,8 +38,10 @@ def arm_train(study: Study, arm: Arm, extra: Mapping[str, Any], where: str) -> T
     except ValidationError as err:
         raise ConfigError(f"{where}: {format_validation_error(err, TrainConfig)}") from None
     if not train.mask_tool_tokens and not study.task.tools:
-        raise ConfigError(f"{where}: train.mask_tool_tokens is read only by tool-calling episodes; "
-                          "add task.tools (e.g. [calculator]) or drop it")
+        raise ConfigError(
+            f"{where}: train.mask_tool_tokens is read only by tool-calling episodes; "
+            "add task.tools (e.g. [calculator]) or drop it"
+        )
     return train
 
 
@@ -61,9 +63,7 @@ def study_dir(study: Study) -> Path:
     return Path(study.output_dir) if study.output_dir else RUNS_ROOT / study.name
 
 
-def _spec(
-    study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: int, where: str
-) -> TrialSpec:
+def _spec(study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: int, where: str) -> TrialSpec:
     algorithm, train = split_params(params)
     return TrialSpec(
         study=study.name,
@@ -82,9 +82,7 @@ def condition_spec(study: Study, condition: str | Condition, seed: int) -> Trial
     if isinstance(condition, str):
         by_name = {c.name: c for c in study.iter_conditions()}
         if condition not in by_name:
-            raise ConfigError(
-                f"unknown condition {condition!r}; valid: {', '.join(by_name)}"
-            )
+            raise ConfigError(f"unknown condition {condition!r}; valid: {', '.join(by_name)}")
         condition = by_name[condition]
     return _spec(study, study.arm(condition.arm), condition.name, condition_params(condition), seed, condition.name)
 
@@ -147,8 +145,11 @@ def calibration_comparisons(study: Study) -> list[tuple[str, str, str]]:
         if c.role == AA:
             out.append((c.name, control, AA))
         elif c.role == PLACEBO:
-            out += [(other.name, c.name, PLACEBO) for other in study.iter_conditions()
-                    if other.role == "arm" and other.cell == c.cell]
+            out += [
+                (other.name, c.name, PLACEBO)
+                for other in study.iter_conditions()
+                if other.role == "arm" and other.cell == c.cell
+            ]
     return out
 
 
@@ -161,9 +162,7 @@ def _tuning_params(study: Study, params: Mapping[str, Any], where: str) -> dict[
     out = {}
     for key, value in params.items():
         if key not in space:
-            raise ConfigError(
-                f"{where}.{key}: not in tuning.search_space; valid: {', '.join(space)}"
-            )
+            raise ConfigError(f"{where}.{key}: not in tuning.search_space; valid: {', '.join(space)}")
         try:
             out[key] = coerce_override(key, value, ())
         except FieldError as err:
@@ -188,9 +187,7 @@ def tuning_specs(study: Study, arm_name: str, params: Mapping[str, Any], seed: i
     arm = _arm_or_error(study, arm_name, "arm")
     values = _tuning_params(study, params, "params")
     if seed not in study.tuning.seeds:
-        raise ConfigError(
-            f"seed: {seed} is not a tuning seed; tuning.seeds: {study.tuning.seeds}"
-        )
+        raise ConfigError(f"seed: {seed} is not a tuning seed; tuning.seeds: {study.tuning.seeds}")
     return _spec(study, arm, arm.name, values, seed, f"tuning trial of {arm.name}")
 
 

@@ -137,9 +137,7 @@ def field_error(exc: ValidationError, prefix: Loc, root: type[BaseModel] | None 
     return FieldError(prefix + loc, msg)
 
 
-def format_validation_error(
-    exc: ValidationError, root: type[BaseModel] | None = None, prefix: Loc = ()
-) -> str:
+def format_validation_error(exc: ValidationError, root: type[BaseModel] | None = None, prefix: Loc = ()) -> str:
     """A ``ValidationError`` as one line: the first error, and how many more there are."""
     errors = exc.errors()
     first = errors[0]

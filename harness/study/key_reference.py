@@ -39,18 +39,29 @@ COMMAND = "harness schema > docs/study-reference.md"
 
 #: What reads each section's keys (by the first part of their path) ...
 _SECTION_READERS = {
-    "task": "harness.engine.tasks", "model": "harness.engine.models", "warmstart": "harness.engine.warmstart",
-    "train": "harness.engine.trial", "tuning": "harness.runner (Optuna)", "arms": "harness.study",
+    "task": "harness.engine.tasks",
+    "model": "harness.engine.models",
+    "warmstart": "harness.engine.warmstart",
+    "train": "harness.engine.trial",
+    "tuning": "harness.runner (Optuna)",
+    "arms": "harness.study",
     "sequential": "harness.study, harness.runner (looks), harness.decide (looks)",
     "checks": "harness.runner (before the first trial)",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {
-    "include": "harness.study.load", "name": "harness.study", "description": "harness.report",
-    "output_dir": "harness.study, harness.runner", "primary_metric": "harness.stats, harness.decide",
-    "direction": "harness.stats, harness.decide", "min_effect": "harness.stats, harness.decide",
-    "test": "harness.stats", "failures": "harness.stats", "control": "harness.study, harness.stats",
-    "seeds": "harness.study", "grid": "harness.study",
+    "include": "harness.study.load",
+    "name": "harness.study",
+    "description": "harness.report",
+    "output_dir": "harness.study, harness.runner",
+    "primary_metric": "harness.stats, harness.decide",
+    "direction": "harness.stats, harness.decide",
+    "min_effect": "harness.stats, harness.decide",
+    "test": "harness.stats",
+    "failures": "harness.stats",
+    "control": "harness.study, harness.stats",
+    "seeds": "harness.study",
+    "grid": "harness.study",
     "calibration": "harness.study, harness.decide (calibration)",
     "placebo": "harness.study, harness.decide (calibration)",
     "arms[].description": "nothing: a note for the file's readers",
@@ -157,8 +168,11 @@ def _nested(annotation: Any, path: str) -> tuple[type[BaseModel], str] | None:
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
             suffix = "[]." if origin is list else ".KEY." if origin is dict else "."
             return candidate, path + suffix
-        if candidate is not annotation and typing.get_origin(candidate) in (typing.Annotated, typing.Union,
-                                                                              types.UnionType):
+        if candidate is not annotation and typing.get_origin(candidate) in (
+            typing.Annotated,
+            typing.Union,
+            types.UnionType,
+        ):
             candidates += typing.get_args(candidate)  # a tagged union's branches (task.reward)
     return None
 
@@ -319,7 +333,9 @@ def _default_text(key: Key) -> str:
 def _table(rows: list[Key]) -> list[str]:
     lines = ["| key | type | default | read by | meaning |", "| --- | --- | --- | --- | --- |"]
     lines += [
-        "| " + " | ".join(_cell(text) for text in (f"`{k.path}`", k.type, _default_text(k), k.read_by, k.meaning)) + " |"
+        "| "
+        + " | ".join(_cell(text) for text in (f"`{k.path}`", k.type, _default_text(k), k.read_by, k.meaning))
+        + " |"
         for k in rows
     ]
     return lines

@@ -134,8 +134,7 @@ class _StrictLoader(yaml.SafeLoader):
         self._budget.values += values
         if self._budget.values > MAX_YAML_VALUES:
             raise _LimitError(
-                f"expands to more than {MAX_YAML_VALUES:,} YAML values (an alias counts as a copy "
-                "of what it names)",
+                f"expands to more than {MAX_YAML_VALUES:,} YAML values (an alias counts as a copy of what it names)",
                 f"a study and its includes may hold at most {MAX_YAML_VALUES:,}; use fewer aliases",
                 mark,
             )
@@ -151,9 +150,7 @@ class _StrictLoader(yaml.SafeLoader):
             except TypeError:
                 continue  # unhashable: the base class reports it
             if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -193,8 +190,7 @@ def _read_bytes(path: Path, where: str) -> bytes:
     """At most ``MAX_STUDY_BYTES + 1`` bytes of a regular file: a pipe, a device or a folder is
     refused before it is opened (and again, by the open descriptor, after)."""
     too_large = (
-        f"{where}: larger than {MAX_STUDY_BYTES:,} bytes, the most a study file may hold; "
-        "split it or shorten it"
+        f"{where}: larger than {MAX_STUDY_BYTES:,} bytes, the most a study file may hold; split it or shorten it"
     )
 
     def refuse(kind: str) -> ConfigError:
@@ -229,8 +225,7 @@ def _read_yaml(path: Path, where: str, budget: _Budget, *, show_text: bool) -> t
     budget.files += 1
     if budget.files > MAX_STUDY_FILES:
         raise ConfigError(
-            f"{where}: a study may read at most {MAX_STUDY_FILES} files with its includes; "
-            "include fewer files"
+            f"{where}: a study may read at most {MAX_STUDY_FILES} files with its includes; include fewer files"
         )
     data = _read_bytes(path, where)
     try:
@@ -472,9 +467,8 @@ def _check_resolves(study: Study) -> None:
                 point = dict(zip(corners, combo))
                 algorithm, train = split_params(point)
                 for arm in study.arms:
-                    where = (
-                        f"tuning.search_space: {arm.name} at "
-                        + ",".join(f"{k}={format_value(v)}" for k, v in point.items())
+                    where = f"tuning.search_space: {arm.name} at " + ",".join(
+                        f"{k}={format_value(v)}" for k, v in point.items()
                     )
                     resolve_arm(arm, algorithm, where)
                     arm_train(study, arm, train, where)

@@ -56,16 +56,14 @@ def noop_pairs(study: Study) -> list[str]:
 
     names, lines = list(specs), []
     for i, first in enumerate(names):
-        for second in names[i + 1:]:
+        for second in names[i + 1 :]:
             fields = _only_probed_differences(specs[first], specs[second])
             if fields is None:
                 continue
             if fields != ["name"] and not result(first).same_as(result(second)):
                 continue
             a, b = specs[first].algorithm, specs[second].algorithm
-            diff = ", ".join(
-                f"{f} ({format_value(getattr(a, f))} vs {format_value(getattr(b, f))})" for f in fields
-            )
+            diff = ", ".join(f"{f} ({format_value(getattr(a, f))} vs {format_value(getattr(b, f))})" for f in fields)
             lines.append(
                 f"{first} and {second} differ only in {diff}, yet their loss and gradient agree to "
                 f"{TOLERANCE:g} on the probe batch: the difference is a no-op; drop one of them or "

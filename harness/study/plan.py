@@ -154,7 +154,9 @@ class StudyPlan:
     warnings: list[str] = field(default_factory=list)
     earlier_design: list[str] = field(default_factory=list)  # records the current design does not use
     sequential: dict[str, Any] | None = None  # looks (seeds per arm), spending; the totals above are its maximum
-    control_sd: float | None = None  # the sd of the control's trial means of the primary metric, from its completed records
+    control_sd: float | None = (
+        None  # the sd of the control's trial means of the primary metric, from its completed records
+    )
     control_sd_from: int = 0  # how many records that is
     followers: int = 0  # conditions that take the control's seeds (A/A copy, placebo), per grid cell
 
@@ -173,15 +175,21 @@ class StudyPlan:
         return self.run_start_s + self.warmstart_s + self.est_remaining_s / self.workers
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "run_start_s": self.run_start_s, "warmstart_s": self.warmstart_s,
-                "est_wall_s": self.est_wall_s}
+        return {
+            **asdict(self),
+            "run_start_s": self.run_start_s,
+            "warmstart_s": self.warmstart_s,
+            "est_wall_s": self.est_wall_s,
+        }
 
 
 def _times(record: Any) -> tuple[float, float] | None:
     """A record's started_at and finished_at in epoch seconds (None when either does not parse)."""
     try:
-        return (dt.datetime.fromisoformat(record.started_at).timestamp(),
-                dt.datetime.fromisoformat(record.finished_at).timestamp())
+        return (
+            dt.datetime.fromisoformat(record.started_at).timestamp(),
+            dt.datetime.fromisoformat(record.finished_at).timestamp(),
+        )
     except (TypeError, ValueError):
         return None
 
@@ -262,7 +270,9 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
     folder = study_dir(study)
     records = list(records)
     earlier = summary_lines(
-        reason for r in records if r.phase == "compare"
+        reason
+        for r in records
+        if r.phase == "compare"
         if (reason := earlier_design_of(study, r.spec, r.arm)) is not None
     )
     records = [r for r in records if r.status == "completed"]
@@ -290,10 +300,19 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
             est = costs.trial_s(specs[0])
             done = sum(s.trial_id in done_ids for s in specs)
             arm = study.arm(c.arm)
-            planned.append(PlannedCondition(
-                c.name, c.arm, arm.algorithm, _overrides(arm, condition_params(c)), len(specs), done,
-                trial_tokens(specs[0]), est, c.role,
-            ))
+            planned.append(
+                PlannedCondition(
+                    c.name,
+                    c.arm,
+                    arm.algorithm,
+                    _overrides(arm, condition_params(c)),
+                    len(specs),
+                    done,
+                    trial_tokens(specs[0]),
+                    est,
+                    c.role,
+                )
+            )
             if done < len(specs):
                 waiting.append(specs[0])
             total_s += est * len(specs)
@@ -314,17 +333,28 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
             compare_done = min(len(study.seeds), ran.count("compare"))
             if done < per_arm_trials or compare_done < len(study.seeds):
                 waiting.append(base)
-            planned.append(PlannedCondition(
-                arm.name, arm.name, arm.algorithm, _overrides(arm, {}), len(study.seeds),
-                compare_done, trial_tokens(base), est,
-            ))
+            planned.append(
+                PlannedCondition(
+                    arm.name,
+                    arm.name,
+                    arm.algorithm,
+                    _overrides(arm, {}),
+                    len(study.seeds),
+                    compare_done,
+                    trial_tokens(base),
+                    est,
+                )
+            )
             total_s += est * len(study.seeds)
             remaining_s += est * (len(study.seeds) - compare_done)
             done_total += compare_done
         tuning_phase = TuningPhase(
-            tuning.n_trials, list(tuning.seeds),
+            tuning.n_trials,
+            list(tuning.seeds),
             {k: p.describe() for k, p in tuning.search_space.items()},
-            per_arm_trials * len(study.arms), int(tune_done), tune_s,
+            per_arm_trials * len(study.arms),
+            int(tune_done),
+            tune_s,
         )
         total_s += tune_s
         remaining_s += tune_remaining
@@ -357,8 +387,11 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         measured=measured_run(records),
         warnings=study_warnings(study) + _default_cost_warnings(study, costs),
         earlier_design=earlier,
-        sequential=({"looks": study.sequential.schedule(), "spending": study.sequential.spending}
-                    if study.sequential is not None else None),
+        sequential=(
+            {"looks": study.sequential.schedule(), "spending": study.sequential.spending}
+            if study.sequential is not None
+            else None
+        ),
         followers=(study.calibration == "aa") + (study.placebo != "none"),
         **_control_sd(study, records),
     )

@@ -54,8 +54,9 @@ def probe_result(cfg: RLConfig, max_new_tokens: int, cache_dir: str | Path) -> P
         warnings.warn(f"probe cache {folder}: {problem}; probing again", ProbeCacheWarning, stacklevel=4)
 
     try:
-        return get_or_build(folder, key_fields={"key": key}, work=probe, save=_save, load=_load,
-                            on_unusable=probing_again).value
+        return get_or_build(
+            folder, key_fields={"key": key}, work=probe, save=_save, load=_load, on_unusable=probing_again
+        ).value
     except OSError:  # the cache cannot be written here: the result is not kept
         return probed[-1] if probed else probe()
 

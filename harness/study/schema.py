@@ -139,7 +139,9 @@ class Arm(StrictModel):
     def _set(cls, v: dict[str, Any]) -> dict[str, Any]:
         for key in v:
             if key not in algorithm_keys():
-                hint = " (the preset, and with it the kind, is chosen by `algorithm`)" if key in ("name", "kind") else ""
+                hint = (
+                    " (the preset, and with it the kind, is chosen by `algorithm`)" if key in ("name", "kind") else ""
+                )
                 raise FieldError((key,), "unknown key; valid: " + ", ".join(algorithm_keys()) + hint)
         return {key: coerce_override(key, value, (key,)) for key, value in v.items()}
 
@@ -173,8 +175,9 @@ class Study(StrictModel):
         None, gt=0, description="smallest difference of the primary metric worth knowing about, in its units"
     )
     test: Literal[PRIMARY_TESTS] = Field(  # type: ignore[valid-type]
-        "auto", description="the pre-registered primary test; auto: seed x prompt when per-prompt scores "
-        "are recorded, else the paired t when seed-matched, else Welch's t"
+        "auto",
+        description="the pre-registered primary test; auto: seed x prompt when per-prompt scores "
+        "are recorded, else the paired t when seed-matched, else Welch's t",
     )
     failures: Literal["drop", "worst"] = Field(
         "drop", description="drop failed trials (with a warning) or score them at the metric's worst value"
@@ -190,12 +193,14 @@ class Study(StrictModel):
     tuning: Tuning | None = Field(None, description="tune each arm with Optuna before the comparison")
     checks: SelfChecks = Field(SelfChecks(), description="self-checks run with the study (each can be switched off)")
     calibration: Literal["none", "aa"] = Field(
-        "none", description="aa: add an A/A tripwire, a copy of the control on disjoint seeds compared with it like "
-        "any arm but reported apart (a difference means the verdicts are not to be trusted)"
+        "none",
+        description="aa: add an A/A tripwire, a copy of the control on disjoint seeds compared with it like "
+        "any arm but reported apart (a difference means the verdicts are not to be trusted)",
     )
     placebo: Literal["none", "random_reward"] = Field(
-        "none", description="random_reward: add the control trained on its own rewards shuffled across each batch "
-        "(the same mean, no signal), reported apart: a gain over it is not format or length drift"
+        "none",
+        description="random_reward: add the control trained on its own rewards shuffled across each batch "
+        "(the same mean, no signal), reported apart: a gain over it is not format or length drift",
     )
     sequential: Sequential | None = Field(
         None, description="buy seeds look by look and stop each comparison once decided (seeds: the pool, in order)"
@@ -255,9 +260,7 @@ class Study(StrictModel):
         first: dict[str, int] = {}
         for i, arm in enumerate(v):
             if arm.name in first:
-                raise FieldError(
-                    (i, "name"), f"duplicate arm name {arm.name!r} (also arms[{first[arm.name]}])"
-                )
+                raise FieldError((i, "name"), f"duplicate arm name {arm.name!r} (also arms[{first[arm.name]}])")
             first[arm.name] = i
         return v
 
@@ -301,9 +304,7 @@ class Study(StrictModel):
                 )
             self.control = names[0]
         elif self.control not in names:
-            raise FieldError(
-                ("control",), f"{self.control!r} is not an arm; arms: " + ", ".join(names)
-            )
+            raise FieldError(("control",), f"{self.control!r} is not an arm; arms: " + ", ".join(names))
         if self.failures == "worst" and self.primary_metric not in METRIC_RANGES:
             raise FieldError(
                 ("failures",),
@@ -314,11 +315,15 @@ class Study(StrictModel):
         for role, on in ((AA, self.calibration == "aa"), (PLACEBO, self.placebo != "none")):
             name = self.control + CALIBRATION_SUFFIX[role]
             if on and name in names:
-                raise FieldError(("calibration" if role == AA else "placebo",),
-                                 f"adds the condition {name!r}, which is already an arm; rename that arm")
+                raise FieldError(
+                    ("calibration" if role == AA else "placebo",),
+                    f"adds the condition {name!r}, which is already an arm; rename that arm",
+                )
             if on and self.tuning is not None:
-                raise FieldError(("calibration" if role == AA else "placebo",),
-                                 "cannot be combined with tuning yet; run the tuned study without it")
+                raise FieldError(
+                    ("calibration" if role == AA else "placebo",),
+                    "cannot be combined with tuning yet; run the tuned study without it",
+                )
         if self.sequential is not None:
             last = self.sequential.schedule()[-1]
             if len(self.seeds) < last:
@@ -328,7 +333,9 @@ class Study(StrictModel):
                     f"give seeds: {last} (or more)",
                 )
             if self.tuning is not None:
-                raise FieldError(("sequential",), "cannot be combined with tuning yet; run the tuned study with fixed seeds")
+                raise FieldError(
+                    ("sequential",), "cannot be combined with tuning yet; run the tuned study with fixed seeds"
+                )
         varied: dict[str, str] = {k: "grid" for k in self.grid}
         if self.tuning is not None:
             if self.grid:
@@ -381,8 +388,12 @@ class Study(StrictModel):
             for arm in self.arms
             for cell in self.grid_cells()
         ] + [
-            Condition(name=condition_name(self.control + CALIBRATION_SUFFIX[role], cell), arm=self.control,
-                      cell=cell, role=role)
+            Condition(
+                name=condition_name(self.control + CALIBRATION_SUFFIX[role], cell),
+                arm=self.control,
+                cell=cell,
+                role=role,
+            )
             for role in extra
             for cell in self.grid_cells()
         ]

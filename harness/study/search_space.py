@@ -20,9 +20,7 @@ def suggest_params(study: Study, trial: Any) -> dict[str, Any]:
         if p.choices is not None:
             out[key] = trial.suggest_categorical(key, p.choices)
         elif numeric_kind(key) == "int":
-            out[key] = trial.suggest_int(
-                key, int(p.low), int(p.high), log=p.log, step=int(p.step or 1)
-            )
+            out[key] = trial.suggest_int(key, int(p.low), int(p.high), log=p.log, step=int(p.step or 1))
         else:
             out[key] = trial.suggest_float(key, p.low, p.high, log=p.log, step=p.step)
     return out

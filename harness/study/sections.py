@@ -101,14 +101,10 @@ class Tuning(StrictModel):
         for key, param in v.items():
             kind = numeric_kind(key)
             if param.choices is not None:
-                param.choices = [
-                    coerce_override(key, c, (key, "choices", i)) for i, c in enumerate(param.choices)
-                ]
+                param.choices = [coerce_override(key, c, (key, "choices", i)) for i, c in enumerate(param.choices)]
                 continue
             if kind is None:
-                raise FieldError(
-                    (key,), "is not numeric: give {choices: [...]} instead of a low/high range"
-                )
+                raise FieldError((key,), "is not numeric: give {choices: [...]} instead of a low/high range")
             for end in ("low", "high"):
                 value = getattr(param, end)
                 if kind == "int":
@@ -128,11 +124,13 @@ CALIBRATION_SUFFIX = {AA: "-aa", PLACEBO: "-placebo"}
 #: added to the study's seeds for the A/A copy's seeds
 AA_SEED_OFFSET = 1_000_000
 
+
 class SelfChecks(StrictModel):
     """Checks that guard every study's verdicts, on by default."""
 
     seeds: bool = Field(
-        True, description="before the first trial, sample the control's first step at its first seed twice and at "
+        True,
+        description="before the first trial, sample the control's first step at its first seed twice and at "
         "the next seed once: the same seed must repeat (bitwise on a CPU) and two seeds must differ, else the run "
         "stops with the reason",
     )

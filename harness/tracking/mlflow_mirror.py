@@ -109,7 +109,7 @@ def local_store_path(uri: str) -> Path | None:
     """Where a local store lives: the SQLite file, or the folder of a file store; None for a
     server or an in-memory SQLite store."""
     if uri.startswith("sqlite:"):
-        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else ""
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
         return Path(path) if path and path != ":memory:" else None
     parts = urlsplit(uri)
     if parts.scheme == "file":
@@ -224,9 +224,7 @@ class Tracker:
             with socket.create_connection((parts.hostname or "localhost", port), timeout=CONNECT_TIMEOUT_S):
                 pass
         except OSError as err:
-            raise TrackingUnavailable(
-                f"cannot connect to {parts.hostname}:{port} ({err.strerror or err})"
-            ) from None
+            raise TrackingUnavailable(f"cannot connect to {parts.hostname}:{port} ({err.strerror or err})") from None
 
     def experiment_id(self) -> str:
         """The study's experiment, created (with the study's artifact folder) if missing."""
@@ -244,7 +242,7 @@ class Tracker:
                     artifact_location=artifact_location,
                     tags={"harness.study.load": self.study_name},
                 )
-            except Exception:  # noqa: BLE001 - most likely another worker created it first
+            except Exception:
                 experiment = client.get_experiment_by_name(self.study_name)
                 if experiment is None:
                     raise
@@ -363,8 +361,10 @@ class Tracker:
         store = self._damaged_store(err)
         if store is not None:  # sync would fail on it too
             aside = store.with_name(store.name + ".damaged")
-            advice = (f"the MLflow store {store} is damaged: move it aside (mv {store} {aside}), "
-                      f"then run `{command}` to rebuild it from the local records")
+            advice = (
+                f"the MLflow store {store} is damaged: move it aside (mv {store} {aside}), "
+                f"then run `{command}` to rebuild it from the local records"
+            )
         else:
             advice = f"run `{command}` to send it later"
         warnings.warn(
@@ -383,7 +383,7 @@ class Tracker:
             if seen is None:
                 return None
             if any(text in str(seen) for text in _DAMAGED_SQLITE):
-                return Path(self.tracking_uri[len("sqlite:///"):]).resolve()
+                return Path(self.tracking_uri[len("sqlite:///") :]).resolve()
             seen = seen.__cause__ or seen.__context__
         return None
 
@@ -432,11 +432,13 @@ class Tracker:
         stamps = history_timestamps(record)
         end_ms = iso_to_ms(record.finished_at)
         metrics = [
-            Metric(mlflow_key(key), value, stamps.get(step, end_ms), step) for step, key, value in history_points(record)
+            Metric(mlflow_key(key), value, stamps.get(step, end_ms), step)
+            for step, key, value in history_points(record)
         ]
         last_step = max(stamps, default=0)
         metrics += [
-            Metric(mlflow_key(FINAL_PREFIX + key), float(value), end_ms, last_step) for key, value in record.final.items()
+            Metric(mlflow_key(FINAL_PREFIX + key), float(value), end_ms, last_step)
+            for key, value in record.final.items()
         ]
         metrics.append(Metric("wall_time_s", float(record.wall_time_s), end_ms, last_step))
         metrics = [m for m in metrics if _point(m.key, m.step, m.timestamp, m.value) not in logged]

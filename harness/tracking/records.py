@@ -85,7 +85,7 @@ class TrialRecord(BaseModel):
 
 def now_iso() -> str:
     """The current UTC time as ISO 8601 with an explicit offset."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 def to_iso(when: _dt.datetime | str | float | int | None) -> str:
@@ -95,7 +95,7 @@ def to_iso(when: _dt.datetime | str | float | int | None) -> str:
     if isinstance(when, str):
         return _dt.datetime.fromisoformat(when).isoformat(timespec="milliseconds")
     if isinstance(when, (int, float)):
-        when = _dt.datetime.fromtimestamp(float(when), _dt.timezone.utc)
+        when = _dt.datetime.fromtimestamp(float(when), _dt.UTC)
     if when.tzinfo is None:
         when = when.astimezone()  # a naive datetime is local time
     return when.isoformat(timespec="milliseconds")
@@ -132,7 +132,10 @@ def git_commit() -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -250,8 +253,10 @@ def write_record(study_dir: str | os.PathLike, record: TrialRecord) -> Path:
             if previous.status == "failed":
                 archive_failed(study_dir, previous)
             else:
-                superseded = records_dir(study_dir) / SUPERSEDED_DIR / (
-                    f"{_file_stem(previous.trial_id)}.{previous.attempt}.json"
+                superseded = (
+                    records_dir(study_dir)
+                    / SUPERSEDED_DIR
+                    / (f"{_file_stem(previous.trial_id)}.{previous.attempt}.json")
                 )
                 _write(superseded, previous)
     _write(path, record)

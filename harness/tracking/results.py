@@ -17,9 +17,10 @@ import os
 import re
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 import pandas as pd
@@ -85,8 +86,13 @@ class Results:
 
 
 _SEED_IN_ID = re.compile(r"-s(\d+)-[0-9a-f]{8}$")
-_OPTUNA_STATUS = {"WAITING": "waiting", "RUNNING": "running", "FAIL": "failed", "COMPLETE": "completed",
-                  "PRUNED": "failed"}
+_OPTUNA_STATUS = {
+    "WAITING": "waiting",
+    "RUNNING": "running",
+    "FAIL": "failed",
+    "COMPLETE": "completed",
+    "PRUNED": "failed",
+}
 _PRECEDENCE = {"running": 0, "waiting": 1, "completed": 2, "failed": 3}
 
 
@@ -147,8 +153,11 @@ def optuna_trials(
         rdb.engine.dispose()
         return out
     except Exception as err:  # noqa: BLE001 - a broken queue must not hide the records
-        warnings.warn(f"cannot read the Optuna storage {redact_url(url)}: {type(err).__name__}: "
-                      f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
+        warnings.warn(
+            f"cannot read the Optuna storage {redact_url(url)}: {type(err).__name__}: "
+            f"{redact_text(str(err), url)}; showing local records only",
+            stacklevel=2,
+        )
         return {}
 
 
@@ -161,8 +170,11 @@ def stored_records(study_dir: str | os.PathLike, *, storage: str | None, study: 
     try:
         return open_store(url, study).latest()
     except Exception as err:  # noqa: BLE001
-        warnings.warn(f"cannot read the records stored in {redact_url(url)}: {type(err).__name__}: "
-                      f"{redact_text(str(err), url)}; showing local records only", stacklevel=2)
+        warnings.warn(
+            f"cannot read the records stored in {redact_url(url)}: {type(err).__name__}: "
+            f"{redact_text(str(err), url)}; showing local records only",
+            stacklevel=2,
+        )
         return {}
 
 
@@ -217,8 +229,13 @@ def trials_frame(
         if status == "failed" and live and live["status"] in ("running", "waiting"):
             status = live["status"]  # a retry of a failed attempt is under way
         row = {
-            "trial_id": record.trial_id, "arm": record.arm, "seed": record.seed, "status": status,
-            "error": error, "wall_time_s": record.wall_time_s, "config_hash": record.config_hash,
+            "trial_id": record.trial_id,
+            "arm": record.arm,
+            "seed": record.seed,
+            "status": status,
+            "error": error,
+            "wall_time_s": record.wall_time_s,
+            "config_hash": record.config_hash,
             "warnings": "\n".join(record.warnings),
         }
         if phase is None:
@@ -244,8 +261,13 @@ def trials_frame(
         if info["status"] == "completed":
             info = {**info, "status": "failed"}  # no record: no result to count
         row = {
-            "trial_id": trial_id, "arm": arm, "seed": _seed_of(trial_id, info.get("seed")),
-            "status": info["status"], "error": error, "wall_time_s": float("nan"), "config_hash": None,
+            "trial_id": trial_id,
+            "arm": arm,
+            "seed": _seed_of(trial_id, info.get("seed")),
+            "status": info["status"],
+            "error": error,
+            "wall_time_s": float("nan"),
+            "config_hash": None,
             "warnings": "",
         }
         if phase is None:
@@ -367,6 +389,7 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
             arm, bracket, cell = condition.partition("[")
             if control and arm != control:
                 comparisons.append((condition, f"{control}{bracket}{cell}"))
+
     def seeds_of(frame: pd.DataFrame) -> dict[str, list[int]]:
         return {c: sorted({int(s) for s in frame.loc[frame["arm"] == c, "seed"].dropna()}) for c in conditions}
 
@@ -454,6 +477,7 @@ def earlier_trials(
                 continue
             reason = earlier_design_of(study, specs[row.trial_id], row.arm)
             if reason is not None:
-                rows.append({"trial_id": row.trial_id, "arm": row.arm, "seed": row.seed,
-                             "status": row.status, "reason": reason})
+                rows.append(
+                    {"trial_id": row.trial_id, "arm": row.arm, "seed": row.seed, "status": row.status, "reason": reason}
+                )
     return pd.DataFrame(rows, columns=EARLIER_COLUMNS)

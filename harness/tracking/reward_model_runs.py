@@ -26,17 +26,22 @@ ROLE = "reward_model"
 ID_TAG = "harness.reward_model"
 
 
-def log_reward_model(folder: Path, manifest: dict[str, Any], *, tracking_uri: str | None = None,
-                     store_dir: str | Path = STORE_DIR) -> tuple[str, str] | None:
+def log_reward_model(
+    folder: Path, manifest: dict[str, Any], *, tracking_uri: str | None = None, store_dir: str | Path = STORE_DIR
+) -> tuple[str, str] | None:
     """Record the reward model in ``folder`` (its ``manifest``); (run id, the store as shown), or
     None after a ``TrackingWarning`` when MLflow failed."""
     tracker = Tracker(tracking_uri, store_dir, EXPERIMENT)
     try:
         return _log(tracker, Path(folder), manifest), redact_url(tracker.tracking_uri)
     except Exception as err:  # noqa: BLE001 - the reward model stands whatever MLflow does
-        warnings.warn(f"MLflow tracking at {redact_url(tracker.tracking_uri)} failed for reward model "
-                      f"{manifest.get('id')}: {failure_text(err, tracker.tracking_uri)}; the model is saved in "
-                      f"{folder}", TrackingWarning, stacklevel=2)
+        warnings.warn(
+            f"MLflow tracking at {redact_url(tracker.tracking_uri)} failed for reward model "
+            f"{manifest.get('id')}: {failure_text(err, tracker.tracking_uri)}; the model is saved in "
+            f"{folder}",
+            TrackingWarning,
+            stacklevel=2,
+        )
         return None
 
 
@@ -48,9 +53,11 @@ def _log(tracker: Tracker, folder: Path, manifest: dict[str, Any]) -> str:
     found = tracker._search(f"tags.`{ID_TAG}` = '{model_id}'")
     if found:
         return found[0].info.run_id
-    run = client.create_run(tracker.experiment_id(), run_name=model_id,
-                            tags={ROLE_TAG: ROLE, ID_TAG: model_id, "base": str(manifest.get("base")),
-                                  "folder": str(folder.resolve())})
+    run = client.create_run(
+        tracker.experiment_id(),
+        run_name=model_id,
+        tags={ROLE_TAG: ROLE, ID_TAG: model_id, "base": str(manifest.get("base")), "folder": str(folder.resolve())},
+    )
     run_id = run.info.run_id
     params = {**manifest.get("inputs", {}), "training": manifest.get("training", {})}
     items = [Param(k, v) for k, v in param_items(params).items()]

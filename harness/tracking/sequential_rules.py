@@ -109,6 +109,9 @@ def read_rules(study_dir: str | os.PathLike, url: str | None, study: str) -> lis
             finally:
                 rdb.engine.dispose()
         except Exception as err:  # noqa: BLE001 - the folder's copy stands in
-            warnings.warn(f"cannot read the sequential rules stored in {redact_url(url)}: {type(err).__name__}: "
-                          f"{redact_text(str(err), url)}; showing the study folder's copy", stacklevel=2)
+            warnings.warn(
+                f"cannot read the sequential rules stored in {redact_url(url)}: {type(err).__name__}: "
+                f"{redact_text(str(err), url)}; showing the study folder's copy",
+                stacklevel=2,
+            )
     return read_local(study_dir)

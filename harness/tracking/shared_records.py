@@ -107,8 +107,12 @@ class RecordStore:
         t = RECORDS
         key = (t.c.study == self.study, t.c.trial_id == record.trial_id, t.c.attempt == record.attempt)
         values = {
-            "study": self.study, "trial_id": record.trial_id, "attempt": record.attempt,
-            "status": record.status, "phase": record.phase, "fingerprint": record.fingerprint(),
+            "study": self.study,
+            "trial_id": record.trial_id,
+            "attempt": record.attempt,
+            "status": record.status,
+            "phase": record.phase,
+            "fingerprint": record.fingerprint(),
             "record": record.model_dump_json(),
         }
         try:

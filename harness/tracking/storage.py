@@ -87,7 +87,7 @@ def open_storage(url: str, *, create: bool = False) -> RDBStorage:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     return RDBStorage(url, engine_kwargs=engine_kwargs, skip_table_creation=not create)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:
                 if attempt + 1 == _SCHEMA_RACE_TRIES or not _schema_race(err):
                     raise
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the schema
@@ -171,5 +171,14 @@ def _schema_race(err: BaseException) -> bool:
     reported as it is, since ``harness run`` cannot create a PostgreSQL database.
     """
     text = _chain_text(err)
-    return any(k in text for k in ("integrityerror", "uniqueviolation", "duplicate key", "already exists",
-                                   "undefinedtable", "no such table"))
+    return any(
+        k in text
+        for k in (
+            "integrityerror",
+            "uniqueviolation",
+            "duplicate key",
+            "already exists",
+            "undefinedtable",
+            "no such table",
+        )
+    )

@@ -33,9 +33,7 @@ def redact_url(url: str | None) -> str:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, _MASK if _SECRET_KEYS.search(k) else v) for k, v in pairs], safe="*"
-        )
+        query = urlencode([(k, _MASK if _SECRET_KEYS.search(k) else v) for k, v in pairs], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

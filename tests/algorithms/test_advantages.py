@@ -37,11 +37,13 @@ def test_group_zscore_reproduces_seed_000_groups():
     inputs = outcome_inputs(sum(rewards, []), lengths, 4)
     out = run("group_zscore", inputs)
     # Bessel std (torch.std, as verl/TRL): row 0 std sqrt(1/3); row 1 std sqrt(0.29/3).
-    expected = torch.tensor([
-        [0.865875, -0.865875, 0.865875, -0.865875],
-        [0.803826, 0.160765, 0.482296, -1.446887],
-        [0.0, 0.0, 0.0, 0.0],
-    ]).reshape(-1)
+    expected = torch.tensor(
+        [
+            [0.865875, -0.865875, 0.865875, -0.865875],
+            [0.803826, 0.160765, 0.482296, -1.446887],
+            [0.0, 0.0, 0.0, 0.0],
+        ]
+    ).reshape(-1)
     first_tokens = out.advantages[:, 0]
     assert torch.allclose(first_tokens, expected, atol=1e-5)
     # The seed's own numbers use the population std (np.std): rescaling by sqrt(G/(G-1)) gives
@@ -74,7 +76,12 @@ def test_equal_reward_group_gives_exactly_zero_advantage_and_is_flagged(name):
 def test_drop_degenerate_keeps_only_rows_of_informative_groups():
     inputs = outcome_inputs([1, 1] + [1, 0] + [0, 0], [2] * 6, 2)
     assert run("group_zscore", inputs, drop_degenerate=True).keep_rows.tolist() == [
-        False, False, True, True, False, False,
+        False,
+        False,
+        True,
+        True,
+        False,
+        False,
     ]
     assert run("group_zscore", inputs).keep_rows.tolist() == [True] * 6
 
@@ -96,14 +103,15 @@ def test_leave_one_out_is_g_over_g_minus_1_times_group_mean():
 def test_gae_reproduces_seed_003_table(lam, expected):
     # seeds/003 ("Credit assignment: GAE"): gamma 1, r = (0, 0, 1), V = (0.5, 0.6, 0.7).
     inputs = AdvantageInputs(
-        torch.tensor([[0.0, 0.0, 1.0]]), torch.ones(1, 3), 1, torch.tensor([[0.5, 0.6, 0.7]]),
+        torch.tensor([[0.0, 0.0, 1.0]]),
+        torch.ones(1, 3),
+        1,
+        torch.tensor([[0.5, 0.6, 0.7]]),
         scores=torch.ones(1),
     )
     out = run("gae", inputs, gamma=1.0, lam=lam, critic="value_head")
     assert out.advantages[0].tolist() == pytest.approx(expected, abs=1e-6)
-    assert out.returns[0].tolist() == pytest.approx(
-        [a + v for a, v in zip(expected, [0.5, 0.6, 0.7])], abs=1e-6
-    )
+    assert out.returns[0].tolist() == pytest.approx([a + v for a, v in zip(expected, [0.5, 0.6, 0.7])], abs=1e-6)
 
 
 def test_gae_reproduces_seed_000_ppo_example():
@@ -116,9 +124,7 @@ def test_gae_reproduces_seed_000_ppo_example():
     out = run("gae", AdvantageInputs(rewards, torch.ones(1, 5), 1, values, scores=torch.ones(1)), gamma=1.0, lam=0.95)
     expected = [0.6028476875, 0.59247125, 0.592075, 0.5285, 0.43]
     assert out.advantages[0].tolist() == pytest.approx(expected, abs=1e-6)
-    assert out.returns[0].tolist() == pytest.approx(
-        [0.8028476875, 0.84247125, 0.892075, 0.9285, 0.98], abs=1e-6
-    )
+    assert out.returns[0].tolist() == pytest.approx([0.8028476875, 0.84247125, 0.892075, 0.9285, 0.98], abs=1e-6)
 
 
 def test_gae_on_a_padded_row_equals_the_unpadded_row():
@@ -128,8 +134,10 @@ def test_gae_on_a_padded_row_equals_the_unpadded_row():
     scores = torch.ones(2)
     padded = run("gae", AdvantageInputs(rewards, mask, 1, values, scores=scores), gamma=0.9, lam=0.8)
     alone = run(
-        "gae", AdvantageInputs(rewards[1:, :2], mask[1:, :2], 1, values[1:, :2], scores=scores[1:]),
-        gamma=0.9, lam=0.8,
+        "gae",
+        AdvantageInputs(rewards[1:, :2], mask[1:, :2], 1, values[1:, :2], scores=scores[1:]),
+        gamma=0.9,
+        lam=0.8,
     )
     assert torch.allclose(padded.advantages[1, :2], alone.advantages[0])
     assert padded.advantages[1, 2:].tolist() == [0.0, 0.0]
@@ -217,8 +225,13 @@ def test_degenerate_groups_are_found_on_the_verifier_scores_not_the_kl_shaped_re
     mask = torch.ones(4, 2)
     kl = torch.tensor([[0.5, 0.5], [1.0, 2.0], [0.0, 0.0], [0.0, 0.0]])
     critic = ADVANTAGES.meta(name)["needs_critic"]
-    kl_cfg = cfg(advantage=name, kl_placement="reward", kl_coef=0.1, drop_degenerate=drop,
-                 critic="value_head" if critic else "none")
+    kl_cfg = cfg(
+        advantage=name,
+        kl_placement="reward",
+        kl_coef=0.1,
+        drop_degenerate=drop,
+        critic="value_head" if critic else "none",
+    )
     rewards = token_rewards(scores, mask, kl, kl_cfg)
     inputs = AdvantageInputs(rewards, mask, 2, torch.zeros(4, 2) if critic else None, scores=scores)
     assert sequence_returns(inputs).tolist() == pytest.approx([0.9, 0.7, 1.0, 0.0])
@@ -228,6 +241,7 @@ def test_degenerate_groups_are_found_on_the_verifier_scores_not_the_kl_shaped_re
 
 
 # --- REINFORCE++-baseline, batch-std scaling and pass@k, by hand ---
+
 
 def test_reinforce_pp_baseline_subtracts_the_group_mean_then_whitens_the_batch():
     # groups (1, 0) and (1, 1), lengths (2, 1) and (1, 2), gamma 1: every token of a row holds
@@ -251,8 +265,11 @@ def test_reinforce_pp_baseline_discounts_the_reward_to_go():
     # 0.25 one step earlier; row (0, 1) of group 1: -0.5 and -0.25. Before whitening: 0.25, 0.5, -0.25, -0.5
     inputs = outcome_inputs([1, 0], [2, 2], 2, T=2)
     out = run("reinforce_pp_baseline", inputs, gamma=0.5)
-    assert torch.allclose(out.advantages.flatten(), masked_whiten(torch.tensor([[0.25, 0.5], [-0.25, -0.5]]),
-                                                                  torch.ones(2, 2)).flatten(), atol=1e-6)
+    assert torch.allclose(
+        out.advantages.flatten(),
+        masked_whiten(torch.tensor([[0.25, 0.5], [-0.25, -0.5]]), torch.ones(2, 2)).flatten(),
+        atol=1e-6,
+    )
 
 
 def test_group_mean_batch_std_scales_by_the_batch_std_not_the_groups():

@@ -26,9 +26,7 @@ def test_aggregations_by_hand(name, expected):
 def test_make_aggregator_uses_the_configured_constant_or_the_budget():
     by_budget = make_aggregator(RLConfig(name="t", aggregation="seq_mean_token_sum_norm"), 8)
     assert by_budget(PER_TOKEN, MASK).item() == pytest.approx((6 / 8 + 4 / 8) / 2)
-    fixed = make_aggregator(
-        RLConfig(name="t", aggregation="seq_mean_token_sum_norm", loss_norm_constant=2), 8
-    )
+    fixed = make_aggregator(RLConfig(name="t", aggregation="seq_mean_token_sum_norm", loss_norm_constant=2), 8)
     assert fixed(PER_TOKEN, MASK).item() == pytest.approx((6 / 2 + 4 / 2) / 2)
 
 
@@ -57,7 +55,12 @@ def test_trl_loss_types_are_one_aggregation_key_apart():
     x = torch.tensor([[2.0, 4.0, 0.0], [6.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     results = {name: AGGREGATIONS.get(name)(x, mask, 3).item() for name in AGGREGATIONS.names()}
-    assert results == pytest.approx({
-        "seq_mean_token_mean": (3 + 6) / 2, "token_mean": 12 / 3, "seq_mean_token_sum_norm": (6 / 3 + 6 / 3) / 2,
-        "seq_mean_token_sum": (6 + 6) / 2, "token_sum": 12,
-    })
+    assert results == pytest.approx(
+        {
+            "seq_mean_token_mean": (3 + 6) / 2,
+            "token_mean": 12 / 3,
+            "seq_mean_token_sum_norm": (6 / 3 + 6 / 3) / 2,
+            "seq_mean_token_sum": (6 + 6) / 2,
+            "token_sum": 12,
+        }
+    )

@@ -38,7 +38,9 @@ def test_every_named_preset_resolves_and_passes_its_own_checks():
 def test_preset_parts_follow_the_papers():
     grpo = resolve_algorithm("grpo")
     assert (grpo.advantage, grpo.aggregation, grpo.policy_loss) == (
-        "group_zscore", "seq_mean_token_mean", "clipped",
+        "group_zscore",
+        "seq_mean_token_mean",
+        "clipped",
     )
     assert (grpo.kl_estimator, grpo.kl_placement, grpo.kl_coef) == ("k3", "loss", 0.04)
     assert (grpo.eps_low, grpo.eps_high, grpo.group_size) == (0.2, 0.2, 8)
@@ -49,13 +51,18 @@ def test_preset_parts_follow_the_papers():
 
     ppo = resolve_algorithm("ppo")
     assert (ppo.advantage, ppo.critic, ppo.kl_estimator, ppo.kl_placement) == (
-        "gae", "value_head", "k1", "reward",
+        "gae",
+        "value_head",
+        "k1",
+        "reward",
     )
     assert ppo.whiten_advantages and ppo.critic_lr is not None
 
     cispo = resolve_algorithm("cispo")
     assert (cispo.policy_loss, cispo.advantage, cispo.aggregation) == (
-        "cispo", "group_zscore", "token_mean",
+        "cispo",
+        "group_zscore",
+        "token_mean",
     )
     assert 1 + cispo.eps_high == 5.0 and 1 - cispo.eps_low <= 0  # cap 5, no lower bound
 
@@ -76,20 +83,37 @@ def test_later_presets_follow_their_papers_and_frameworks():
     assert (sapo.policy_loss, sapo.sapo_tau_pos, sapo.sapo_tau_neg) == ("sapo", 1.0, 1.05)
     assert sapo.aggregation == "seq_mean_token_mean" and sapo.kl_placement == "none"
     gmpo = resolve_algorithm("gmpo")
-    assert (gmpo.policy_loss, gmpo.eps_low, gmpo.eps_high, gmpo.aggregation) == ("gmpo", 0.4, 0.4, "seq_mean_token_mean")
+    assert (gmpo.policy_loss, gmpo.eps_low, gmpo.eps_high, gmpo.aggregation) == (
+        "gmpo",
+        0.4,
+        0.4,
+        "seq_mean_token_mean",
+    )
     clip_cov = resolve_algorithm("clip_cov")
     assert (clip_cov.policy_loss, clip_cov.clip_cov_ratio, clip_cov.clip_cov_lb, clip_cov.clip_cov_ub) == (
-        "clip_cov", 2e-4, 1.0, 5.0)
+        "clip_cov",
+        2e-4,
+        1.0,
+        5.0,
+    )
     kl_cov = resolve_algorithm("kl_cov")
     assert (kl_cov.policy_loss, kl_cov.kl_cov_ratio, kl_cov.kl_cov_coef) == ("kl_cov", 2e-3, 1.0)
     dppo = resolve_algorithm("dppo")
     assert (dppo.policy_loss, dppo.eps_low, dppo.eps_high, dppo.aggregation) == (
-        "dppo_tv", 0.15, 0.15, "seq_mean_token_sum_norm")
+        "dppo_tv",
+        0.15,
+        0.15,
+        "seq_mean_token_sum_norm",
+    )
     rppb = resolve_algorithm("reinforce_pp_baseline")
     assert (rppb.advantage, rppb.kl_placement, rppb.kl_estimator) == ("reinforce_pp_baseline", "loss", "k2")
     lite = resolve_algorithm("lite_ppo")
     assert (lite.advantage, lite.aggregation, lite.policy_loss, lite.critic) == (
-        "group_mean_batch_std", "token_mean", "clipped", "none")
+        "group_mean_batch_std",
+        "token_mean",
+        "clipped",
+        "none",
+    )
     topr = resolve_algorithm("topr")
     assert (topr.policy_loss, topr.aggregation) == ("topr", "seq_mean_token_sum")
     # the testbed's budget, whatever the parts: group size, learning rate, schedule
@@ -187,32 +211,48 @@ def test_unknown_part_names_list_the_registry():
 @pytest.mark.parametrize(
     "preset, overrides, message",
     [
-        ("grpo", {"group_size": 1},
-         r"advantage 'group_zscore' compares the samples of a group and needs group_size >= 2; "
-         r"raise group_size or use one of: reinforce_pp, gae"),
+        (
+            "grpo",
+            {"group_size": 1},
+            r"advantage 'group_zscore' compares the samples of a group and needs group_size >= 2; "
+            r"raise group_size or use one of: reinforce_pp, gae",
+        ),
         ("rloo", {"group_size": 1}, r"'leave_one_out' .* needs group_size >= 2"),
         ("ppo", {"critic": "none"}, r"advantage 'gae' needs a critic; set critic=value_head"),
-        ("grpo", {"critic": "value_head"},
-         r"critic 'value_head' would be trained but advantage 'group_zscore' never uses it; "
-         r"set critic=none or advantage to one of: gae"),
+        (
+            "grpo",
+            {"critic": "value_head"},
+            r"critic 'value_head' would be trained but advantage 'group_zscore' never uses it; "
+            r"set critic=none or advantage to one of: gae",
+        ),
         ("dpo", {"group_size": 1}, r"no pairs are possible; set group_size >= 2"),
         ("dpo", {"critic": "value_model"}, r"'critic' belongs to RL algorithms .* kind DPO, which has no critic"),
         ("dpo", {"kl_coef": 0.1}, r"'kl_coef' belongs to RL algorithms"),
         ("grpo", {"dpo_beta": 0.2}, r"'dpo_beta' belongs to DPO algorithms \(dpo\); preset 'grpo' is of kind RL"),
         ("cispo", {"kind": "dpo"}, r"algorithm.kind comes from the preset"),
-        ("grpo", {"kl_placement": "none", "kl_coef": 0.1},
-         r"kl_coef is read by none of this algorithm's parts .*kl_placement=none.*; it is read only "
-         r"with kl_placement=reward or kl_placement=loss"),
-        ("cispo", {"dual_clip": 3}, r"dual_clip is read by none .*policy_loss=cispo.*read only with policy_loss=clipped"),
-        ("grpo", {"loss_norm_constant": 16}, r"loss_norm_constant is read by .*read only with aggregation=seq_mean_token_sum_norm"),
+        (
+            "grpo",
+            {"kl_placement": "none", "kl_coef": 0.1},
+            r"kl_coef is read by none of this algorithm's parts .*kl_placement=none.*; it is read only "
+            r"with kl_placement=reward or kl_placement=loss",
+        ),
+        (
+            "cispo",
+            {"dual_clip": 3},
+            r"dual_clip is read by none .*policy_loss=cispo.*read only with policy_loss=clipped",
+        ),
+        (
+            "grpo",
+            {"loss_norm_constant": 16},
+            r"loss_norm_constant is read by .*read only with aggregation=seq_mean_token_sum_norm",
+        ),
         ("grpo", {"vf_coef": 1.0}, r"vf_coef is read by .*read only with critic=value_head or critic=value_model"),
         ("grpo", {"critic_lr": 1e-3}, r"critic_lr is read by .*critic=none"),
         ("rloo", {"lam": 0.9}, r"lam is read by .*read only with advantage=gae"),
         ("grpo", {"gamma": 0.99}, r"gamma is read by .*read only with advantage=reinforce_pp or advantage=gae"),
         ("rloo", {"eps_high": 0.28}, r"eps_high is read by .*policy_loss=is"),
         ("cispo", {"kl_estimator": "k1"}, r"kl_estimator is read by .*read only with kl_placement=reward"),
-        ("reinforce_pp", {"group_size": 1, "drop_degenerate": True},
-         r"drop_degenerate needs groups"),
+        ("reinforce_pp", {"group_size": 1, "drop_degenerate": True}, r"drop_degenerate needs groups"),
         ("grpo", {"sapo_tau_pos": 2.0}, r"sapo_tau_pos is read by .*read only with policy_loss=sapo"),
         ("sapo", {"eps_high": 0.28}, r"eps_high is read by .*policy_loss=sapo"),
         ("grpo", {"clip_cov_ratio": 0.01}, r"clip_cov_ratio is read by .*read only with policy_loss=clip_cov"),
@@ -248,7 +288,9 @@ def test_describe_presets_lists_parts_numbers_citation_and_departures():
     assert rows["dapo"]["hyperparameters"]["eps_high"] == 0.28
     assert "DeepSeekMath" in grpo["citation"]
     assert rows["dpo"]["parts"] == {
-        "loss": "dpo", "pairs": "best vs worst of each group", "pairs_from": "reference",
+        "loss": "dpo",
+        "pairs": "best vs worst of each group",
+        "pairs_from": "reference",
     }
     assert grpo["parts"]["old_logprobs"] == "auto"
     assert "offline (pairs_from=reference)" in rows["dpo"]["departs"]
@@ -276,16 +318,12 @@ def test_every_rl_preset_runs_the_same_calls_end_to_end(name):
 
     aggregate = make_aggregator(cfg, T)
     logp = (old_logp + 0.1 * torch.randn(B, T, generator=g)).requires_grad_()
-    loss, metrics = POLICY_LOSSES.get(cfg.policy_loss)(
-        logp, old_logp, adv.advantages, mask, cfg, aggregate
-    )
+    loss, metrics = POLICY_LOSSES.get(cfg.policy_loss)(logp, old_logp, adv.advantages, mask, cfg, aggregate)
     if cfg.kl_placement == "loss":
         loss = loss + cfg.kl_coef * aggregate(kl_estimate(logp, ref_logp, cfg.kl_estimator), mask)
     if values is not None:
         new_values = values.clone().requires_grad_()
-        loss = loss + cfg.vf_coef * value_loss(
-            new_values, values, adv.returns, mask, cfg.value_clip, aggregate
-        )[0]
+        loss = loss + cfg.vf_coef * value_loss(new_values, values, adv.returns, mask, cfg.value_clip, aggregate)[0]
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
     assert logp.grad.abs().sum() > 0 and torch.all(logp.grad[mask == 0] == 0)

@@ -119,7 +119,5 @@ def test_which_tokens_are_chosen_follows_the_batch_it_is_given():
     # the covariance is relative to the batch's means: (0,0) alone, in a batch of its row only,
     # has covariance 0 (A equals its mean) and is not in the band
     logp = torch.tensor([LOGP[0]], dtype=torch.float64, requires_grad=True)
-    _, metrics = POLICY_LOSSES.get("clip_cov")(
-        logp, logp.detach(), ADV[:1], MASK[:1], RLConfig(name="t"), total
-    )
+    _, metrics = POLICY_LOSSES.get("clip_cov")(logp, logp.detach(), ADV[:1], MASK[:1], RLConfig(name="t"), total)
     assert metrics["cov_frac"].item() == 0.0

@@ -22,12 +22,14 @@ def test_dpo_loss_by_hand():
     )
     softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731  -log sigmoid(m) = softplus(-m)
     assert loss.item() == pytest.approx((softplus(-0.2) + softplus(0.25)) / 2)
-    assert metrics == pytest.approx({
-        "dpo_margin": (0.2 - 0.25) / 2,
-        "dpo_pair_acc": 0.5,
-        "dpo_chosen_reward": (0.1 - 0.15) / 2,
-        "dpo_rejected_reward": (-0.1 + 0.1) / 2,
-    })
+    assert metrics == pytest.approx(
+        {
+            "dpo_margin": (0.2 - 0.25) / 2,
+            "dpo_pair_acc": 0.5,
+            "dpo_chosen_reward": (0.1 - 0.15) / 2,
+            "dpo_rejected_reward": (-0.1 + 0.1) / 2,
+        }
+    )
 
 
 def test_dpo_gradient_raises_chosen_and_lowers_rejected():
@@ -40,12 +42,14 @@ def test_dpo_gradient_raises_chosen_and_lowers_rejected():
 
 
 def test_build_pairs_takes_best_against_worst_with_lowest_index_on_ties():
-    rewards = torch.tensor([
-        [0.0, 1.0, 0.5, 1.0],  # best: index 1 (ties with 3), worst: index 0
-        [0.2, 0.2, 0.2, 0.2],  # all equal: no pair
-        [1.0, 0.0, 0.0, 1.0],  # best 0, worst 1
-        [0.3, 0.9, 0.1, 0.1],  # best 1, worst 2
-    ])
+    rewards = torch.tensor(
+        [
+            [0.0, 1.0, 0.5, 1.0],  # best: index 1 (ties with 3), worst: index 0
+            [0.2, 0.2, 0.2, 0.2],  # all equal: no pair
+            [1.0, 0.0, 0.0, 1.0],  # best 0, worst 1
+            [0.3, 0.9, 0.1, 0.1],  # best 1, worst 2
+        ]
+    )
     assert build_pairs(rewards) == [(0, 1, 0), (2, 0, 1), (3, 1, 2)]
     assert build_pairs(torch.zeros(3, 2)) == []
 

@@ -75,6 +75,7 @@ def test_k3_is_unchanged_below_its_cap():
 
 # --- straight-through (verl's "k1+", "k3+") and DeepSeek-V3.2's unbiased k3 ---
 
+
 def value_and_grad(kind, logp, ref, old=None):
     logp = torch.tensor([logp], dtype=torch.float64, requires_grad=True)
     ref = torch.tensor([ref], dtype=torch.float64)

@@ -26,19 +26,22 @@ def correct(kind, **kw):
     return weights[0].tolist(), {k: v.item() for k, v in metrics.items()}
 
 
-@pytest.mark.parametrize("kind, kw, expected, frac", [
-    # TIS: min(w, C) per token
-    ("token_truncate", {"mismatch_cap": 2.0}, [2.0, 0.5, 1.2, 0.0], 1 / 3),
-    # MIS / IcePop: w inside [floor, C], 0 outside
-    ("token_mask", {"mismatch_cap": 2.0}, [0.0, 0.5, 1.2, 0.0], 1 / 3),
-    ("token_mask", {"mismatch_cap": 2.0, "mismatch_floor": 0.6}, [0.0, 0.0, 1.2, 0.0], 2 / 3),
-    # the sequence's product 1.8 on every token
-    ("sequence_truncate", {"mismatch_cap": 2.0}, [1.8, 1.8, 1.8, 0.0], 0.0),
-    ("sequence_truncate", {"mismatch_cap": 1.5}, [1.5, 1.5, 1.5, 0.0], 1.0),
-    ("sequence_mask", {"mismatch_cap": 2.0}, [1.8, 1.8, 1.8, 0.0], 0.0),
-    ("sequence_mask", {"mismatch_cap": 1.5}, [0.0, 0.0, 0.0, 0.0], 1.0),  # the whole row masked
-    ("sequence_mask", {"mismatch_cap": 3.0, "mismatch_floor": 2.0}, [0.0, 0.0, 0.0, 0.0], 1.0),
-])
+@pytest.mark.parametrize(
+    "kind, kw, expected, frac",
+    [
+        # TIS: min(w, C) per token
+        ("token_truncate", {"mismatch_cap": 2.0}, [2.0, 0.5, 1.2, 0.0], 1 / 3),
+        # MIS / IcePop: w inside [floor, C], 0 outside
+        ("token_mask", {"mismatch_cap": 2.0}, [0.0, 0.5, 1.2, 0.0], 1 / 3),
+        ("token_mask", {"mismatch_cap": 2.0, "mismatch_floor": 0.6}, [0.0, 0.0, 1.2, 0.0], 2 / 3),
+        # the sequence's product 1.8 on every token
+        ("sequence_truncate", {"mismatch_cap": 2.0}, [1.8, 1.8, 1.8, 0.0], 0.0),
+        ("sequence_truncate", {"mismatch_cap": 1.5}, [1.5, 1.5, 1.5, 0.0], 1.0),
+        ("sequence_mask", {"mismatch_cap": 2.0}, [1.8, 1.8, 1.8, 0.0], 0.0),
+        ("sequence_mask", {"mismatch_cap": 1.5}, [0.0, 0.0, 0.0, 0.0], 1.0),  # the whole row masked
+        ("sequence_mask", {"mismatch_cap": 3.0, "mismatch_floor": 2.0}, [0.0, 0.0, 0.0, 0.0], 1.0),
+    ],
+)
 def test_each_correction_by_hand(kind, kw, expected, frac):
     weights, metrics = correct(kind, **kw)
     assert weights == pytest.approx(expected)
@@ -84,9 +87,13 @@ def test_the_weights_multiply_each_tokens_policy_term_and_nothing_else():
     # policy term -r A becomes -2; the KL-in-loss and entropy terms are untouched
     logp = torch.tensor([[math.log(0.5)]], dtype=torch.float64, requires_grad=True)
     batch = UpdateBatch(
-        logprobs=logp, old_logprobs=logp.detach(), ref_logprobs=logp.detach() + 0.1,
-        advantages=torch.ones(1, 1, dtype=torch.float64), mask=torch.ones(1, 1, dtype=torch.float64),
-        entropy=torch.full((1, 1), 0.7, dtype=torch.float64), sampler_logprobs=logp.detach() - math.log(3.0),
+        logprobs=logp,
+        old_logprobs=logp.detach(),
+        ref_logprobs=logp.detach() + 0.1,
+        advantages=torch.ones(1, 1, dtype=torch.float64),
+        mask=torch.ones(1, 1, dtype=torch.float64),
+        entropy=torch.full((1, 1), 0.7, dtype=torch.float64),
+        sampler_logprobs=logp.detach() - math.log(3.0),
     )
     cfg = RLConfig(name="t", mismatch="token_truncate", kl_placement="loss", kl_coef=0.04)
     loss, metrics = update_loss(batch, cfg, make_aggregator(cfg, 4))

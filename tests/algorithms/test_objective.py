@@ -18,7 +18,9 @@ def one_token_batch(ratio: float, advantage: float, ref_gap: float, **extra) -> 
     old = logp.detach() - torch.tensor([[math.log(ratio), 0.0]], dtype=torch.float64)
     ref = logp.detach() + torch.tensor([[ref_gap, 0.0]], dtype=torch.float64)
     return UpdateBatch(
-        logprobs=logp, old_logprobs=old, ref_logprobs=ref,
+        logprobs=logp,
+        old_logprobs=old,
+        ref_logprobs=ref,
         advantages=torch.tensor([[advantage, 0.0]], dtype=torch.float64),
         mask=torch.tensor([[1.0, 0.0]], dtype=torch.float64),
         entropy=torch.tensor([[0.7, 9.0]], dtype=torch.float64, requires_grad=True),
@@ -46,8 +48,12 @@ def test_value_term_by_hand():
     cfg = RLConfig(name="t", advantage="gae", critic="value_head", vf_coef=0.5, value_clip=0.2)
     values = torch.tensor([[0.5, 0.0]], dtype=torch.float64, requires_grad=True)
     batch = one_token_batch(
-        ratio=1.0, advantage=1.0, ref_gap=0.0, values=values,
-        old_values=torch.zeros(1, 2, dtype=torch.float64), returns=torch.tensor([[1.0, 0.0]], dtype=torch.float64),
+        ratio=1.0,
+        advantage=1.0,
+        ref_gap=0.0,
+        values=values,
+        old_values=torch.zeros(1, 2, dtype=torch.float64),
+        returns=torch.tensor([[1.0, 0.0]], dtype=torch.float64),
     )
     loss, metrics = update_loss(batch, cfg, make_aggregator(cfg, 8))
     assert metrics["train/value_loss"] == pytest.approx(0.32)
@@ -93,8 +99,14 @@ def test_the_entropy_metric_is_one_token_mean_whatever_the_aggregation():
     logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
     entropy = torch.tensor([[0.4, 9.0, 9.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
-    batch = UpdateBatch(logprobs=logp, old_logprobs=logp.detach(), ref_logprobs=logp.detach(),
-                        advantages=torch.ones(2, 3, dtype=torch.float64), mask=mask, entropy=entropy)
+    batch = UpdateBatch(
+        logprobs=logp,
+        old_logprobs=logp.detach(),
+        ref_logprobs=logp.detach(),
+        advantages=torch.ones(2, 3, dtype=torch.float64),
+        mask=mask,
+        entropy=entropy,
+    )
     seen = {}
     for aggregation in ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm"):
         cfg = RLConfig(name="t", aggregation=aggregation, entropy_coef=0.01)

@@ -13,12 +13,19 @@ from harness.errors import ConfigError
 FP32, BF16, FP16 = torch.float32, torch.bfloat16, torch.float16
 
 
-@pytest.mark.parametrize("source, dtypes, recomputes", [
-    ("sampler", {FP32}, False), ("sampler", {BF16}, False),
-    ("recompute", {FP32}, True), ("recompute", {BF16}, True),
-    ("auto", {FP32}, False), ("auto", {BF16}, True), ("auto", {FP16}, True),
-    ("auto", {BF16, FP32}, True),  # a bf16 base with fp32 LoRA adapters
-])
+@pytest.mark.parametrize(
+    "source, dtypes, recomputes",
+    [
+        ("sampler", {FP32}, False),
+        ("sampler", {BF16}, False),
+        ("recompute", {FP32}, True),
+        ("recompute", {BF16}, True),
+        ("auto", {FP32}, False),
+        ("auto", {BF16}, True),
+        ("auto", {FP16}, True),
+        ("auto", {BF16, FP32}, True),  # a bf16 base with fp32 LoRA adapters
+    ],
+)
 def test_each_source_recomputes_by_hand(source, dtypes, recomputes):
     cfg = resolve_algorithm("grpo", {"old_logprobs": source})
     assert recomputes_old_logprobs(cfg, dtypes) is recomputes
@@ -49,8 +56,11 @@ def test_a_mismatch_correction_makes_the_step_recompute_whatever_the_precision(k
 
 
 def test_a_correction_with_the_samplers_own_log_probs_is_refused():
-    with pytest.raises(ConfigError, match="mismatch 'token_truncate' weighs the trainer's old log-probs against "
-                                          "the sampler's, but old_logprobs=sampler makes them the same"):
+    with pytest.raises(
+        ConfigError,
+        match="mismatch 'token_truncate' weighs the trainer's old log-probs against "
+        "the sampler's, but old_logprobs=sampler makes them the same",
+    ):
         resolve_algorithm("grpo", {"mismatch": "token_truncate", "old_logprobs": "sampler"})
     with pytest.raises(ConfigError, match="mismatch_floor 3.0 is not below mismatch_cap 2.0"):
         resolve_algorithm("grpo", {"mismatch": "token_mask", "mismatch_floor": 3.0})

@@ -19,11 +19,30 @@ RL_PRESETS = [n for n, p in PRESETS.items() if isinstance(p.config, RLConfig)]
 #: (field, a value other than its default) for every field some part reads
 PART_FIELDS = sorted(set(RLConfig.model_fields) - STEP_FIELDS)
 OTHER_VALUE = {
-    "eps_low": 0.3, "eps_high": 0.3, "dual_clip": 3.0, "adv_eps": 1e-3, "gamma": 0.9, "lam": 0.5,
-    "kl_coef": 0.2, "kl_estimator": "k2", "loss_norm_constant": 4, "vf_coef": 0.1, "value_clip": 0.5,
-    "critic_lr": 3e-3, "sapo_tau_pos": 1.5, "sapo_tau_neg": 2.0, "clip_cov_ratio": 0.01, "clip_cov_lb": 0.5,
-    "clip_cov_ub": 4.0, "kl_cov_ratio": 0.01, "kl_cov_coef": 0.5, "dppo_ratio_cap": 10.0, "mismatch_cap": 3.0,
-    "mismatch_floor": 0.5, "entropy_top_share": 0.3, "max_draws": 2,
+    "eps_low": 0.3,
+    "eps_high": 0.3,
+    "dual_clip": 3.0,
+    "adv_eps": 1e-3,
+    "gamma": 0.9,
+    "lam": 0.5,
+    "kl_coef": 0.2,
+    "kl_estimator": "k2",
+    "loss_norm_constant": 4,
+    "vf_coef": 0.1,
+    "value_clip": 0.5,
+    "critic_lr": 3e-3,
+    "sapo_tau_pos": 1.5,
+    "sapo_tau_neg": 2.0,
+    "clip_cov_ratio": 0.01,
+    "clip_cov_lb": 0.5,
+    "clip_cov_ub": 4.0,
+    "kl_cov_ratio": 0.01,
+    "kl_cov_coef": 0.5,
+    "dppo_ratio_cap": 10.0,
+    "mismatch_cap": 3.0,
+    "mismatch_floor": 0.5,
+    "entropy_top_share": 0.3,
+    "max_draws": 2,
 }
 
 
@@ -92,12 +111,18 @@ def test_every_part_cites_its_source_and_is_listed():
         (slot, name) for slot, registry in {**SLOTS, **DPO_SLOTS}.items() for name in registry.names()
     ]
     sapo = next(r for r in rows if r["name"] == "sapo")
-    assert sapo == {"slot": "policy_loss", "name": "sapo", "reads": ["sapo_tau_pos", "sapo_tau_neg"],
-                    "cites": POLICY_LOSSES.meta("sapo")["cites"]}
+    assert sapo == {
+        "slot": "policy_loss",
+        "name": "sapo",
+        "reads": ["sapo_tau_pos", "sapo_tau_neg"],
+        "cites": POLICY_LOSSES.meta("sapo")["cites"],
+    }
     assert "arXiv:2511.20347" in sapo["cites"]
 
 
 def test_the_sampling_side_and_mismatch_slots_are_slots_of_every_rl_config():
     assert {"mismatch", "token_filter", "sampling", "truncated"} <= set(SLOTS)
-    defaults = {slot: RLConfig.model_fields[slot].default for slot in ("mismatch", "token_filter", "sampling", "truncated")}
+    defaults = {
+        slot: RLConfig.model_fields[slot].default for slot in ("mismatch", "token_filter", "sampling", "truncated")
+    }
     assert defaults == {"mismatch": "none", "token_filter": "all", "sampling": "once", "truncated": "keep"}

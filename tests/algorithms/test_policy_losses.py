@@ -30,9 +30,7 @@ def token_grad(name, ratio, advantage, **kw):
     """d loss / d logprob for one token at ``ratio`` = pi/pi_old."""
     logp = torch.tensor([[math.log(0.3)]], requires_grad=True)
     old = logp.detach() - math.log(ratio)
-    loss, _ = POLICY_LOSSES.get(name)(
-        logp, old, torch.tensor([[advantage]]), torch.ones(1, 1), cfg(**kw), total
-    )
+    loss, _ = POLICY_LOSSES.get(name)(logp, old, torch.tensor([[advantage]]), torch.ones(1, 1), cfg(**kw), total)
     loss.backward()
     return logp.grad.item(), loss.item()
 
@@ -73,9 +71,7 @@ def test_is_loss_reproduces_seed_003_exact_toy_gradient():
     logp = torch.log_softmax(logits, dim=0)[:, None]  # one row per answer, one token each
     advantages = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0])[:, None] - 0.2
     expectation = lambda x, m: (x[:, 0] * probs).sum()  # noqa: E731
-    loss, _ = POLICY_LOSSES.get("is")(
-        logp, logp.detach(), advantages, torch.ones(5, 1), cfg(), expectation
-    )
+    loss, _ = POLICY_LOSSES.get("is")(logp, logp.detach(), advantages, torch.ones(5, 1), cfg(), expectation)
     loss.backward()
     grad_j = -logits.grad
     assert grad_j.tolist() == pytest.approx([-0.02, -0.08, 0.16, -0.04, -0.02], abs=1e-6)
@@ -152,13 +148,9 @@ def test_metrics_are_masked_means():
     logp = torch.log(torch.tensor([[1.5, 1.0, 9.0]]))
     mask = torch.tensor([[1.0, 1.0, 0.0]])
     for name in ("clipped", "cispo"):
-        _, metrics = POLICY_LOSSES.get(name)(
-            logp, torch.zeros(1, 3), torch.ones(1, 3), mask, cfg(), total
-        )
+        _, metrics = POLICY_LOSSES.get(name)(logp, torch.zeros(1, 3), torch.ones(1, 3), mask, cfg(), total)
         assert metrics == pytest.approx({"clip_frac": 0.5, "ratio_mean": 1.25})
-    _, metrics = POLICY_LOSSES.get("is")(
-        logp, torch.zeros(1, 3), torch.ones(1, 3), mask, cfg(), total
-    )
+    _, metrics = POLICY_LOSSES.get("is")(logp, torch.zeros(1, 3), torch.ones(1, 3), mask, cfg(), total)
     assert metrics == pytest.approx({"clip_frac": 0.0, "ratio_mean": 1.25})
 
 
@@ -179,9 +171,7 @@ def test_gspo_clips_the_sequence_ratio_not_token_ratios():
     assert token_metrics["clip_frac"] == 0.5
     # both tokens up by 0.2: s = e^0.2, clipped to 1.0004, no gradient for A > 0
     logp = torch.zeros(1, 2, requires_grad=True)
-    loss, metrics = POLICY_LOSSES.get("gspo")(
-        logp, torch.full((1, 2), -0.2), adv, mask, cfg(**narrow), mean
-    )
+    loss, metrics = POLICY_LOSSES.get("gspo")(logp, torch.full((1, 2), -0.2), adv, mask, cfg(**narrow), mean)
     loss.backward()
     assert loss.item() == pytest.approx(-1.0004)
     assert metrics["clip_frac"] == 1.0
@@ -329,8 +319,12 @@ def prob_grad(name, old_prob, new_prob, advantage, **kw):
     logp = torch.tensor([[math.log(new_prob)]], dtype=torch.float64, requires_grad=True)
     old = torch.tensor([[math.log(old_prob)]], dtype=torch.float64)
     loss, metrics = POLICY_LOSSES.get(name)(
-        logp, old, torch.tensor([[advantage]], dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64),
-        cfg(**kw), total,
+        logp,
+        old,
+        torch.tensor([[advantage]], dtype=torch.float64),
+        torch.ones(1, 1, dtype=torch.float64),
+        cfg(**kw),
+        total,
     )
     loss.backward()
     return logp.grad.item(), loss.item(), metrics["clip_frac"].item()
@@ -370,8 +364,12 @@ def seq_grad(name, log_ratios, advantage, **kw):
     logp = torch.full((1, len(log_ratios)), -1.0, dtype=torch.float64, requires_grad=True)
     old = logp.detach() - torch.tensor([log_ratios], dtype=torch.float64)
     loss, metrics = POLICY_LOSSES.get(name)(
-        logp, old, torch.full((1, len(log_ratios)), advantage, dtype=torch.float64),
-        torch.ones(1, len(log_ratios), dtype=torch.float64), cfg(**kw), total,
+        logp,
+        old,
+        torch.full((1, len(log_ratios)), advantage, dtype=torch.float64),
+        torch.ones(1, len(log_ratios), dtype=torch.float64),
+        cfg(**kw),
+        total,
     )
     loss.backward()
     return *logp.grad[0].tolist(), metrics["clip_frac"].item()
@@ -416,8 +414,12 @@ def test_an_all_padding_row_changes_nothing(name, aggregation):
     (grad,) = torch.autograd.grad(loss, logp)
     padded = torch.cat([logp.detach(), torch.full((1, 5), 50.0)]).requires_grad_()
     loss_padded, _ = POLICY_LOSSES.get(name)(
-        padded, torch.cat([old, torch.full((1, 5), -90.0)]), torch.cat([adv, torch.full((1, 5), 3.0)]),
-        torch.cat([mask, torch.zeros(1, 5)]), cfg(), aggregate,
+        padded,
+        torch.cat([old, torch.full((1, 5), -90.0)]),
+        torch.cat([adv, torch.full((1, 5), 3.0)]),
+        torch.cat([mask, torch.zeros(1, 5)]),
+        cfg(),
+        aggregate,
     )
     (grad_padded,) = torch.autograd.grad(loss_padded, padded)
     assert loss_padded.item() == pytest.approx(loss.item(), rel=1e-6, abs=1e-7)

@@ -32,7 +32,9 @@ def test_truncated_completions_are_kept_or_masked():
 
 
 def test_sampling_side_settings_are_checked():
-    with pytest.raises(ConfigError, match="sampling=dynamic keeps the groups whose scores differ and needs group_size >= 2"):
+    with pytest.raises(
+        ConfigError, match="sampling=dynamic keeps the groups whose scores differ and needs group_size >= 2"
+    ):
         resolve_algorithm("reinforce_pp", {"group_size": 1, "sampling": "dynamic"})
     with pytest.raises(ConfigError, match="max_draws is read by none .* read only with sampling=dynamic"):
         resolve_algorithm("grpo", {"max_draws": 3})

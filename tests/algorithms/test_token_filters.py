@@ -19,8 +19,9 @@ def test_top_entropy_keeps_tokens_at_or_above_the_quantile():
     assert weights.tolist() == [[0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 0]]
     assert metrics["token_filter_kept"].item() == pytest.approx(0.2)
     # share 0.5: the median 0.55 and up
-    weights, _ = token_filter_weights(entropy, mask, RLConfig(name="t", token_filter="top_entropy",
-                                                                entropy_top_share=0.5))
+    weights, _ = token_filter_weights(
+        entropy, mask, RLConfig(name="t", token_filter="top_entropy", entropy_top_share=0.5)
+    )
     assert weights.sum().item() == 5 and weights[1, :5].sum().item() == 5
     # all-padding: nothing kept, no error
     weights, _ = token_filter_weights(entropy, torch.zeros_like(mask), RLConfig(name="t", token_filter="top_entropy"))
@@ -37,8 +38,11 @@ def test_filtered_tokens_give_no_policy_gradient_and_keep_their_place_in_the_den
     # both tokens (TRL multiplies the per-token loss, the mask's count stays): -1 / 2
     logp = torch.log(torch.tensor([[0.5, 0.25]], dtype=torch.float64)).requires_grad_()
     batch = UpdateBatch(
-        logprobs=logp, old_logprobs=logp.detach(), ref_logprobs=logp.detach(),
-        advantages=torch.ones(1, 2, dtype=torch.float64), mask=torch.ones(1, 2, dtype=torch.float64),
+        logprobs=logp,
+        old_logprobs=logp.detach(),
+        ref_logprobs=logp.detach(),
+        advantages=torch.ones(1, 2, dtype=torch.float64),
+        mask=torch.ones(1, 2, dtype=torch.float64),
         entropy=torch.tensor([[0.1, 2.0]], dtype=torch.float64),
     )
     cfg = RLConfig(name="t", token_filter="top_entropy", aggregation="token_mean", entropy_top_share=0.5)

@@ -35,7 +35,11 @@ def write_records(path: Path) -> None:
     """A completed record of every trial of the study at ``path``, in its folder ``runs/<name>``."""
     study = load_study(path)
     for i, spec in enumerate(expand(study)):
-        final = {"eval/accuracy": 0.4 + 0.01 * i, "eval/mean_reward": 0.3, "tokens/total": 100.0,
-                 "time/total_s": 2.0 + i}
+        final = {
+            "eval/accuracy": 0.4 + 0.01 * i,
+            "eval/mean_reward": 0.3,
+            "tokens/total": 100.0,
+            "time/total_s": 2.0 + i,
+        }
         result = TrialResult(trial_id=spec.trial_id, final=final, wall_time_s=2.0 + i)
         records.write_record(Path("runs") / study.name, records.make_record(spec, result, finished_at=1.8e9 + i))

@@ -19,8 +19,6 @@ from harness.runner.options import RunOptions
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
-
-
 def one_error_line(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -84,8 +82,9 @@ def test_results_csv_into_an_existing_folder_still_works(study_folder, tmp_path,
 def test_trial_that_fails_at_run_time_is_one_line_exit_1(tmp_path, monkeypatch, capsys):
     """A folder that is not a model: the trial starts, then fails; no traceback."""
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_main(monkeypatch, capsys, "trial", "--algorithm", "grpo", "--set", "model.name=/etc",
-                              "--steps", "1")
+    code, out, err = run_main(
+        monkeypatch, capsys, "trial", "--algorithm", "grpo", "--set", "model.name=/etc", "--steps", "1"
+    )
     assert code == 1, (out, err)
     line = one_error_line(err)
     assert line.startswith("error: trial grpo-s0-") and " failed: " in line
@@ -95,8 +94,11 @@ def test_trial_that_fails_at_run_time_is_one_line_exit_1(tmp_path, monkeypatch, 
     "raised, code, text",
     [
         (NonFiniteError("loss is nan at step 3"), 1, "failed: NonFiniteError: loss is nan at step 3"),
-        (RuntimeError("CUDA out of memory.\nTried to allocate 2 GiB"), 1,
-         "failed: RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"),
+        (
+            RuntimeError("CUDA out of memory.\nTried to allocate 2 GiB"),
+            1,
+            "failed: RuntimeError: CUDA out of memory. Tried to allocate 2 GiB",
+        ),
         (ConfigError("task.path data.jsonl: no such file"), 2, "error: task.path data.jsonl: no such file"),
     ],
 )
@@ -148,8 +150,10 @@ def test_run_options_refuse_nonsense(field, value, flag):
     [
         ({"workers": 0}, "--workers: must be at least 1, got 0"),
         ({"retries": -1}, "--retries: must be 0 or more, got -1"),
-        ({"heartbeat_interval": 10.0, "grace_period": 10.0},
-         "--grace-period: must be longer than the heartbeat interval"),
+        (
+            {"heartbeat_interval": 10.0, "grace_period": 10.0},
+            "--grace-period: must be longer than the heartbeat interval",
+        ),
         ({"trial_fn": "no_such_module:f"}, "--trial-fn: no module named 'no_such_module'"),
         ({"progress_every": 0.0}, "progress_every: must be a positive, finite number of seconds, got 0.0"),
     ],
@@ -178,8 +182,11 @@ def test_too_many_workers_warns_on_one_line_and_goes_on():
     lines = o.out().getvalue().splitlines()
     assert len(lines) == 1 and "warning" in lines[0] and "--workers 1000" in lines[0]
     assert "CPU core" in lines[0]
-    assert opts(workers=3, gpus=["0", "1"]).capacity_warning(cores=64).startswith(
-        "--workers 3 exceeds the 2 GPUs this machine has")
+    assert (
+        opts(workers=3, gpus=["0", "1"])
+        .capacity_warning(cores=64)
+        .startswith("--workers 3 exceeds the 2 GPUs this machine has")
+    )
     assert opts(workers=2, gpus=["0", "1"]).capacity_warning(cores=64) is None
     assert opts(workers=4).capacity_warning(cores=4) is None
     assert opts().capacity_warning(cores=1) is None  # the default: one worker

@@ -60,13 +60,16 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("body, message", [
-    ("trian: {steps: 5}\n", "trian: unknown key; valid: name, "),
-    ("train: {steps: 0}\n", "train.steps: Input should be greater than 0"),
-    ("train: {stepz: 5}\n", "train.stepz: unknown key; valid: steps, "),
-    ("primary_metric: eval/acc\n", "primary_metric: unknown metric 'eval/acc'"),
-    ("seeds: 0\n", "seeds: the number of seeds must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("trian: {steps: 5}\n", "trian: unknown key; valid: name, "),
+        ("train: {steps: 0}\n", "train.steps: Input should be greater than 0"),
+        ("train: {stepz: 5}\n", "train.stepz: unknown key; valid: steps, "),
+        ("primary_metric: eval/acc\n", "primary_metric: unknown metric 'eval/acc'"),
+        ("seeds: 0\n", "seeds: the number of seeds must be at least 1"),
+    ],
+)
 def test_validate_checks_a_fragments_keys_and_values(monkeypatch, capsys, body, message):
     path = write("common/bad.yaml", "fragment: true\n" + body)
     code, out, err = run_main(monkeypatch, capsys, "validate", str(path))
@@ -78,8 +81,9 @@ def test_a_fragment_needs_none_of_a_studys_required_fields(monkeypatch, capsys):
     path = write("common/budget.yaml", "fragment: true\ntrain: {steps: 5}\ncontrol: grpo\n")
     code, out, err = run_main(monkeypatch, capsys, "validate", str(path))
     assert code == 0, err
-    assert out.strip() == (f"ok: {path} (an include-only fragment; checked control, train; "
-                           "the studies that include it are checked whole)")
+    assert out.strip() == (
+        f"ok: {path} (an include-only fragment; checked control, train; the studies that include it are checked whole)"
+    )
 
 
 @pytest.mark.parametrize("command", ["plan", "run"])
@@ -92,12 +96,15 @@ def test_a_command_that_needs_a_study_says_a_fragment_is_not_one(monkeypatch, ca
 
 def test_a_study_including_a_fragment_is_no_fragment():
     write("studies/common/budget.yaml", "fragment: true\ntrain: {steps: 5}\n")
-    study = write("studies/s.yaml", """\
+    study = write(
+        "studies/s.yaml",
+        """\
         name: s
         include: common/budget.yaml
         seeds: 3
         arms: [{name: grpo, algorithm: grpo}]
-        """)
+        """,
+    )
     assert not is_fragment(read_study_data(study))
     assert load_study(study).train.steps == 5
 
@@ -105,12 +112,19 @@ def test_a_study_including_a_fragment_is_no_fragment():
 @pytest.mark.parametrize("where", ["top", "included"])
 def test_fragment_false_is_refused(monkeypatch, capsys, where):
     write("common/budget.yaml", "fragment: false\ntrain: {steps: 5}\n")
-    path = Path("common/budget.yaml") if where == "top" else write("s.yaml", """\
+    path = (
+        Path("common/budget.yaml")
+        if where == "top"
+        else write(
+            "s.yaml",
+            """\
         name: s
         include: common/budget.yaml
         seeds: 3
         arms: [{name: grpo, algorithm: grpo}]
-        """)
+        """,
+        )
+    )
     code, _, err = run_main(monkeypatch, capsys, "validate", str(path))
     assert code == 2
     assert "fragment: must be true (it marks an include-only file)" in one_error(err)

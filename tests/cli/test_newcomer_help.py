@@ -35,8 +35,12 @@ def test_help_shows_flags_as_flags_and_no_raw_markup(name):
 
 def options():
     """(command name, option) of every option of every command."""
-    return [(name, param) for name, command in GROUP.commands.items() for param in command.params
-            if isinstance(param, TyperOption)]
+    return [
+        (name, param)
+        for name, command in GROUP.commands.items()
+        for param in command.params
+        if isinstance(param, TyperOption)
+    ]
 
 
 def test_every_bool_option_is_a_flag():

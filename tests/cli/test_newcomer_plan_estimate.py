@@ -28,12 +28,13 @@ from harness.study.plan import (
 from harness.tracking import records
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "studies" / "quickstart.yaml"
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def small(extra: str = "") -> Path:
     path = Path("small.yaml")
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         name: small
         control: grpo
         seeds: 3
@@ -43,7 +44,9 @@ def small(extra: str = "") -> Path:
         arms:
           - {name: grpo, algorithm: grpo}
           - {name: rloo, algorithm: rloo}
-        """) + extra)
+        """)
+        + extra
+    )
     return path
 
 
@@ -65,8 +68,10 @@ def test_the_quickstart_estimate_adds_the_run_start_the_warm_start_and_each_tria
 
     code, out, err = run_main(monkeypatch, capsys, "plan", str(QUICKSTART), "--workers", "2")
     assert code == 0, err
-    assert (f"estimate: about {format_duration(plan.est_wall_s)} on 2 workers = {RUN_START_S:.1f}s to start + "
-            f"at most {warm:.1f}s of warm start + {format_duration(9 * per_trial)} of trials / 2 workers") in out
+    assert (
+        f"estimate: about {format_duration(plan.est_wall_s)} on 2 workers = {RUN_START_S:.1f}s to start + "
+        f"at most {warm:.1f}s of warm start + {format_duration(9 * per_trial)} of trials / 2 workers"
+    ) in out
     assert f"per trial: {TRIAL_START_S:.1f}s to start its process" in out
     folder = cache_folder(expand(study)[0])
     assert f"warm start: not cached ({folder}): built once before the trials that use it, at most 1000 SFT steps" in out
@@ -121,12 +126,16 @@ def test_records_replace_the_defaults_by_medians_and_are_compared_with_them(monk
     code, out, err = run_main(monkeypatch, capsys, "plan", "small.yaml")
     assert code == 0, err
     assert "costs measured from 3 completed record(s) in runs/small/records" in out
-    assert (f"measured: 3 completed trial(s), 5.0s each from start to finish (median; the defaults estimate "
-            f"{m.default_median_s:.1f}s), 1m13s in all; 1m03s from the first start to the last finish") in out
+    assert (
+        f"measured: 3 completed trial(s), 5.0s each from start to finish (median; the defaults estimate "
+        f"{m.default_median_s:.1f}s), 1m13s in all; 1m03s from the first start to the last finish"
+    ) in out
 
 
 def test_a_real_model_without_records_is_warned_about_the_defaults():
     path = small()
     path.write_text(path.read_text() + "model: {name: ./models/my-model}\n")
     warnings = plan_study(load_study(path)).warnings
-    assert any(w.startswith("model ./models/my-model: the default costs are the tiny testbed model's") for w in warnings)
+    assert any(
+        w.startswith("model ./models/my-model: the default costs are the tiny testbed model's") for w in warnings
+    )

@@ -67,10 +67,13 @@ def test_every_reading_command_takes_the_study_name_and_says_what_it_resolved(ra
         assert ran == [Path("runs") / "small"]
 
 
-@pytest.mark.parametrize("given, said", [
-    ("studies/small.yaml", RESOLVED),
-    ("runs/small", "study small: runs/small (its study.yaml)"),
-])
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ("studies/small.yaml", RESOLVED),
+        ("runs/small", "study small: runs/small (its study.yaml)"),
+    ],
+)
 def test_a_file_or_a_folder_is_said_the_same_way(ran, monkeypatch, capsys, given, said):
     (Path("runs") / "small" / "study.yaml").write_text(dump_study(load_study("studies/small.yaml")))
     code, out, err = run_main(monkeypatch, capsys, "results", given)

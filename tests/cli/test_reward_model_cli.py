@@ -16,8 +16,18 @@ from cli_main import run_main
 from harness.tracking.mlflow_mirror import TrackingWarning
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--set", "model.tiny.hidden_size=32", "--set", "model.tiny.layers=1", "--set", "model.tiny.heads=2",
-        "--set", "model.tiny.intermediate_size=64", "--set", "model.device=cpu"]
+TINY = [
+    "--set",
+    "model.tiny.hidden_size=32",
+    "--set",
+    "model.tiny.layers=1",
+    "--set",
+    "model.tiny.heads=2",
+    "--set",
+    "model.tiny.intermediate_size=64",
+    "--set",
+    "model.device=cpu",
+]
 FAST = ["--steps", "20", "--lr", "3e-3"]
 
 
@@ -26,8 +36,15 @@ def parity_file(path: Path, n: int = 120) -> Path:
     lines = []
     for _ in range(n):
         a, b = rng.randrange(100), rng.randrange(100)
-        lines.append(json.dumps({"prompt": f"{a:02d}+{b:02d}=", "chosen": f"{rng.randrange(50) * 2:03d}",
-                                 "rejected": f"{rng.randrange(50) * 2 + 1:03d}"}))
+        lines.append(
+            json.dumps(
+                {
+                    "prompt": f"{a:02d}+{b:02d}=",
+                    "chosen": f"{rng.randrange(50) * 2:03d}",
+                    "rejected": f"{rng.randrange(50) * 2 + 1:03d}",
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -43,8 +60,9 @@ def mlflow_runs() -> list:
 @pytest.mark.slow  # creating the MLflow store takes ~10 s
 def test_train_prints_the_id_and_metrics_caches_and_records_one_mlflow_run(monkeypatch, capsys):
     pairs = parity_file(Path("pairs.jsonl"))
-    code, out, err = run_main(monkeypatch, capsys, "reward-model", "train", "--pairs", str(pairs), "--base", "model",
-                              *TINY, *FAST)
+    code, out, err = run_main(
+        monkeypatch, capsys, "reward-model", "train", "--pairs", str(pairs), "--base", "model", *TINY, *FAST
+    )
     assert code == 0, err
     first = out.splitlines()[0]
     assert first.startswith("reward model rm-") and "trained in" in first
@@ -56,8 +74,9 @@ def test_train_prints_the_id_and_metrics_caches_and_records_one_mlflow_run(monke
     assert run.data.tags["harness.reward_model"] == rm_id and "heldout/accuracy" in run.data.metrics
     assert run.data.params["training.steps"] == "20"
 
-    code, out, _ = run_main(monkeypatch, capsys, "reward-model", "train", "--pairs", str(pairs), "--base", "model",
-                            *TINY, *FAST, "--json")
+    code, out, _ = run_main(
+        monkeypatch, capsys, "reward-model", "train", "--pairs", str(pairs), "--base", "model", *TINY, *FAST, "--json"
+    )
     payload = json.loads(out)
     assert code == 0 and payload["cached"] and payload["id"] == rm_id
     assert payload["metrics"]["heldout/accuracy"] > 0.5 and payload["mlflow_run_id"] == run.info.run_id
@@ -67,22 +86,38 @@ def test_train_prints_the_id_and_metrics_caches_and_records_one_mlflow_run(monke
 def test_an_mlflow_failure_only_warns(monkeypatch, capsys):
     pairs = parity_file(Path("pairs.jsonl"), 40)
     with pytest.warns(TrackingWarning, match="failed for reward model rm-"):
-        code, out, _ = run_main(monkeypatch, capsys, "reward-model", "train", "--pairs", str(pairs), "--base", "model",
-                                *TINY, "--steps", "2", "--tracking-uri", "http://127.0.0.1:9")
+        code, out, _ = run_main(
+            monkeypatch,
+            capsys,
+            "reward-model",
+            "train",
+            "--pairs",
+            str(pairs),
+            "--base",
+            "model",
+            *TINY,
+            "--steps",
+            "2",
+            "--tracking-uri",
+            "http://127.0.0.1:9",
+        )
     assert code == 0 and out.startswith("reward model rm-") and "MLflow: run" not in out
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "give the pairs as --pairs FILE.jsonl or build them with --from-verifier"),
-    (["--pairs", "pairs.jsonl", "--from-verifier"], "(one of the two)"),
-    (["--pairs", "pairs.jsonl", "--label-noise", "0.1"], "--label-noise applies to --from-verifier pairs"),
-    (["--from-verifier", "--label-noise", "0.7"], "--label-noise: Input should be less than or equal to 0.5"),
-    (["--pairs", "pairs.jsonl", "--held-out", "1.5"], "--held-out: Input should be less than 1"),
-    (["--pairs", "pairs.jsonl", "--set", "lr=1"], "--set lr: give SECTION.KEY=VALUE"),
-    (["--pairs", "pairs.jsonl", "--set", "task.nme=x"], "task.nme: unknown key"),
-    (["--pairs", "bad.jsonl"], "bad.jsonl:2: missing field rejected"),
-    (["--pairs", "same.jsonl"], "same.jsonl:1: chosen and rejected are identical"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give the pairs as --pairs FILE.jsonl or build them with --from-verifier"),
+        (["--pairs", "pairs.jsonl", "--from-verifier"], "(one of the two)"),
+        (["--pairs", "pairs.jsonl", "--label-noise", "0.1"], "--label-noise applies to --from-verifier pairs"),
+        (["--from-verifier", "--label-noise", "0.7"], "--label-noise: Input should be less than or equal to 0.5"),
+        (["--pairs", "pairs.jsonl", "--held-out", "1.5"], "--held-out: Input should be less than 1"),
+        (["--pairs", "pairs.jsonl", "--set", "lr=1"], "--set lr: give SECTION.KEY=VALUE"),
+        (["--pairs", "pairs.jsonl", "--set", "task.nme=x"], "task.nme: unknown key"),
+        (["--pairs", "bad.jsonl"], "bad.jsonl:2: missing field rejected"),
+        (["--pairs", "same.jsonl"], "same.jsonl:1: chosen and rejected are identical"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, args, message):
     parity_file(Path("pairs.jsonl"), 10)
     Path("bad.jsonl").write_text('{"prompt": "a", "chosen": "b", "rejected": "c"}\n{"prompt": "a", "chosen": "b"}\n')
@@ -94,10 +129,16 @@ def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, args, message):
 
 
 STUDY = {
-    "name": "rm_study", "control": "ppo", "seeds": 3,
+    "name": "rm_study",
+    "control": "ppo",
+    "seeds": 3,
     "task": {"name": "addition", "n_train": 300, "n_eval": 24},
-    "model": {"name": "tiny", "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64},
-              "dtype": "float32", "device": "cpu"},
+    "model": {
+        "name": "tiny",
+        "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64},
+        "dtype": "float32",
+        "device": "cpu",
+    },
     "warmstart": {"steps": 20, "batch_size": 16, "lr": 3e-3},
     "train": {"steps": 2, "prompts_per_step": 4, "max_new_tokens": 4, "eval_every": 0, "eval_samples": 2},
     "arms": [{"name": "ppo", "algorithm": "ppo"}, {"name": "grpo", "algorithm": "grpo"}],
@@ -115,28 +156,60 @@ def test_a_study_names_the_model_the_command_built(monkeypatch, capsys):
     assert code == 2 and "no such reward model" in err and "harness reward-model train --study" in err
     assert err.count("\n") == 1
 
-    code, out, err = run_main(monkeypatch, capsys, "reward-model", "train", "--study", str(study), "--from-verifier",
-                              "--label-noise", "0.2", "--prompts", "60", "--samples-per-prompt", "4", *FAST)
+    code, out, err = run_main(
+        monkeypatch,
+        capsys,
+        "reward-model",
+        "train",
+        "--study",
+        str(study),
+        "--from-verifier",
+        "--label-noise",
+        "0.2",
+        "--prompts",
+        "60",
+        "--samples-per-prompt",
+        "4",
+        *FAST,
+    )
     assert code == 0, err
     rm_id = out.split()[2]
-    assert f"note: {study} trains on reward model rm-0000000000000000; to train on this one set " \
-           f"task.reward.model: {rm_id}" in out
+    assert (
+        f"note: {study} trains on reward model rm-0000000000000000; to train on this one set "
+        f"task.reward.model: {rm_id}" in out
+    )
     assert "heldout/accuracy_gold" in out and "pairs/flipped_share" in out
     data = yaml.safe_load(study.read_text())
     data["task"]["reward"]["model"] = rm_id
     study.write_text(yaml.safe_dump(data))
 
     # the id is a content hash of what the study trains: the same command gives the same model
-    code, out, _ = run_main(monkeypatch, capsys, "reward-model", "train", "--study", str(study), "--from-verifier",
-                            "--label-noise", "0.2", "--prompts", "60", "--samples-per-prompt", "4", *FAST)
+    code, out, _ = run_main(
+        monkeypatch,
+        capsys,
+        "reward-model",
+        "train",
+        "--study",
+        str(study),
+        "--from-verifier",
+        "--label-noise",
+        "0.2",
+        "--prompts",
+        "60",
+        "--samples-per-prompt",
+        "4",
+        *FAST,
+    )
     assert code == 0 and out.startswith(f"reward model {rm_id} (cached: loaded, nothing trained)")
     assert "note:" not in out
 
-    script = ("import sys\nfrom typer.testing import CliRunner\nfrom harness.cli import app\n"
-              f"r = CliRunner().invoke(app, ['validate', {str(study)!r}])\n"
-              "print(r.exit_code, sorted(m for m in ('torch', 'transformers', 'mlflow') if m in sys.modules))\n"
-              f"r = CliRunner().invoke(app, ['plan', {str(study)!r}])\n"
-              "print(r.exit_code, sorted(m for m in ('torch', 'transformers', 'mlflow') if m in sys.modules))\n")
+    script = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom harness.cli import app\n"
+        f"r = CliRunner().invoke(app, ['validate', {str(study)!r}])\n"
+        "print(r.exit_code, sorted(m for m in ('torch', 'transformers', 'mlflow') if m in sys.modules))\n"
+        f"r = CliRunner().invoke(app, ['plan', {str(study)!r}])\n"
+        "print(r.exit_code, sorted(m for m in ('torch', 'transformers', 'mlflow') if m in sys.modules))\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["0 []", "0 []"], done.stdout
@@ -157,8 +230,11 @@ RECIPE = {"steps": 10, "lr": 3e-3, "from_verifier": {"prompts": 60, "samples_per
 def recipe_study(path: Path, **extra) -> Path:
     """A two-trial study (one arm, two seeds; 2 RL steps) that says how its reward model is trained."""
     reward = {"train": RECIPE, "verifier": "partial_match"}  # dense: mixed groups at once
-    path.write_text(yaml.safe_dump({**STUDY, "seeds": 2, "arms": STUDY["arms"][:1], **extra,
-                                    "task": {**STUDY["task"], "reward": reward}}))
+    path.write_text(
+        yaml.safe_dump(
+            {**STUDY, "seeds": 2, "arms": STUDY["arms"][:1], **extra, "task": {**STUDY["task"], "reward": reward}}
+        )
+    )
     return path
 
 
@@ -197,5 +273,7 @@ def test_the_command_on_a_recipe_study_takes_no_other_settings(monkeypatch, caps
     study = recipe_study(Path("rm_recipe.yaml"))
     code, out, err = run_main(monkeypatch, capsys, "reward-model", "train", "--study", str(study), "--steps", "3")
     assert code == 2 and out == ""
-    assert err == (f"error: --steps: {study} says how its reward model is trained (task.reward.train); change it "
-                   "there, or give --pairs or --from-verifier to train another\n")
+    assert err == (
+        f"error: --steps: {study} says how its reward model is trained (task.reward.train); change it "
+        "there, or give --pairs or --from-verifier to train another\n"
+    )

@@ -17,14 +17,15 @@ from harness.study.load import load_study
 from harness.study.plan import plan_study
 from harness.tracking import records
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 @pytest.fixture()
 def study_file(tmp_path, monkeypatch) -> Path:
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "seq.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         name: seq
         control: grpo
         seeds: 8
@@ -35,7 +36,8 @@ def study_file(tmp_path, monkeypatch) -> Path:
           - {name: grpo, algorithm: grpo}
           - {name: rloo, algorithm: rloo}
           - {name: dr, algorithm: dr_grpo}
-        """))
+        """)
+    )
     return path
 
 
@@ -51,10 +53,14 @@ def test_validate_names_the_looks_and_the_calibration(monkeypatch, capsys, study
 def test_plan_prints_expected_trials_from_an_assumed_sd(monkeypatch, capsys, study_file):
     code, out, err = run_main(monkeypatch, capsys, "plan", str(study_file))
     assert code == 0, err
-    expected = [expected_trials([3, 5, 8], arms=2, delta=d, margin=0.05, sd=0.05, spending="pocock",
-                                followers=1).mean for d in (0.0, 0.05)]
-    assert (f"expected trials: {expected[0]:.0f} under no effect; {expected[1]:.0f} under min_effect "
-            "(every arm alike; from an sd of trial means assumed equal to min_effect (none measured yet))") in out
+    expected = [
+        expected_trials([3, 5, 8], arms=2, delta=d, margin=0.05, sd=0.05, spending="pocock", followers=1).mean
+        for d in (0.0, 0.05)
+    ]
+    assert (
+        f"expected trials: {expected[0]:.0f} under no effect; {expected[1]:.0f} under min_effect "
+        "(every arm alike; from an sd of trial means assumed equal to min_effect (none measured yet))"
+    ) in out
     assert "(the A/A copy: the same + 1000000)" in out
     assert "total: 32 trials" in out
 

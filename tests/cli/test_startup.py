@@ -51,7 +51,10 @@ def test_commands_that_do_not_train_import_no_torch_and_no_mlflow():
     noop_pairs(load_study(study))  # keeps the probe's results in .cache/harness/probe
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, json.dumps(COMMANDS), json.dumps(HEAVY)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
     )
     assert done.returncode == 0, done.stderr
     runs = [json.loads(line) for line in done.stdout.splitlines()]

@@ -25,7 +25,9 @@ def one_error(err: str) -> str:
 @pytest.mark.parametrize("command", [["sync"], ["report"], ["ui", "--dry-run"]])
 def test_a_sqlite_store_that_does_not_exist_is_an_error(monkeypatch, capsys, tmp_path, study, command):
     typo = tmp_path / "mlfow.db"
-    code, _, err = run_main(monkeypatch, capsys, command[0], "small", *command[1:], "--tracking-uri", f"sqlite:///{typo}")
+    code, _, err = run_main(
+        monkeypatch, capsys, command[0], "small", *command[1:], "--tracking-uri", f"sqlite:///{typo}"
+    )
     assert code == 2
     assert one_error(err) == (
         f"error: --tracking-uri sqlite:///{typo}: no MLflow store at {typo}; sync, report and ui only use an "

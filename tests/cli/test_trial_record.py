@@ -23,9 +23,18 @@ from harness.tracking.results import load_results
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_SETS = [
-    "task.n_train=300", "task.n_eval=16", "task.reward=partial_match", "model.tiny.hidden_size=32",
-    "model.tiny.layers=1", "model.tiny.heads=2", "model.tiny.intermediate_size=64", "warmstart.steps=10",
-    "train.prompts_per_step=2", "train.max_new_tokens=4", "train.eval_every=0", "train.eval_samples=1",
+    "task.n_train=300",
+    "task.n_eval=16",
+    "task.reward=partial_match",
+    "model.tiny.hidden_size=32",
+    "model.tiny.layers=1",
+    "model.tiny.heads=2",
+    "model.tiny.intermediate_size=64",
+    "warmstart.steps=10",
+    "train.prompts_per_step=2",
+    "train.max_new_tokens=4",
+    "train.eval_every=0",
+    "train.eval_samples=1",
 ]
 SETS = [arg for s in TINY_SETS for arg in ("--set", s)]
 

@@ -103,14 +103,18 @@ def test_sigterm_to_harness_ui_ends_the_server_and_every_worker(tmp_path):
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HARNESS_UI_TEST": marker}
     ui = subprocess.Popen(
         [sys.executable, "-c", "from harness.cli import main; main()", "ui", str(study), "--port", str(free_port())],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     seen: dict[Process, str] = {}
     try:
         deadline = time.monotonic() + 60  # all its workers start after 20-40 s on 2 cores
         # the last to start: uvicorn's workers and, where MLflow runs jobs, the job runner's huey consumers
-        while not ("spawn_main" in (commands := " | ".join(seen.values()))
-                   and ("_job_runner" not in commands or "huey_consumer" in commands)):
+        while not (
+            "spawn_main" in (commands := " | ".join(seen.values()))
+            and ("_job_runner" not in commands or "huey_consumer" in commands)
+        ):
             assert ui.poll() is None, f"harness ui exited early with {ui.returncode}"
             assert time.monotonic() < deadline, f"the MLflow server did not start all its workers: {commands}"
             seen.update(descendants(ui.pid))
@@ -190,7 +194,9 @@ def start_ui(study: Path, tracking_uri: str, stderr) -> subprocess.Popen:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HARNESS_TRACKING_URI": tracking_uri}
     return subprocess.Popen(
         [sys.executable, "-c", "from harness.cli import main; main()", "ui", str(study), "--port", str(free_port())],
-        env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
     )
 
 

@@ -27,7 +27,11 @@ def merged(*args: str) -> list[str]:
     """`harness ARGS 2>&1`: its lines, in the order the two streams wrote them."""
     out = subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
         env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
     )
     return out.stdout.splitlines()
@@ -59,6 +63,9 @@ def test_validate_prints_warnings_and_errors_as_whole_lines():
     lines = merged("validate", str(warned), str(bad), str(good))
     assert_whole(lines)
     assert [line.split(":")[0] for line in lines if re.match(r"(ok|warning|error): ", line)] == [
-        "ok", "warning", "error", "ok",
+        "ok",
+        "warning",
+        "error",
+        "ok",
     ]
     assert f"error: {bad}: required field missing: seeds (+1 more)" in lines

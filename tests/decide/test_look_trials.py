@@ -9,11 +9,16 @@ LOOKS = [2, 4, 6]
 
 
 def sequential_study():
-    return parse_study({
-        "name": "seq", "control": "grpo", "seeds": [7, 3, 9, 1, 4, 8], "calibration": "aa",
-        "sequential": {"looks": LOOKS},
-        "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}],
-    })
+    return parse_study(
+        {
+            "name": "seq",
+            "control": "grpo",
+            "seeds": [7, 3, 9, 1, 4, 8],
+            "calibration": "aa",
+            "sequential": {"looks": LOOKS},
+            "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}],
+        }
+    )
 
 
 def test_the_replay_reads_a_look_on_exactly_the_seeds_queued_up_to_it():

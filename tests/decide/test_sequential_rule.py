@@ -24,9 +24,16 @@ T0 = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 
 def study(tmp_path, **changes):
-    data = {"name": "seq", "output_dir": str(tmp_path / "seq"), "control": "grpo", "seeds": 10, "min_effect": 0.05,
-            "calibration": "aa", "sequential": {"looks": [3, 5, 8], "spending": "pocock"},
-            "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}]}
+    data = {
+        "name": "seq",
+        "output_dir": str(tmp_path / "seq"),
+        "control": "grpo",
+        "seeds": 10,
+        "min_effect": 0.05,
+        "calibration": "aa",
+        "sequential": {"looks": [3, 5, 8], "spending": "pocock"},
+        "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}],
+    }
     data.update(changes)
     return parse_study(data)
 
@@ -38,9 +45,18 @@ def fixed(rule: SequentialRule, version: int = 1) -> SequentialRule:
 def test_the_rule_holds_the_design_and_each_conditions_config_without_its_seed(tmp_path):
     s = study(tmp_path)
     rule = rule_of_study(s)
-    assert (rule.looks, rule.spending, rule.alpha, rule.correction, rule.min_effect, rule.test, rule.primary_metric,
-            rule.direction, rule.failures, rule.control) == ([3, 5, 8], "pocock", 0.05, "bonferroni", 0.05, "auto",
-                                                           "eval/accuracy", "maximize", "drop", "grpo")
+    assert (
+        rule.looks,
+        rule.spending,
+        rule.alpha,
+        rule.correction,
+        rule.min_effect,
+        rule.test,
+        rule.primary_metric,
+        rule.direction,
+        rule.failures,
+        rule.control,
+    ) == ([3, 5, 8], "pocock", 0.05, "bonferroni", 0.05, "auto", "eval/accuracy", "maximize", "drop", "grpo")
     assert rule.seeds == list(range(8))  # the seeds the looks read: the pool's first, up to the last look
     assert rule.configs == {c: condition_spec(s, c, 0).config_hash() for c in ("grpo", "dr", "grpo-aa")}
 
@@ -55,19 +71,29 @@ def test_the_study_file_and_the_results_meta_give_the_same_rule(tmp_path):
 
 def test_a_change_names_each_field_old_to_new_on_one_line(tmp_path):
     before = fixed(rule_of_study(study(tmp_path)))
-    after = rule_of_study(study(tmp_path, min_effect=0.02, sequential={"looks": [3, 6], "spending": "obrien_fleming"},
-                                calibration="none", arms=[{"name": "grpo", "algorithm": "grpo"},
-                                                          {"name": "dr", "algorithm": "dr_grpo", "set": {"lr": 2.5e-4}}]))
+    after = rule_of_study(
+        study(
+            tmp_path,
+            min_effect=0.02,
+            sequential={"looks": [3, 6], "spending": "obrien_fleming"},
+            calibration="none",
+            arms=[{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo", "set": {"lr": 2.5e-4}}],
+        )
+    )
     changes = before.changes_to(after)
     assert changes[:3] == ["looks [3, 5, 8] -> [3, 6]", "spending pocock -> obrien_fleming", "min_effect 0.05 -> 0.02"]
-    assert changes[3].startswith(f"condition dr {before.configs['dr']} -> ") and changes[4] == "condition grpo-aa removed"
+    assert (
+        changes[3].startswith(f"condition dr {before.configs['dr']} -> ") and changes[4] == "condition grpo-aa removed"
+    )
     assert len(changes) == 5  # the looks read fewer of the same seeds: that is the looks' change, not the seeds'
     with pytest.raises(RuleChanged) as caught:
         check_file(after, [before], study="seq")
     line = str(caught.value)
     assert "\n" not in line and "; ".join(changes) in line
-    assert line.startswith("study 'seq': the study file changes the sequential rule fixed at its first look "
-                           f"(rule {before.label}, fixed 2026-01-02 03:04:05 UTC): looks [3, 5, 8] -> [3, 6]; ")
+    assert line.startswith(
+        "study 'seq': the study file changes the sequential rule fixed at its first look "
+        f"(rule {before.label}, fixed 2026-01-02 03:04:05 UTC): looks [3, 5, 8] -> [3, 6]; "
+    )
     assert "start a new study (give it a new name: and seeds: this one has not run" in line
     assert "`harness run --new-version`" in line
 
@@ -75,7 +101,8 @@ def test_a_change_names_each_field_old_to_new_on_one_line(tmp_path):
 def test_other_seeds_are_a_change_and_the_same_rule_is_in_force(tmp_path):
     before = fixed(rule_of_study(study(tmp_path)))
     assert before.changes_to(rule_of_study(study(tmp_path, seeds=[1, 0, 2, 3, 4, 5, 6, 7]))) == [
-        "seeds 0..7 -> [1, 0, 2, 3, 4, 5, 6, 7]"]
+        "seeds 0..7 -> [1, 0, 2, 3, 4, 5, 6, 7]"
+    ]
     assert before.changes_to(rule_of_study(study(tmp_path, seeds=20))) == []  # a longer pool: the looks read the same
     assert check_file(rule_of_study(study(tmp_path)), [before], study="seq") == before
     assert check_file(rule_of_study(study(tmp_path)), [], study="seq") is None  # not fixed yet
@@ -87,8 +114,11 @@ def test_options_that_change_the_rule_are_refused_apart_from_the_study_file(tmp_
     results.meta["sequential_rules"] = [fixed(rule_of_study(s)).model_dump(mode="json")]
     rules = read_rules(results, alpha=0.05, correction="bonferroni", min_effect=0.05)
     assert rules.in_force.version == 1 and rules.current.decision() == rules.in_force.decision()
-    with pytest.raises(RuleChanged, match=r"the options change it: alpha 0.05 -> 0.1; correction bonferroni -> none; "
-                                          r"leave those options out"):
+    with pytest.raises(
+        RuleChanged,
+        match=r"the options change it: alpha 0.05 -> 0.1; correction bonferroni -> none; "
+        r"leave those options out",
+    ):
         read_rules(results, alpha=0.1, correction="none", min_effect=0.05)
 
 
@@ -106,12 +136,15 @@ def test_the_header_line_gives_the_rule_in_force_and_the_versions_it_replaced(tm
     s = study(tmp_path)
     results = load_results(s)
     assert versions_line(read_rules(results, alpha=0.05, correction="bonferroni", min_effect=0.05)).startswith(
-        "not recorded")
+        "not recorded"
+    )
     v1 = fixed(rule_of_study(study(tmp_path, seeds=list(range(20, 30)))))
     v2 = fixed(rule_of_study(s), version=2)
     results.meta["sequential_rules"] = [v1.model_dump(mode="json"), v2.model_dump(mode="json")]
     line = versions_line(read_rules(results, alpha=0.05, correction="bonferroni", min_effect=0.05))
-    assert line == (f"rule {v2.label}, fixed 2026-01-02 03:04:05 UTC: looks at 3, 5, 8 seeds per arm (seeds 0..7), "
-                    "pocock spending, alpha 0.05 (bonferroni), min_effect 0.05, test auto on eval/accuracy "
-                    f"(maximize), failures drop, control grpo; replaces {v1.label} (fixed 2026-01-02 03:04:05 UTC; "
-                    "its trials are kept and listed, not used)")
+    assert line == (
+        f"rule {v2.label}, fixed 2026-01-02 03:04:05 UTC: looks at 3, 5, 8 seeds per arm (seeds 0..7), "
+        "pocock spending, alpha 0.05 (bonferroni), min_effect 0.05, test auto on eval/accuracy "
+        f"(maximize), failures drop, control grpo; replaces {v1.label} (fixed 2026-01-02 03:04:05 UTC; "
+        "its trials are kept and listed, not used)"
+    )

@@ -12,9 +12,18 @@ from harness.cli.trial import parse_assignments
 from harness.errors import ConfigError
 
 TINY_SETS = [
-    "task.n_train=300", "task.n_eval=16", "task.reward=partial_match", "model.tiny.hidden_size=32",
-    "model.tiny.layers=1", "model.tiny.heads=2", "model.tiny.intermediate_size=64", "warmstart.steps=10",
-    "train.prompts_per_step=2", "train.max_new_tokens=4", "train.eval_every=0", "train.eval_samples=1",
+    "task.n_train=300",
+    "task.n_eval=16",
+    "task.reward=partial_match",
+    "model.tiny.hidden_size=32",
+    "model.tiny.layers=1",
+    "model.tiny.heads=2",
+    "model.tiny.intermediate_size=64",
+    "warmstart.steps=10",
+    "train.prompts_per_step=2",
+    "train.max_new_tokens=4",
+    "train.eval_every=0",
+    "train.eval_samples=1",
 ]
 
 
@@ -23,7 +32,11 @@ def harness(*args, cwd=None):
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     return subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=300, env=env, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
     )
 
 

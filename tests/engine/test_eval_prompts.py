@@ -24,8 +24,15 @@ def test_prompt_ids_come_from_the_text_alone_and_repeats_stay_distinct():
     [({"greedy": [1.0]}, "one value per prompt id"), ({"prompt_ids": ["a", "a"]}, "prompt ids repeat")],
 )
 def test_prompt_scores_refuse_misaligned_or_repeated_ids(change, says):
-    fields = {"step": 0, "prompt_ids": ["a", "b"], "greedy": [1.0, 0.0], "sampled_mean": [0.5, 0.5],
-              "sampled_var": [0.5, 0.5], "samples": 2, **change}
+    fields = {
+        "step": 0,
+        "prompt_ids": ["a", "b"],
+        "greedy": [1.0, 0.0],
+        "sampled_mean": [0.5, 0.5],
+        "sampled_var": [0.5, 0.5],
+        "samples": 2,
+        **change,
+    }
     with pytest.raises(ValidationError, match=says):
         PromptScores(**fields)
 

@@ -21,8 +21,10 @@ from harness.errors import ConfigError
 @pytest.fixture
 def gsm_file(tmp_path) -> str:
     path = tmp_path / "gsm.jsonl"
-    rows = [{"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
-            for i in range(40)]
+    rows = [
+        {"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
+        for i in range(40)
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     return str(path)
 
@@ -91,10 +93,13 @@ def test_a_reward_that_never_changes_warns():
     assert line.startswith(f"{NO_LEARNING_SIGNAL}: the mean reward was 0 in each of its 15 steps")
 
 
-@pytest.mark.parametrize("history", [
-    _history([1.0] * (NO_SIGNAL_STEPS - 1) + [0.75] * 5),  # one mixed group early enough
-    _history([0.5] * 15, rewards=[0.3] * 15, spread=0.2),  # the same mean, but spread within groups
-])
+@pytest.mark.parametrize(
+    "history",
+    [
+        _history([1.0] * (NO_SIGNAL_STEPS - 1) + [0.75] * 5),  # one mixed group early enough
+        _history([0.5] * 15, rewards=[0.3] * 15, spread=0.2),  # the same mean, but spread within groups
+    ],
+)
 def test_a_trial_with_some_signal_does_not_warn(history):
     assert learning_signal(history) == []
 

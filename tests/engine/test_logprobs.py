@@ -46,8 +46,14 @@ def _lm(seed: int = 0, lora: bool = False) -> LoadedModel:
 
 
 def _rollout(lm, group=3, tokens=6, seed=1):
-    return sample_groups(lm, PROMPTS, group, max_new_tokens=tokens, temperature=TEMPERATURE,
-                         generator=torch.Generator().manual_seed(seed))
+    return sample_groups(
+        lm,
+        PROMPTS,
+        group,
+        max_new_tokens=tokens,
+        temperature=TEMPERATURE,
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
 def _full_logits(model, rollout):
@@ -99,8 +105,9 @@ def test_lora_reference_is_the_base_model_with_the_adapter_off():
         with lm.model.disable_adapter():
             expected, _ = _full_logits(lm.model, rollout)
         adapted = completion_forward(lm.model, rollout, temperature=TEMPERATURE).logprobs
-    torch.testing.assert_close(Reference(lm.model).logprobs(rollout, TEMPERATURE, micro_batch_size=5), expected,
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        Reference(lm.model).logprobs(rollout, TEMPERATURE, micro_batch_size=5), expected, atol=1e-6, rtol=0
+    )
     assert (adapted - expected).abs().max() > 1e-3  # the adapter does change them
 
 
@@ -148,8 +155,9 @@ def test_the_backward_pass_holds_a_few_chunks_of_logits_not_every_chunk(small_ch
     chunk_bytes = logprobs.LOGIT_CHUNK_ELEMENTS * 4
     chunks = int(rollout.completion_mask.sum()) * 15 * 4 / chunk_bytes
     with _VocabWideBytes(vocab=15, hidden=TINY["hidden_size"]) as seen:
-        forward = completion_forward(lm.model, rollout, temperature=TEMPERATURE, want_entropy=True,
-                                     entropy_grad=entropy_grad)
+        forward = completion_forward(
+            lm.model, rollout, temperature=TEMPERATURE, want_entropy=True, entropy_grad=entropy_grad
+        )
         (forward.logprobs.sum() + (forward.entropy.sum() if entropy_grad else 0)).backward()
     assert chunks > 20
     assert seen.peak <= 8 * chunk_bytes  # one chunk's logits and their few intermediates
@@ -157,9 +165,19 @@ def test_the_backward_pass_holds_a_few_chunks_of_logits_not_every_chunk(small_ch
 
 
 def _gemma(softcap: float) -> Gemma2ForCausalLM:
-    config = Gemma2Config(vocab_size=20, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                          num_attention_heads=2, num_key_value_heads=1, head_dim=8, pad_token_id=0,
-                          bos_token_id=1, eos_token_id=2, final_logit_softcapping=softcap)
+    config = Gemma2Config(
+        vocab_size=20,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        final_logit_softcapping=softcap,
+    )
     torch.manual_seed(0)
     model = Gemma2ForCausalLM(config).eval()
     with torch.no_grad():
@@ -187,6 +205,7 @@ def test_a_model_whose_logits_the_head_does_not_reproduce_is_refused():
 
 def _counted(forward, calls: list):
     """``forward``, appending to ``calls`` on each call (a forward hook misses the recomputation)."""
+
     def counted(*args, **kwargs):
         calls.append(1)
         return forward(*args, **kwargs)
@@ -206,8 +225,7 @@ def test_gradient_checkpointing_recomputes_the_layers_and_keeps_the_gradients(lo
         mlp, count = lm.model.get_decoder().layers[0].mlp, []  # a module inside a checkpointed layer
         mlp.forward = _counted(mlp.forward, count)
         lm.model.train()
-        forward = completion_forward(lm.model, rollout, temperature=TEMPERATURE, want_entropy=True,
-                                     entropy_grad=True)
+        forward = completion_forward(lm.model, rollout, temperature=TEMPERATURE, want_entropy=True, entropy_grad=True)
         grads.append(_grads(lm.model, (forward.logprobs, forward.entropy)))
         calls.append(len(count))
     assert calls[1] == calls[0] + 1  # the backward pass ran the layer again
@@ -222,9 +240,15 @@ def test_an_rl_step_never_builds_the_full_vocabulary_logits_of_its_batch(small_c
     train = TrainConfig(prompts_per_step=4, max_new_tokens=6, temperature=TEMPERATURE)
     shapes = []
     lm.model.get_output_embeddings().register_forward_hook(lambda module, args, out: shapes.append(out.shape))
-    learner = Learner(lm=lm, reference=Reference(lm.model), critic=None,  # the reference's copy keeps the hook
-                      optimizer=make_optimizer(lm.model.parameters(), lm.device), algorithm=cfg, train=train,
-                      generator=torch.Generator().manual_seed(0))
+    learner = Learner(
+        lm=lm,
+        reference=Reference(lm.model),
+        critic=None,  # the reference's copy keeps the hook
+        optimizer=make_optimizer(lm.model.parameters(), lm.device),
+        algorithm=cfg,
+        train=train,
+        generator=torch.Generator().manual_seed(0),
+    )
     vocab = lm.model.get_output_embeddings().weight.shape[0]
     prompt_width = int(max(len(i.prompt) for i in task.train[:4])) + 1  # + BOS
     metrics = rl_step(learner, task, list(task.train[:4]))

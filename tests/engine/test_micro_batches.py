@@ -33,14 +33,22 @@ def _step(preset: str, overrides: dict, micro_batch_size: int | None):
     """One step from a fixed start: the gradient of every trained weight, and the metrics."""
     task = build_task(TaskConfig(reward="partial_match"))
     tok = char_tokenizer(task.alphabet)
-    lm = LoadedModel(build_tiny_model(ModelConfig(tiny=TINY), len(tok), tok, seed=0).eval(), tok,
-                     torch.device("cpu"), use_chat_template=False)
+    lm = LoadedModel(
+        build_tiny_model(ModelConfig(tiny=TINY), len(tok), tok, seed=0).eval(),
+        tok,
+        torch.device("cpu"),
+        use_chat_template=False,
+    )
     cfg = resolve_algorithm(preset, {**ONE_UPDATE, **overrides})
     critic = build_critic(cfg, lm.model) if isinstance(cfg, RLConfig) else None
     params = list(lm.model.parameters()) + ([] if critic is None else list(critic.parameters()))
     learner = Learner(
-        lm=lm, reference=Reference(lm.model), critic=critic, optimizer=make_optimizer(params, lm.device),
-        algorithm=cfg, train=TrainConfig(prompts_per_step=PROMPTS, max_new_tokens=6, micro_batch_size=micro_batch_size),
+        lm=lm,
+        reference=Reference(lm.model),
+        critic=critic,
+        optimizer=make_optimizer(params, lm.device),
+        algorithm=cfg,
+        train=TrainConfig(prompts_per_step=PROMPTS, max_new_tokens=6, micro_batch_size=micro_batch_size),
         generator=torch.Generator().manual_seed(0),
     )
     step = dpo_step if cfg.kind == "dpo" else rl_step

@@ -14,9 +14,15 @@ def learner(placebo: bool, seed: int = 0) -> Learner:
     tokenizer = char_tokenizer("0123456789+=")
     model = build_tiny_model(ModelConfig(), len(tokenizer), tokenizer, seed=0)
     lm = LoadedModel(model, tokenizer, torch.device("cpu"), use_chat_template=False)
-    return Learner(lm=lm, reference=None, critic=None, optimizer=None,
-                   algorithm=resolve_algorithm("grpo", {"group_size": 4}),
-                   train=TrainConfig(placebo_reward=placebo), generator=torch.Generator().manual_seed(seed))
+    return Learner(
+        lm=lm,
+        reference=None,
+        critic=None,
+        optimizer=None,
+        algorithm=resolve_algorithm("grpo", {"group_size": 4}),
+        train=TrainConfig(placebo_reward=placebo),
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
 ITEMS = [Item(prompt=f"{i}+1=", answer=str(i + 1)) for i in range(4)]

@@ -35,7 +35,10 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gsm_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "gsm.jsonl"
-    rows = [{"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"} for i in range(40)]
+    rows = [
+        {"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
+        for i in range(40)
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     return str(path)
 
@@ -117,7 +120,8 @@ def test_the_lora_adapter_starts_from_its_seed_whatever_the_global_generator_hol
 
 
 def test_a_trial_gets_the_adapter_of_its_seed_whether_it_built_the_warm_start_or_found_it(
-        model_dir, gsm_file, cache_dir):
+    model_dir, gsm_file, cache_dir
+):
     from harness.engine.tasks import build_task
     from harness.engine.warmstart import load_policy
 
@@ -134,8 +138,13 @@ def test_lora_on_the_tiny_model_without_a_warm_start_trains_the_adapter_only(cac
     from harness.engine.tasks import build_task
     from harness.engine.warmstart import load_policy
 
-    spec = TrialSpec(arm="grpo", algorithm=resolve_algorithm("grpo", {"group_size": 2}),
-                     model={"lora": {"r": 4, "alpha": 8}}, warmstart={"enabled": False}, cache_dir=cache_dir)
+    spec = TrialSpec(
+        arm="grpo",
+        algorithm=resolve_algorithm("grpo", {"group_size": 2}),
+        model={"lora": {"r": 4, "alpha": 8}},
+        warmstart={"enabled": False},
+        cache_dir=cache_dir,
+    )
     lm = load_policy(spec, build_task(spec.task))[0]
     trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)

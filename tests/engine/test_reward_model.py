@@ -49,8 +49,9 @@ from harness.engine.tasks.base import Item
 from harness.errors import ConfigError
 from harness.ground.checked_cache import FIELDS_SHA256, fields_sha256
 
-SMALL = ModelConfig(tiny=TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), dtype="float32",
-                    device="cpu")
+SMALL = ModelConfig(
+    tiny=TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), dtype="float32", device="cpu"
+)
 ALPHABET = "0123456789+="
 
 
@@ -71,8 +72,9 @@ def tiny_lm(seed: int = 0) -> LoadedModel:
 
 
 def write_pairs(path: Path, pairs: list[Pair]) -> Path:
-    path.write_text("".join(json.dumps({"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected}) + "\n"
-                            for p in pairs))
+    path.write_text(
+        "".join(json.dumps({"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected}) + "\n" for p in pairs)
+    )
     return path
 
 
@@ -186,13 +188,16 @@ def test_held_out_pairs_are_whole_prompts():
 # ---------------------------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("line, problem", [
-    ('{"prompt": "1+1=", "chosen": "2"}', "missing field rejected"),
-    ('{"prompt": "1+1=", "chosen": "2", "rejected": "2"}', "chosen and rejected are identical"),
-    ('{"prompt": "1+1=", "chosen": "2", "rejected": 3}', "field rejected must be a string, not int"),
-    ('{"prompt": "1+1=", "chosen": "2", ', "not valid JSON"),
-    ('["1+1=", "2", "3"]', "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ('{"prompt": "1+1=", "chosen": "2"}', "missing field rejected"),
+        ('{"prompt": "1+1=", "chosen": "2", "rejected": "2"}', "chosen and rejected are identical"),
+        ('{"prompt": "1+1=", "chosen": "2", "rejected": 3}', "field rejected must be a string, not int"),
+        ('{"prompt": "1+1=", "chosen": "2", ', "not valid JSON"),
+        ('["1+1=", "2", "3"]', "must be a JSON object"),
+    ],
+)
 def test_a_bad_pair_line_is_one_line_naming_file_and_line(tmp_path, line, problem):
     path = tmp_path / "pairs.jsonl"
     path.write_text('{"prompt": "1+2=", "chosen": "3", "rejected": "4"}\n\n' + line + "\n")
@@ -227,10 +232,15 @@ def _spec(tmp_path, **task):
     from harness.algorithms import resolve_algorithm
     from harness.engine.spec import TrialSpec
 
-    return TrialSpec(arm="rm", algorithm=resolve_algorithm("grpo", {}), cache_dir=str(tmp_path / "cache"),
-                     model=SMALL, task=TaskConfig(n_train=300, n_eval=24, **task),
-                     warmstart={"steps": 20, "batch_size": 16, "lr": 3e-3},
-                     train={"steps": 2, "prompts_per_step": 4, "max_new_tokens": 4})
+    return TrialSpec(
+        arm="rm",
+        algorithm=resolve_algorithm("grpo", {}),
+        cache_dir=str(tmp_path / "cache"),
+        model=SMALL,
+        task=TaskConfig(n_train=300, n_eval=24, **task),
+        warmstart={"steps": 20, "batch_size": 16, "lr": 3e-3},
+        train={"steps": 2, "prompts_per_step": 4, "max_new_tokens": 4},
+    )
 
 
 FAST = {"lr": 3e-3, "batch_size": 32, "steps": 30}
@@ -301,21 +311,30 @@ def test_a_corrupted_cache_is_rebuilt_with_a_one_line_warning(trained, tmp_path)
     assert head.read_bytes() == (built.folder / HEAD_FILE).read_bytes()  # the same seeded training
 
 
-@pytest.mark.parametrize("damage, problem", [
-    (lambda f: (f / MANIFEST_FILE).unlink(), "has no manifest.json"),
-    (lambda f: (f / HEAD_FILE).unlink(), f"{HEAD_FILE} is missing"),
-    (lambda f: (f / MANIFEST_FILE).write_text(json.dumps({"format": "something-else", FIELDS_SHA256: fields_sha256(
-        {"format": "something-else"})})), "not a harness-reward-model manifest"),
-    (lambda f: (f / MANIFEST_FILE).write_text("{not json"), "manifest.json is unreadable"),
-])
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda f: (f / MANIFEST_FILE).unlink(), "has no manifest.json"),
+        (lambda f: (f / HEAD_FILE).unlink(), f"{HEAD_FILE} is missing"),
+        (
+            lambda f: (f / MANIFEST_FILE).write_text(
+                json.dumps({"format": "something-else", FIELDS_SHA256: fields_sha256({"format": "something-else"})})
+            ),
+            "not a harness-reward-model manifest",
+        ),
+        (lambda f: (f / MANIFEST_FILE).write_text("{not json"), "manifest.json is unreadable"),
+    ],
+)
 def test_a_folder_that_is_not_a_reward_model_is_one_line(trained, tmp_path, damage, problem):
     import shutil
 
     folder = tmp_path / "model"
     shutil.copytree(trained[2].folder, folder)
     damage(folder)
-    for call in (lambda: load_reward_model(folder, "cpu"),
-                 lambda: build_task(TaskConfig(reward={"model": str(folder)}))):
+    for call in (
+        lambda: load_reward_model(folder, "cpu"),
+        lambda: build_task(TaskConfig(reward={"model": str(folder)})),
+    ):
         with pytest.raises(ConfigError) as err:
             call()
         assert "not a scalar-head reward model folder" in str(err.value) and problem in str(err.value)
@@ -323,7 +342,10 @@ def test_a_folder_that_is_not_a_reward_model_is_one_line(trained, tmp_path, dama
 
 
 def test_a_missing_id_or_path_says_how_to_build_it(tmp_path):
-    with pytest.raises(ConfigError, match=r"reward.model .rm-0123456789abcdef.: no such reward model .* build it with `harness reward-model train"):
+    with pytest.raises(
+        ConfigError,
+        match=r"reward.model .rm-0123456789abcdef.: no such reward model .* build it with `harness reward-model train",
+    ):
         build_task(TaskConfig(reward={"model": "rm-0123456789abcdef"}), cache_dir=str(tmp_path))
     with pytest.raises(ConfigError, match="no such folder"):
         build_task(TaskConfig(reward={"model": str(tmp_path / "nowhere")}))
@@ -399,9 +421,11 @@ def test_the_weights_combine_as_documented(trained):
 
 
 def test_building_a_task_with_a_learned_reward_imports_no_torch(trained):
-    script = ("import sys\nfrom harness.engine.spec import TaskConfig\nfrom harness.engine.tasks import build_task\n"
-              f"task = build_task(TaskConfig(reward={{'model': {str(trained[2].folder)!r}}}))\n"
-              "assert task.scorer is not None\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    script = (
+        "import sys\nfrom harness.engine.spec import TaskConfig\nfrom harness.engine.tasks import build_task\n"
+        f"task = build_task(TaskConfig(reward={{'model': {str(trained[2].folder)!r}}}))\n"
+        "assert task.scorer is not None\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -428,8 +452,10 @@ def test_a_local_model_with_lora_and_a_chat_template_is_merged_before_saving(tmp
 
     source = tmp_path / "tiny-llama"
     tok = char_tokenizer(string.printable.strip() + " ")
-    tok.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
-                         "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    tok.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
     build_tiny_model(SMALL, len(tok), tok, seed=0).save_pretrained(source)
     tok.save_pretrained(source)
     trainable = []
@@ -465,8 +491,11 @@ def test_an_edited_manifest_field_is_never_trusted(trained, tmp_path):
     manifest["score_mean"] += 1.0
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True))
     edited = "manifest.json was edited after it was written (its fields do not match its manifest_sha256)"
-    for call in (lambda: load_reward_model(folder, "cpu"), lambda: build_task(TaskConfig(reward={"model": str(folder)})),
-                 lambda: build_task(TaskConfig(reward={"model": built.id}), cache_dir=spec.cache_dir)):
+    for call in (
+        lambda: load_reward_model(folder, "cpu"),
+        lambda: build_task(TaskConfig(reward={"model": str(folder)})),
+        lambda: build_task(TaskConfig(reward={"model": built.id}), cache_dir=spec.cache_dir),
+    ):
         with pytest.raises(ConfigError) as err:
             call()
         assert edited in str(err.value) and "\n" not in str(err.value)
@@ -489,17 +518,25 @@ def _one_line_error(task: dict) -> str:
     return format_validation_error(err.value, TaskConfig)
 
 
-@pytest.mark.parametrize("reward, message", [
-    ({"model": "rm-0123456789abcdef", "train": {"from_verifier": {}}}, ("either as built (model: rm-<hash> or a "
-     "folder) or by how it is trained (train: {from_verifier: {label_noise: 0.2}}), one of the two")),
-    ({"weight": 1.0}, "one of the two"),
-    ({"train": {"steps": 5}}, "give the pairs either as a file (pairs: FILE.jsonl) or built from the verifier"),
-    ({"train": {"pairs": "p.jsonl", "from_verifier": {}}}, "one of the two"),
-    ({"train": {"from_verifier": {"label_noise": 0.7}}}, "reward.train.from_verifier.label_noise"),
-    ({"train": {"from_verifier": {}, "lr": -1}}, "reward.train.lr"),
-    ({"train": {"from_verifier": {}, "base": " "}}, "give warmstart, model, or a hub id / local folder"),
-    ({"train": {"from_verifier": {"label_nose": 0.2}}}, "reward.train.from_verifier.label_nose"),
-])
+@pytest.mark.parametrize(
+    "reward, message",
+    [
+        (
+            {"model": "rm-0123456789abcdef", "train": {"from_verifier": {}}},
+            (
+                "either as built (model: rm-<hash> or a "
+                "folder) or by how it is trained (train: {from_verifier: {label_noise: 0.2}}), one of the two"
+            ),
+        ),
+        ({"weight": 1.0}, "one of the two"),
+        ({"train": {"steps": 5}}, "give the pairs either as a file (pairs: FILE.jsonl) or built from the verifier"),
+        ({"train": {"pairs": "p.jsonl", "from_verifier": {}}}, "one of the two"),
+        ({"train": {"from_verifier": {"label_noise": 0.7}}}, "reward.train.from_verifier.label_noise"),
+        ({"train": {"from_verifier": {}, "lr": -1}}, "reward.train.lr"),
+        ({"train": {"from_verifier": {}, "base": " "}}, "give warmstart, model, or a hub id / local folder"),
+        ({"train": {"from_verifier": {"label_nose": 0.2}}}, "reward.train.from_verifier.label_nose"),
+    ],
+)
 def test_a_bad_recipe_is_one_line_naming_the_field(reward, message):
     line = _one_line_error({"reward": reward})
     assert message in line and "\n" not in line
@@ -514,16 +551,22 @@ def test_a_recipe_is_checked_when_the_task_is_built_but_not_trained(tmp_path):
         build_task(TaskConfig(reward={"train": {"pairs": str(bad)}}))
     with pytest.raises(ConfigError, match=r"task.reward.train.pairs '.*nowhere.jsonl': no such file"):
         build_task(TaskConfig(reward={"train": {"pairs": str(tmp_path / "nowhere.jsonl")}}))
-    script = ("import sys\nfrom harness.engine.spec import TaskConfig\nfrom harness.engine.tasks import build_task\n"
-              "task = build_task(TaskConfig(reward={'train': {'from_verifier': {'label_noise': 0.2}}}))\n"
-              "assert task.scorer.folder is None\n"
-              "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
-              "try:\n    task.scorer.model\nexcept Exception as err:\n    print(type(err).__name__, err)\n")
+    script = (
+        "import sys\nfrom harness.engine.spec import TaskConfig\nfrom harness.engine.tasks import build_task\n"
+        "task = build_task(TaskConfig(reward={'train': {'from_verifier': {'label_noise': 0.2}}}))\n"
+        "assert task.scorer.folder is None\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+        "try:\n    task.scorer.model\nexcept Exception as err:\n    print(type(err).__name__, err)\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "[]", ("HarnessError task.reward.train names a reward model that is not built yet: a trial builds it before "
-               "its first step (harness.engine.reward_model.recipe.with_built_reward_model)")]
+        "[]",
+        (
+            "HarnessError task.reward.train names a reward model that is not built yet: a trial builds it before "
+            "its first step (harness.engine.reward_model.recipe.with_built_reward_model)"
+        ),
+    ]
 
 
 def test_the_shipped_study_trains_the_model_the_documented_command_trains():
@@ -534,8 +577,11 @@ def test_the_shipped_study_trains_the_model_the_documented_command_trains():
 
     study = load_study(Path(__file__).resolve().parents[2] / "studies" / "rlhf_reward_model.yaml")
     documented = RewardModelRecipe(from_verifier={"label_noise": 0.2})
-    ids = {rm_key.recipe_id(condition_spec(study, arm.name, seed), documented) for arm in study.arms
-           for seed in study.seeds}
+    ids = {
+        rm_key.recipe_id(condition_spec(study, arm.name, seed), documented)
+        for arm in study.arms
+        for seed in study.seeds
+    }
     assert len(ids) == 1  # every arm and seed trains on one model
     spec = condition_spec(study, study.control, study.seeds[0])
     assert ids == {rm_key.recipe_id(spec, spec.task.reward.train)}
@@ -546,15 +592,23 @@ def _recipe_spec(cache_dir: str, arm: str = "grpo", seed: int = 0):
     from harness.engine.spec import TrialSpec
 
     recipe = {"steps": 10, "lr": 3e-3, "from_verifier": {"prompts": 60, "samples_per_prompt": 4, "label_noise": 0.2}}
-    return TrialSpec(arm=arm, seed=seed, algorithm=resolve_algorithm(arm, {}), cache_dir=cache_dir, model=SMALL,
-                     task=TaskConfig(n_train=300, n_eval=24, reward={"train": recipe, "verifier": "partial_match"}),
-                     warmstart={"steps": 20, "batch_size": 16, "lr": 3e-3},
-                     train={"steps": 2, "prompts_per_step": 4, "max_new_tokens": 4, "eval_every": 0, "eval_samples": 2})
+    return TrialSpec(
+        arm=arm,
+        seed=seed,
+        algorithm=resolve_algorithm(arm, {}),
+        cache_dir=cache_dir,
+        model=SMALL,
+        task=TaskConfig(n_train=300, n_eval=24, reward={"train": recipe, "verifier": "partial_match"}),
+        warmstart={"steps": 20, "batch_size": 16, "lr": 3e-3},
+        train={"steps": 2, "prompts_per_step": 4, "max_new_tokens": 4, "eval_every": 0, "eval_samples": 2},
+    )
 
 
 def _timeless(result) -> tuple:
-    return ({k: v for k, v in result.final.items() if not k.startswith("time/")},
-            [{k: v for k, v in row.items() if not k.startswith("time/")} for row in result.history])
+    return (
+        {k: v for k, v in result.final.items() if not k.startswith("time/")},
+        [{k: v for k, v in row.items() if not k.startswith("time/")} for row in result.history],
+    )
 
 
 def test_a_trial_builds_the_recipes_model_once_and_later_trials_load_it(tmp_path, monkeypatch, capfd):

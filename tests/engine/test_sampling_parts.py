@@ -18,14 +18,16 @@ from harness.engine.trial import run_trial
 def _tiny_lm() -> LoadedModel:
     tok = char_tokenizer("0123456789+=")
     config = ModelConfig(tiny={"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64})
-    return LoadedModel(build_tiny_model(config, len(tok), tok, seed=0).eval(), tok, torch.device("cpu"),
-                       use_chat_template=False)
+    return LoadedModel(
+        build_tiny_model(config, len(tok), tok, seed=0).eval(), tok, torch.device("cpu"), use_chat_template=False
+    )
 
 
 def _sample(lm, prompts, seed, max_new_tokens=6):
     ids, mask = encode_prompts(lm, prompts)
-    return sample(lm, ids, mask, max_new_tokens=max_new_tokens, temperature=1.0,
-                  generator=torch.Generator().manual_seed(seed))
+    return sample(
+        lm, ids, mask, max_new_tokens=max_new_tokens, temperature=1.0, generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def test_cut_off_rows_are_those_whose_last_sampled_token_is_not_eos():
@@ -51,7 +53,7 @@ def test_joined_rollouts_keep_every_rows_tokens_and_log_probs():
         assert torch.equal(joined.completion_ids[rows, :width], part.completion_ids)
         assert torch.equal(joined.logprobs[rows, :width], part.logprobs)
         assert joined.completion_mask[rows, width:].sum() == 0
-        assert torch.equal(joined.prompt_ids[rows, -part.prompt_ids.shape[1]:], part.prompt_ids)
+        assert torch.equal(joined.prompt_ids[rows, -part.prompt_ids.shape[1] :], part.prompt_ids)
     # the extra left padding changes no log-prob of the joined rows (to float error)
     with torch.no_grad():
         recomputed = completion_forward(lm.model, joined, temperature=1.0).logprobs

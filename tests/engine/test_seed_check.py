@@ -10,8 +10,14 @@ from harness.engine.spec import TrialSpec
 
 @pytest.fixture()
 def spec(tmp_path) -> TrialSpec:
-    return TrialSpec(arm="grpo", seed=3, algorithm=resolve_algorithm("grpo"), warmstart={"enabled": False},
-                     train={"prompts_per_step": 2, "max_new_tokens": 6}, cache_dir=str(tmp_path))
+    return TrialSpec(
+        arm="grpo",
+        seed=3,
+        algorithm=resolve_algorithm("grpo"),
+        warmstart={"enabled": False},
+        train={"prompts_per_step": 2, "max_new_tokens": 6},
+        cache_dir=str(tmp_path),
+    )
 
 
 def test_the_engines_seeds_reach_the_rollouts(spec):
@@ -29,7 +35,8 @@ def test_a_seed_that_never_reaches_the_sampler_is_caught(spec, monkeypatch):
 
 def test_sampling_that_does_not_repeat_is_caught(spec, monkeypatch):
     draws = iter(range(100))
-    monkeypatch.setattr(seed_check, "trial_generator",
-                        lambda s, device: torch.Generator(device=device).manual_seed(next(draws)))
+    monkeypatch.setattr(
+        seed_check, "trial_generator", lambda s, device: torch.Generator(device=device).manual_seed(next(draws))
+    )
     with pytest.raises(seed_check.SeedCheckError, match="seed 3 twice gave different rollouts"):
         seed_check.check_seeds(spec)

@@ -28,8 +28,10 @@ def _refusal(check, *args) -> str | None:
 @pytest.fixture
 def gsm_file(tmp_path) -> str:
     path = tmp_path / "gsm.jsonl"
-    rows = [{"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
-            for i in range(40)]
+    rows = [
+        {"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
+        for i in range(40)
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     return str(path)
 

@@ -81,8 +81,10 @@ def test_a_reward_module_that_fails_while_importing_is_one_line(tmp_path, monkey
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ConfigError) as err:
         resolve_reward("broken_rewards:score")
-    assert str(err.value) == ("task.reward 'broken_rewards:score': cannot import 'broken_rewards', it fails while "
-                              "importing (RuntimeError: no GPU here second line)")
+    assert str(err.value) == (
+        "task.reward 'broken_rewards:score': cannot import 'broken_rewards', it fails while "
+        "importing (RuntimeError: no GPU here second line)"
+    )
 
 
 def test_gsm8k_jsonl_task(tmp_path):
@@ -111,12 +113,15 @@ def test_gsm8k_jsonl_bad_files(tmp_path):
         build_task(TaskConfig(name="gsm8k_jsonl", path=str(wrong)))
 
 
-@pytest.mark.parametrize("content, message", [
-    (b'{"question": "q", "answer": "#### 1"}\n\xff\xfe binary\n', "bad.jsonl:2: not UTF-8 text"),
-    (b"[" * 100_000 + b"\n", "bad.jsonl:1: not valid JSON"),  # nests too deep for the parser
-    (b'{"question": "q", "answer": ' + b"9" * 5000 + b"}\n", "bad.jsonl:1: not valid JSON"),  # too many digits
-    (b'[1, 2]\n', "bad.jsonl:1: a line must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b'{"question": "q", "answer": "#### 1"}\n\xff\xfe binary\n', "bad.jsonl:2: not UTF-8 text"),
+        (b"[" * 100_000 + b"\n", "bad.jsonl:1: not valid JSON"),  # nests too deep for the parser
+        (b'{"question": "q", "answer": ' + b"9" * 5000 + b"}\n", "bad.jsonl:1: not valid JSON"),  # too many digits
+        (b"[1, 2]\n", "bad.jsonl:1: a line must be a JSON object"),
+    ],
+)
 def test_a_corrupt_jsonl_file_is_one_line_naming_it(tmp_path, content, message):
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(content)
@@ -143,21 +148,24 @@ def _lines(*records) -> str:
 GOOD = {"question": "Tom has 3 apples and buys 2. How many?", "answer": "3 + 2 = 5 #### 5"}
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"question": "q", "answer": "3 + 2 = 5 ####"}, "the final answer after '####' is empty"),
-    ({"question": "q", "answer": "3 + 2 = 5 ####  \t"}, "the final answer after '####' is empty"),
-    ({"question": "q", "answer": "#### ,"}, "the final answer after '####' is empty"),  # commas are dropped
-    ({"question": "q", "answer": None}, "'answer' must be a non-empty string, not null"),
-    ({"question": "q", "answer": ""}, "'answer' must be a non-empty string"),
-    ({"question": "q", "answer": "   "}, "'answer' must be a non-empty string"),
-    ({"question": "q", "answer": 5}, "'answer' must be a non-empty string, not a number"),
-    ({"question": "q", "answer": ["5"]}, "'answer' must be a non-empty string, not an array"),
-    ({"question": "q"}, "no 'answer'"),
-    ({"question": None, "answer": "#### 5"}, "'question' must be a non-empty string, not null"),
-    ({"question": "", "answer": "#### 5"}, "'question' must be a non-empty string"),
-    ({"answer": "#### 5"}, "no 'question'"),
-    ("[1, 2]", "a line must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"question": "q", "answer": "3 + 2 = 5 ####"}, "the final answer after '####' is empty"),
+        ({"question": "q", "answer": "3 + 2 = 5 ####  \t"}, "the final answer after '####' is empty"),
+        ({"question": "q", "answer": "#### ,"}, "the final answer after '####' is empty"),  # commas are dropped
+        ({"question": "q", "answer": None}, "'answer' must be a non-empty string, not null"),
+        ({"question": "q", "answer": ""}, "'answer' must be a non-empty string"),
+        ({"question": "q", "answer": "   "}, "'answer' must be a non-empty string"),
+        ({"question": "q", "answer": 5}, "'answer' must be a non-empty string, not a number"),
+        ({"question": "q", "answer": ["5"]}, "'answer' must be a non-empty string, not an array"),
+        ({"question": "q"}, "no 'answer'"),
+        ({"question": None, "answer": "#### 5"}, "'question' must be a non-empty string, not null"),
+        ({"question": "", "answer": "#### 5"}, "'question' must be a non-empty string"),
+        ({"answer": "#### 5"}, "no 'question'"),
+        ("[1, 2]", "a line must be a JSON object"),
+    ],
+)
 def test_a_line_without_a_usable_answer_is_one_line_naming_file_and_line(tmp_path, bad, message):
     """An empty or null answer became the reference '' or 'None', which ``\\boxed{}`` or
     ``\\boxed{None}`` matched: dirty data paid. Now the line is refused, by file and line."""

@@ -54,16 +54,22 @@ def test_the_template_renders_the_tools_and_the_results_between_turns():
     assert isinstance(fmt, TemplateTurns)
     ids, history = fmt.start("12*3=")
     prompt = decode(lm, ids)
-    assert '"name": "calculator"' in prompt and prompt.endswith("<|im_start|>user\n12*3=<|im_end|>\n<|im_start|>assistant\n")
+    assert '"name": "calculator"' in prompt and prompt.endswith(
+        "<|im_start|>user\n12*3=<|im_end|>\n<|im_start|>assistant\n"
+    )
     after = decode(lm, fmt.after_call(history, CALL, [ToolOutcome("36", ok=True)]))
     # the policy's end-of-turn marker, the tool message, the next generation prompt: all template text
-    assert after == "<|im_end|>\n<|im_start|>user\n<tool_response>\n36\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        after
+        == "<|im_end|>\n<|im_start|>user\n<tool_response>\n36\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
     assert [m["role"] for m in history] == ["user", "assistant", "tool"]
     assert decode(lm, fmt.stop_ids) == "</tool_call>"
 
 
-@pytest.mark.parametrize("template, problem", [(NO_TOOLS, "drops the tools calculator"),
-                                               (NO_TOOL_ROLE, "no 'tool' message role")])
+@pytest.mark.parametrize(
+    "template, problem", [(NO_TOOLS, "drops the tools calculator"), (NO_TOOL_ROLE, "no 'tool' message role")]
+)
 def test_a_template_without_tool_support_is_refused_before_any_work(template, problem):
     with pytest.raises(ConfigError, match=problem) as err:
         format_of(lm_with(template), tool_use())
@@ -87,9 +93,19 @@ def test_a_real_models_template_without_tools_is_refused_before_the_warm_start(t
     lm.model.save_pretrained(tmp_path / "model")
     lm.tokenizer.save_pretrained(tmp_path / "model")
     monkeypatch.setattr(trial, "load_policy", lambda *a: pytest.fail("the warm start ran"))
-    spec = TrialSpec(arm="grpo", algorithm=resolve_algorithm("grpo"), cache_dir=str(tmp_path / "cache"),
-                     model={"name": str(tmp_path / "model")},
-                     task={"name": "multiplication", "min_digits": 2, "max_digits": 2, "n_train": 50, "n_eval": 10,
-                           "tools": ["calculator"]})
+    spec = TrialSpec(
+        arm="grpo",
+        algorithm=resolve_algorithm("grpo"),
+        cache_dir=str(tmp_path / "cache"),
+        model={"name": str(tmp_path / "model")},
+        task={
+            "name": "multiplication",
+            "min_digits": 2,
+            "max_digits": 2,
+            "n_train": 50,
+            "n_eval": 10,
+            "tools": ["calculator"],
+        },
+    )
     with pytest.raises(ConfigError, match="drops the tools calculator"):
         trial.start_policy(spec)

@@ -47,8 +47,9 @@ def lm() -> LoadedModel:
     ids, attention, loss_mask = _sft_batch(lm, task, list(ITEMS))
     for _ in range(300):
         logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-        loss = (torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
-                * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
+        loss = (
+            torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none") * loss_mask[:, 1:]
+        ).sum() / loss_mask[:, 1:].sum()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -57,8 +58,9 @@ def lm() -> LoadedModel:
 
 
 def greedy(lm, task, prompts, group=1, **kw):
-    return sample_episodes(lm, task.tool_use, prompts, group, max_new_tokens=96, temperature=1.0, generator=None,
-                           greedy=True, **kw)
+    return sample_episodes(
+        lm, task.tool_use, prompts, group, max_new_tokens=96, temperature=1.0, generator=None, greedy=True, **kw
+    )
 
 
 def test_the_demonstration_masks_the_tools_tokens_out_of_the_warm_start(lm):
@@ -117,15 +119,30 @@ def test_a_finished_episode_waits_out_of_the_batch(lm, monkeypatch):
 @pytest.mark.parametrize("mask_tool_tokens", [True, False])
 def test_an_rl_step_on_episodes_trains_on_the_policys_tokens(lm, mask_tool_tokens):
     task = tool_task()
-    policy = LoadedModel(build_tiny_model(ModelConfig(tiny=TinyModelConfig(hidden_size=48, layers=2, heads=4,
-                                                                            intermediate_size=96)),
-                                          len(lm.tokenizer), lm.tokenizer, seed=0), lm.tokenizer, lm.device, False)
+    policy = LoadedModel(
+        build_tiny_model(
+            ModelConfig(tiny=TinyModelConfig(hidden_size=48, layers=2, heads=4, intermediate_size=96)),
+            len(lm.tokenizer),
+            lm.tokenizer,
+            seed=0,
+        ),
+        lm.tokenizer,
+        lm.device,
+        False,
+    )
     policy.model.load_state_dict(lm.model.state_dict())
     cfg = resolve_algorithm("grpo", {"group_size": 2})
     train = TrainConfig(prompts_per_step=2, max_new_tokens=96, mask_tool_tokens=mask_tool_tokens)
-    learner = Learner(lm=policy, reference=Reference(policy.model), critic=None,
-                      optimizer=make_optimizer(policy.model.parameters(), policy.device), algorithm=cfg, train=train,
-                      generator=torch.Generator().manual_seed(0), turns=task.tool_use.max_turns)
+    learner = Learner(
+        lm=policy,
+        reference=Reference(policy.model),
+        critic=None,
+        optimizer=make_optimizer(policy.model.parameters(), policy.device),
+        algorithm=cfg,
+        train=train,
+        generator=torch.Generator().manual_seed(0),
+        turns=task.tool_use.max_turns,
+    )
     metrics = rl_step(learner, task, list(ITEMS))
     assert metrics["tokens/tool"] > 0 and metrics["tools/calls_per_episode"] > 0
     assert metrics["tokens/generated"] == metrics["tokens/policy"]  # what the policy wrote

@@ -13,8 +13,19 @@ from harness.errors import ConfigError
 
 
 def multiplication(**config):
-    return build_task(TaskConfig(**{"name": "multiplication", "min_digits": 2, "max_digits": 3, "n_train": 400,
-                                    "n_eval": 64, "tools": ["calculator"], **config}))
+    return build_task(
+        TaskConfig(
+            **{
+                "name": "multiplication",
+                "min_digits": 2,
+                "max_digits": 3,
+                "n_train": 400,
+                "n_eval": 64,
+                "tools": ["calculator"],
+                **config,
+            }
+        )
+    )
 
 
 def test_multiplication_items_and_their_demonstrations_are_right():
@@ -63,8 +74,16 @@ def test_an_unknown_tool_is_refused_with_the_valid_names():
         multiplication(tools=["calculator", "abacus"])
 
 
-@pytest.mark.parametrize("key, value", [("max_turns", 2), ("tool_timeout_s", 5.0), ("describe_tools", False),
-                                        ("demo_share", 0.3), ("tool_reward", ToolRewardConfig(answer=2.0))])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("max_turns", 2),
+        ("tool_timeout_s", 5.0),
+        ("describe_tools", False),
+        ("demo_share", 0.3),
+        ("tool_reward", ToolRewardConfig(answer=2.0)),
+    ],
+)
 def test_a_tool_setting_without_tools_is_refused(key, value):
     with pytest.raises(ValidationError, match=f"task.{key} is read only by tool-calling episodes"):
         TaskConfig(name="multiplication", **{key: value})

@@ -15,12 +15,15 @@ from harness.algorithms.objective import UpdateBatch, update_loss
 RL_PRESETS = [name for name in PRESETS if resolve_algorithm(name, {}).kind == "rl"]
 ROWS, WIDTH, VOCAB = 4, 10, 7
 #: per row: 1 on the policy's tokens; a tool's response sits in the middle (columns 3-5 of rows 0-2)
-POLICY = torch.tensor([
-    [1, 1, 1, 0, 0, 0, 1, 1, 0, 0],
-    [1, 1, 1, 0, 0, 0, 1, 1, 1, 1],
-    [1, 1, 1, 0, 0, 0, 1, 0, 0, 0],
-    [1, 1, 1, 1, 1, 0, 0, 0, 0, 0],  # answered directly: padding only
-], dtype=torch.float)
+POLICY = torch.tensor(
+    [
+        [1, 1, 1, 0, 0, 0, 1, 1, 0, 0],
+        [1, 1, 1, 0, 0, 0, 1, 1, 1, 1],
+        [1, 1, 1, 0, 0, 0, 1, 0, 0, 0],
+        [1, 1, 1, 1, 1, 0, 0, 0, 0, 0],  # answered directly: padding only
+    ],
+    dtype=torch.float,
+)
 TOOL = torch.zeros_like(POLICY)
 TOOL[:3, 3:6] = 1.0
 
@@ -38,8 +41,12 @@ def batch_of(logits: torch.Tensor, tokens: torch.Tensor, *, seed: int, values: b
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     noise = lambda: torch.randn(ROWS, WIDTH, generator=gen) * 0.1  # noqa: E731
     return UpdateBatch(
-        logprobs=logprobs, old_logprobs=logprobs.detach() + noise(), ref_logprobs=logprobs.detach() + noise(),
-        advantages=torch.randn(ROWS, WIDTH, generator=gen), mask=POLICY, entropy=entropy,
+        logprobs=logprobs,
+        old_logprobs=logprobs.detach() + noise(),
+        ref_logprobs=logprobs.detach() + noise(),
+        advantages=torch.randn(ROWS, WIDTH, generator=gen),
+        mask=POLICY,
+        entropy=entropy,
         values=(torch.randn(ROWS, WIDTH, generator=gen) if values else None),
         old_values=(torch.randn(ROWS, WIDTH, generator=gen) if values else None),
         returns=(torch.randn(ROWS, WIDTH, generator=gen) if values else None),
@@ -54,8 +61,14 @@ def loss_and_grad(name: str, perturb_tool_positions: bool = False):
     batch = batch_of(logits, tokens, seed=2, values=cfg.critic != "none")
     if perturb_tool_positions:  # other log-probs (old, reference) and advantages where a tool wrote
         shift = TOOL * 5.0
-        batch = UpdateBatch(**{**vars(batch), "old_logprobs": batch.old_logprobs - shift,
-                               "ref_logprobs": batch.ref_logprobs + shift, "advantages": batch.advantages + shift})
+        batch = UpdateBatch(
+            **{
+                **vars(batch),
+                "old_logprobs": batch.old_logprobs - shift,
+                "ref_logprobs": batch.ref_logprobs + shift,
+                "advantages": batch.advantages + shift,
+            }
+        )
     loss, metrics = update_loss(batch, cfg, make_aggregator(cfg, WIDTH))
     loss.backward()
     return loss.detach(), metrics, logits.grad
@@ -86,6 +99,7 @@ def test_aggregation_counts_only_policy_tokens(name):
     assert torch.equal(with_tools_as_padding, aggregate(ones, POLICY))
     # the count it divides by is the policy tokens' (or the rows', or the constant): a tool token
     # made a policy token changes it
-    assert not torch.equal(aggregate(torch.rand(ROWS, WIDTH, generator=torch.Generator().manual_seed(3)), POLICY),
-                           aggregate(torch.rand(ROWS, WIDTH, generator=torch.Generator().manual_seed(3)),
-                                     torch.maximum(POLICY, TOOL)))
+    assert not torch.equal(
+        aggregate(torch.rand(ROWS, WIDTH, generator=torch.Generator().manual_seed(3)), POLICY),
+        aggregate(torch.rand(ROWS, WIDTH, generator=torch.Generator().manual_seed(3)), torch.maximum(POLICY, TOOL)),
+    )

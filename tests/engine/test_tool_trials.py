@@ -11,17 +11,38 @@ import pytest
 from harness.algorithms import PRESETS
 from harness.engine.trial import run_trial
 
-TOOL_TASK = {"name": "multiplication", "min_digits": 2, "max_digits": 2, "n_train": 300, "n_eval": 16,
-             "tools": ["calculator"], "describe_tools": False, "demo_share": 1.0, "reward": None}
-TOOL_METRICS = ["tools/calls_per_episode", "tools/valid_call_rate", "tools/error_rate", "tools/turns",
-                "tools/hit_turn_limit", "train/reward_answer", "train/reward_format", "tokens/policy", "tokens/tool"]
+TOOL_TASK = {
+    "name": "multiplication",
+    "min_digits": 2,
+    "max_digits": 2,
+    "n_train": 300,
+    "n_eval": 16,
+    "tools": ["calculator"],
+    "describe_tools": False,
+    "demo_share": 1.0,
+    "reward": None,
+}
+TOOL_METRICS = [
+    "tools/calls_per_episode",
+    "tools/valid_call_rate",
+    "tools/error_rate",
+    "tools/turns",
+    "tools/hit_turn_limit",
+    "train/reward_answer",
+    "train/reward_format",
+    "tokens/policy",
+    "tokens/tool",
+]
 
 
 def tool_spec(make_spec, preset: str, **train):
-    return make_spec(preset, task=TOOL_TASK,
-                     model={"tiny": {"hidden_size": 48, "layers": 2, "heads": 4, "intermediate_size": 96}},
-                     warmstart={"steps": 150, "batch_size": 16, "lr": 5e-3, "target_accuracy": 1.0},
-                     train={"steps": 1, "max_new_tokens": 90, "eval_every": 0, "eval_samples": 1, **train})
+    return make_spec(
+        preset,
+        task=TOOL_TASK,
+        model={"tiny": {"hidden_size": 48, "layers": 2, "heads": 4, "intermediate_size": 96}},
+        warmstart={"steps": 150, "batch_size": 16, "lr": 5e-3, "target_accuracy": 1.0},
+        train={"steps": 1, "max_new_tokens": 90, "eval_every": 0, "eval_samples": 1, **train},
+    )
 
 
 @pytest.mark.slow

@@ -8,9 +8,16 @@ from harness.engine.warmstart_key import WarmStartInputs, cache_key
 from harness.errors import ConfigError, NonFiniteError
 
 COMMON = [
-    "train/reward_mean", "train/reward_std_in_group", "train/frac_degenerate",
-    "train/completion_len", "train/loss", "train/grad_norm", "tokens/generated", "tokens/trained",
-    "tokens/total", "time/step_s",
+    "train/reward_mean",
+    "train/reward_std_in_group",
+    "train/frac_degenerate",
+    "train/completion_len",
+    "train/loss",
+    "train/grad_norm",
+    "tokens/generated",
+    "tokens/trained",
+    "tokens/total",
+    "time/step_s",
 ]
 RL_ONLY = ["train/kl_ref", "train/entropy", "train/clip_frac", "train/ratio_mean"]
 
@@ -65,7 +72,9 @@ def test_warm_start_is_shared_across_arms_and_seeds(make_spec, cache_dir):
     stamp = (folder / "warmstart.json").stat().st_mtime_ns
     run_trial(make_spec("grpo", seed=2))
     assert (folder / "warmstart.json").stat().st_mtime_ns == stamp
-    assert cache_key(WarmStartInputs.of(make_spec("grpo", warmstart={"lr": 1e-3}))) != cache_key(WarmStartInputs.of(make_spec("grpo")))
+    assert cache_key(WarmStartInputs.of(make_spec("grpo", warmstart={"lr": 1e-3}))) != cache_key(
+        WarmStartInputs.of(make_spec("grpo"))
+    )
 
 
 def test_start_accuracy_is_the_same_for_every_arm(make_spec):

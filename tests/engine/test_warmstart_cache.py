@@ -87,6 +87,7 @@ def truncate(name: str):
     def damage(folder: Path) -> None:
         text = (folder / name).read_text()
         (folder / name).write_text(text[: len(text) // 2])
+
     damage.__name__ = f"truncate_{name}"
     return damage
 
@@ -94,6 +95,7 @@ def truncate(name: str):
 def remove(name: str):
     def damage(folder: Path) -> None:
         (folder / name).unlink()
+
     damage.__name__ = f"remove_{name}"
     return damage
 
@@ -130,7 +132,10 @@ def _rebuilt_like_fresh(healthy, folder: Path, run, match: str) -> None:
     assert _timeless(result) == _timeless(baseline)
     # rebuilt, not patched: the same seeded SFT wrote the same bytes, and the manifest is whole
     assert (folder / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
-    assert json.loads((folder / "manifest.json").read_text())["sha256"].keys() >= {"model.safetensors", "warmstart.json"}
+    assert json.loads((folder / "manifest.json").read_text())["sha256"].keys() >= {
+        "model.safetensors",
+        "warmstart.json",
+    }
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES), ids=list(DAMAGES))

@@ -37,10 +37,16 @@ def test_progress_and_a_missed_target_are_reported_built_or_cached(spec, capsys)
     missed = spec(target=1.0)
     result = run_trial(missed)
     err = capsys.readouterr().err
-    assert re.search(r"warm start: building \S+: SFT of up to 30 steps until greedy accuracy on \d+ "
-                     r"train-validation prompts reaches 1", err), err
-    assert re.search(r"warm start: step 25/30, val accuracy \d\.\d{3} \(target 1\), \d+ s so far, "
-                     r"at most \d+ s left", err), err
+    assert re.search(
+        r"warm start: building \S+: SFT of up to 30 steps until greedy accuracy on \d+ "
+        r"train-validation prompts reaches 1",
+        err,
+    ), err
+    assert re.search(
+        r"warm start: step 25/30, val accuracy \d\.\d{3} \(target 1\), \d+ s so far, "
+        r"at most \d+ s left",
+        err,
+    ), err
     assert "warm start: SFT stopped at its step limit below its target 1: val accuracy" in err
     (line,) = result.warnings
     assert line.startswith(f"{WARMSTART_BELOW_TARGET}: after 30 of at most 30 SFT steps")

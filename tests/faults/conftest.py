@@ -93,9 +93,7 @@ class Postgres:
             self._owner = None
 
     def _run(self, *args: str, timeout: float = 60) -> None:
-        out = subprocess.run(
-            [*self.prefix, *args], cwd=self.root, capture_output=True, text=True, timeout=timeout
-        )
+        out = subprocess.run([*self.prefix, *args], cwd=self.root, capture_output=True, text=True, timeout=timeout)
         if out.returncode != 0:
             log = self.root / "postgres.log"
             tail = log.read_text()[-2000:] if log.exists() else ""
@@ -107,8 +105,17 @@ class Postgres:
         if self._owner:
             os.chown(pwfile, *self._owner)
         self._run(
-            str(self.bindir / "initdb"), "-D", str(self.data), "-U", PG_USER, f"--pwfile={pwfile}",
-            "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync",
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            PG_USER,
+            f"--pwfile={pwfile}",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-sync",
         )
         pwfile.unlink()
         options = (
@@ -116,8 +123,18 @@ class Postgres:
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
         self._run(
-            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "postgres.log"),
-            "-w", "-t", str(int(STARTUP_TIMEOUT_S)), "-o", options, "start", timeout=STARTUP_TIMEOUT_S + 10,
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "postgres.log"),
+            "-w",
+            "-t",
+            str(int(STARTUP_TIMEOUT_S)),
+            "-o",
+            options,
+            "start",
+            timeout=STARTUP_TIMEOUT_S + 10,
         )
 
     def stop(self) -> None:
@@ -134,7 +151,11 @@ class Postgres:
         import psycopg
 
         with psycopg.connect(
-            host="127.0.0.1", port=self.port, user=PG_USER, password=PG_PASSWORD, dbname="postgres",
+            host="127.0.0.1",
+            port=self.port,
+            user=PG_USER,
+            password=PG_PASSWORD,
+            dbname="postgres",
             autocommit=True,
         ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
@@ -190,16 +211,25 @@ class MlflowServer:
         mlflow = Path(sys.executable).parent / "mlflow"
         cmd = [str(mlflow)] if mlflow.exists() else [sys.executable, "-m", "mlflow"]
         cmd += [
-            "server", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
-            "--artifacts-destination", str(self.root / "artifacts"),
-            "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{self.root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(self.root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
         ]
         env = {
-            **os.environ, "MLFLOW_DISABLE_TELEMETRY": "true",
+            **os.environ,
+            "MLFLOW_DISABLE_TELEMETRY": "true",
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # no job runner processes: tracking only
         }
         self.starts += 1
-        log = open(self.root / f"server.{self.starts}.log", "wb")
+        log = open(self.root / f"server.{self.starts}.log", "wb")  # noqa: SIM115 - the server's, for its life
         self.proc = subprocess.Popen(
             cmd, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )

@@ -20,8 +20,12 @@ def write_study(folder: Path, name: str, arms: list[str], *, seeds=1, output_dir
     """A study whose arms are named for the outcome the fake trial gives them (fake_trials).
     Without ``output_dir`` its folder is ``runs/<name>`` under the current folder: each
     "machine" (a folder the commands run in) has its own."""
-    data = {"name": name, "seeds": seeds, "control": arms[0],
-            "arms": [{"name": arm, "algorithm": "grpo"} for arm in arms]}
+    data = {
+        "name": name,
+        "seeds": seeds,
+        "control": arms[0],
+        "arms": [{"name": arm, "algorithm": "grpo"} for arm in arms],
+    }
     if output_dir is not None:
         data["output_dir"] = output_dir
     folder.mkdir(parents=True, exist_ok=True)
@@ -46,8 +50,12 @@ class Machine:
     def start(self, *args: str, label: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         with open(self.dir / f"{label}.out", "wb") as out, open(self.dir / f"{label}.err", "wb") as err:
             proc = subprocess.Popen(
-                [*HARNESS, *args], cwd=self.dir, env={**os.environ, **(env or {})},
-                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                [*HARNESS, *args],
+                cwd=self.dir,
+                env={**os.environ, **(env or {})},
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
             )
         self.procs.append(proc)
         return proc
@@ -60,13 +68,16 @@ class Machine:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise AssertionError(f"`harness {' '.join(args)}` on {self.name} ran past {timeout}s:\n"
-                                 f"{self.output(label)[1][-3000:]}") from None
+            raise AssertionError(
+                f"`harness {' '.join(args)}` on {self.name} ran past {timeout}s:\n{self.output(label)[1][-3000:]}"
+            ) from None
         return (code, *self.output(label))
 
     def output(self, label: str) -> tuple[str, str]:
-        return ((self.dir / f"{label}.out").read_text(errors="replace"),
-                (self.dir / f"{label}.err").read_text(errors="replace"))
+        return (
+            (self.dir / f"{label}.out").read_text(errors="replace"),
+            (self.dir / f"{label}.err").read_text(errors="replace"),
+        )
 
     def stop_all(self) -> None:
         for proc in self.procs:

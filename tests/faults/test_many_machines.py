@@ -56,11 +56,22 @@ def test_three_workers_on_two_machines_run_every_trial_exactly_once(tmp_path, fa
     ids = trial_ids(study_a)
     env = {"FAKE_TRIAL_SLEEP": "1"}
     try:
-        runner = a.start("run", study_a.name, "--storage", pg_url, "--workers", "1", "--no-tracking",
-                         *FAST, label="run", env=env)
+        runner = a.start(
+            "run", study_a.name, "--storage", pg_url, "--workers", "1", "--no-tracking", *FAST, label="run", env=env
+        )
         wait_for(lambda: len(queue_jobs(pg_url, "multi")) == len(ids), 60, "the runner to queue the study")
-        code_b, _, err_b = b.run("worker", study_b.name, "--storage", pg_url, "--workers", "2",
-                                 "--no-tracking", *FAST, label="worker", env=env)
+        code_b, _, err_b = b.run(
+            "worker",
+            study_b.name,
+            "--storage",
+            pg_url,
+            "--workers",
+            "2",
+            "--no-tracking",
+            *FAST,
+            label="worker",
+            env=env,
+        )
         code_a = runner.wait(timeout=120)
     finally:
         a.stop_all()
@@ -121,14 +132,18 @@ def test_sigkilled_worker_trial_is_found_stale_and_completed_by_another(tmp_path
     assert len(slow) == 1  # the one trial that runs long (60 s) the first time
     env = {"FAKE_TRIAL_SLEEP": "0.5", "FAKE_SLOW_FIRST_S": "60"}
     try:
-        runner = a.start("run", study.name, "--storage", pg_url, "--workers", "2", "--no-tracking",
-                         *FAST, label="run", env=env)
+        runner = a.start(
+            "run", study.name, "--storage", pg_url, "--workers", "2", "--no-tracking", *FAST, label="run", env=env
+        )
 
         def running_slow_job():
             if not any(calls(fault_env, tid) for tid in slow):
                 return None
-            running = [j for j in queue_jobs(pg_url, "killed")
-                       if j.state == TrialState.RUNNING and j.key in slow and j.attrs.get(study_db.WORKER)]
+            running = [
+                j
+                for j in queue_jobs(pg_url, "killed")
+                if j.state == TrialState.RUNNING and j.key in slow and j.attrs.get(study_db.WORKER)
+            ]
             return running[0] if running else None
 
         wait_for(lambda: running_slow_job() is not None, 90, "a slow trial to start")
@@ -168,8 +183,16 @@ def test_completed_record_is_never_run_again(tmp_path, fault_env, pg_url, monkey
     a = Machine(tmp_path, "machine_a")
     path = write_study(a.dir, "half", ["ok"], seeds=3)
     monkeypatch.chdir(a.dir)
-    opts = RunOptions(storage=pg_url, trial_fn=FAKE, tracking=False, poll_interval=0.2,
-                      heartbeat_interval=1, grace_period=3, stream=io.StringIO(), gpus=[])
+    opts = RunOptions(
+        storage=pg_url,
+        trial_fn=FAKE,
+        tracking=False,
+        poll_interval=0.2,
+        heartbeat_interval=1,
+        grace_period=3,
+        stream=io.StringIO(),
+        gpus=[],
+    )
     setup = prepare(path, opts)
     q = queue.create_queue(setup.storage, "half", "maximize")
     specs = {s.trial_id: s for s in expand(setup.study)}
@@ -211,7 +234,7 @@ def test_machines_opening_a_fresh_database_at_once_all_get_in(postgres):
         barrier = threading.Barrier(6)
         errors: list[BaseException] = []
 
-        def open_it(create: bool) -> None:
+        def open_it(create: bool, barrier=barrier, url=url, errors=errors) -> None:
             barrier.wait()
             try:
                 study_db.open_storage(url, create=create).engine.dispose()

@@ -58,11 +58,14 @@ def tmpfs(tmp_path):
     def mount(options: str) -> Path:
         point = tmp_path / f"mnt{len(mounted)}"
         point.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True, text=True
+        )
         if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); "
-                        "the read-only and full-disk cases need mount rights")
+            pytest.skip(
+                f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); "
+                "the read-only and full-disk cases need mount rights"
+            )
         mounted.append(point)
         return point
 
@@ -88,11 +91,21 @@ def test_too_little_free_space_simulated_by_the_threshold(tmp_path, fault_env, m
     _nothing_started(tmp_path, fault_env)
     assert not (tmp_path / "out").exists()
     # and `harness worker` checks the same before joining
-    code, err = _run_cli(monkeypatch, capsys, "worker", str(study), "--trial-fn", FAKE, "--no-tracking",
-                         "--storage", f"sqlite:///{tmp_path / 'nowhere.db'}")
+    code, err = _run_cli(
+        monkeypatch,
+        capsys,
+        "worker",
+        str(study),
+        "--trial-fn",
+        FAKE,
+        "--no-tracking",
+        "--storage",
+        f"sqlite:///{tmp_path / 'nowhere.db'}",
+    )
     free_mb = re.compile(r"only [0-9.]+ MB free")  # the disk's free space moves between the two reads
     assert code == 2 and [free_mb.sub("only N MB free", x) for x in err.strip().splitlines()] == [
-        free_mb.sub("only N MB free", line)]
+        free_mb.sub("only N MB free", line)
+    ]
 
 
 def test_read_only_output_folder(tmp_path, fault_env, monkeypatch, capsys, tmpfs):

@@ -32,17 +32,18 @@ def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
 # study files are data
 
 
-@pytest.mark.parametrize("tag", [
-    '!!python/object/apply:os.system ["touch {mark}"]',
-    "!!python/object/new:subprocess.Popen [[touch, {mark}]]",
-    "!!python/name:os.system",
-])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        '!!python/object/apply:os.system ["touch {mark}"]',
+        "!!python/object/new:subprocess.Popen [[touch, {mark}]]",
+        "!!python/name:os.system",
+    ],
+)
 def test_python_yaml_tags_are_rejected_and_never_run(tmp_path, fault_env, monkeypatch, capsys, tag):
     mark = tmp_path / "MARK"
     path = tmp_path / "evil.yaml"
-    path.write_text(
-        f"name: {tag.format(mark=mark)}\nseeds: 1\ncontrol: a\narms: [{{name: a, algorithm: grpo}}]\n"
-    )
+    path.write_text(f"name: {tag.format(mark=mark)}\nseeds: 1\ncontrol: a\narms: [{{name: a, algorithm: grpo}}]\n")
     for command in ("validate", "run"):
         code, err = _cli(monkeypatch, capsys, command, str(path), *(["--trial-fn", FAKE] if command == "run" else []))
         assert code == 2 and len(err.strip().splitlines()) == 1, err
@@ -58,8 +59,13 @@ def test_no_eval_or_exec_in_the_harness():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"eval", "exec"}:
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in {"eval", "exec"} \
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id in {"builtins", "__builtins__"}:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"eval", "exec"}
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in {"builtins", "__builtins__"}
+            ):
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
 
@@ -85,12 +91,15 @@ def test_reward_module_function_is_imported(tmp_path, monkeypatch):
     assert fn(Item(prompt="1+1=", answer="2"), "2") == 0.5
 
 
-@pytest.mark.parametrize("text", [
-    "__import__('os').system('touch {mark}')",  # no colon: an unknown registered name
-    "os:system('touch {mark}')",  # a module, then an attribute that is not a name
-    "__import__('os').system('touch {mark}'):half",  # a "module" that is code
-    "os:path.join",  # a dotted attribute is not a function name either
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('touch {mark}')",  # no colon: an unknown registered name
+        "os:system('touch {mark}')",  # a module, then an attribute that is not a name
+        "__import__('os').system('touch {mark}'):half",  # a "module" that is code
+        "os:path.join",  # a dotted attribute is not a function name either
+    ],
+)
 def test_reward_strings_are_never_evaluated(tmp_path, fault_env, monkeypatch, capsys, text):
     from harness.engine.tasks.rewards import resolve_reward
 
@@ -115,14 +124,16 @@ def test_reward_strings_are_never_evaluated(tmp_path, fault_env, monkeypatch, ca
 
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", "..", "a\\b", "/abs", "x..y"])
-def test_study_names_with_separators_or_dotdot_are_rejected_before_any_folder(tmp_path, fault_env, monkeypatch,
-                                                                             capsys, name):
+def test_study_names_with_separators_or_dotdot_are_rejected_before_any_folder(
+    tmp_path, fault_env, monkeypatch, capsys, name
+):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump({"name": name, "seeds": 1, "control": "a",
-                                    "arms": [{"name": "a", "algorithm": "grpo"}]}))
+    path.write_text(
+        yaml.safe_dump({"name": name, "seeds": 1, "control": "a", "arms": [{"name": "a", "algorithm": "grpo"}]})
+    )
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     for command in (["run", str(path), "--trial-fn", FAKE], ["worker", str(path)], ["status", str(path)]):
         code, err = _cli(monkeypatch, capsys, *command)
@@ -146,8 +157,9 @@ def _closed_port() -> int:
 
 
 @pytest.mark.slow
-def test_credentials_in_urls_stay_out_of_every_output(tmp_path, fault_env, pg_url, postgres, mlflow_server,
-                                                      monkeypatch):
+def test_credentials_in_urls_stay_out_of_every_output(
+    tmp_path, fault_env, pg_url, postgres, mlflow_server, monkeypatch
+):
     """Storage and tracking URLs with passwords: no command output, log file, record, worker
     file, trial environment, MLflow param/tag or stored attribute holds a password."""
     monkeypatch.setenv("FAKE_TRIALS_DUMP_ENV", "1")
@@ -190,11 +202,17 @@ def test_credentials_in_urls_stay_out_of_every_output(tmp_path, fault_env, pg_ur
     # what the storage holds: Optuna's attributes and the shared records
     engine = sa.create_engine(pg_url)
     with engine.connect() as conn:
-        stored = [str(v) for table, column in (
-            ("trial_user_attributes", "value_json"), ("trial_system_attributes", "value_json"),
-            ("study_user_attributes", "value_json"), ("study_system_attributes", "value_json"),
-            ("harness_records", "record"),
-        ) for v in conn.execute(sa.text(f"SELECT {column} FROM {table}")).scalars()]
+        stored = [
+            str(v)
+            for table, column in (
+                ("trial_user_attributes", "value_json"),
+                ("trial_system_attributes", "value_json"),
+                ("study_user_attributes", "value_json"),
+                ("study_system_attributes", "value_json"),
+                ("harness_records", "record"),
+            )
+            for v in conn.execute(sa.text(f"SELECT {column} FROM {table}")).scalars()
+        ]
     engine.dispose()
     assert any("raise-s0" in v for v in stored)
 
@@ -202,9 +220,12 @@ def test_credentials_in_urls_stay_out_of_every_output(tmp_path, fault_env, pg_ur
     # the trial processes' environments (calls/*.env)
     files = {str(p): p.read_bytes().decode("utf-8", "replace") for p in tmp_path.rglob("*") if p.is_file()}
     assert any(p.endswith(".env") for p in files) and any("/logs/" in p for p in files)
-    everything = {**{f"output of {k}": v for k, v in texts.items()}, **files,
-                  **{f"mlflow run {i}": t for i, t in enumerate(mlflow_text)},
-                  **{f"storage value {i}": v for i, v in enumerate(stored)}}
+    everything = {
+        **{f"output of {k}": v for k, v in texts.items()},
+        **files,
+        **{f"mlflow run {i}": t for i, t in enumerate(mlflow_text)},
+        **{f"storage value {i}": v for i, v in enumerate(stored)},
+    }
     for where, text in everything.items():
         for secret in (postgres.password, ML_PASSWORD, WRONG_PASSWORD):
             assert secret not in text, f"{secret!r} in {where}"

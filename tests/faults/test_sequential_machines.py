@@ -26,16 +26,29 @@ from harness.tracking import sequential_rules
 from harness.tracking import storage as study_db
 
 PLANTED = "fake_trials:planted"  # big* arms: a large effect; the others: equal
-FAST = ["--trial-fn", PLANTED, "--poll-interval", "0.2", "--heartbeat-interval", "1", "--grace-period", "3",
-        "--no-tracking"]
+FAST = [
+    "--trial-fn",
+    PLANTED,
+    "--poll-interval",
+    "0.2",
+    "--heartbeat-interval",
+    "1",
+    "--grace-period",
+    "3",
+    "--no-tracking",
+]
 
 
 def write_sequential(folder, name: str = "seq"):
     """Arms grpo (control), big and equal; a pool of 8 seeds bought at looks of 3, 5 and 8."""
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"name": name, "seeds": 8, "control": "grpo",
-            "arms": [{"name": arm, "algorithm": "grpo"} for arm in ("grpo", "big", "equal")],
-            "sequential": {"looks": [3, 5, 8], "spending": "pocock"}}
+    data = {
+        "name": name,
+        "seeds": 8,
+        "control": "grpo",
+        "arms": [{"name": arm, "algorithm": "grpo"} for arm in ("grpo", "big", "equal")],
+        "sequential": {"looks": [3, 5, 8], "spending": "pocock"},
+    }
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -46,8 +59,7 @@ def test_machines_queueing_the_same_look_at_once_queue_it_once(tmp_path, pg_url)
     storage = study_db.open_storage(pg_url, create=True)
     queue.create_queue(storage, study.name, "maximize")
     specs = [*look_specs(study, 0, ["grpo", "big", "equal"]), *expand(study)]  # look 1 twice over
-    added = at_once(pg_url, study.name, 6,
-                    lambda q: len(queue.enqueue_missing(q, specs, phase="compare", retries=0)))
+    added = at_once(pg_url, study.name, 6, lambda q: len(queue.enqueue_missing(q, specs, phase="compare", retries=0)))
     design = expand(study)
     assert sorted(added) == [0] * 5 + [len(design)]
     jobs = queue_jobs(pg_url, study.name)
@@ -100,10 +112,14 @@ def test_a_worker_on_another_machine_runs_the_next_looks_when_the_runner_machine
         wait_for(lambda: len(completed()) >= 9, 120, "the first look's 9 trials")
         runner.kill()  # the `harness run` machine dies; its orphaned worker puts its trial back and stops
         runner.wait(timeout=30)
-        wait_for(lambda: not any(j.state == TrialState.RUNNING for j in queue_jobs(pg_url, "seq")), 60,
-                 "machine A's worker to stop")
-        code, _, err = b.run("worker", study_b.name, "--storage", pg_url, "--workers", "1", *FAST,
-                             label="worker", env=env, timeout=240)
+        wait_for(
+            lambda: not any(j.state == TrialState.RUNNING for j in queue_jobs(pg_url, "seq")),
+            60,
+            "machine A's worker to stop",
+        )
+        code, _, err = b.run(
+            "worker", study_b.name, "--storage", pg_url, "--workers", "1", *FAST, label="worker", env=env, timeout=240
+        )
     finally:
         a.stop_all()
         b.stop_all()

@@ -27,11 +27,12 @@ from harness.tracking.shared_records import (
 
 
 def _record(study: str, arm: str, seed: int, *, attempt: int = 1, ok: bool = True, value: float = 0.5):
-    spec = TrialSpec(study=study, arm=arm, seed=seed, train=TrainConfig(steps=2),
-                     algorithm=resolve_algorithm("grpo"))
+    spec = TrialSpec(study=study, arm=arm, seed=seed, train=TrainConfig(steps=2), algorithm=resolve_algorithm("grpo"))
     result = TrialResult(
-        trial_id=spec.trial_id, status="completed" if ok else "failed",
-        error=None if ok else "RuntimeError: boom", final={"eval/accuracy": value} if ok else {},
+        trial_id=spec.trial_id,
+        status="completed" if ok else "failed",
+        error=None if ok else "RuntimeError: boom",
+        final={"eval/accuracy": value} if ok else {},
         history=[{"step": 0, "train/reward_mean": value}],
     )
     return make_record(spec, result, attempt=attempt, started_at=0, finished_at=1, study=study)
@@ -102,8 +103,9 @@ def test_load_results_reads_any_storage_url_and_only_its_own_study(tmp_path):
     theirs = queue.create_queue(storage, "other", "maximize")
     waiting = TrialSpec(study="s", arm="a", seed=1, train=TrainConfig(steps=2), algorithm=resolve_algorithm("grpo"))
     queue.enqueue_specs(mine, [waiting], phase="compare", retries=0)
-    stranger = TrialSpec(study="other", arm="z", seed=0, train=TrainConfig(steps=2),
-                         algorithm=resolve_algorithm("grpo"))
+    stranger = TrialSpec(
+        study="other", arm="z", seed=0, train=TrainConfig(steps=2), algorithm=resolve_algorithm("grpo")
+    )
     queue.enqueue_specs(theirs, [stranger], phase="compare", retries=0)
     folder = tmp_path / "machine" / "s"
     folder.mkdir(parents=True)

@@ -52,14 +52,21 @@ def test_a_full_disk_is_said_at_once_not_retried_as_an_outage(kind):
 
     start = time.monotonic()
     with pytest.raises(StorageError) as caught:  # the worker stops on it with this one line
-        retry_storage(write, what="recording the result", where="postgresql://harness:***@db.example:5432/study",
-                      url=URL, bound_s=3, say=said.append)
+        retry_storage(
+            write,
+            what="recording the result",
+            where="postgresql://harness:***@db.example:5432/study",
+            url=URL,
+            bound_s=3,
+            say=said.append,
+        )
     assert time.monotonic() - start < 1 and len(calls) == 1  # not retried
     message = str(caught.value)
     assert "\n" not in message and "s3cret-pw" not in message
     assert "unreachable" not in message and not said
-    assert message.startswith("the study storage postgresql://harness:***@db.example:5432/study is full: "
-                              "recording the result failed (")
+    assert message.startswith(
+        "the study storage postgresql://harness:***@db.example:5432/study is full: recording the result failed ("
+    )
     assert "free space on the database's disk" in message
 
 

@@ -41,9 +41,11 @@ def _study_database(path: Path, name: str) -> str:
 
 def _refusal(url: str, *differences: str) -> str:
     tested = optuna_tables.TESTED_OPTUNA
-    return (f"the study database {url} does not have the layout this harness was tested on "
-            f"(optuna {optuna.__version__}): {'; '.join(differences)}; install optuna{tested} "
-            f"(pip install 'optuna{tested}') and use a study database it created")
+    return (
+        f"the study database {url} does not have the layout this harness was tested on "
+        f"(optuna {optuna.__version__}): {'; '.join(differences)}; install optuna{tested} "
+        f"(pip install 'optuna{tested}') and use a study database it created"
+    )
 
 
 def _trial_rows(path: Path) -> int:
@@ -61,9 +63,13 @@ def test_a_renamed_column_stops_the_runner_with_one_line_before_any_trial(tmp_pa
         conn.execute("ALTER TABLE trial_user_attributes RENAME COLUMN value_json TO value_text")
     study = write_study(tmp_path, "layout", ["ok"], output_dir=str(tmp_path / "out"))
 
-    done = subprocess.run([*HARNESS, command, str(study), "--trial-fn", FAKE, "--no-tracking",
-                           "--storage", f"sqlite:///{changed}"],
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*HARNESS, command, str(study), "--trial-fn", FAKE, "--no-tracking", "--storage", f"sqlite:///{changed}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
     expected = _refusal(f"sqlite:///{changed}", "table trial_user_attributes has no column value_json")
     assert done.returncode == 2, done.stderr
@@ -113,10 +119,13 @@ def _cache_without_backend(monkeypatch):
     monkeypatch.setattr(optuna.storages, "get_storage", get_storage)
 
 
-@pytest.mark.parametrize(("rename", "difference"), [
-    (_trials_without_row_ids, "optuna.trial.FrozenTrial has no attribute _trial_id"),
-    (_cache_without_backend, "optuna.storages.get_storage(RDBStorage) has no attribute _backend"),
-])
+@pytest.mark.parametrize(
+    ("rename", "difference"),
+    [
+        (_trials_without_row_ids, "optuna.trial.FrozenTrial has no attribute _trial_id"),
+        (_cache_without_backend, "optuna.storages.get_storage(RDBStorage) has no attribute _backend"),
+    ],
+)
 def test_a_missing_private_attribute_is_reported(tmp_path, monkeypatch, rename, difference):
     monkeypatch.setattr(optuna_tables, "optuna_problems", optuna_tables.optuna_problems.__wrapped__)  # not cached
     rename(monkeypatch)
@@ -134,8 +143,11 @@ def test_a_model_without_a_declared_column_is_reported(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     with pytest.raises(optuna_tables.LayoutMismatch) as refused:
         optuna_tables.check_layout(study_db.open_storage(url, create=True))
-    assert str(refused.value) == _refusal(url, f"{optuna_tables.MODELS_MODULE}.TrialModel has no column trial_uuid",
-                                          "table trials has no column trial_uuid")
+    assert str(refused.value) == _refusal(
+        url,
+        f"{optuna_tables.MODELS_MODULE}.TrialModel has no column trial_uuid",
+        "table trials has no column trial_uuid",
+    )
 
 
 def test_the_declared_layout_is_what_the_installed_optuna_has(tmp_path):

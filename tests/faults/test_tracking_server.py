@@ -44,7 +44,7 @@ def assert_same_values(tracker: Tracker, record) -> None:
     assert run.data.tags[SYNCED_TAG] == "1"
     assert run.data.tags["status"] == record.status and run.data.tags["attempt"] == str(record.attempt)
     assert run.data.params == param_items(record.spec)
-    finals = {k[len(FINAL_PREFIX):]: v for k, v in run.data.metrics.items() if k.startswith(FINAL_PREFIX)}
+    finals = {k[len(FINAL_PREFIX) :]: v for k, v in run.data.metrics.items() if k.startswith(FINAL_PREFIX)}
     assert set(finals) == {mlflow_key(k) for k in record.final}
     for key, value in record.final.items():
         assert finals[mlflow_key(key)] == value, (record.trial_id, key)  # exact, not approx
@@ -65,8 +65,19 @@ def test_tracking_server_down_mid_study_then_sync_restores_everything(tmp_path, 
     ids = trial_ids(study)
     folder = a.study_dir("mlstop")
     try:
-        runner = a.start("run", study.name, "--storage", pg_url, "--tracking-uri", mlflow_server.url,
-                         "--workers", "1", *FAST, label="run", env={"FAKE_TRIAL_SLEEP": "1"})
+        runner = a.start(
+            "run",
+            study.name,
+            "--storage",
+            pg_url,
+            "--tracking-uri",
+            mlflow_server.url,
+            "--workers",
+            "1",
+            *FAST,
+            label="run",
+            env={"FAKE_TRIAL_SLEEP": "1"},
+        )
         wait_for(lambda: len(record_files(folder)) >= 1, 90, "the first record")
         mlflow_server.stop()  # down mid-study
         down_at = len(record_files(folder))

@@ -22,7 +22,7 @@ def _failed_section(summary: str) -> list[str]:
     lines = summary.splitlines()
     start = lines.index("## Failed trials")
     rows = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.startswith("## "):
             break
         if line.startswith("|") and not set(line) <= set("|-: "):
@@ -35,8 +35,20 @@ def test_nan_raise_and_timeout_fail_with_reasons_others_complete_report_lists_th
     a = Machine(tmp_path, "machine_a")
     study = write_study(a.dir, "faulty", ["ok", "nanloss", "raise", "hang"], seeds=2)
     ids = trial_ids(study)
-    code, out, err = a.run("run", study.name, "--storage", pg_url, "--workers", "2",
-                           "--trial-timeout", "2", "--kill-grace", "1", *FAST, label="run")
+    code, out, err = a.run(
+        "run",
+        study.name,
+        "--storage",
+        pg_url,
+        "--workers",
+        "2",
+        "--trial-timeout",
+        "2",
+        "--kill-grace",
+        "1",
+        *FAST,
+        label="run",
+    )
     assert code == 1, out + err  # some failed
     # mirrored to the study's own MLflow store (sqlite): MLflow's INFO lines stay out of the output
     assert (a.study_dir("faulty") / "mlflow.db").is_file()

@@ -65,10 +65,26 @@ def queued_study(tmp_path: Path, arms: list[str], *, seeds=1, retries=0):
 
 def worker_config(setup, name: str = "w", **run) -> WorkerConfig:
     """A worker's config; ``run``: run options other than these test defaults."""
-    run = options(**{"storage": setup.storage_url, "trial_fn": FAKE, "tracking": False, "heartbeat_interval": 0.2,
-                     "grace_period": 1.0, "poll_interval": 0.1, "kill_grace": 2, **run})
-    return WorkerConfig(name=name, study_file=str(setup.study_file), study_dir=str(setup.study_dir),
-                        queues=[setup.study.name], device="cpu", run=run)
+    run = options(
+        **{
+            "storage": setup.storage_url,
+            "trial_fn": FAKE,
+            "tracking": False,
+            "heartbeat_interval": 0.2,
+            "grace_period": 1.0,
+            "poll_interval": 0.1,
+            "kill_grace": 2,
+            **run,
+        }
+    )
+    return WorkerConfig(
+        name=name,
+        study_file=str(setup.study_file),
+        study_dir=str(setup.study_dir),
+        queues=[setup.study.name],
+        device="cpu",
+        run=run,
+    )
 
 
 def outage() -> sa.exc.OperationalError:
@@ -232,8 +248,9 @@ def test_storage_down_for_longer_than_the_bound_stops_the_worker_with_one_line(t
     assert "Traceback" not in err
     stops = [line for line in err.splitlines() if "stopping" in line]
     assert len(stops) == 1, err
-    assert stops[0].startswith(f"[worker w] stopping: the study storage {setup.storage_url} is unreachable: "
-                               "recording the result failed for")
+    assert stops[0].startswith(
+        f"[worker w] stopping: the study storage {setup.storage_url} is unreachable: recording the result failed for"
+    )
     assert "OperationalError" in stops[0]
     assert f"; {tid} (attempt 1) stays claimed: another worker takes it over after the grace period (1s)" in stops[0]
     assert stats.stopped and stats.completed == 0
@@ -273,8 +290,9 @@ def test_main_worker_returns_2_and_the_heartbeat_notes_an_outage_once(tmp_path, 
     err = capsys.readouterr().err
     assert "Traceback" not in err
     stops = [line for line in err.splitlines() if "stopping" in line]
-    assert len(stops) == 1 and stops[0].startswith(f"[worker w] stopping: the study storage {setup.storage_url} "
-                                                   "is unreachable: polling the queue failed for"), err
+    assert len(stops) == 1 and stops[0].startswith(
+        f"[worker w] stopping: the study storage {setup.storage_url} is unreachable: polling the queue failed for"
+    ), err
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,7 +320,8 @@ def test_full_disk_fails_the_trial_with_the_reason_and_stops_the_worker(tmp_path
     records = setup.study_dir / "records"
     assert lines[0] == (
         f"[worker w] stopping: cannot write {tid}'s record in {records}: [Errno 28] No space left on device; "
-        f"{tid} (attempt 1/{1 + retries}) failed with that reason" + ("; re-queued for another worker" if retries else "")
+        f"{tid} (attempt 1/{1 + retries}) failed with that reason"
+        + ("; re-queued for another worker" if retries else "")
     )
     assert stats.stopped and stats.failed == 1
     assert tries[tid][0].reason == f"record not written: OSError: [Errno 28] No space left on device ({records})"
@@ -325,17 +344,34 @@ def _database(postgres, url: str, *, open_: bool) -> None:
 
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
-    with psycopg.connect(host="127.0.0.1", port=postgres.port, user=parts.username, password=parts.password,
-                         dbname="postgres", autocommit=True) as conn:
+    with psycopg.connect(
+        host="127.0.0.1",
+        port=postgres.port,
+        user=parts.username,
+        password=parts.password,
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
         conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"true" if open_ else "false"}')
         if not open_:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
 
 
 def _run_args(*, grace: float) -> list[str]:
-    return ["--trial-fn", FAKE, "--poll-interval", "0.2", "--heartbeat-interval", "1",
-            "--grace-period", str(grace), "--no-tracking"]
+    return [
+        "--trial-fn",
+        FAKE,
+        "--poll-interval",
+        "0.2",
+        "--heartbeat-interval",
+        "1",
+        "--grace-period",
+        str(grace),
+        "--no-tracking",
+    ]
 
 
 @pytest.mark.slow
@@ -349,8 +385,9 @@ def test_postgres_down_for_seconds_mid_run_loses_nothing(tmp_path, fault_env, po
     folder = a.study_dir("outage")
     env = {"FAKE_TRIAL_SLEEP": "1", "HARNESS_STORAGE_RETRY_S": "60"}
     try:
-        runner = a.start("run", study.name, "--storage", pg_url, "--workers", "2", *_run_args(grace=30),
-                         label="run", env=env)
+        runner = a.start(
+            "run", study.name, "--storage", pg_url, "--workers", "2", *_run_args(grace=30), label="run", env=env
+        )
         wait_for(lambda: len(record_files(folder)) >= 1, 120, "the first record")
         _database(postgres, pg_url, open_=False)
         time.sleep(6)
@@ -373,8 +410,9 @@ def test_postgres_down_for_seconds_mid_run_loses_nothing(tmp_path, fault_env, po
 
 
 @pytest.mark.slow
-def test_postgres_down_past_the_bound_stops_workers_with_one_line_each(tmp_path, fault_env, postgres, pg_url,
-                                                                       monkeypatch):
+def test_postgres_down_past_the_bound_stops_workers_with_one_line_each(
+    tmp_path, fault_env, postgres, pg_url, monkeypatch
+):
     """PostgreSQL stays down past the retry bound (3 s here): each worker stops with one line
     naming the storage (password masked) and the trial it leaves claimed; `harness worker` ends
     with one error line, no traceback. Once the database is back, the next worker takes the
@@ -389,8 +427,9 @@ def test_postgres_down_past_the_bound_stops_workers_with_one_line_each(tmp_path,
     ids = trial_ids(path)
     env = {"FAKE_TRIAL_SLEEP": "4", "HARNESS_STORAGE_RETRY_S": "3"}
     try:
-        proc = a.start("worker", path.name, "--storage", pg_url, "--workers", "2", *_run_args(grace=3),
-                       label="worker", env=env)
+        proc = a.start(
+            "worker", path.name, "--storage", pg_url, "--workers", "2", *_run_args(grace=3), label="worker", env=env
+        )
         wait_for(lambda: sum(len(calls(fault_env, tid)) for tid in ids) >= 2, 120, "two trials to start")
         _database(postgres, pg_url, open_=False)
         code = proc.wait(timeout=120)
@@ -406,8 +445,17 @@ def test_postgres_down_past_the_bound_stops_workers_with_one_line_each(tmp_path,
             assert "stays claimed: another worker takes it over after the grace period (3s)" in line, line
         assert f"error: the study storage {redact_url(pg_url)} is unreachable" in err
 
-        code, out, err = a.run("worker", path.name, "--storage", pg_url, "--workers", "2", *_run_args(grace=3),
-                               label="again", env={"FAKE_TRIAL_SLEEP": "0"})
+        code, out, err = a.run(
+            "worker",
+            path.name,
+            "--storage",
+            pg_url,
+            "--workers",
+            "2",
+            *_run_args(grace=3),
+            label="again",
+            env={"FAKE_TRIAL_SLEEP": "0"},
+        )
     finally:
         _database(postgres, pg_url, open_=True)
         a.stop_all()

@@ -35,10 +35,14 @@ def test_a_warm_start_whose_recorded_accuracy_was_edited_is_rebuilt(tmp_path):
 
     torch.set_num_threads(1)
     spec = TrialSpec(
-        arm="grpo", algorithm=resolve_algorithm("grpo", {}), cache_dir=str(tmp_path / "cache"),
-        task={"n_train": 300, "n_eval": 24}, train={"max_new_tokens": 4},
+        arm="grpo",
+        algorithm=resolve_algorithm("grpo", {}),
+        cache_dir=str(tmp_path / "cache"),
+        task={"n_train": 300, "n_eval": 24},
+        train={"max_new_tokens": 4},
         model={"tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64}, "device": "cpu"},
-        warmstart={"steps": 10, "batch_size": 16, "target_accuracy": 1.0})
+        warmstart={"steps": 10, "batch_size": 16, "target_accuracy": 1.0},
+    )
     task = build_task(spec.task)
     _, _, warnings_before = load_policy(spec, task)
     folder = cache_folder(spec)

@@ -42,8 +42,15 @@ class Recorder:
         return text
 
     def get(self, **kwargs):
-        return get_or_build(self.folder, key_fields={"key": self.key}, work=self.work, save=self.save, load=self.load,
-                            on_unusable=self.told.append, **kwargs)
+        return get_or_build(
+            self.folder,
+            key_fields={"key": self.key},
+            work=self.work,
+            save=self.save,
+            load=self.load,
+            on_unusable=self.told.append,
+            **kwargs,
+        )
 
 
 def test_an_entry_is_built_once_then_loaded(tmp_path):
@@ -132,8 +139,14 @@ def test_a_failed_build_leaves_what_was_there(tmp_path):
         raise RuntimeError("out of memory")
 
     with pytest.raises(RuntimeError, match="out of memory"):
-        get_or_build(tmp_path / "entry", key_fields={"key": "k1"}, work=fails, save=user.save, load=user.load,
-                     on_unusable=user.told.append)
+        get_or_build(
+            tmp_path / "entry",
+            key_fields={"key": "k1"},
+            work=fails,
+            save=user.save,
+            load=user.load,
+            on_unusable=user.told.append,
+        )
     assert (tmp_path / "entry" / "data.txt").read_text() == "hellO" and (tmp_path / "entry" / MANIFEST_FILE).is_file()
 
 
@@ -208,9 +221,15 @@ def test_an_edited_manifest_field_is_named_in_one_line_and_rebuilt(tmp_path, edi
     edit(tmp_path / "entry")
     user = Signed(tmp_path / "entry", key=key)
     rebuilt = user.get()
-    assert user.told == [f"{MANIFEST_FILE} was edited after it was written (its fields do not match its manifest_sha256)"]
+    assert user.told == [
+        f"{MANIFEST_FILE} was edited after it was written (its fields do not match its manifest_sha256)"
+    ]
     assert (rebuilt.cached, user.builds, rebuilt.manifest["made_by"], rebuilt.manifest["key"]) == (
-        False, 1, "recorder", key)
+        False,
+        1,
+        "recorder",
+        key,
+    )
     assert (tmp_path / "entry" / "more.txt").read_text() == "HELLO"
     assert user.get().cached and len(user.told) == 1  # healthy again
 

@@ -36,8 +36,18 @@ MAY_IMPORT: dict[str, set[str]] = {
     "runner": {"decide", "study", "tracking", "engine.spec"},
     "report": {"decide", "tracking"},  # tracking: the report is attached to the study's MLflow run
     # engine.reward_model: `harness reward-model train` trains in its own process (imported lazily, in the command)
-    "cli": {"algorithms", "decide", "engine.spec", "engine.trial", "engine.reward_model", "report", "runner", "study",
-            "stats", "tracking"},
+    "cli": {
+        "algorithms",
+        "decide",
+        "engine.spec",
+        "engine.trial",
+        "engine.reward_model",
+        "report",
+        "runner",
+        "study",
+        "stats",
+        "tracking",
+    },
 }
 
 
@@ -67,7 +77,7 @@ def harness_imports(path: Path) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "harness"]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:  # noqa: SIM102 - reads as the rule
             if node.module.split(".")[0] == "harness":
                 # `from harness.runner import queue` imports harness.runner.queue
                 for a in node.names:
@@ -121,8 +131,11 @@ def test_no_module_attr_string_crosses_a_layer():
         f"{module_name(path)}:{node.lineno} names {node.value!r}"
         for path in MODULES
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (found := DOTTED.fullmatch(node.value))
-        and found.group(1) not in CHILD_ENTRY_POINTS and not allowed(module_name(path), found.group(1))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and (found := DOTTED.fullmatch(node.value))
+        and found.group(1) not in CHILD_ENTRY_POINTS
+        and not allowed(module_name(path), found.group(1))
     ]
     assert offenders == []
 
@@ -161,7 +174,7 @@ def import_cycles() -> list[list[str]]:
     def walk(module: str, path: list[str]) -> None:
         for target in sorted(graph.get(module, ())):
             if target in path:
-                cycle = path[path.index(target):]
+                cycle = path[path.index(target) :]
                 start = cycle.index(min(cycle))
                 found = cycle[start:] + cycle[:start]
                 if found not in cycles:

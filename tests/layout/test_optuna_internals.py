@@ -33,11 +33,14 @@ def internals_used(source: str) -> list[str]:
             found += [f"{node.lineno}: import {a.name}" for a in node.names if _private_optuna_module(a.name)]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [f"{node.module}.{a.name}" for a in node.names]
-            found += [f"{node.lineno}: from {node.module} import {n.rsplit('.', 1)[1]}" for n in names
-                      if _private_optuna_module(n)]
+            found += [
+                f"{node.lineno}: from {node.module} import {n.rsplit('.', 1)[1]}"
+                for n in names
+                if _private_optuna_module(n)
+            ]
         elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRIBUTES:
             found.append(f"{node.lineno}: .{node.attr}")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):  # noqa: SIM102 - one case a branch
             if node.value in PRIVATE_ATTRIBUTES or re.search(r"\boptuna(\.\w+)*\._\w+", node.value):
                 found.append(f"{node.lineno}: {node.value!r}")
     return found
@@ -46,7 +49,8 @@ def internals_used(source: str) -> list[str]:
 def test_only_the_adapter_touches_optunas_internals():
     offenders = [
         f"{path.relative_to(HARNESS.parent)}:{where}"
-        for path in sorted(HARNESS.rglob("*.py")) if path != ADAPTER
+        for path in sorted(HARNESS.rglob("*.py"))
+        if path != ADAPTER
         for where in internals_used(path.read_text(encoding="utf-8"))
     ]
     assert offenders == [], "use harness.runner.queue.optuna_tables instead"

@@ -63,14 +63,21 @@ def make_results(
             acc = 0.5 + EFFECT[cond] + seed_effect[seed] + rng.normal(0, noise)
             tokens = TOKENS_PER_STEP[cond] * 10 + seed
             row = {
-                "trial_id": tid, "arm": cond, "seed": seed, "status": status,
-                "error": failed.get(tid), "wall_time_s": 10.0 + seed + (5.0 if cond == "big" else 0.0),
+                "trial_id": tid,
+                "arm": cond,
+                "seed": seed,
+                "status": status,
+                "error": failed.get(tid),
+                "wall_time_s": 10.0 + seed + (5.0 if cond == "big" else 0.0),
                 "config_hash": f"h{cond}",
                 PRIMARY: acc if status == "completed" else np.nan,
                 "train/reward_mean": acc - 0.1 if status == "completed" else np.nan,
                 "tokens/total": tokens if status != "waiting" else np.nan,
-                "param/arm": cond, "param/seed": seed, "param/study": "synthetic",
-                "param/algorithm.lr": 0.001, "param/train.steps": 10,
+                "param/arm": cond,
+                "param/seed": seed,
+                "param/study": "synthetic",
+                "param/algorithm.lr": 0.001,
+                "param/train.steps": 10,
                 **{f"param/{k}": v for k, v in PARAMS[cond].items()},
             }
             if status in ("waiting", "running"):
@@ -86,9 +93,16 @@ def make_results(
                 if step % 3 == 0:
                     curves.append((tid, cond, seed, step, PRIMARY, 0.4 + frac * (acc - 0.4)))
     meta = {
-        "study": "synthetic", "primary_metric": PRIMARY, "direction": "maximize", "control": CONTROL,
-        "conditions": list(CONDITIONS), "comparisons": [("big", CONTROL), ("null", CONTROL)],
-        "seeds": list(seeds), "seed_matched": True, "harness_version": "0.1.0", "git_commit": "abc1234",
+        "study": "synthetic",
+        "primary_metric": PRIMARY,
+        "direction": "maximize",
+        "control": CONTROL,
+        "conditions": list(CONDITIONS),
+        "comparisons": [("big", CONTROL), ("null", CONTROL)],
+        "seeds": list(seeds),
+        "seed_matched": True,
+        "harness_version": "0.1.0",
+        "git_commit": "abc1234",
         "metric_ranges": {PRIMARY: (0.0, 1.0)},
     }
     return FakeResults(
@@ -105,8 +119,9 @@ def values(res: FakeResults, cond: str, metric: str = PRIMARY) -> pd.Series:
     return pd.Series(t[metric].to_numpy(float), index=t["seed"].to_numpy())
 
 
-def with_prompts(res: FakeResults, n_prompts: int = 32, *, step: int = 9, arm_x_prompt: float = 0.0,
-                 seed: int = 5) -> FakeResults:
+def with_prompts(
+    res: FakeResults, n_prompts: int = 32, *, step: int = 9, arm_x_prompt: float = 0.0, seed: int = 5
+) -> FakeResults:
     """Give every completed trial 0/1 greedy scores on ``n_prompts`` shared prompts (prompt
     difficulty shared by the arms, plus an optional arm x prompt sd on the latent scale) and set
     its primary metric to their mean, as a real evaluation would. An earlier evaluation at step
@@ -141,7 +156,7 @@ def full_disk_at(monkeypatch, which: int) -> list[str]:
             self.handle, self.name = handle, handle.name
 
         def write(self, data):
-            self.handle.write(data[:min(28_000, len(data) // 2)])
+            self.handle.write(data[: min(28_000, len(data) // 2)])
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
         def __getattr__(self, name):
@@ -163,7 +178,7 @@ def full_disk_at(monkeypatch, which: int) -> list[str]:
 
 
 #: when the trials of ``write_study_folder`` ran
-T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 
 def write_study_folder(folder: Path, record_study: str, snapshot: dict | None) -> Path:
@@ -174,13 +189,24 @@ def write_study_folder(folder: Path, record_study: str, snapshot: dict | None) -
 
     for arm, lift in (("grpo", 0.0), ("wide", 0.1)):
         for seed in range(3):
-            spec = TrialSpec(study=record_study, arm=arm, seed=seed, train=TrainConfig(steps=2, eval_every=1),
-                             algorithm=RLConfig(name="grpo", eps_high=0.2 + lift))
-            result = TrialResult(trial_id=spec.trial_id, status="completed",
-                                 final={"eval/accuracy": 0.5 + lift + 0.01 * seed},
-                                 history=[{"step": 0, "eval/accuracy": 0.4}], wall_time_s=1.0)
-            write_record(folder, make_record(spec, result, attempt=1, phase="compare", started_at=T0,
-                                             finished_at=T0, device="cpu"))
+            spec = TrialSpec(
+                study=record_study,
+                arm=arm,
+                seed=seed,
+                train=TrainConfig(steps=2, eval_every=1),
+                algorithm=RLConfig(name="grpo", eps_high=0.2 + lift),
+            )
+            result = TrialResult(
+                trial_id=spec.trial_id,
+                status="completed",
+                final={"eval/accuracy": 0.5 + lift + 0.01 * seed},
+                history=[{"step": 0, "eval/accuracy": 0.4}],
+                wall_time_s=1.0,
+            )
+            write_record(
+                folder,
+                make_record(spec, result, attempt=1, phase="compare", started_at=T0, finished_at=T0, device="cpu"),
+            )
     if snapshot is not None:
         (folder / "study.yaml").write_text(yaml.safe_dump(snapshot, sort_keys=False))
     return folder
@@ -189,8 +215,13 @@ def write_study_folder(folder: Path, record_study: str, snapshot: dict | None) -
 def design(**extra) -> dict:
     """The study.yaml of ``write_study_folder``'s two arms, with ``extra`` keys."""
     return {
-        "control": "grpo", "seeds": 3, "primary_metric": "eval/accuracy", "direction": "maximize",
-        "arms": [{"name": "grpo", "algorithm": "grpo"},
-                 {"name": "wide", "algorithm": "grpo", "set": {"eps_high": 0.3}}],
+        "control": "grpo",
+        "seeds": 3,
+        "primary_metric": "eval/accuracy",
+        "direction": "maximize",
+        "arms": [
+            {"name": "grpo", "algorithm": "grpo"},
+            {"name": "wide", "algorithm": "grpo", "set": {"eps_high": 0.3}},
+        ],
         **extra,
     }

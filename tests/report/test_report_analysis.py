@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from report_fakes import (  # noqa: E402  (tests/report on sys.path)
+from report_fakes import (
     CONTROL,
     FAILED_ID,
     FAILED_REASON,
@@ -34,8 +34,7 @@ def _paired_on_common(res, vals, cond):
 def _direct(res, vals, cond):
     """The trial-means comparison the report should make: paired on the seeds both completed."""
     a, b = _paired_on_common(res, vals, cond)
-    return stats.compare(a.to_numpy(), b.to_numpy(), paired=True, n_permutations=N_PERM,
-                         rng=np.random.default_rng(0))
+    return stats.compare(a.to_numpy(), b.to_numpy(), paired=True, n_permutations=N_PERM, rng=np.random.default_rng(0))
 
 
 def _difference(res, vals, cond):
@@ -49,17 +48,28 @@ def test_verdict_table_matches_stats(results, vals):
     assert list(v.index) == ["big", "null"]
     diffs = [_difference(results, vals, c) for c in ("big", "null")]
     expected = stats.decide(diffs, alpha=0.05, min_effect=0.05, correction="bonferroni")
-    for cond, c, d, e in zip(("big", "null"), (_direct(results, vals, "big"), _direct(results, vals, "null")),
-                             diffs, expected):
+    for cond, c, d, e in zip(
+        ("big", "null"), (_direct(results, vals, "big"), _direct(results, vals, "null")), diffs, expected
+    ):
         row = v.loc[cond]
         assert row["n"] == c.n_arm and row["n_control"] == c.n_control
-        for col, want in [("mean", c.mean_arm), ("mean_control", c.mean_control), ("diff", c.diff),
-                          ("hedges_g", c.hedges_g), ("p_value", c.p_value), ("ci_low", e.ci_low),
-                          ("ci_high", e.ci_high), ("p_adjusted", e.p_adjusted)]:
+        for col, want in [
+            ("mean", c.mean_arm),
+            ("mean_control", c.mean_control),
+            ("diff", c.diff),
+            ("hedges_g", c.hedges_g),
+            ("p_value", c.p_value),
+            ("ci_low", e.ci_low),
+            ("ci_high", e.ci_high),
+            ("p_adjusted", e.p_adjusted),
+        ]:
             assert row[col] == pytest.approx(want, nan_ok=True), (cond, col)
         assert row["test"] == "paired_t" == d.test
         assert (row["verdict"], row["seeds_needed_null"], row["seeds_needed_effect"]) == (
-            e.label, e.seeds_needed_null, e.seeds_needed_effect)
+            e.label,
+            e.seeds_needed_null,
+            e.seeds_needed_effect,
+        )
     # the interval is the Bonferroni one of the family of 2: wider than the unadjusted 95% CI
     assert v.loc["big", "ci_level"] == pytest.approx(0.975)
     big = _direct(results, vals, "big")
@@ -106,7 +116,7 @@ def test_seeds_needed_is_prospective_not_post_hoc(make):
     ctrl = res.trials[res.trials["arm"] == CONTROL].sort_values("seed")
     for offset in (0.0, 0.01):
         idx = res.trials[res.trials["arm"] == "null"].sort_values("seed").index
-        res.trials.loc[idx, PRIMARY] = ctrl[PRIMARY].to_numpy() + offset + np.array([.01, -.01, .02, -.02, 0])
+        res.trials.loc[idx, PRIMARY] = ctrl[PRIMARY].to_numpy() + offset + np.array([0.01, -0.01, 0.02, -0.02, 0])
         row = _analyze(res, min_effect=0.05).verdicts.set_index("condition").loc["null"]
         assert row["seeds_needed_effect"] is not None and row["seeds_needed_effect"] < 100
         assert row["seeds_needed_null"] is not None
@@ -184,11 +194,15 @@ def test_seed_prompt_analysis_when_prompts_are_recorded(make):
     v = an.verdicts.set_index("condition")
     assert set(v["test"]) == {"seed_prompt"}
     p = res.prompts[(res.prompts["step"] == 9)]
-    tables = {c: p[p["arm"] == c].pivot(index="seed", columns="prompt_id", values="value").sort_index()
-              for c in ("grpo", "big", "null")}
+    tables = {
+        c: p[p["arm"] == c].pivot(index="seed", columns="prompt_id", values="value").sort_index()
+        for c in ("grpo", "big", "null")
+    }
     want = stats.seed_prompt_difference(tables["big"].to_numpy(), tables["grpo"].to_numpy(), paired=True)
-    e = stats.decide([want, stats.seed_prompt_difference(tables["null"].to_numpy(), tables["grpo"].to_numpy(),
-                                                         paired=True)], min_effect=0.05)[0]
+    e = stats.decide(
+        [want, stats.seed_prompt_difference(tables["null"].to_numpy(), tables["grpo"].to_numpy(), paired=True)],
+        min_effect=0.05,
+    )[0]
     assert v.loc["big", "diff"] == pytest.approx(want.diff)
     assert (v.loc["big", "ci_low"], v.loc["big", "ci_high"]) == pytest.approx((e.ci_low, e.ci_high))
     # the trial-means analysis stays as a robustness check
@@ -220,7 +234,8 @@ def test_condition_means_match_t_interval(make, vals):
     for cond in ["grpo", "big"]:
         mean, low, high = stats.curve_band(vals(res, cond).to_numpy()[:, None])
         assert (c.loc[cond, "mean"], c.loc[cond, "ci_low"], c.loc[cond, "ci_high"]) == pytest.approx(
-            (mean[0], low[0], high[0]))
+            (mean[0], low[0], high[0])
+        )
         assert c.loc[cond, "ci_low"] < c.loc[cond, "mean"] < c.loc[cond, "ci_high"]
     # one seed: its value, no interval
     assert c.loc["null", "n"] == 1 and c.loc["null", "mean"] == pytest.approx(vals(res, "null").iloc[0])
@@ -236,7 +251,8 @@ def test_cost_table_and_failed_trials(results):
     assert cost.loc["big", "wall_time_s"] == pytest.approx(t.loc[t["arm"] == "big", "wall_time_s"].sum())
     assert cost.loc["all", "tokens"] == pytest.approx(t["tokens/total"].sum())
     assert an.failed.to_dict(orient="records") == [
-        {"trial_id": FAILED_ID, "arm": "null", "seed": 4, "error": FAILED_REASON}]
+        {"trial_id": FAILED_ID, "arm": "null", "seed": 4, "error": FAILED_REASON}
+    ]
     assert len(an.trials) == 15  # nothing dropped from the per-trial table
 
 
@@ -266,8 +282,12 @@ def test_header_says_still_running(make):
 
 def test_curves_match_curve_band_and_align(results):
     an = _analyze(results)
-    assert set(an.curves) == {(PRIMARY, "step"), (PRIMARY, "tokens"),
-                              ("train/reward_mean", "step"), ("train/reward_mean", "tokens")}
+    assert set(an.curves) == {
+        (PRIMARY, "step"),
+        (PRIMARY, "tokens"),
+        ("train/reward_mean", "step"),
+        ("train/reward_mean", "tokens"),
+    }
     curves = results.curves
     done = results.trials.loc[results.trials["status"] == "completed", "trial_id"]
     c = curves[curves["trial_id"].isin(done) & (curves["arm"] == "null")]

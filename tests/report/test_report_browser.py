@@ -10,23 +10,51 @@ from report_fakes import make_results
 
 from harness.report import write_report
 
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"),
-                             shutil.which("google-chrome")) if p and Path(p).exists()), None)
+CHROMIUM = next(
+    (
+        p
+        for p in (
+            "/usr/bin/chromium",
+            shutil.which("chromium"),
+            shutil.which("chromium-browser"),
+            shutil.which("google-chrome"),
+        )
+        if p and Path(p).exists()
+    ),
+    None,
+)
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium); CI installs it")
+    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium); CI installs it"
+)
 
 
 def render(index: Path, tmp_path: Path) -> tuple[str, list[str]]:
     """The DOM after scripts ran, and the console errors chromium logged."""
     profile = tmp_path / "chromium-profile"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-           "--virtual-time-budget=5000", "--dump-dom", index.resolve().as_uri()]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        index.resolve().as_uri(),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    errors = [line for line in proc.stderr.splitlines()
-              if "CONSOLE" in line and re.search(r"error|uncaught|not defined", line, re.I)]
+    errors = [
+        line
+        for line in proc.stderr.splitlines()
+        if "CONSOLE" in line and re.search(r"error|uncaught|not defined", line, re.I)
+    ]
     return proc.stdout, errors
 
 

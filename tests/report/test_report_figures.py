@@ -179,7 +179,7 @@ def test_smoothed_curve_draws_the_moving_average_and_says_so():
 
 def test_smoothing_a_bounded_band_still_stays_in_range():
     band, _ = band_of(curve_plot(make_analysis(), METRIC, "step", smooth=2))
-    assert 0.0 <= min(band.y) and max(band.y) <= 1.0
+    assert min(band.y) >= 0.0 and max(band.y) <= 1.0
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "3"])
@@ -201,8 +201,9 @@ def test_write_report_refuses_a_bad_smooth_before_writing(results, tmp_path):
 def page(monkeypatch):
     """index.html of the hand-built analysis (its tables stubbed: only the layout is tested here)."""
     keys = ("verdicts", "verdicts-full", "robustness", "conditions", "noise", "components", "trials")
-    monkeypatch.setattr(html_report, "sections", lambda a: [
-        Section(k, f"table {k}", pd.DataFrame({"x": [k]})) for k in keys])
+    monkeypatch.setattr(
+        html_report, "sections", lambda a: [Section(k, f"table {k}", pd.DataFrame({"x": [k]})) for k in keys]
+    )
     a = make_analysis()
     return html_report.render_html(a, all_figures(a))
 
@@ -210,13 +211,23 @@ def page(monkeypatch):
 def test_page_order_forest_first_then_seeds_components_curves(page):
     ids = re.findall(r'<div id="(fig-[\w-]+)" class="plotly-graph-div"', page)
     assert ids == ["fig-forest", "fig-strip", "fig-components", "fig-curve-0", "fig-curve-1"]
-    order = [page.index(s) for s in ('id="verdicts"', 'id="verdicts-full"', 'id="fig-forest"', 'id="fig-strip"',
-                                     'id="fig-components"', 'id="components"', 'id="curves"')]
+    order = [
+        page.index(s)
+        for s in (
+            'id="verdicts"',
+            'id="verdicts-full"',
+            'id="fig-forest"',
+            'id="fig-strip"',
+            'id="fig-components"',
+            'id="components"',
+            'id="curves"',
+        )
+    ]
     assert order == sorted(order)
 
 
 def test_curve_panels_share_one_grid(page):
-    grid = page[page.index('<div class="curve-grid">'):]
+    grid = page[page.index('<div class="curve-grid">') :]
     assert grid.count('class="plotly-graph-div"') == 2
     assert '<h3 id="h-fig-curve-0">' in grid and '<h3 id="h-fig-curve-1">' in grid
     assert ".curve-grid { display: grid" in page

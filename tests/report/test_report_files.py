@@ -111,8 +111,7 @@ def test_a_full_disk_leaves_the_previous_report_whole(make, tmp_path, monkeypatc
     assert len(opened) == 2, "the write stops at the full disk"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "every file as it was, no temporary"
     message = str(caught.value)
-    assert message == (f"cannot write {out / opened[1]}: No space left on device "
-                       "(no file of the report was replaced)")
+    assert message == (f"cannot write {out / opened[1]}: No space left on device (no file of the report was replaced)")
     assert ".partial" not in message and len(message.splitlines()) == 1
 
 

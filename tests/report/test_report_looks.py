@@ -21,8 +21,17 @@ def sequential_results(seeds_of: dict[str, int], *, failed=None, pending=None, s
 
 def run(res, min_effect=0.05):
     scores = {c: arm_scores(res, c, PRIMARY) for c in CONDITIONS}
-    return replay(res, scores, metric=PRIMARY, alpha=0.05, correction="bonferroni", direction="maximize",
-                  min_effect=min_effect, failures="drop", test="auto")
+    return replay(
+        res,
+        scores,
+        metric=PRIMARY,
+        alpha=0.05,
+        correction="bonferroni",
+        direction="maximize",
+        min_effect=min_effect,
+        failures="drop",
+        test="auto",
+    )
 
 
 def test_a_large_effect_stops_at_the_first_look_while_an_equal_arm_goes_on():
@@ -99,8 +108,9 @@ def test_the_report_of_a_sequential_study_reads_each_verdict_at_its_look():
     assert "repeated interval (look 1)" in big["reason"]
     assert verdicts.loc["null", "n"] == 5  # read at its latest look, not on every seed run
     assert list(analysis.looks["look"]) == [1, 1, 2]
-    assert analysis.header["design"].startswith("sequential, looks at 3, 5, 8 seeds per arm (pocock spending); "
-                                                "at look 3 of 3")
+    assert analysis.header["design"].startswith(
+        "sequential, looks at 3, 5, 8 seeds per arm (pocock spending); at look 3 of 3"
+    )
     assert "big: stopped at look 1: better" in analysis.header["design"]
     text = render_markdown(analysis)
     assert "## Looks" in text and "- **Design:** sequential" in text

@@ -91,16 +91,21 @@ def test_a_second_report_replaces_the_first_on_the_same_parent(mirrored, tmp_pat
 
 
 def test_verdict_tags_one_per_comparison():
-    assert verdict_tags(make_analysis()) == {"verdict.up": "better", "verdict.same": "equivalent",
-                                             "verdict.tiny": "better"}
+    assert verdict_tags(make_analysis()) == {
+        "verdict.up": "better",
+        "verdict.same": "equivalent",
+        "verdict.tiny": "better",
+    }
 
 
 def test_a_study_not_mirrored_is_left_alone_with_one_line(tmp_path):
     study_dir = tmp_path / "study"
     study_dir.mkdir()
     line = mirror_report(make_analysis(), report_dir(tmp_path / "rep"), study_dir)
-    assert line == (f"MLflow: the report was not uploaded: the study is not mirrored to MLflow "
-                    f"(no {study_dir / 'mlflow.db'}; give --tracking-uri for a server)")
+    assert line == (
+        f"MLflow: the report was not uploaded: the study is not mirrored to MLflow "
+        f"(no {study_dir / 'mlflow.db'}; give --tracking-uri for a server)"
+    )
     assert list(study_dir.iterdir()) == []  # no store created
     assert "no study folder" in mirror_report(make_analysis(), tmp_path / "rep", None)
 
@@ -167,8 +172,9 @@ def test_report_command_still_writes_when_mlflow_is_unreachable(cli, tmp_path):
     results, _, runner = cli
     results.meta["study_dir"] = str(tmp_path)
     out = tmp_path / "rep"
-    r = runner.invoke(app, ["report", "s.yaml", "--out", str(out), "--tracking-uri",
-                            f"http://127.0.0.1:{closed_port()}"])
+    r = runner.invoke(
+        app, ["report", "s.yaml", "--out", str(out), "--tracking-uri", f"http://127.0.0.1:{closed_port()}"]
+    )
     assert r.exit_code == 0, r.output
     assert (out / "index.html").is_file()
     lines = r.output.splitlines()
@@ -200,7 +206,10 @@ def test_report_command_end_to_end_on_a_mirrored_study(tmp_path, empty_store, mo
     run_id = tracker.parent_run_id()
     assert f"report attached to the study's parent run {run_id}" in r.output
     analysis = harness.decide.analysis.analyze(results, min_effect=0.05)
-    assert {k: v for k, v in tracker.client.get_run(run_id).data.tags.items() if k.startswith("verdict.")} == \
-        verdict_tags(analysis) == {"verdict.big": "better", "verdict.null": analysis.verdicts["verdict"].iloc[1]}
+    assert (
+        {k: v for k, v in tracker.client.get_run(run_id).data.tags.items() if k.startswith("verdict.")}
+        == verdict_tags(analysis)
+        == {"verdict.big": "better", "verdict.null": analysis.verdicts["verdict"].iloc[1]}
+    )
     got = Path(tracker.client.download_artifacts(run_id, f"{REPORT_ARTIFACTS}/results.csv", str(tmp_path / "dl")))
     assert got.read_bytes() == (out / "results.csv").read_bytes()

@@ -41,12 +41,13 @@ def with_rewards(results, *, kl_logged: bool = True):
         if t.status == "waiting":
             continue
         for step in STEPS:
-            rows += [(t.trial_id, t.arm, t.seed, step, PROXY, proxy(t.arm, t.seed, step)),
-                     (t.trial_id, t.arm, t.seed, step, GOLD, gold(t.arm, t.seed, step))]
+            rows += [
+                (t.trial_id, t.arm, t.seed, step, PROXY, proxy(t.arm, t.seed, step)),
+                (t.trial_id, t.arm, t.seed, step, GOLD, gold(t.arm, t.seed, step)),
+            ]
             if kl_logged:
                 rows.append((t.trial_id, t.arm, t.seed, step, KL, kl(t.arm, t.seed, step)))
-    results.curves = pd.concat([results.curves, pd.DataFrame(rows, columns=results.curves.columns)],
-                               ignore_index=True)
+    results.curves = pd.concat([results.curves, pd.DataFrame(rows, columns=results.curves.columns)], ignore_index=True)
     return results
 
 
@@ -63,8 +64,9 @@ def test_the_frame_holds_each_arms_seed_means_in_step_order():
             assert g[metric].to_numpy() == pytest.approx(expected)
         assert set(g["n_seeds"]) == {len(seeds)}
     last = last_step_table(frame).set_index("condition")
-    assert last.loc["big", "step"] == 8 and last.loc["big", "gold"] == pytest.approx(np.mean([gold("big", s, 8)
-                                                                                            for s in range(5)]))
+    assert last.loc["big", "step"] == 8 and last.loc["big", "gold"] == pytest.approx(
+        np.mean([gold("big", s, 8) for s in range(5)])
+    )
 
 
 def test_the_figure_draws_gold_against_proxy_and_against_kl_for_every_arm():
@@ -77,7 +79,9 @@ def test_the_figure_draws_gold_against_proxy_and_against_kl_for_every_arm():
         assert len(lines) == 2  # one per panel, legend once
         on_proxy, on_kl = sorted(lines, key=lambda t: t.xaxis)
         g = frame[frame["condition"] == cond]
-        assert list(on_proxy.x) == pytest.approx(list(g["proxy"])) and list(on_proxy.y) == pytest.approx(list(g["gold"]))
+        assert list(on_proxy.x) == pytest.approx(list(g["proxy"])) and list(on_proxy.y) == pytest.approx(
+            list(g["gold"])
+        )
         assert list(on_kl.x) == pytest.approx(list(g["kl"]))
         assert [row[0] for row in on_proxy.customdata] == list(STEPS)  # in step order
         assert on_proxy.showlegend and not on_kl.showlegend
@@ -112,6 +116,8 @@ def test_a_report_without_proxy_and_gold_is_unchanged(tmp_path):
     assert "overopt" not in (out / "index.html").read_text()
     assert "Over-optimisation" not in (out / "summary.md").read_text()
     only_gold = make_results()
-    only_gold.curves = pd.concat([only_gold.curves, pd.DataFrame(
-        [("grpo-s0", "grpo", 0, 1, GOLD, 0.5)], columns=only_gold.curves.columns)], ignore_index=True)
+    only_gold.curves = pd.concat(
+        [only_gold.curves, pd.DataFrame([("grpo-s0", "grpo", 0, 1, GOLD, 0.5)], columns=only_gold.curves.columns)],
+        ignore_index=True,
+    )
     assert overoptimisation_frame(only_gold).empty  # gold alone is not a learned reward

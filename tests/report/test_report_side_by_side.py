@@ -68,20 +68,25 @@ def test_noise_floor_command_uses_the_same_names(prompted, monkeypatch):
 
 def test_the_report_leads_with_a_compact_verdict_table(analysis):
     md = render_markdown(analysis)
-    compact = md[md.index("## Verdicts\n"):md.index("## Verdicts in full")]
+    compact = md[md.index("## Verdicts\n") : md.index("## Verdicts in full")]
     rows = [line for line in compact.splitlines() if line.startswith("|")]
     assert rows[0] == COMPACT_HEADER and len(rows) == 2 + len(analysis.verdicts)
-    full = md[md.index("## Verdicts in full"):]
+    full = md[md.index("## Verdicts in full") :]
     full_rows = [line for line in full.splitlines() if line.startswith("|")][: 2 + len(analysis.verdicts)]
     assert len(full_rows[0].split(" | ")) == 15  # the full table stays, below the compact one
     head = [c.strip() for c in full_rows[0].strip("|").split("|")]
     for short, long in zip(rows[2:], full_rows[2:]):  # the same cells, cut from the full row
         cells = [c.strip() for c in short.strip("|").split("|")]
         row = dict(zip(head, (c.strip() for c in long.strip("|").split("|"))))
-        assert cells == [row["condition"], row["difference"], row["interval"], row["verdict"],
-                         f"{row['seeds to decide (true difference 0)']} / "
-                         f"{row['seeds to decide (true difference = planning effect)']}"]
+        assert cells == [
+            row["condition"],
+            row["difference"],
+            row["interval"],
+            row["verdict"],
+            f"{row['seeds to decide (true difference 0)']} / "
+            f"{row['seeds to decide (true difference = planning effect)']}",
+        ]
     page = render_html(analysis, [])
     assert page.index('id="verdicts"') < page.index('id="verdicts-full"') < page.index('id="robustness"')
-    table = page[page.index('id="verdicts"'):page.index('id="verdicts-full"')]
+    table = page[page.index('id="verdicts"') : page.index('id="verdicts-full"')]
     assert table.count("<th>") == 5

@@ -36,5 +36,7 @@ def test_summary_md_escapes_failure_reasons_and_warnings(tmp_path):
     md = (index.parent / "summary.md").read_text(encoding="utf-8")
     escaped = "ValueError: &lt;script&gt;alert(1)&lt;/script&gt; \\| &lt;img src=x onerror=alert(2)&gt; &amp; more"
     assert f"| big-s1 | big | 1 | {escaped} |" in md  # one cell: its | escaped, the row keeps 4 columns
-    assert ("> **WARNING no_learning_signal in completed trials (null 5 of 5); null seed 0: "
-            "&lt;img src=x onerror=alert(2)&gt; every group was degenerate**") in md
+    assert (
+        "> **WARNING no_learning_signal in completed trials (null 5 of 5); null seed 0: "
+        "&lt;img src=x onerror=alert(2)&gt; every group was degenerate**"
+    ) in md

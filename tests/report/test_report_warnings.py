@@ -52,8 +52,10 @@ def test_an_arm_without_learning_signal_gets_no_seeds_needed_figure():
     verdicts = analyze(results, n_permutations=200).verdicts.set_index("condition")
     null, big = verdicts.loc["null"], verdicts.loc["big"]
     assert null["seeds_needed_null"] is None and null["seeds_needed_effect"] is None
-    assert null["reason"].startswith(f"No learning signal in null (each of its completed trials warns "
-                                     f"{NO_LEARNING_SIGNAL}): more seeds will not decide this")
+    assert null["reason"].startswith(
+        f"No learning signal in null (each of its completed trials warns "
+        f"{NO_LEARNING_SIGNAL}): more seeds will not decide this"
+    )
     assert pd.notna(big["seeds_needed_effect"]) and not big["reason"].startswith("No learning signal")
 
     tested_alone = compare_pair(results, "big", "null", n_permutations=200)  # null is the control here
@@ -71,8 +73,11 @@ def test_a_warning_over_several_lines_is_one_warning():
     or indented) go on with it, and are not read as warning codes of their own."""
     long_warm = f"{WARM}\nRaise warm_start.max_steps, or lower warm_start.target.\n  (the RL steps ran all the same)"
     assert split_warnings(f"{long_warm}\n{SILENT}") == [
-        (WARMSTART_BELOW_TARGET, WARM.partition(": ")[2] + " Raise warm_start.max_steps, or lower warm_start.target."
-                                 " (the RL steps ran all the same)"),
+        (
+            WARMSTART_BELOW_TARGET,
+            WARM.partition(": ")[2] + " Raise warm_start.max_steps, or lower warm_start.target."
+            " (the RL steps ran all the same)",
+        ),
         (NO_LEARNING_SIGNAL, SILENT.partition(": ")[2]),
     ]
     lines = {("grpo", s): [long_warm] for s in range(5)}
@@ -80,7 +85,11 @@ def test_a_warning_over_several_lines_is_one_warning():
     analysis = analyze(with_warnings(make_results(), lines), n_permutations=200)
     state = [line for line in analysis.header["state"] if line.startswith("WARNING")]
     assert [line.split(" in completed trials")[0] for line in state] == [
-        f"WARNING {NO_LEARNING_SIGNAL}", f"WARNING {WARMSTART_BELOW_TARGET}"]
-    assert state[1].endswith("grpo seed 0: after 1000 of at most 1000 SFT steps the policy has greedy val accuracy "
-                             "0.117 Raise warm_start.max_steps, or lower warm_start.target. (the RL steps ran all "
-                             "the same)")
+        f"WARNING {NO_LEARNING_SIGNAL}",
+        f"WARNING {WARMSTART_BELOW_TARGET}",
+    ]
+    assert state[1].endswith(
+        "grpo seed 0: after 1000 of at most 1000 SFT steps the policy has greedy val accuracy "
+        "0.117 Raise warm_start.max_steps, or lower warm_start.target. (the RL steps ran all "
+        "the same)"
+    )

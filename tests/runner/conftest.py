@@ -11,6 +11,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # fake_trials, for this process and (via PYTHONPATH) its workers
 
+
 @pytest.fixture
 def fake_env(tmp_path, monkeypatch):
     """Environment for workers and trial processes: where fake trials count their calls."""

@@ -82,8 +82,9 @@ def planted(spec: TrialSpec) -> TrialResult:
     time.sleep(float(os.environ.get("FAKE_TRIAL_SLEEP", "0")))
     acc = planted_accuracy(spec.arm, spec.seed)
     _mark(spec, "done")
-    return TrialResult(trial_id=spec.trial_id, final={"eval/accuracy": acc, "eval/mean_reward": acc / 2},
-                       wall_time_s=0.01)
+    return TrialResult(
+        trial_id=spec.trial_id, final={"eval/accuracy": acc, "eval/mean_reward": acc / 2}, wall_time_s=0.01
+    )
 
 
 def by_arm(spec: TrialSpec) -> TrialResult:
@@ -114,8 +115,9 @@ class SeedCheckError(Exception):
 
 def passing_seed_check(spec: TrialSpec) -> TrialResult:
     _mark(spec, "checked")
-    return TrialResult(trial_id=spec.trial_id, final={"check/same_seed_tokens_alike": 1.0,
-                                                      "check/other_seed_tokens_alike": 0.1})
+    return TrialResult(
+        trial_id=spec.trial_id, final={"check/same_seed_tokens_alike": 1.0, "check/other_seed_tokens_alike": 0.1}
+    )
 
 
 def seed_check_building_a_warm_start(spec: TrialSpec) -> TrialResult:
@@ -129,4 +131,6 @@ def seed_check_building_a_warm_start(spec: TrialSpec) -> TrialResult:
 
 def failing_seed_check(spec: TrialSpec) -> TrialResult:
     _mark(spec, "checked")
-    raise SeedCheckError(f"seeds {spec.seed} and {spec.seed + 1} gave identical rollouts in arm {spec.arm}'s first step")
+    raise SeedCheckError(
+        f"seeds {spec.seed} and {spec.seed + 1} gave identical rollouts in arm {spec.arm}'s first step"
+    )

@@ -29,8 +29,15 @@ def options(**kw):
     from harness.runner.options import RunOptions
 
     defaults = dict(
-        trial_fn=FAKE, tracking=False, poll_interval=0.2, heartbeat_interval=1, grace_period=3,
-        kill_grace=2, progress_every=60, stream=io.StringIO(), gpus=[],
+        trial_fn=FAKE,
+        tracking=False,
+        poll_interval=0.2,
+        heartbeat_interval=1,
+        grace_period=3,
+        kill_grace=2,
+        progress_every=60,
+        stream=io.StringIO(),
+        gpus=[],
     )
     defaults.update(kw)
     return RunOptions(**defaults)

@@ -24,8 +24,9 @@ TRACKING = f"http://user:{PASSWORD}@mlflow.example"
 
 
 def worker_config(**run) -> WorkerConfig:
-    return WorkerConfig(name="w1", device="cpu", study_file="s.yaml", study_dir="out/s", queues=["s"],
-                        run=options(**run))
+    return WorkerConfig(
+        name="w1", device="cpu", study_file="s.yaml", study_dir="out/s", queues=["s"], run=options(**run)
+    )
 
 
 def test_the_worker_config_holds_no_url_and_the_worker_reads_them_from_its_environment():
@@ -43,7 +44,11 @@ def test_the_worker_config_holds_no_url_and_the_worker_reads_them_from_its_envir
 
 def test_a_worker_removes_every_url_variable_before_its_trials_start():
     assert set(RunOptions.secret_env_vars()) == {
-        "HARNESS_STORAGE", "HARNESS_TRACKING_URI", "HARNESS_WORKER_STORAGE", "HARNESS_WORKER_TRACKING"}
+        "HARNESS_STORAGE",
+        "HARNESS_TRACKING_URI",
+        "HARNESS_WORKER_STORAGE",
+        "HARNESS_WORKER_TRACKING",
+    }
 
 
 def _flags(command: str) -> set[str]:
@@ -93,8 +98,14 @@ def test_the_recorded_reason_reads_as_one_line_of_the_error(message):
 def test_the_launcher_reads_the_record_back_and_keeps_its_type(tmp_path, fake_env, monkeypatch):
     monkeypatch.setenv("HARNESS_TRIAL_START", "exec")  # a fresh interpreter: this test's env, not an earlier one's
     spec, _ = _spec_file(tmp_path)
-    outcome = run_trial_process(spec.model_dump_json(), trial_fn="fake_trials:failing_seed_check",
-                                work_dir=tmp_path / "tmp", log_path=tmp_path / "trial.log", stem="t", timeout_s=60)
+    outcome = run_trial_process(
+        spec.model_dump_json(),
+        trial_fn="fake_trials:failing_seed_check",
+        work_dir=tmp_path / "tmp",
+        log_path=tmp_path / "trial.log",
+        stem="t",
+        timeout_s=60,
+    )
     assert outcome.result is None and outcome.error is not None
     assert outcome.error.type == "SeedCheckError"
     assert outcome.reason == "SeedCheckError: seeds 0 and 1 gave identical rollouts in arm ok_a's first step"

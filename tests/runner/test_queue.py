@@ -80,7 +80,7 @@ def test_claim_is_atomic_across_connections(q):
             while (job := queue.claim_next(mine)) is not None:
                 with lock:
                     claimed.append(job.key)
-        except Exception as err:  # pragma: no cover - reported below
+        except Exception as err:  # noqa: BLE001 - reported below
             errors.append(err)
 
     threads = [threading.Thread(target=claimer) for _ in range(4)]
@@ -174,7 +174,10 @@ def test_re_runs_at_once_retry_each_failure_once(q):
     assert sorted((r.added, r.requeued) for r in reports) == [(0, 0)] * 3 + [(2, 4)]
     tries = queue.attempts(queue.jobs(study))
     assert {key: [j.attempt for j in js] for key, js in tries.items()} == {
-        **{f"a-s{i}": [1, 2] for i in range(4)}, "a-s4": [1], "a-s5": [1]}
+        **{f"a-s{i}": [1, 2] for i in range(4)},
+        "a-s4": [1],
+        "a-s5": [1],
+    }
     numbers = sorted(j.number for j in queue.jobs(study))
     assert numbers == list(range(len(numbers)))  # numbered as Optuna numbers its trials
 

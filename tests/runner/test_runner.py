@@ -157,9 +157,22 @@ def test_stale_and_half_finished_trials_are_recovered_by_a_joining_worker(tmp_pa
 
 def _start_cli(path: Path, *extra: str, sleep: float = 0.5) -> subprocess.Popen:
     env = {**os.environ, "FAKE_TRIAL_SLEEP": str(sleep)}
-    cmd = HARNESS + ["run", str(path), "--trial-fn", "fake_trials:by_arm", "--no-tracking",
-                     "--poll-interval", "0.2", "--heartbeat-interval", "1", "--grace-period", "3",
-                     "--kill-grace", "2", *extra]
+    cmd = HARNESS + [
+        "run",
+        str(path),
+        "--trial-fn",
+        "fake_trials:by_arm",
+        "--no-tracking",
+        "--poll-interval",
+        "0.2",
+        "--heartbeat-interval",
+        "1",
+        "--grace-period",
+        "3",
+        "--kill-grace",
+        "2",
+        *extra,
+    ]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -221,8 +234,12 @@ def tune_jobs(path, arm: str):
 
 @pytest.mark.slow
 def test_tuning_gives_every_arm_the_same_budget(tmp_path, fake_env):
-    tuning = {"n_trials": 3, "seeds": [100], "sampler_seed": 0,
-              "search_space": {"lr": {"low": 1.0e-4, "high": 1.0e-2, "log": True}}}
+    tuning = {
+        "n_trials": 3,
+        "seeds": [100],
+        "sampler_seed": 0,
+        "search_space": {"lr": {"low": 1.0e-4, "high": 1.0e-2, "log": True}},
+    }
     path = write_study(tmp_path, ["ok_a", "ok_b"], seeds=1, tuning=tuning)
     summary = run_study(path, options())
     assert summary.exit_code == 0, summary.format()

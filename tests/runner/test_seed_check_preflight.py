@@ -17,6 +17,7 @@ def check_with(monkeypatch, fake_env):
 
     def use(name: str):
         monkeypatch.setattr(preflight, "SEED_CHECK_FN", f"fake_trials:{name}")
+
     return use
 
 
@@ -42,8 +43,10 @@ def test_a_pass_is_kept_so_a_rerun_does_not_repeat_it(tmp_path, check_with, fake
 def test_the_check_can_be_switched_off_and_is_skipped_for_fake_trials(tmp_path, check_with, fake_env):
     check_with("failing_seed_check")
     off = load_study(write_study(tmp_path, ["ok_a"], name="off", checks={"seeds": False}))
-    assert preflight.seed_check(off, tmp_path, options(trial_fn=DEFAULT_TRIAL_FN)) == \
-        "seed check: off (checks: {seeds: false})"
+    assert (
+        preflight.seed_check(off, tmp_path, options(trial_fn=DEFAULT_TRIAL_FN))
+        == "seed check: off (checks: {seeds: false})"
+    )
     on = load_study(write_study(tmp_path, ["ok_a"], name="on"))
     assert preflight.seed_check(on, tmp_path, options()).startswith("seed check: skipped (trials run by fake_trials")
 

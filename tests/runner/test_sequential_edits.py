@@ -33,8 +33,14 @@ ARMS = ["grpo", "big", "equal"]  # grpo is the control
 
 
 def study_file(tmp_path: Path, *, min_effect: float = 0.02, looks=(3, 5, 8), seeds=8) -> Path:
-    return write_study(tmp_path, ARMS, seeds=seeds, name="seq", min_effect=min_effect,
-                       sequential={"looks": list(looks), "spending": "pocock"})
+    return write_study(
+        tmp_path,
+        ARMS,
+        seeds=seeds,
+        name="seq",
+        min_effect=min_effect,
+        sequential={"looks": list(looks), "spending": "pocock"},
+    )
 
 
 def edit(path: Path, **changes) -> None:
@@ -91,8 +97,11 @@ EDITS = {
     # equal stopped at look 3; a looser margin stops it at look 2 and hides look 3's six trials
     "looser min_effect": ({"min_effect": 0.015}, {"min_effect": 0.02}, "min_effect 0.015 -> 0.02"),
     # big stopped at look 1, at 4 seeds; looks [3, 5] would say it stopped at a look of 3 seeds
-    "changed looks": ({"looks": (4, 8)}, {"sequential": {"looks": [3, 5], "spending": "pocock"}},
-                      "looks [4, 8] -> [3, 5]"),
+    "changed looks": (
+        {"looks": (4, 8)},
+        {"sequential": {"looks": [3, 5], "spending": "pocock"}},
+        "looks [4, 8] -> [3, 5]",
+    ),
 }
 
 
@@ -131,8 +140,10 @@ def test_a_study_file_that_drops_its_sequential_section_is_refused(tmp_path, fak
     del data["sequential"]
     path.write_text(yaml.safe_dump(data, sort_keys=False))  # a fixed design would read every seed at once
     line = refusal(lambda: run_study(path, options(trial_fn=PLANTED, new_version=True)))
-    assert line.startswith("study 'seq': the study file drops its sequential: section, but its looks were read "
-                           "under the sequential rule v1 ")
+    assert line.startswith(
+        "study 'seq': the study file drops its sequential: section, but its looks were read "
+        "under the sequential rule v1 "
+    )
     assert refusal(lambda: run_worker(path, options(trial_fn=PLANTED))) == line
     assert (queue_state(setup), started(fake_env)) == (before_queue, before_runs)
 
@@ -142,15 +153,22 @@ def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_ea
     setup, looks = drive(path)
     assert looks.due.arms == {"big": "stopped at look 1: better", "equal": "stopped at look 2: equivalent"}
     [rule] = looks.due.rules.versions
-    assert (rule.version, rule.looks, rule.min_effect, rule.spending, rule.control) == (1, [3, 5, 8], 0.02, "pocock",
-                                                                                         "grpo")
+    assert (rule.version, rule.looks, rule.min_effect, rule.spending, rule.control) == (
+        1,
+        [3, 5, 8],
+        0.02,
+        "pocock",
+        "grpo",
+    )
     assert set(rule.configs) == set(ARMS)
 
     analysis = analyze(load_results(path), n_permutations=50)
     assert list(analysis.looks["rule"]) == [rule.label] * len(analysis.looks) and len(analysis.looks) == 3
     header = analysis.header["rule"]
-    assert header.startswith(f"rule {rule.label}, fixed {rule.when}: looks at 3, 5, 8 seeds per arm (seeds 0..7), "
-                             "pocock spending, alpha 0.05 (bonferroni), min_effect 0.02")
+    assert header.startswith(
+        f"rule {rule.label}, fixed {rule.when}: looks at 3, 5, 8 seeds per arm (seeds 0..7), "
+        "pocock spending, alpha 0.05 (bonferroni), min_effect 0.02"
+    )
     text = render_markdown(analysis)
     assert f"- **Sequential rule:** {header}" in text and rule.label in text.split("## Looks")[1]
 
@@ -234,8 +252,9 @@ def test_new_version_starts_the_looks_over_on_fresh_seeds_and_keeps_the_earlier_
     assert set(results.earlier["trial_id"]) == first_trials  # listed as an earlier design
     analysis = analyze(results, n_permutations=50)
     assert set(analysis.looks["rule"]) == {v2.label} and analysis.looks["look"].min() == 1  # the looks start over
-    assert analysis.header["rule"].endswith(f"replaces {v1.label} (fixed {v1.when}; its trials are kept and "
-                                            "listed, not used)")
+    assert analysis.header["rule"].endswith(
+        f"replaces {v1.label} (fixed {v1.when}; its trials are kept and listed, not used)"
+    )
     edit(path, min_effect=0.02)  # back to version 1's rule: that is an edit of version 2 now
     assert "min_effect 0.015 -> 0.02" in refusal(lambda: study_status(path))
 
@@ -247,8 +266,7 @@ def test_the_commands_refuse_the_edit_with_one_line_and_exit_2(tmp_path, fake_en
     drive(path)
     edit(path, min_effect=0.015)
     fast = ["--trial-fn", PLANTED, "--no-tracking"]
-    for args in (["run", str(path), *fast], ["worker", str(path), *fast], ["status", str(path)],
-                 ["report", str(path)]):
+    for args in (["run", str(path), *fast], ["worker", str(path), *fast], ["status", str(path)], ["report", str(path)]):
         code, out, err = run_main(monkeypatch, capsys, *args)
         assert code == 2, (args, out, err)
         *said, line = err.splitlines()  # status and report say first which study they read

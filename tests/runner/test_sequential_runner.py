@@ -34,7 +34,7 @@ def seeds_run(counters: Path, arm: str) -> list[int]:
     """The seeds at which ``arm``'s trials ran (each trial counted once per call)."""
     runs = []
     for path in counters.glob(f"{arm}-s*.started"):  # <arm>-s<seed>-<hash>.started
-        runs += [int(path.name[len(arm) + 2:].split("-")[0])] * len(path.read_text().split())
+        runs += [int(path.name[len(arm) + 2 :].split("-")[0])] * len(path.read_text().split())
     return sorted(runs)
 
 
@@ -43,8 +43,8 @@ def jobs_of(setup) -> list[queue.Job]:
 
 
 def assert_stopped_early(counters: Path, pool: list[int]) -> None:
-    assert seeds_run(counters, "big") == pool[:LOOKS[0]]  # decided at look 1: no more seeds
-    assert seeds_run(counters, "equal") == seeds_run(counters, "grpo") == pool[:LOOKS[-1]]
+    assert seeds_run(counters, "big") == pool[: LOOKS[0]]  # decided at look 1: no more seeds
+    assert seeds_run(counters, "equal") == seeds_run(counters, "grpo") == pool[: LOOKS[-1]]
 
 
 @pytest.mark.slow
@@ -147,7 +147,8 @@ def test_a_worker_of_a_tuned_study_waits_for_the_comparison_trials(tmp_path, fak
     try:
         deadline = time.monotonic() + 120
         while any(queue.has_work(q) for q in phases.tune.values()) or "waiting for `harness run`" not in (
-                err := capfd.readouterr().err):
+            err := capfd.readouterr().err
+        ):
             assert time.monotonic() < deadline, "the tuning trials did not finish"
             time.sleep(0.3)
         assert "tuning is over; waiting for `harness run` to queue the comparison trials" in err

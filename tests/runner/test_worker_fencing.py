@@ -49,10 +49,26 @@ def queued_study(tmp_path: Path, arms: list[str], *, seeds=1, retries=0):
 
 def worker_config(setup, name: str, **run) -> WorkerConfig:
     """A worker's config; ``run``: run options other than these test defaults."""
-    run = options(**{"storage": setup.storage_url, "trial_fn": FAKE, "tracking": False, "heartbeat_interval": HEARTBEAT_S,
-                     "grace_period": GRACE_S, "poll_interval": 0.1, "kill_grace": 2, **run})
-    return WorkerConfig(name=name, study_file=str(setup.study_file), study_dir=str(setup.study_dir),
-                        queues=[setup.study.name], device="cpu", run=run)
+    run = options(
+        **{
+            "storage": setup.storage_url,
+            "trial_fn": FAKE,
+            "tracking": False,
+            "heartbeat_interval": HEARTBEAT_S,
+            "grace_period": GRACE_S,
+            "poll_interval": 0.1,
+            "kill_grace": 2,
+            **run,
+        }
+    )
+    return WorkerConfig(
+        name=name,
+        study_file=str(setup.study_file),
+        study_dir=str(setup.study_dir),
+        queues=[setup.study.name],
+        device="cpu",
+        run=run,
+    )
 
 
 class WorkerProcess:
@@ -68,7 +84,9 @@ class WorkerProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.runner.worker", str(self.config_path)],
                 env={**os.environ, **config.secret_env(), **(env or {})},
-                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
             )
 
     @property
@@ -146,8 +164,11 @@ def test_paused_worker_discards_its_result_and_the_newer_attempt_stands(tmp_path
     a = WorkerProcess(setup, worker_config(setup, "a", tracking=True), env)
     b = None
     try:
-        wait_for(lambda: calls(fake_env, trial_id) == 1 and running_under(q, a.pid) is not None, 90,
-                 "worker A to start the trial")
+        wait_for(
+            lambda: calls(fake_env, trial_id) == 1 and running_under(q, a.pid) is not None,
+            90,
+            "worker A to start the trial",
+        )
         os.kill(a.pid, signal.SIGSTOP)
         b = WorkerProcess(setup, worker_config(setup, "b", tracking=True), env)
         assert b.wait(120) == 0, b.stderr()
@@ -183,8 +204,11 @@ def test_resumed_worker_stops_the_trial_that_was_handed_on(tmp_path, fake_env):
     a = WorkerProcess(setup, worker_config(setup, "a"), env)
     b = None
     try:
-        wait_for(lambda: calls(fake_env, trial_id) == 1 and running_under(q, a.pid) is not None, 90,
-                 "worker A to start the trial")
+        wait_for(
+            lambda: calls(fake_env, trial_id) == 1 and running_under(q, a.pid) is not None,
+            90,
+            "worker A to start the trial",
+        )
         trial_pid = int((fake_env / f"{trial_id}.started").read_text().split()[0])
         os.kill(a.pid, signal.SIGSTOP)
         b = WorkerProcess(setup, worker_config(setup, "b"), env)
@@ -265,8 +289,12 @@ def _fake_record(setup, trial_id: str, *, attempt: int, ok: bool):
     from harness.engine.spec import TrialResult
 
     spec = next(s for s in expand(setup.study) if s.trial_id == trial_id)
-    result = TrialResult(trial_id=trial_id, status="completed" if ok else "failed",
-                         final=metrics(spec) if ok else {}, error=None if ok else "RuntimeError: boom")
+    result = TrialResult(
+        trial_id=trial_id,
+        status="completed" if ok else "failed",
+        final=metrics(spec) if ok else {},
+        error=None if ok else "RuntimeError: boom",
+    )
     return make_record(spec, result, attempt=attempt, started_at=0, study=setup.study.name)
 
 

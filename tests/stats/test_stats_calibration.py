@@ -95,8 +95,9 @@ def test_end_to_end_compare_and_decide_agree_with_the_vectorised_rule(dist):
     assert 0 < expected.sum() < 90  # both outcomes occur, so agreement means something
     comps = [compare(a, c, n_permutations=100, rng=0) for a, c in zip(arms, controls)]
     np.testing.assert_allclose([c.p_value for c in comps], welch_test(arms, controls).p_value, rtol=1e-12)
-    labels = [decide([trial_means_difference(a, c, test="welch_t")], min_effect=1.0)[0].label
-              for a, c in zip(arms, controls)]
+    labels = [
+        decide([trial_means_difference(a, c, test="welch_t")], min_effect=1.0)[0].label for a, c in zip(arms, controls)
+    ]
     assert [lab in ("better", "worse") for lab in labels] == list(expected)
     # the planted shift is positive: every shifted pair that is decided is decided "better"
     assert all(lab == "better" for lab, hit in zip(labels[60:], expected[60:]) if hit)
@@ -175,7 +176,9 @@ def test_seeds_needed_paired_achieves_the_power_in_simulation():
 R_COV = 40_000  # SE at 0.95: 0.0011
 
 
-@pytest.mark.parametrize("n_a, n_b, sd_a, sd_b", [(3, 3, 1.0, 1.0), (4, 8, 1.0, 3.0), (4, 8, 3.0, 1.0), (10, 10, 1.0, 2.0)])
+@pytest.mark.parametrize(
+    "n_a, n_b, sd_a, sd_b", [(3, 3, 1.0, 1.0), (4, 8, 1.0, 3.0), (4, 8, 3.0, 1.0), (10, 10, 1.0, 2.0)]
+)
 def test_welch_ci_covers_the_true_difference(n_a, n_b, sd_a, sd_b):
     rng = np.random.default_rng(200 + n_a + n_b)
     true = 0.7

@@ -122,9 +122,14 @@ def test_yuen_agrees_with_scipy_on_random_data():
 
 
 def _scipy_perm(a, b):
-    res = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
-                                 permutation_type="independent", vectorized=True, n_resamples=np.inf,
-                                 alternative="two-sided")
+    res = stats.permutation_test(
+        (a, b),
+        lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        permutation_type="independent",
+        vectorized=True,
+        n_resamples=np.inf,
+        alternative="two-sided",
+    )
     return res.pvalue
 
 
@@ -158,8 +163,14 @@ def test_permutation_monte_carlo_is_close_to_exact_and_reproducible():
 def test_sign_flip_exact_agrees_with_scipy():
     rng = np.random.default_rng(6)
     a, b = rng.normal(0.5, 1, 7), rng.normal(0, 1, 7)
-    ref = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
-                                 vectorized=True, n_resamples=np.inf, alternative="two-sided")
+    ref = stats.permutation_test(
+        (a, b),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=np.inf,
+        alternative="two-sided",
+    )
     chk = sign_flip_check(a, b)
     assert chk.method == "exact"
     assert chk.p_value == pytest.approx(ref.pvalue, rel=1e-9)
@@ -249,7 +260,9 @@ def test_to_dict_is_json_and_frozen():
 
 def test_rng_accepts_seed_and_generator_only():
     a, b = np.arange(10.0), np.arange(10.0) + 2.5
-    assert compare(a, b, rng=3).robustness["permutation"].p_value == \
-        compare(a, b, rng=np.random.default_rng(3)).robustness["permutation"].p_value
+    assert (
+        compare(a, b, rng=3).robustness["permutation"].p_value
+        == compare(a, b, rng=np.random.default_rng(3)).robustness["permutation"].p_value
+    )
     with pytest.raises(TypeError):
         compare(a, b, rng="seed")

@@ -23,12 +23,8 @@ from harness.stats import (
 
 # a seed effect (rows drift up), a shared prompt effect and an arm x prompt term: every
 # component of the hand-worked analyses below is positive, so nothing is truncated
-ARM = [[1.4, 0.2, 0.1, 0.6],
-       [1.6, 0.5, 0.8, 1.1],
-       [2.3, 1.3, 1.1, 1.2]]
-CONTROL = [[0.8, 0.6, -0.4, 0.4],
-           [0.9, 0.3, 0.0, 0.3],
-           [1.2, 1.4, 0.4, 1.3]]
+ARM = [[1.4, 0.2, 0.1, 0.6], [1.6, 0.5, 0.8, 1.1], [2.3, 1.3, 1.1, 1.2]]
+CONTROL = [[0.8, 0.6, -0.4, 0.4], [0.9, 0.3, 0.0, 0.3], [1.2, 1.4, 0.4, 1.3]]
 
 
 def mean(xs):
@@ -58,14 +54,19 @@ def test_unpaired_seed_prompt_se_by_hand():
     rows_a, cols_a, ms_a = anova(ARM)
     rows_c, cols_c, ms_c = anova(CONTROL)
     diff = mean(rows_a) - mean(rows_c)
-    ra, rc = var(rows_a) / n, var(rows_c) / n              # trial-means (Welch) terms
+    ra, rc = var(rows_a) / n, var(rows_c) / n  # trial-means (Welch) terms
     col_term = var([a - c for a, c in zip(cols_a, cols_c)]) / P
     res_a, res_c = ms_a / (n * P), ms_c / (n * P)
     prompt = col_term - res_a - res_c
     assert prompt > 0  # this table has an arm x prompt term: nothing truncated
     v = ra + rc + prompt
-    df = v**2 / (ra**2 / (n - 1) + rc**2 / (n - 1) + col_term**2 / (P - 1)
-                 + res_a**2 / ((n - 1) * (P - 1)) + res_c**2 / ((n - 1) * (P - 1)))
+    df = v**2 / (
+        ra**2 / (n - 1)
+        + rc**2 / (n - 1)
+        + col_term**2 / (P - 1)
+        + res_a**2 / ((n - 1) * (P - 1))
+        + res_c**2 / ((n - 1) * (P - 1))
+    )
     d, se, dof, se_trial, comp = seed_prompt_se(np.array(ARM), np.array(CONTROL), paired=False)
     assert float(d) == pytest.approx(diff, rel=1e-12)
     assert float(se) == pytest.approx(math.sqrt(v), rel=1e-12)
@@ -150,16 +151,25 @@ def test_plan_variance_and_df_are_the_estimator_at_its_expectation(n, P, su, sw,
     rng = np.random.default_rng(n + P)
     if paired:  # su, se: sds of the paired differences' seed and cell terms
         control = rng.normal(size=(n, P))
-        arm = (control + _exact_var(rng.normal(size=n), su**2 + se**2 / P)[:, None]
-               + _exact_var(rng.normal(size=P), 2 * sw**2 + se**2 / n)[None] + _exact_residual(rng, n, P, se**2))
-        plan = PlanVariance(seed=su**2, prompt=2 * sw**2, residual=se**2, sampling=0.0, n_prompts=P, samples=1,
-                            paired=True)
+        arm = (
+            control
+            + _exact_var(rng.normal(size=n), su**2 + se**2 / P)[:, None]
+            + _exact_var(rng.normal(size=P), 2 * sw**2 + se**2 / n)[None]
+            + _exact_residual(rng, n, P, se**2)
+        )
+        plan = PlanVariance(
+            seed=su**2, prompt=2 * sw**2, residual=se**2, sampling=0.0, n_prompts=P, samples=1, paired=True
+        )
     else:
-        arm = (_exact_var(rng.normal(size=n), su**2 + se**2 / P)[:, None]
-               + _exact_var(rng.normal(size=P), 2 * sw**2 + 2 * se**2 / n)[None] + _exact_residual(rng, n, P, se**2))
+        arm = (
+            _exact_var(rng.normal(size=n), su**2 + se**2 / P)[:, None]
+            + _exact_var(rng.normal(size=P), 2 * sw**2 + 2 * se**2 / n)[None]
+            + _exact_residual(rng, n, P, se**2)
+        )
         control = _exact_var(rng.normal(size=n), su**2 + se**2 / P)[:, None] + _exact_residual(rng, n, P, se**2)
-        plan = PlanVariance(seed=2 * su**2, prompt=2 * sw**2, residual=2 * se**2, sampling=0.0, n_prompts=P,
-                            samples=1, paired=False)
+        plan = PlanVariance(
+            seed=2 * su**2, prompt=2 * sw**2, residual=2 * se**2, sampling=0.0, n_prompts=P, samples=1, paired=False
+        )
     d = seed_prompt_difference(arm, control, paired=paired)
     assert d.se**2 == pytest.approx(float(plan.variance(n)), rel=1e-10)
     assert d.df == pytest.approx(float(plan.df(n)), rel=1e-10)
@@ -204,8 +214,14 @@ def test_seed_prompt_difference_object_and_errors():
 
 def _balanced_tables(rng, arms, n, P, sd_seed, sd_prompt, sd_ap, sd_res):
     v = rng.normal(0, sd_prompt, P)
-    return {f"arm{a}": 0.2 * a + rng.normal(0, sd_seed, (n, 1)) + v + rng.normal(0, sd_ap, P)
-            + rng.normal(0, sd_res, (n, P)) for a in range(arms)}
+    return {
+        f"arm{a}": 0.2 * a
+        + rng.normal(0, sd_seed, (n, 1))
+        + v
+        + rng.normal(0, sd_ap, P)
+        + rng.normal(0, sd_res, (n, P))
+        for a in range(arms)
+    }
 
 
 def test_variance_components_by_hand():
@@ -235,8 +251,15 @@ def test_variance_components_by_hand():
 def test_variance_components_recover_the_truth_on_average():
     rng = np.random.default_rng(5)
     sds = dict(sd_seed=0.3, sd_prompt=0.5, sd_ap=0.2, sd_res=0.8)
-    est = np.array([[getattr(variance_components(_balanced_tables(rng, 3, 6, 40, **sds)), f)
-                     for f in ("seed", "prompt", "arm_x_prompt", "seed_x_prompt")] for _ in range(400)])
+    est = np.array(
+        [
+            [
+                getattr(variance_components(_balanced_tables(rng, 3, 6, 40, **sds)), f)
+                for f in ("seed", "prompt", "arm_x_prompt", "seed_x_prompt")
+            ]
+            for _ in range(400)
+        ]
+    )
     truth = np.array([0.09, 0.25, 0.04, 0.64])
     se = est.std(axis=0) / math.sqrt(len(est))
     # truncation at 0 biases upward only where estimates reach 0: not at these sizes
@@ -268,11 +291,19 @@ def test_variance_components_agree_with_statsmodels_reml():
     rng = np.random.default_rng(4)
     arms, n, P = 2, 5, 16
     tables = _balanced_tables(rng, arms, n, P, sd_seed=0.4, sd_prompt=0.6, sd_ap=0.35, sd_res=0.5)
-    rows = [dict(y=t[s, p], arm=a, seed=f"{a}_{s}", prompt=f"p{p}", arm_prompt=f"{a}_{p}", group=1)
-            for a, t in enumerate(tables.values()) for s in range(n) for p in range(P)]
-    model = smf.mixedlm("y ~ C(arm)", pd.DataFrame(rows), groups="group", re_formula="0",
-                        vc_formula={"seed": "0 + C(seed)", "prompt": "0 + C(prompt)",
-                                    "arm_prompt": "0 + C(arm_prompt)"})
+    rows = [
+        dict(y=t[s, p], arm=a, seed=f"{a}_{s}", prompt=f"p{p}", arm_prompt=f"{a}_{p}", group=1)
+        for a, t in enumerate(tables.values())
+        for s in range(n)
+        for p in range(P)
+    ]
+    model = smf.mixedlm(
+        "y ~ C(arm)",
+        pd.DataFrame(rows),
+        groups="group",
+        re_formula="0",
+        vc_formula={"seed": "0 + C(seed)", "prompt": "0 + C(prompt)", "arm_prompt": "0 + C(arm_prompt)"},
+    )
     fit = model.fit(reml=True, method=["lbfgs"])
     assert fit.converged
     reml = dict(zip(model.exog_vc.names, fit.vcomp))

@@ -112,8 +112,15 @@ def true_plan(c, P: int) -> PlanVariance:
     """The variance model of an unpaired arm-vs-control difference at the TRUE components
     (continuous scores: the crossed model's own sds)."""
     assert c["threshold"] is None
-    return PlanVariance(seed=2 * c["seed"] ** 2, prompt=2 * c["arm_x_prompt"] ** 2, residual=2 * c["residual"] ** 2,
-                        sampling=0.0, n_prompts=P, samples=1, paired=False)
+    return PlanVariance(
+        seed=2 * c["seed"] ** 2,
+        prompt=2 * c["arm_x_prompt"] ** 2,
+        residual=2 * c["residual"] ** 2,
+        sampling=0.0,
+        n_prompts=P,
+        samples=1,
+        paired=False,
+    )
 
 
 def seed_prompt_runs(c, rng, R, n, P, mu, *, chunk=2000, paired=False, paired_rho=0.0):
@@ -146,8 +153,7 @@ def test_family_wise_better_or_worse_rate_at_zero_trial_means(dist, n, arms):
     t = welch_test(draw(dist, rng, (R_TM, arms, n)), control, alpha=1 - level)
     lab, _ = label_of(t.ci_low, t.ci_high, margin=None)
     fwer = np.isin(lab, ("better", "worse")).any(axis=1).mean()
-    print(f"trial means {dist} n={n} arms={arms}: family-wise better/worse rate {fwer:.4f} "
-          f"(SE {se(ALPHA, R_TM):.4f})")
+    print(f"trial means {dist} n={n} arms={arms}: family-wise better/worse rate {fwer:.4f} (SE {se(ALPHA, R_TM):.4f})")
     assert fwer <= ALPHA + 3 * se(ALPHA, R_TM), fwer
 
 
@@ -163,8 +169,10 @@ def test_family_wise_better_or_worse_rate_at_zero_seed_prompt(kind, n, arms):
     rng = np.random.default_rng(2000 + 10 * n + arms + len(kind))
     d, s, df, _, _ = seed_prompt_runs(c, rng, R, n, P, np.zeros(arms + 1))
     fwer = np.isin(labels(d, s, df, interval_level(ALPHA, arms)), ("better", "worse")).any(axis=1).mean()
-    print(f"seed x prompt {kind} P={P} n={n} arms={arms}: family-wise better/worse rate {fwer:.4f} "
-          f"(SE {se(ALPHA, R):.4f})")
+    print(
+        f"seed x prompt {kind} P={P} n={n} arms={arms}: family-wise better/worse rate {fwer:.4f} "
+        f"(SE {se(ALPHA, R):.4f})"
+    )
     assert fwer <= ALPHA + 3 * se(ALPHA, R), fwer
 
 
@@ -193,8 +201,10 @@ def test_equivalent_rate_at_a_true_difference_of_min_effect_trial_means(n, arms)
     rate = (lab == "equivalent").any(axis=1).mean()
     t0 = welch_test(arm, control, alpha=1 - level)
     at_zero = (label_of(t0.ci_low, t0.ci_high, margin=margin)[0] == "equivalent").mean()
-    print(f"trial means normal n={n} arms={arms} margin={margin:.3f}: family-wise equivalent at |true diff| = "
-          f"min_effect {rate:.4f} (SE {se(ALPHA, R_TM):.4f}); equivalent at a true 0: {at_zero:.3f}")
+    print(
+        f"trial means normal n={n} arms={arms} margin={margin:.3f}: family-wise equivalent at |true diff| = "
+        f"min_effect {rate:.4f} (SE {se(ALPHA, R_TM):.4f}); equivalent at a true 0: {at_zero:.3f}"
+    )
     assert at_zero > 0.2  # the margin is one this design can conclude equivalence within
     assert rate <= ALPHA + 3 * se(ALPHA, R_TM), rate
 
@@ -220,8 +230,10 @@ def test_equivalent_rate_at_a_true_difference_of_min_effect_seed_prompt(kind, n,
     rate = (lab == "equivalent").any(axis=1).mean()
     # the same estimates moved to a true 0 (se and df do not depend on the location)
     at_zero = (labels(d - true, s, df, level, margin=margin) == "equivalent").mean()
-    print(f"seed x prompt {kind} n={n} arms={arms} margin={margin:.3f}: family-wise equivalent at |true diff| = "
-          f"min_effect {rate:.4f} (SE {se(ALPHA, R):.4f}); equivalent at a true 0: {at_zero:.3f}")
+    print(
+        f"seed x prompt {kind} n={n} arms={arms} margin={margin:.3f}: family-wise equivalent at |true diff| = "
+        f"min_effect {rate:.4f} (SE {se(ALPHA, R):.4f}); equivalent at a true 0: {at_zero:.3f}"
+    )
     assert at_zero > 0.2
     assert rate <= ALPHA + 3 * se(ALPHA, R), rate
 
@@ -267,16 +279,19 @@ LARGE_W = dict(seed=0.2, prompt=0.5, arm_x_prompt=0.8, residual=1.0, threshold=N
 def test_seed_prompt_interval_covers_where_the_trial_means_interval_does_not(n, paired):
     rng = np.random.default_rng(6000 + n + paired)
     true = 0.2
-    d, s, df, st, df_trial = seed_prompt_runs(LARGE_W, rng, R_COV, n, 64, [0.0, true], paired=paired,
-                                              paired_rho=0.7 if paired else 0.0)
+    d, s, df, st, df_trial = seed_prompt_runs(
+        LARGE_W, rng, R_COV, n, 64, [0.0, true], paired=paired, paired_rho=0.7 if paired else 0.0
+    )
     lo, hi = interval(d, s, df, 0.95)
     cov = ((lo <= true) & (true <= hi)).mean()
     if paired:  # the paired t on trial means: df n - 1
         df_trial = np.full_like(df, n - 1.0)
     lo_t, hi_t = interval(d, st, df_trial, 0.95)
     cov_t = ((lo_t <= true) & (true <= hi_t)).mean()
-    print(f"n={n} {'paired' if paired else 'unpaired'}, P=64, sd_w={LARGE_W['arm_x_prompt']}: "
-          f"trial-means coverage {cov_t:.4f} vs seed_prompt {cov:.4f} (nominal 0.95, SE {se(0.95, R_COV):.4f})")
+    print(
+        f"n={n} {'paired' if paired else 'unpaired'}, P=64, sd_w={LARGE_W['arm_x_prompt']}: "
+        f"trial-means coverage {cov_t:.4f} vs seed_prompt {cov:.4f} (nominal 0.95, SE {se(0.95, R_COV):.4f})"
+    )
     assert abs(cov - 0.95) <= 3 * se(0.95, R_COV), cov
     assert cov_t < 0.95 - 3 * se(0.95, R_COV), cov_t
 
@@ -286,7 +301,9 @@ def test_seed_prompt_interval_covers_where_the_trial_means_interval_does_not(n, 
 R_PLAN = 10_000  # SE at 0.8: 0.0040
 
 
-@pytest.mark.parametrize("arms, min_effect, P", [(1, 0.3, 32), (6, 0.4, 32), (1, 0.25, 64), (1, 0.7, 32), (6, 0.9, 32), (1, 0.9, 32)])
+@pytest.mark.parametrize(
+    "arms, min_effect, P", [(1, 0.3, 32), (6, 0.4, 32), (1, 0.25, 64), (1, 0.7, 32), (6, 0.9, 32), (1, 0.9, 32)]
+)
 def test_planted_min_effect_is_decided_with_the_planned_power(arms, min_effect, P):
     # n from seeds_to_decide at the TRUE components and the verdict's level; every arm carries a
     # true difference of min_effect; the decision rate (better, equivalent or worse) of each arm
@@ -299,8 +316,10 @@ def test_planted_min_effect_is_decided_with_the_planned_power(arms, min_effect, 
     rng = np.random.default_rng(7000 + arms + P)
     d, s, df, _, _ = seed_prompt_runs(CONTINUOUS, rng, R, n, P, np.r_[0.0, np.full(arms, min_effect)], chunk=1000)
     rate = (labels(d, s, df, level, margin=min_effect) != "inconclusive").mean(axis=0)
-    print(f"planted min_effect={min_effect} arms={arms} P={P}: n={n} seeds per arm, planned "
-          f"{planned:.4f}, decision rate per arm {np.round(rate, 4).tolist()} (SE {se(0.8, R):.4f})")
+    print(
+        f"planted min_effect={min_effect} arms={arms} P={P}: n={n} seeds per arm, planned "
+        f"{planned:.4f}, decision rate per arm {np.round(rate, 4).tolist()} (SE {se(0.8, R):.4f})"
+    )
     assert planned >= 0.8
     assert rate.min() >= 0.8 - 3 * se(0.8, R), rate
     # and the plan is not wastefully conservative: one seed fewer is planned below 0.8
@@ -315,8 +334,10 @@ SD_DISTS = {  # (draw, true sd)
     "normal": (lambda rng, shape: rng.normal(0.0, 1.0, shape), 1.0),
     "lognormal": (lambda rng, shape: rng.lognormal(0.0, 1.0, shape), math.sqrt((math.e - 1) * math.e)),
     "t3": (lambda rng, shape: rng.standard_t(3, shape), math.sqrt(3.0)),
-    "bimodal": (lambda rng, shape: np.where(rng.random(shape) < 0.3, rng.normal(5.0, 1.0, shape),
-                                            rng.normal(0.0, 1.0, shape)), math.sqrt(1 + 0.3 * 0.7 * 25)),
+    "bimodal": (
+        lambda rng, shape: np.where(rng.random(shape) < 0.3, rng.normal(5.0, 1.0, shape), rng.normal(0.0, 1.0, shape)),
+        math.sqrt(1 + 0.3 * 0.7 * 25),
+    ),
 }
 
 
@@ -327,8 +348,10 @@ def sd_coverages(dist: str, n: int) -> tuple[float, float]:
     bonett = float(((lo <= sigma) & (sigma <= hi)).mean())
     lo, hi = chi_square_std_interval(x.std(axis=1, ddof=1), n)
     chi2 = float(((lo <= sigma) & (sigma <= hi)).mean())
-    print(f"sd interval coverage {dist} n={n}: Bonett {bonett:.4f}, chi-square {chi2:.4f} "
-          f"(nominal 0.95, SE {se(0.95, R_SD):.4f})")
+    print(
+        f"sd interval coverage {dist} n={n}: Bonett {bonett:.4f}, chi-square {chi2:.4f} "
+        f"(nominal 0.95, SE {se(0.95, R_SD):.4f})"
+    )
     return bonett, chi2
 
 

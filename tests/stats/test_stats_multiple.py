@@ -8,8 +8,23 @@ import pytest
 from harness.stats import adjust_pvalues
 
 # Benjamini & Hochberg (1995), section 4: 15 p-values from a multiple-endpoint trial.
-BH1995 = [0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.0344, 0.0459,
-          0.3240, 0.4262, 0.5719, 0.6528, 0.7590, 1.000]
+BH1995 = [
+    0.0001,
+    0.0004,
+    0.0019,
+    0.0095,
+    0.0201,
+    0.0278,
+    0.0298,
+    0.0344,
+    0.0459,
+    0.3240,
+    0.4262,
+    0.5719,
+    0.6528,
+    0.7590,
+    1.000,
+]
 
 
 def test_holm_small_example_by_hand():

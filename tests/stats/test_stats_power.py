@@ -50,7 +50,9 @@ def test_welch_power_is_below_noncentral_t_at_three_seeds():
     # ... and the two agree once there are many seeds
     for n in (50, 100, 101, 400):
         d = 2.8 / math.sqrt(n / 2)
-        assert power_two_sample(d, n, 1.0) == pytest.approx(power_two_sample(d, n, 1.0, method="noncentral_t"), abs=2e-4)
+        assert power_two_sample(d, n, 1.0) == pytest.approx(
+            power_two_sample(d, n, 1.0, method="noncentral_t"), abs=2e-4
+        )
 
 
 def test_welch_power_with_one_constant_arm_is_one_sample_t_power():
@@ -95,9 +97,15 @@ def test_deterministic_effects_need_two_seeds():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(effect=1.0, sd_a=-1.0), dict(effect=1.0, sd_a=1.0, alpha=1.5), dict(effect=1.0, sd_a=1.0, power=1.0),
-     dict(effect=1.0, sd_a=1.0, power=0.04), dict(effect=math.nan, sd_a=1.0), dict(effect=1.0, sd_a=1.0, max_n=1),
-     dict(effect=1.0, sd_a=1.0, method="z")],
+    [
+        dict(effect=1.0, sd_a=-1.0),
+        dict(effect=1.0, sd_a=1.0, alpha=1.5),
+        dict(effect=1.0, sd_a=1.0, power=1.0),
+        dict(effect=1.0, sd_a=1.0, power=0.04),
+        dict(effect=math.nan, sd_a=1.0),
+        dict(effect=1.0, sd_a=1.0, max_n=1),
+        dict(effect=1.0, sd_a=1.0, method="z"),
+    ],
 )
 def test_seeds_needed_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError):

@@ -123,8 +123,9 @@ def test_the_repeated_interval_is_wider_than_the_fixed_one_and_bonferroni_applie
     looks = [Look((3, 5, 8, 12, 20), 20)] * 2
     final = decide(diffs, alpha=0.05, looks=looks)
     assert final[0].ci_level > fixed[0].ci_level > 0.95  # both at alpha / 2, the look's stricter
-    assert final[0].p_adjusted == pytest.approx(min(1.0, 2 * looks[0].repeated_p(
-        -special.ndtri(final[0].p_value / 2))), rel=1e-9)
+    assert final[0].p_adjusted == pytest.approx(
+        min(1.0, 2 * looks[0].repeated_p(-special.ndtri(final[0].p_value / 2))), rel=1e-9
+    )
     assert final[0].seeds_needed_effect is None or final[0].seeds_needed_effect > 0
 
 
@@ -148,7 +149,7 @@ def test_expected_trials_match_a_simulation():
         rng = np.random.default_rng(9)
         reps = 20_000
         n = np.array(looks)
-        diffs = (rng.normal(delta, 1.0, (reps, arms, n[-1])) - rng.normal(0.0, 1.0, (reps, 1, n[-1])))
+        diffs = rng.normal(delta, 1.0, (reps, arms, n[-1])) - rng.normal(0.0, 1.0, (reps, 1, n[-1]))
         means = diffs.cumsum(axis=2)[..., n - 1] / n
         half = efficacy_bounds(n / n[-1], 0.05 / arms) * np.sqrt(2.0 / n)
         stop = (means - half > 0) | (means + half < 0) | ((np.abs(means) + half) < margin)

@@ -139,8 +139,10 @@ def test_equivalent_is_rare_at_a_true_difference_of_min_effect(arms, spending):
     wrong = (label == "equivalent").any(axis=1).mean()
     rng = np.random.default_rng(701 + arms)
     at_zero, _ = sequential_labels(trial_means(rng, "normal", R_TM, arms), arms, spending, margin)
-    print(f"sequential {spending} arms={arms}: equivalent at +margin {wrong:.4f}, at 0 "
-          f"{(at_zero == 'equivalent').mean():.3f}")
+    print(
+        f"sequential {spending} arms={arms}: equivalent at +margin {wrong:.4f}, at 0 "
+        f"{(at_zero == 'equivalent').mean():.3f}"
+    )
     assert (at_zero == "equivalent").mean() > 0.3  # the margin is reachable, so the check can fail
     assert wrong <= ALPHA + 3 * se(ALPHA, R_TM), wrong
 

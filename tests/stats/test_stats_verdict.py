@@ -67,9 +67,9 @@ def test_p_adjusted_below_alpha_exactly_when_the_interval_excludes_zero():
     rng = np.random.default_rng(0)
     diffs = [welch(rng.normal(1.5, 1.0, 4), rng.normal(0.0, 1.0, 5)) for _ in range(60)]
     for m in (1, 3):
-        labels, decided = [], []
+        decided = []
         for start in range(0, len(diffs), m):
-            for v in decide(diffs[start:start + m]):
+            for v in decide(diffs[start : start + m]):
                 assert v.family_size == m
                 assert (v.p_adjusted < 0.05) == (v.label in ("better", "worse")), v
                 decided.append(v.label in ("better", "worse"))
@@ -211,13 +211,16 @@ def test_ci_is_recomputed_at_the_verdict_level():
     assert c.ci_low > v.ci_low  # the comparison's own 80% CI is narrower
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(direction="up"), "maximize, minimize"),
-    (dict(correction="holm"), "bonferroni, none"),
-    (dict(min_effect=0.0), "min_effect"),
-    (dict(min_effect=math.inf), "min_effect"),
-    (dict(alpha=0.0), "alpha"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(direction="up"), "maximize, minimize"),
+        (dict(correction="holm"), "bonferroni, none"),
+        (dict(min_effect=0.0), "min_effect"),
+        (dict(min_effect=math.inf), "min_effect"),
+        (dict(alpha=0.0), "alpha"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         decide([welch(A, C)], **kwargs)

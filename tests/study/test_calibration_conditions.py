@@ -15,10 +15,15 @@ from harness.study.sections import AA_SEED_OFFSET
 
 
 def study(**extra):
-    return parse_study({
-        "name": "cal", "control": "grpo", "seeds": 3,
-        "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}], **extra,
-    })
+    return parse_study(
+        {
+            "name": "cal",
+            "control": "grpo",
+            "seeds": 3,
+            "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}],
+            **extra,
+        }
+    )
 
 
 def test_the_aa_copy_is_the_control_on_disjoint_seeds():
@@ -47,8 +52,15 @@ def test_the_placebo_is_compared_with_every_arm_of_its_cell():
 
 def test_a_calibration_name_taken_by_an_arm_is_refused():
     with pytest.raises(ConfigError, match="adds the condition 'grpo-aa', which is already an arm"):
-        parse_study({"name": "x", "control": "grpo", "seeds": 3, "calibration": "aa",
-                     "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "grpo-aa", "algorithm": "rloo"}]})
+        parse_study(
+            {
+                "name": "x",
+                "control": "grpo",
+                "seeds": 3,
+                "calibration": "aa",
+                "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "grpo-aa", "algorithm": "rloo"}],
+            }
+        )
 
 
 def test_calibration_with_tuning_is_refused():
@@ -60,5 +72,10 @@ def test_calibration_with_tuning_is_refused():
 def test_a_sequential_aa_copy_takes_the_same_positions_of_its_own_seeds():
     s = study(seeds=6, calibration="aa", sequential={"looks": [3, 6]})
     assert [(t.arm, t.seed) for t in look_specs(s, 1, ["grpo", "grpo-aa"])] == [
-        ("grpo", 3), ("grpo-aa", AA_SEED_OFFSET + 3), ("grpo", 4), ("grpo-aa", AA_SEED_OFFSET + 4),
-        ("grpo", 5), ("grpo-aa", AA_SEED_OFFSET + 5)]
+        ("grpo", 3),
+        ("grpo-aa", AA_SEED_OFFSET + 3),
+        ("grpo", 4),
+        ("grpo-aa", AA_SEED_OFFSET + 4),
+        ("grpo", 5),
+        ("grpo-aa", AA_SEED_OFFSET + 5),
+    ]

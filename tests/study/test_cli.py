@@ -40,7 +40,8 @@ def invoke(*args: str):
 
 def small_study(folder: Path, extra: str = "") -> Path:
     path = folder / "small.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: small
         output_dir: {folder / "out"}
         control: grpo
@@ -50,19 +51,23 @@ def small_study(folder: Path, extra: str = "") -> Path:
         arms:
           - {{name: grpo, algorithm: grpo}}
           - {{name: rloo, algorithm: rloo}}
-        """) + extra)
+        """)
+        + extra
+    )
     return path
 
 
 T0 = 1_800_000_000.0  # started_at of every record below (epoch seconds)
 
 
-def write_record(study_dir: Path, spec, wall: float, status: str = "completed", phase: str = "compare",
-                 start: float = 3.0):
+def write_record(
+    study_dir: Path, spec, wall: float, status: str = "completed", phase: str = "compare", start: float = 3.0
+):
     """A record of ``wall`` seconds in the trial, ``start`` more from started_at to finished_at."""
     result = TrialResult(trial_id=spec.trial_id, status=status, final={"eval/accuracy": 0.5}, wall_time_s=wall)
-    records.write_record(study_dir, records.make_record(spec, result, phase=phase, started_at=T0,
-                                                        finished_at=T0 + start + wall))
+    records.write_record(
+        study_dir, records.make_record(spec, result, phase=phase, started_at=T0, finished_at=T0 + start + wall)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,8 +167,9 @@ def test_plan_quickstart_after_the_quickstart_ran_counts_its_records():
     assert design_lines(out) == design_lines(empty.stdout)
     assert "total: 9 trials (9 done, 0 to run)" in out
     assert "measured from 9 completed record(s)" in out
-    rows = [re.split(r" {2,}", line.strip()) for line in out.splitlines()
-            if line.startswith(("grpo ", "dr_grpo ", "rloo "))]
+    rows = [
+        re.split(r" {2,}", line.strip()) for line in out.splitlines() if line.startswith(("grpo ", "dr_grpo ", "rloo "))
+    ]
     assert [(row[0], row[4]) for row in rows] == [("grpo (control)", "3"), ("dr_grpo", "3"), ("rloo", "3")]
 
 
@@ -243,12 +249,15 @@ def test_format_duration(seconds, text):
 
 
 def test_plan_of_a_tuned_study_counts_finished_tuning_trials(tmp_path):
-    path = small_study(tmp_path, textwrap.dedent("""\
+    path = small_study(
+        tmp_path,
+        textwrap.dedent("""\
         tuning:
           n_trials: 2
           seeds: [100]
           search_space: {lr: {low: 1.0e-4, high: 1.0e-2, log: true}}
-        """))
+        """),
+    )
     s = load_study(path)
     write_record(tmp_path / "out", tuning_specs(s, "grpo", {"lr": 0.001}, 100), wall=3.0, phase="tune")
     plan = plan_study(s, records=records.read_records(tmp_path / "out"))

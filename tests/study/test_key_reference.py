@@ -32,12 +32,22 @@ from harness.study.schema import Study
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "study-reference.md"
 EXAMPLE = REPO / "studies" / "real_model_example.yaml"
-MODELS = {m.__name__: m for m in (TaskConfig, TinyModelConfig, LoraConfig, ModelConfig, WarmStartConfig, TrainConfig,
-                                  *CONFIG_TYPES.values())}
+MODELS = {
+    m.__name__: m
+    for m in (
+        TaskConfig,
+        TinyModelConfig,
+        LoraConfig,
+        ModelConfig,
+        WarmStartConfig,
+        TrainConfig,
+        *CONFIG_TYPES.values(),
+    )
+}
 
 
 def by_path() -> dict[str, key_reference.Key]:
-    return {key.path: key for key in key_reference.keys()}
+    return {key.path: key for key in key_reference.keys()}  # noqa: SIM118 - a function, not a dict
 
 
 def test_the_committed_reference_is_the_generated_one():
@@ -50,9 +60,14 @@ def test_the_committed_reference_is_the_generated_one():
 def test_every_key_is_listed_with_a_type_a_reader_and_a_meaning():
     keys = by_path()
     expected = {"include", *Study.model_fields}
-    expected |= {f"{section}.{field}" for section in ("task", "model", "warmstart", "train")
-                 for field in Study.model_fields[section].annotation.model_fields}
-    expected |= {f"model.tiny.{f}" for f in TinyModelConfig.model_fields} | {f"model.lora.{f}" for f in LoraConfig.model_fields}
+    expected |= {
+        f"{section}.{field}"
+        for section in ("task", "model", "warmstart", "train")
+        for field in Study.model_fields[section].annotation.model_fields
+    }
+    expected |= {f"model.tiny.{f}" for f in TinyModelConfig.model_fields} | {
+        f"model.lora.{f}" for f in LoraConfig.model_fields
+    }
     expected |= {f"arms[].set.{k}" for k in override_keys() if not k.startswith("train.")}
     assert expected <= set(keys), sorted(expected - set(keys))
     blank = [k.path for k in keys.values() if not (k.type and k.read_by and k.meaning)]

@@ -18,13 +18,17 @@ from harness.study.noop import noop_pairs
 
 def study_file(folder, arms: str, extra: str = ""):
     path = folder / "s.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: s
         output_dir: {folder / "out"}
         control: grpo
         seeds: 3
         arms:
-        """) + textwrap.indent(textwrap.dedent(arms), "  ") + extra)
+        """)
+        + textwrap.indent(textwrap.dedent(arms), "  ")
+        + extra
+    )
     return path
 
 
@@ -80,7 +84,6 @@ def test_differences_the_probe_cannot_see_and_real_ablations_pass(tmp_path):
     grid = study_file(tmp_path, "- {name: grpo, algorithm: grpo}\n", "grid: {dual_clip: [2.0, 1000.0, 2000.0]}\n")
     lines = noop_pairs(load_study(grid))
     assert len(lines) == 1 and lines[0].startswith("grpo[dual_clip=1000.0] and grpo[dual_clip=2000.0]")
-
 
 
 def test_probe_results_are_kept_until_the_code_changes(tmp_path, monkeypatch):

@@ -35,11 +35,15 @@ def test_a_result_is_kept_and_read_back_exactly(tmp_path, probes):
     assert sorted(p.name for p in entry.iterdir()) == ["manifest.json", RESULT_FILE]
 
 
-@pytest.mark.parametrize("damage", [
-    lambda f: f.write_text(json.dumps({"loss": 0.25, "gradient": [0.125, -2.0, 3.0e-9]})),  # parses, but changed
-    lambda f: f.write_text("{not json"),
-    lambda f: f.unlink(),
-], ids=["edited", "garbled", "removed"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda f: f.write_text(json.dumps({"loss": 0.25, "gradient": [0.125, -2.0, 3.0e-9]})),  # parses, but changed
+        lambda f: f.write_text("{not json"),
+        lambda f: f.unlink(),
+    ],
+    ids=["edited", "garbled", "removed"],
+)
 def test_a_changed_entry_is_probed_again_with_a_one_line_warning(tmp_path, probes, damage):
     cfg = resolve_algorithm("grpo", {})
     probe_result(cfg, 4, tmp_path)

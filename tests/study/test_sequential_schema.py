@@ -12,7 +12,10 @@ from harness.study.sections import SPENDING_FUNCTIONS
 
 def study(**extra):
     return {
-        "name": "seq", "control": "grpo", "min_effect": 0.05, "seeds": 12,
+        "name": "seq",
+        "control": "grpo",
+        "min_effect": 0.05,
+        "seeds": 12,
         "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}],
         **extra,
     }
@@ -24,15 +27,18 @@ def test_looks_and_batch_give_the_schedule():
     assert parse_study(study(sequential={"batch": 4, "max_seeds": 12})).sequential.spending == "obrien_fleming"
 
 
-@pytest.mark.parametrize("section, message", [
-    ({}, "give either looks"),
-    ({"batch": 3}, "give either looks"),
-    ({"looks": [3, 5], "batch": 2, "max_seeds": 6}, "not both"),
-    ({"looks": [5, 3]}, "rise strictly"),
-    ({"looks": [1, 3]}, "at least 2 seeds"),
-    ({"looks": [3, 5], "spending": "haybittle"}, "sequential.spending"),
-    ({"looks": [3, 5], "alpha": 0.1}, "sequential.alpha"),
-])
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ({}, "give either looks"),
+        ({"batch": 3}, "give either looks"),
+        ({"looks": [3, 5], "batch": 2, "max_seeds": 6}, "not both"),
+        ({"looks": [5, 3]}, "rise strictly"),
+        ({"looks": [1, 3]}, "at least 2 seeds"),
+        ({"looks": [3, 5], "spending": "haybittle"}, "sequential.spending"),
+        ({"looks": [3, 5], "alpha": 0.1}, "sequential.alpha"),
+    ],
+)
 def test_a_bad_schedule_is_one_clear_error(section, message):
     with pytest.raises(ConfigError, match=message) as err:
         parse_study(study(sequential=section))

@@ -192,20 +192,28 @@ def test_output_dir_overrides_study_dir():
 
 
 def test_include_merges_deeply_and_local_keys_win(tmp_path):
-    write(tmp_path, "base.yaml", """\
+    write(
+        tmp_path,
+        "base.yaml",
+        """\
         train: {steps: 9, max_new_tokens: 6}
         seeds: [0, 1, 2]
         model: {tiny: {layers: 3}}
-        """)
+        """,
+    )
     (tmp_path / "sub").mkdir()
     write(tmp_path / "sub", "other.yaml", "include: ../base.yaml\nwarmstart: {steps: 7}\n")
-    path = write(tmp_path, "s.yaml", """\
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """\
         include: [base.yaml, sub/other.yaml]
         name: merged
         train: {steps: 4}
         seeds: [5]
         arms: [{name: grpo, algorithm: grpo}]
-        """)
+        """,
+    )
     s = load_study(path)
     assert s.train.steps == 4 and s.train.max_new_tokens == 6  # merged key by key
     assert s.seeds == [5]  # lists are replaced, not concatenated
@@ -222,12 +230,16 @@ def test_diamond_includes_are_not_cycles(tmp_path):
 
 
 def test_yaml_exponent_floats_are_floats(tmp_path):
-    path = write(tmp_path, "s.yaml", """\
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """\
         name: f
         seeds: 3
         arms: [{name: g, algorithm: grpo, set: {lr: 3e-4}}]
         tuning: {n_trials: 2, seeds: [9], search_space: {eps_high: {low: 1e-1, high: 4e-1}}}
-        """)
+        """,
+    )
     assert read_study_data(path)["arms"][0]["set"]["lr"] == 3e-4
     s = load_study(path)
     assert s.arms[0].set["lr"] == 3e-4
@@ -344,7 +356,12 @@ def test_apply_best_runs_each_arm_at_its_best_over_the_comparison_seeds():
     s = tuned()
     specs = apply_best(s, {"grpo": {"lr": 0.002}, "rloo": {"lr": 0.007, "group_size": 4}})
     assert [(x.seed, x.arm) for x in specs] == [
-        (0, "grpo"), (0, "rloo"), (1, "grpo"), (1, "rloo"), (2, "grpo"), (2, "rloo")
+        (0, "grpo"),
+        (0, "rloo"),
+        (1, "grpo"),
+        (1, "rloo"),
+        (2, "grpo"),
+        (2, "rloo"),
     ]
     assert {x.algorithm.lr for x in specs if x.arm == "grpo"} == {0.002}
     assert {x.algorithm.group_size for x in specs if x.arm == "rloo"} == {4}
@@ -360,9 +377,7 @@ def test_suggest_params_through_optuna():
     optuna = pytest.importorskip("optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     s = tuned()
-    ostudy = optuna.create_study(
-        direction="maximize", sampler=optuna.samplers.TPESampler(seed=s.tuning.sampler_seed)
-    )
+    ostudy = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=s.tuning.sampler_seed))
     for _ in range(3):
         trial = ostudy.ask()
         params = suggest_params(s, trial)
@@ -409,7 +424,10 @@ def test_union_branches_do_not_leak_into_the_path():
 
 
 def test_yaml_anchors_and_merge_keys_still_work(tmp_path):
-    path = write(tmp_path, "s.yaml", """\
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """\
         name: anchors
         seeds: 3
         control: a
@@ -417,7 +435,8 @@ def test_yaml_anchors_and_merge_keys_still_work(tmp_path):
           - &grpo {name: a, algorithm: grpo, set: {eps_high: 0.25}}
           - <<: *grpo
             name: b
-        """)
+        """,
+    )
     s = load_study(path)
     assert [a.name for a in s.arms] == ["a", "b"]
     assert s.arms[1].set == {"eps_high": 0.25}
@@ -436,7 +455,13 @@ def test_search_space_corners_that_contradict_the_preset_fail_at_load():
 
 
 def test_kind_is_not_an_override_in_a_study():
-    data = {"name": "s", "control": "grpo", "seeds": 3, "arms": [
-        {"name": "grpo", "algorithm": "grpo"}, {"name": "x", "algorithm": "cispo", "set": {"kind": "dpo"}}]}
-    with pytest.raises(ConfigError, match=r"arms\[1\]\.set\.kind: unknown key; valid: .*the kind, is chosen by `algorithm`"):
+    data = {
+        "name": "s",
+        "control": "grpo",
+        "seeds": 3,
+        "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "x", "algorithm": "cispo", "set": {"kind": "dpo"}}],
+    }
+    with pytest.raises(
+        ConfigError, match=r"arms\[1\]\.set\.kind: unknown key; valid: .*the kind, is chosen by `algorithm`"
+    ):
         parse_study(data)

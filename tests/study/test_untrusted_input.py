@@ -307,7 +307,10 @@ def test_validate_max_digits_4_is_fast(tmp_path):
 @pytest.mark.parametrize(
     ("task", "expected"),
     [
-        ({"max_digits": MAX_DIGITS + 1}, f"task.max_digits is {MAX_DIGITS + 1}; synthetic tasks take at most {MAX_DIGITS}"),
+        (
+            {"max_digits": MAX_DIGITS + 1},
+            f"task.max_digits is {MAX_DIGITS + 1}; synthetic tasks take at most {MAX_DIGITS}",
+        ),
         ({"name": "sorting", "max_digits": 10**9}, f"synthetic tasks take at most {MAX_DIGITS} digits"),
         ({"max_digits": 8, "n_train": 10**9}, f"a synthetic task gives at most {MAX_PROMPTS:,} in all"),
         ({"name": "sorting", "min_digits": 3}, "task.min_digits (3) is above task.max_digits (2)"),
@@ -416,14 +419,19 @@ def gsm_study(tmp_path: Path, rows: list, model: str = "tiny") -> Path:
     return study_with(tmp_path, f"task: {{name: gsm8k_jsonl, path: gsm.jsonl}}\nmodel: {{name: {model}}}\n")
 
 
-GSM_ROWS = [{"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
-            for i in range(20)]
+GSM_ROWS = [
+    {"question": f"Tom has {i} apples and buys 2. How many?", "answer": f"{i}+2={i + 2} #### {i + 2}"}
+    for i in range(20)
+]
 
 
-@pytest.mark.parametrize("answer, expected", [
-    ("3+2=5 ####", "gsm.jsonl:3: the final answer after '####' is empty"),
-    (None, "gsm.jsonl:3: 'answer' must be a non-empty string, not null"),
-])
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("3+2=5 ####", "gsm.jsonl:3: the final answer after '####' is empty"),
+        (None, "gsm.jsonl:3: 'answer' must be a non-empty string, not null"),
+    ],
+)
 def test_validate_refuses_a_task_line_without_an_answer(tmp_path, answer, expected):
     """An empty or null answer made the reference '' or 'None', which \\boxed{} matched: validate
     passed a task whose dirty lines paid full reward."""

@@ -13,25 +13,37 @@ from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-import pytest  # noqa: E402
+import pytest
 
-from harness.algorithms.presets import resolve_algorithm  # noqa: E402
-from harness.engine.spec import TrainConfig, TrialResult, TrialSpec  # noqa: E402
-from harness.tracking import records as _records  # noqa: E402
+from harness.algorithms.presets import resolve_algorithm
+from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
+from harness.tracking import records as _records
 
-T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 
 def build_spec(arm: str = "grpo", seed: int = 0, study: str = "demo", preset: str = "grpo", **algo) -> TrialSpec:
     return TrialSpec(
-        study=study, arm=arm, seed=seed, train=TrainConfig(steps=4, eval_every=2),
+        study=study,
+        arm=arm,
+        seed=seed,
+        train=TrainConfig(steps=4, eval_every=2),
         algorithm=resolve_algorithm(preset, algo),
     )
 
 
 def build_record(
-    arm: str = "grpo", seed: int = 0, *, study: str = "demo", status: str = "completed", steps: int = 4,
-    attempt: int = 1, phase: str = "compare", offset: float = 0.0, spec: TrialSpec | None = None, **algo,
+    arm: str = "grpo",
+    seed: int = 0,
+    *,
+    study: str = "demo",
+    status: str = "completed",
+    steps: int = 4,
+    attempt: int = 1,
+    phase: str = "compare",
+    offset: float = 0.0,
+    spec: TrialSpec | None = None,
+    **algo,
 ):
     """A record with a recognisable history: value = seed + step/10 + offset, evals every 2 steps."""
     spec = spec or build_spec(arm, seed, study, **algo)
@@ -64,7 +76,12 @@ def build_record(
         trial_id=spec.trial_id, status=status, error=error, final=final, history=history, wall_time_s=1.5
     )
     return _records.make_record(
-        spec, result, attempt=attempt, phase=phase, started_at=T0, finished_at=T0 + dt.timedelta(seconds=2),
+        spec,
+        result,
+        attempt=attempt,
+        phase=phase,
+        started_at=T0,
+        finished_at=T0 + dt.timedelta(seconds=2),
         device="cpu",
     )
 

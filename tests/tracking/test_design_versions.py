@@ -14,7 +14,10 @@ from harness.tracking.results import load_results
 
 def write_study(folder, **changes):
     data = {
-        "name": "edited", "output_dir": str(folder / "out"), "control": "grpo", "seeds": 3,
+        "name": "edited",
+        "output_dir": str(folder / "out"),
+        "control": "grpo",
+        "seeds": 3,
         "train": {"steps": 4, "eval_every": 2},
         "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "rloo", "algorithm": "rloo"}],
         **changes,
@@ -94,8 +97,9 @@ def test_plan_and_status_show_the_same_split(tmp_path):
     second = load_study(path)
     old = [s for s in expand(first) if s.arm == "grpo"]
     outcomes = [TrialOutcome("compare", s.trial_id, "completed", 1, spec=s.model_dump(mode="json")) for s in old]
-    outcomes += [TrialOutcome("compare", s.trial_id, "completed", 1, spec=s.model_dump(mode="json"))
-                 for s in expand(second)]
+    outcomes += [
+        TrialOutcome("compare", s.trial_id, "completed", 1, spec=s.model_dump(mode="json")) for s in expand(second)
+    ]
     from harness.study.design import earlier_design_of
 
     for t in outcomes:

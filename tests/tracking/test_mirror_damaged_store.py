@@ -46,8 +46,10 @@ def test_the_warning_says_to_move_the_damaged_store_aside(study_dir, recs, how):
     damage(study_dir, how)
     message = failed_sync_warning(study_dir, len(recs))
     store = (study_dir / "mlflow.db").resolve()
-    assert f"the MLflow store {store} is damaged: move it aside (mv {store} {store}.damaged), then run " \
+    assert (
+        f"the MLflow store {store} is damaged: move it aside (mv {store} {store}.damaged), then run "
         f"`harness sync {study_dir.resolve()}` to rebuild it from the local records" in message
+    )
     assert "to send it later" not in message  # sync is what just failed
 
 
@@ -59,7 +61,10 @@ def test_moving_it_aside_and_syncing_rebuilds_the_store(study_dir, recs):
     store.rename(store.with_name("mlflow.db.damaged"))  # what the warning says, then the command it names
     out = subprocess.run(  # a new process, as the user runs it (this one's MLflow holds the damaged file)
         [sys.executable, "-c", "from harness.cli import main; main()", "sync", str(study_dir.resolve())],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
         env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
     )
     assert out.returncode == 0, out.stderr

@@ -77,7 +77,8 @@ def test_a_run_left_running_beside_the_complete_one_is_not_present(study_dir, ma
     records.write_record(study_dir, record)
     tracker = Tracker(None, study_dir, "demo")
     leftover = tracker.client.create_run(  # a partial run of an earlier record of this trial
-        tracker.experiment_id(), tags={ROLE_TAG: "trial", "trial_id": record.trial_id, "attempt": "1"},
+        tracker.experiment_id(),
+        tags={ROLE_TAG: "trial", "trial_id": record.trial_id, "attempt": "1"},
     )
     with monkeypatch.context() as patch:
         interrupt_on(patch, tracker.client, "delete_run", 1)

@@ -45,10 +45,16 @@ def realistic(seed: int, prompts: int = 8, steps: tuple[int, ...] = (0, 2, 4), k
     for step in steps:
         greedy = (rng.random(prompts) < skill).astype(float)
         hits = (rng.random((prompts, k)) < skill[:, None]).astype(float)
-        out.append(PromptScores(
-            step=step, prompt_ids=IDS[:prompts], greedy=greedy.tolist(), sampled_mean=(hits.sum(1) / k).tolist(),
-            sampled_var=hits.var(1, ddof=1).tolist(), samples=k,
-        ))
+        out.append(
+            PromptScores(
+                step=step,
+                prompt_ids=IDS[:prompts],
+                greedy=greedy.tolist(),
+                sampled_mean=(hits.sum(1) / k).tolist(),
+                sampled_var=hits.var(1, ddof=1).tolist(),
+                samples=k,
+            )
+        )
     return out
 
 
@@ -59,7 +65,10 @@ def scored_record(spec, scores: list[PromptScores], **kw) -> records.TrialRecord
 
 def test_metric_names_are_the_eval_metrics_and_their_suffixes():
     assert PROMPT_METRICS == (
-        "eval/accuracy", "eval/mean_reward", "eval/mean_reward" + SAMPLE_VAR_SUFFIX, "eval/mean_reward" + SAMPLES_SUFFIX,
+        "eval/accuracy",
+        "eval/mean_reward",
+        "eval/mean_reward" + SAMPLE_VAR_SUFFIX,
+        "eval/mean_reward" + SAMPLES_SUFFIX,
     )
     assert (SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX) == (".sample_var", ".samples")
 
@@ -96,7 +105,10 @@ def test_a_thousand_prompt_study_of_a_hundred_trials_stays_under_20_mb(tmp_path,
 
 def write_study(folder: Path, **changes) -> Path:
     data = {
-        "name": "prompts", "output_dir": str(folder / "out"), "control": "grpo", "seeds": 2,
+        "name": "prompts",
+        "output_dir": str(folder / "out"),
+        "control": "grpo",
+        "seeds": 2,
         "train": {"steps": 4, "eval_every": 2},
         "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "rloo", "algorithm": "rloo"}],
         **changes,
@@ -142,9 +154,15 @@ def test_results_prompts_holds_the_current_designs_comparison_scores(study):
         assert set(rows["arm"]) == {spec.arm} and set(rows["seed"]) == {spec.seed}
         for evaluation in scores:
             at = rows[rows["step"] == evaluation.step]
-            for metric, values in zip(PROMPT_METRICS, (
-                evaluation.greedy, evaluation.sampled_mean, evaluation.sampled_var, [4.0] * 8,
-            )):
+            for metric, values in zip(
+                PROMPT_METRICS,
+                (
+                    evaluation.greedy,
+                    evaluation.sampled_mean,
+                    evaluation.sampled_var,
+                    [4.0] * 8,
+                ),
+            ):
                 got = at[at["metric"] == metric]
                 assert got["prompt_id"].tolist() == evaluation.prompt_ids
                 assert got["value"].tolist() == values
@@ -191,7 +209,7 @@ def test_a_damaged_record_fails_only_when_prompts_are_asked_for(study):
     res = load_results(path)  # the trials and curves do not need the scores
     assert len(res.trials)
     with pytest.raises(HarnessError, match=re.escape(f"trial record {victim}: prompt_scores is damaged")):
-        res.prompts
+        _ = res.prompts  # reading the frame decodes the scores
 
 
 def test_mirror_attaches_the_scores_as_an_artifact_that_reads_back_exactly(study_dir, make_spec):

@@ -36,9 +36,26 @@ def test_make_record_fills_contract_fields_and_provenance(make_record, make_spec
     assert (rec.attempt, rec.phase) == (1, "compare")
     dumped = json.loads(rec.model_dump_json())
     assert set(dumped) == {
-        "trial_id", "study", "arm", "seed", "config_hash", "spec", "status", "error", "final", "history",
-        "wall_time_s", "started_at", "finished_at", "host", "device", "git_commit", "harness_version", "harness_path",
-        "attempt", "phase",
+        "trial_id",
+        "study",
+        "arm",
+        "seed",
+        "config_hash",
+        "spec",
+        "status",
+        "error",
+        "final",
+        "history",
+        "wall_time_s",
+        "started_at",
+        "finished_at",
+        "host",
+        "device",
+        "git_commit",
+        "harness_version",
+        "harness_path",
+        "attempt",
+        "phase",
     }
 
 

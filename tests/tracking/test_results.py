@@ -54,10 +54,16 @@ def filled(tmp_path_factory, make_record, make_spec):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(storage=f"sqlite:///{folder / 'optuna.db'}", study_name="demo/compare")
     waiting, running = make_spec("grpo", 2), make_spec("drgrpo", 2, preset="dr_grpo")
-    study.enqueue_trial({}, user_attrs={
-        "trial_id": running.trial_id, "arm": running.arm, "seed": running.seed, "phase": "compare",
-        "spec": json.dumps(running.model_dump(mode="json")),
-    })
+    study.enqueue_trial(
+        {},
+        user_attrs={
+            "trial_id": running.trial_id,
+            "arm": running.arm,
+            "seed": running.seed,
+            "phase": "compare",
+            "spec": json.dumps(running.model_dump(mode="json")),
+        },
+    )
     study.ask()  # the enqueued trial is now RUNNING
     failed = study.ask()  # a trial with no record: the worker died before writing one
     failed.set_user_attr("trial_id", "grpo-s7-0123abcd")
@@ -83,7 +89,11 @@ def test_trials_frame_has_records_and_queue_states(filled):
     for rec in compare:
         row = trials.loc[rec.trial_id]
         assert (row["arm"], row["seed"], row["status"], row["config_hash"]) == (
-            rec.arm, rec.seed, rec.status, rec.config_hash)
+            rec.arm,
+            rec.seed,
+            rec.status,
+            rec.config_hash,
+        )
         assert row["wall_time_s"] == rec.wall_time_s
         for key in finals:
             assert row[key] == rec.final[key] if rec.final else math.isnan(row[key])
@@ -141,6 +151,7 @@ def test_study_yaml_path_study_object_and_package_shortcut(filled, monkeypatch):
     pd.testing.assert_frame_equal(harness.results(folder).trials, expected)
     study = load_study(folder / "study.yaml")
     pd.testing.assert_frame_equal(load_results(study).trials, expected)
+
     # a snapshot that no longer loads (an older schema): its raw fields give the same frames and meta
     def older_schema(path):
         raise ConfigError(f"{path}: unknown key")
@@ -153,8 +164,9 @@ def test_study_yaml_path_study_object_and_package_shortcut(filled, monkeypatch):
 
 
 @pytest.mark.parametrize("first", ["optuna_trials", "read_records"])
-def test_a_trial_finishing_while_the_results_are_read_never_reads_as_a_failure(tmp_path, make_record, monkeypatch,
-                                                                                 first):
+def test_a_trial_finishing_while_the_results_are_read_never_reads_as_a_failure(
+    tmp_path, make_record, monkeypatch, first
+):
     """A worker writes a trial's record, then its Optuna state. Whichever of the two reads of
     load_results comes first, the trial finishing right after it reads as running or completed,
     never as a finished trial without a result (which a sequential replay would count as done)."""

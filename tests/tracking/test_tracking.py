@@ -70,7 +70,11 @@ def assert_mirrors(tracker: Tracker, record: records.TrialRecord) -> None:
 
     folder = Path(client.download_artifacts(info.run_id, "", dst_path=str(tracker.study_dir / "dl" / info.run_id)))
     assert sorted(p.name for p in folder.iterdir()) == [
-        "config.json", "config.yaml", "history.csv", "history.json", "record.json",
+        "config.json",
+        "config.yaml",
+        "history.csv",
+        "history.json",
+        "record.json",
     ]
     assert json.loads((folder / "config.json").read_text()) == record.spec
     assert json.loads((folder / "history.json").read_text()) == record.history
@@ -154,7 +158,8 @@ def test_parent_run_is_created_once_under_concurrency(study_dir):
 
     # a duplicate made elsewhere (another machine) loses to the oldest parent
     later = trackers[0].client.create_run(
-        trackers[0].experiment_id(), start_time=int(time.time() * 1000) + 60_000,
+        trackers[0].experiment_id(),
+        start_time=int(time.time() * 1000) + 60_000,
         tags={"harness.role": "study"},
     )
     assert Tracker(None, study_dir, "race").parent_run_id() == ids[0] != later.info.run_id

@@ -117,16 +117,24 @@ def _as_rollout(lm: LoadedModel, starts, episodes: list[Episode], group_size: in
     logps = [[v for ids, values in e.pieces for v in (values or [0.0] * len(ids))] for e in episodes]
     policy = [[float(values is not None) for ids, values in e.pieces for _ in ids] for e in episodes]
     ids, attention = pad_rows(tokens, pad, left=False, device=device)
-    logprobs, sampled = (pad_rows(rows, 0.0, left=False, dtype=torch.float, device=device)[0] for rows in (logps, policy))
+    logprobs, sampled = (
+        pad_rows(rows, 0.0, left=False, dtype=torch.float, device=device)[0] for rows in (logps, policy)
+    )
     attention = attention.float()
     return Rollout(
-        prompt_ids.repeat_interleave(group_size, 0), prompt_mask.repeat_interleave(group_size, 0),
-        ids, sampled if mask_tool_tokens else attention, logprobs, attention, sampled,
+        prompt_ids.repeat_interleave(group_size, 0),
+        prompt_mask.repeat_interleave(group_size, 0),
+        ids,
+        sampled if mask_tool_tokens else attention,
+        logprobs,
+        attention,
+        sampled,
     )
 
 
-def demonstration(fmt: PlainTurns | TemplateTurns, tool_use: ToolUse, prompt: str, turns: tuple[str, ...]
-                  ) -> tuple[list[int], list[int], list[float]]:
+def demonstration(
+    fmt: PlainTurns | TemplateTurns, tool_use: ToolUse, prompt: str, turns: tuple[str, ...]
+) -> tuple[list[int], list[int], list[float]]:
     """A worked episode for the warm start, in the turn format ``fmt`` (``format_of``: build it
     once per batch): the prompt's tokens, then the demonstrated policy ``turns`` (EOS after the
     last) with the results of their calls, run on the real tools, between them; and the loss mask

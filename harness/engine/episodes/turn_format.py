@@ -29,13 +29,13 @@ RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
 _PROBE = "tool-result-probe-4711"
 
 
-def turn_format(tokenizer, use_chat_template: bool, tool_use: ToolUse) -> "PlainTurns | TemplateTurns":
+def turn_format(tokenizer, use_chat_template: bool, tool_use: ToolUse) -> PlainTurns | TemplateTurns:
     """The format a policy with ``tokenizer`` writes its episodes in: its chat template's when it
     uses one (refused, ``ConfigError``, when the template cannot show tools and their results)."""
     return (TemplateTurns if use_chat_template else PlainTurns)(tokenizer, tool_use)
 
 
-def format_of(lm: LoadedModel, tool_use: ToolUse) -> "PlainTurns | TemplateTurns":
+def format_of(lm: LoadedModel, tool_use: ToolUse) -> PlainTurns | TemplateTurns:
     return turn_format(lm.tokenizer, lm.use_chat_template, tool_use)
 
 
@@ -83,8 +83,14 @@ class TemplateTurns(_Turns):
         rendered = self._render([{"role": "user", "content": "q"}], True)
         missing = [s["function"]["name"] for s in self.schemas if s["function"]["name"] not in rendered]
         try:
-            with_result = self._render([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
-                                        {"role": "tool", "content": _PROBE}], True)
+            with_result = self._render(
+                [
+                    {"role": "user", "content": "q"},
+                    {"role": "assistant", "content": "a"},
+                    {"role": "tool", "content": _PROBE},
+                ],
+                True,
+            )
         except Exception as err:  # noqa: BLE001 - a template that raises on a tool message (jinja's error)
             with_result = f"{type(err).__name__}: {err}"
         if missing or _PROBE not in with_result:

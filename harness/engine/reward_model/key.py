@@ -10,8 +10,8 @@ holds the trunk (``save_pretrained``: config.json and weights), its tokenizer, t
 (``reward_head.safetensors``) and, written last and atomically, ``manifest.json``: the format and
 its version, the base, the training settings, the held-out metrics, the mean and sd of the
 scores of the held-out completions (the scorer normalises by them) and the sha256 of every
-other file (and of the manifest's own fields). A folder without a readable manifest of this format, or without the head, is
-not a reward model: a one-line ``ConfigError``.
+other file (and of the manifest's own fields). A folder without a readable manifest of this
+format, or without the head, is not a reward model: a one-line ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ class RewardModelInputs(StrictModel):
 
     model_config = ConfigDict(frozen=True)
 
-    base: str = Field(description="'warmstart' (the study's warm-started policy), 'model' (the study's model as "
-                      "configured: a fresh tiny one, or the pretrained one) or a hub id / local folder")
+    base: str = Field(
+        description="'warmstart' (the study's warm-started policy), 'model' (the study's model as "
+        "configured: a fresh tiny one, or the pretrained one) or a hub id / local folder"
+    )
     model: ModelConfig  # dtype, device, LoRA and the tiny model's shape
     task: TaskConfig  # as the warm start reads it (``gold_task``): the verifier, the alphabet, the prompts
     warmstart: str | None = Field(None, description="the warm start's cache key, when it is read")
@@ -71,9 +73,15 @@ class RewardModelInputs(StrictModel):
         sampling = recipe.from_verifier
         verifier = sampling.with_budget(spec.train.temperature, spec.train.max_new_tokens) if sampling else None
         reads_warmstart = recipe.base == "warmstart" or verifier is not None
-        return cls(base=recipe.base, model=spec.model, task=gold_task(spec.task), training=recipe.training(),
-                   warmstart=warmstart_cache_key(WarmStartInputs.of(spec)) if reads_warmstart else None,
-                   pairs_sha256=pairs_digest, verifier_pairs=verifier)
+        return cls(
+            base=recipe.base,
+            model=spec.model,
+            task=gold_task(spec.task),
+            training=recipe.training(),
+            warmstart=warmstart_cache_key(WarmStartInputs.of(spec)) if reads_warmstart else None,
+            pairs_sha256=pairs_digest,
+            verifier_pairs=verifier,
+        )
 
 
 def cache_key(inputs: RewardModelInputs) -> str:
@@ -102,8 +110,9 @@ def default_cache_dir() -> str:
     return TrialSpec.model_fields["cache_dir"].default
 
 
-def resolve_reward_model(ref: str, cache_dir: str | Path | None = None, *, where: str = "reward.model"
-                         ) -> tuple[Path, dict[str, Any]]:
+def resolve_reward_model(
+    ref: str, cache_dir: str | Path | None = None, *, where: str = "reward.model"
+) -> tuple[Path, dict[str, Any]]:
     """The folder and manifest of the reward model ``ref`` names: an id ``rm-<key>`` (looked up
     under ``<cache_dir>/reward_models/``) or a folder. Torch-free and cheap (no checksums: those
     are checked when the model loads); anything else is a one-line ``ConfigError``."""
@@ -114,13 +123,16 @@ def resolve_reward_model(ref: str, cache_dir: str | Path | None = None, *, where
             raise ConfigError(
                 f"{where} {ref!r}: no such reward model in {folder.parent} (not built here yet); build it with "
                 f"`{TRAIN_COMMAND}` (same study, same options: it prints this id), name a reward-model folder, or "
-                "say how to train it instead (task.reward.train: {from_verifier: {label_noise: 0.2}}: the trials build it)"
+                "say how to train it instead (task.reward.train: {from_verifier: {label_noise: 0.2}}: "
+                "the trials build it)"
             )
         return folder, read_manifest(folder, where=f"{where} {ref!r}")
     folder = Path(ref)
     if not folder.exists():
-        raise ConfigError(f"{where} {ref!r}: no such folder; give a reward-model folder or an id rm-<hash> "
-                          f"that `{TRAIN_COMMAND}` printed")
+        raise ConfigError(
+            f"{where} {ref!r}: no such folder; give a reward-model folder or an id rm-<hash> "
+            f"that `{TRAIN_COMMAND}` printed"
+        )
     return folder, read_manifest(folder, where=f"{where} {ref!r}")
 
 
@@ -132,8 +144,10 @@ def read_manifest(folder: Path, *, where: str | None = None) -> dict[str, Any]:
     if not folder.is_dir():
         raise ConfigError(f"{not_one} (it is a file); give the folder `harness reward-model train` wrote")
     if not (folder / MANIFEST_FILE).is_file():
-        raise ConfigError(f"{not_one} (it has no {MANIFEST_FILE}; `harness reward-model train` writes one last, "
-                          f"beside the trunk and {HEAD_FILE})")
+        raise ConfigError(
+            f"{not_one} (it has no {MANIFEST_FILE}; `harness reward-model train` writes one last, "
+            f"beside the trunk and {HEAD_FILE})"
+        )
     try:
         manifest = read_json_manifest(folder)
     except Unusable as problem:
@@ -141,8 +155,10 @@ def read_manifest(folder: Path, *, where: str | None = None) -> dict[str, Any]:
     if manifest.get("format") != FORMAT:
         raise ConfigError(f"{not_one} ({MANIFEST_FILE} is not a {FORMAT} manifest)")
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(f"{not_one} of this harness (format version {manifest.get('format_version')!r}, this "
-                          f"harness reads {FORMAT_VERSION}); train it again")
+        raise ConfigError(
+            f"{not_one} of this harness (format version {manifest.get('format_version')!r}, this "
+            f"harness reads {FORMAT_VERSION}); train it again"
+        )
     problem = manifest_problem(manifest)
     if problem:
         raise ConfigError(f"{not_one} ({MANIFEST_FILE} {problem})")

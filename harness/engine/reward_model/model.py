@@ -39,8 +39,12 @@ class ScalarRewardModel(torch.nn.Module):
         self.trunk, self.head = trunk, head
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        out = self.trunk.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
-                                       position_ids=position_ids_of(attention_mask), use_cache=False)
+        out = self.trunk.get_decoder()(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids_of(attention_mask),
+            use_cache=False,
+        )
         last = attention_mask.sum(-1) - 1  # right-padded rows
         hidden = out.last_hidden_state[torch.arange(len(last), device=last.device), last]
         return self.head(hidden.float()).squeeze(-1)
@@ -66,8 +70,12 @@ class RewardModel:
         limit = getattr(self.module.trunk.config, "max_position_embeddings", None)
         rows = []
         for prompt, completion in zip(prompts, completions, strict=True):
-            ids = (prefix + tok(self.lm.format_prompt(prompt), add_special_tokens=False)["input_ids"]
-                   + tok(completion, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
+            ids = (
+                prefix
+                + tok(self.lm.format_prompt(prompt), add_special_tokens=False)["input_ids"]
+                + tok(completion, add_special_tokens=False)["input_ids"]
+                + [tok.eos_token_id]
+            )
             rows.append(ids[-limit:] if limit else ids)
         return pad_rows(rows, tok.pad_token_id, left=False, device=self.lm.device)
 
@@ -128,16 +136,20 @@ def load_saved(folder: Path, manifest: dict[str, Any], device=None) -> RewardMod
     gives its dtype and prompt format (and, for ``normalised``, its score statistics). Unchecked:
     ``load_reward_model`` checks the files first."""
     device = torch.device(device) if device is not None else pick_device(ModelConfig())
-    config = ModelConfig(dtype=manifest["dtype"], device="cuda" if device.type == "cuda" else "cpu",
-                         chat_template=manifest["prompt_format"] == "chat")
+    config = ModelConfig(
+        dtype=manifest["dtype"],
+        device="cuda" if device.type == "cuda" else "cpu",
+        chat_template=manifest["prompt_format"] == "chat",
+    )
     lm = load_pretrained(str(folder), config)
     lm.use_chat_template = manifest["prompt_format"] == "chat"
     head = torch.nn.Linear(hidden_size(lm.model), 1, bias=False)
     try:
         head.load_state_dict(load_file(str(folder / HEAD_FILE)))
     except Exception as err:  # noqa: BLE001 - any unreadable head: not this format
-        raise ConfigError(f"reward model {folder}: its head {HEAD_FILE} does not load "
-                          f"({one_line(err, limit=300)})") from None
+        raise ConfigError(
+            f"reward model {folder}: its head {HEAD_FILE} does not load ({one_line(err, limit=300)})"
+        ) from None
     module = ScalarRewardModel(lm.model, head.to(lm.device)).eval()
     for p in module.parameters():
         p.requires_grad_(False)

@@ -43,8 +43,10 @@ class Pair:
 def read_pairs(path: str | Path, where: str = "--pairs") -> list[Pair]:
     """The pairs of a JSONL file, every line checked (one-line ``ConfigError`` naming file:line);
     ``where`` names where the path came from, for the error of a missing file."""
-    pairs = [_pair(record, line) for line, record in
-             jsonl_records(path, where, '{"prompt": ..., "chosen": ..., "rejected": ...}')]
+    pairs = [
+        _pair(record, line)
+        for line, record in jsonl_records(path, where, '{"prompt": ..., "chosen": ..., "rejected": ...}')
+    ]
     if not pairs:
         raise ConfigError(f"{path}: the file holds no pairs; each line needs string fields prompt, chosen, rejected")
     return pairs
@@ -52,12 +54,16 @@ def read_pairs(path: str | Path, where: str = "--pairs") -> list[Pair]:
 
 def _pair(record: Any, where: str) -> Pair:
     if not isinstance(record, dict):
-        raise ConfigError(f"{where}: a line must be a JSON object with string fields prompt, chosen and rejected, "
-                          f"not a {type(record).__name__}")
+        raise ConfigError(
+            f"{where}: a line must be a JSON object with string fields prompt, chosen and rejected, "
+            f"not a {type(record).__name__}"
+        )
     missing = [name for name in FIELDS if name not in record]
     if missing:
-        raise ConfigError(f"{where}: missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                          "(each line needs prompt, chosen and rejected)")
+        raise ConfigError(
+            f"{where}: missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            "(each line needs prompt, chosen and rejected)"
+        )
     for name in FIELDS:
         if not isinstance(record[name], str):
             raise ConfigError(f"{where}: field {name} must be a string, not {type(record[name]).__name__}")
@@ -109,8 +115,9 @@ def label_pairs(candidates: list[tuple[str, str, str]], label_noise: float, rng:
     return out
 
 
-def group_candidates(prompt: str, texts: list[str], scores: list[float], per_prompt: int,
-                     rng: random.Random) -> list[tuple[str, str, str]]:
+def group_candidates(
+    prompt: str, texts: list[str], scores: list[float], per_prompt: int, rng: random.Random
+) -> list[tuple[str, str, str]]:
     """Up to ``per_prompt`` distinct (prompt, higher-scored, lower-scored) text pairs of one prompt's samples."""
     best: dict[str, float] = {}
     for text, score in zip(texts, scores):
@@ -135,15 +142,21 @@ def verifier_pairs(lm, task, config, seed: int) -> tuple[list[Pair], dict[str, f
     candidates = []
     for start in range(0, len(items), SAMPLE_CHUNK):
         chunk = items[start : start + SAMPLE_CHUNK]
-        rollout = sample_groups(lm, [i.prompt for i in chunk], config.samples_per_prompt,
-                                max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                                generator=generator)
+        rollout = sample_groups(
+            lm,
+            [i.prompt for i in chunk],
+            config.samples_per_prompt,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            generator=generator,
+        )
         texts = decode_completions(lm, rollout)
         group = config.samples_per_prompt
         for k, item in enumerate(chunk):
             mine = texts[k * group : (k + 1) * group]
-            candidates += group_candidates(item.prompt, mine, [task.reward(item, t) for t in mine],
-                                           config.pairs_per_prompt, rng)
+            candidates += group_candidates(
+                item.prompt, mine, [task.reward(item, t) for t in mine], config.pairs_per_prompt, rng
+            )
     pairs = label_pairs(candidates, config.label_noise, rng)
     if len(pairs) < 2:
         raise HarnessError(

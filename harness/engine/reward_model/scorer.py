@@ -52,8 +52,10 @@ class LearnedRewardScorer:
     def model(self):
         """The reward model, loaded (and its files checked) on first use."""
         if self.folder is None:
-            raise HarnessError("task.reward.train names a reward model that is not built yet: a trial builds it "
-                               "before its first step (harness.engine.reward_model.recipe.with_built_reward_model)")
+            raise HarnessError(
+                "task.reward.train names a reward model that is not built yet: a trial builds it "
+                "before its first step (harness.engine.reward_model.recipe.with_built_reward_model)"
+            )
         if self._model is None:
             from harness.engine.reward_model.model import load_reward_model  # torch: on first use only
 
@@ -62,15 +64,19 @@ class LearnedRewardScorer:
 
     def __call__(self, items: list[Item], completions: list[str]) -> list[float]:
         if len(items) != len(completions):
-            raise ValueError(f"scorer: {len(items)} items for {len(completions)} completions; give one item per "
-                             "completion (a prompt's item repeated for each of its samples)")
+            raise ValueError(
+                f"scorer: {len(items)} items for {len(completions)} completions; give one item per "
+                "completion (a prompt's item repeated for each of its samples)"
+            )
         total = [0.0] * len(completions)
         if self.config.weight:
             raw = self.model.scores([i.prompt for i in items], list(completions), self.config.batch_size)
             total = [t + self.config.weight * s for t, s in zip(total, self.model.normalised(raw))]
         if self.config.verifier_weight:
-            total = [t + self.config.verifier_weight * self.verifier(item, text)
-                     for t, item, text in zip(total, items, completions)]
+            total = [
+                t + self.config.verifier_weight * self.verifier(item, text)
+                for t, item, text in zip(total, items, completions)
+            ]
         return total
 
     def __getstate__(self) -> dict:  # a pickled task carries the folder, not the loaded weights

@@ -66,14 +66,20 @@ class RewardModelRecipe(RewardTraining):
     that ``harness reward-model train`` uses (the same settings give the same model and id)."""
 
     from_verifier: VerifierSampling | None = Field(
-        None, description="build the pairs from the task's verifier on the warm-started policy's samples "
-        "(at the study's train.temperature and train.max_new_tokens)")
+        None,
+        description="build the pairs from the task's verifier on the warm-started policy's samples "
+        "(at the study's train.temperature and train.max_new_tokens)",
+    )
     pairs: str | None = Field(
-        None, description="or read them from a JSONL file of {prompt, chosen, rejected} objects (like task.path: "
-        "relative to the folder harness runs in)")
+        None,
+        description="or read them from a JSONL file of {prompt, chosen, rejected} objects (like task.path: "
+        "relative to the folder harness runs in)",
+    )
     base: str = Field(
-        "warmstart", description="the trunk: warmstart (the study's warm-started policy), model (the "
-        "model as configured: a fresh tiny one, or the pretrained one), or a hub id / local folder")
+        "warmstart",
+        description="the trunk: warmstart (the study's warm-started policy), model (the "
+        "model as configured: a fresh tiny one, or the pretrained one), or a hub id / local folder",
+    )
 
     @field_validator("base")
     @classmethod
@@ -85,8 +91,10 @@ class RewardModelRecipe(RewardTraining):
     @model_validator(mode="after")
     def _one_source_of_pairs(self) -> RewardModelRecipe:
         if (self.pairs is None) == (self.from_verifier is None):
-            raise ValueError("give the pairs either as a file (pairs: FILE.jsonl) or built from the verifier "
-                             "(from_verifier: {label_noise: 0.2}), one of the two")
+            raise ValueError(
+                "give the pairs either as a file (pairs: FILE.jsonl) or built from the verifier "
+                "(from_verifier: {label_noise: 0.2}), one of the two"
+            )
         return self
 
     def training(self) -> RewardTraining:

@@ -126,12 +126,21 @@ def train_reward_model(spec: TrialSpec, recipe: RewardModelRecipe) -> TrainedRew
     )
     metrics = entry.manifest["metrics"]
     if entry.cached:
-        say(f"using the cached reward model {folder} (held-out pair accuracy {metrics['heldout/accuracy']:.3f})",
-            prefix=SAYS)
+        say(
+            f"using the cached reward model {folder} (held-out pair accuracy {metrics['heldout/accuracy']:.3f})",
+            prefix=SAYS,
+        )
     else:
-        say(f"done: held-out pair accuracy {metrics['heldout/accuracy']:.3f}"
-            + (f" (against the noise-free labels {metrics['heldout/accuracy_gold']:.3f})"
-               if "heldout/accuracy_gold" in metrics else "") + f", in {metrics['time/train_s']:.0f} s", prefix=SAYS)
+        say(
+            f"done: held-out pair accuracy {metrics['heldout/accuracy']:.3f}"
+            + (
+                f" (against the noise-free labels {metrics['heldout/accuracy_gold']:.3f})"
+                if "heldout/accuracy_gold" in metrics
+                else ""
+            )
+            + f", in {metrics['time/train_s']:.0f} s",
+            prefix=SAYS,
+        )
     return TrainedRewardModel(folder, reward_model_id(key), entry.manifest, cached=entry.cached)
 
 
@@ -154,19 +163,26 @@ def _fit(folder: Path, inputs: RewardModelInputs, spec: TrialSpec, task: Task, p
         policy, _, _ = load_policy(spec, task)
         config = inputs.verifier_pairs
         prompts = min(config.prompts or len(task.train), len(task.train))
-        say(f"sampling {config.samples_per_prompt} completions of {prompts} train prompts from the warm-started "
-            f"policy; pairs labelled by the verifier, label noise {config.label_noise:g}", prefix=SAYS)
+        say(
+            f"sampling {config.samples_per_prompt} completions of {prompts} train prompts from the warm-started "
+            f"policy; pairs labelled by the verifier, label noise {config.label_noise:g}",
+            prefix=SAYS,
+        )
         pairs, info = verifier_pairs(policy, task, config, training.seed)
         lm = lm or policy
     _check_characters(lm, pairs)
     train, held = split_pairs(pairs, training.held_out, training.seed)
     rm = new_reward_model(lm, training.seed)
     steps = training.steps or training.epochs * math.ceil(len(train) / training.batch_size)
-    say(f"building {folder}: {len(pairs)} pairs ({len(train)} train, {len(held)} held out), {steps} steps",
-        prefix=SAYS)
+    say(f"building {folder}: {len(pairs)} pairs ({len(train)} train, {len(held)} held out), {steps} steps", prefix=SAYS)
     fit_info = fit(rm, train, training, steps)
-    return _Fitted(rm, held, steps, {**fit_info, **info, "pairs/train": float(len(train)),
-                                     "pairs/heldout": float(len(held))}, started)
+    return _Fitted(
+        rm,
+        held,
+        steps,
+        {**fit_info, **info, "pairs/train": float(len(train)), "pairs/heldout": float(len(held))},
+        started,
+    )
 
 
 def _save(folder: Path, fitted: _Fitted, key: str, inputs: RewardModelInputs, spec: TrialSpec) -> dict[str, Any]:
@@ -181,11 +197,18 @@ def _save(folder: Path, fitted: _Fitted, key: str, inputs: RewardModelInputs, sp
     mean, std = _score_stats(loaded, fitted.held)
     metrics["time/train_s"] = time.perf_counter() - fitted.started
     return {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "id": reward_model_id(key), "key": key,
-        "base": inputs.base if inputs.base != "model" else spec.model.name, "dtype": dtype,
-        "prompt_format": prompt_format, "inputs": inputs.model_dump(mode="json"),
-        "training": {**inputs.training.model_dump(mode="json"), "steps_run": fitted.steps}, "metrics": metrics,
-        "score_mean": mean, "score_std": std,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "id": reward_model_id(key),
+        "key": key,
+        "base": inputs.base if inputs.base != "model" else spec.model.name,
+        "dtype": dtype,
+        "prompt_format": prompt_format,
+        "inputs": inputs.model_dump(mode="json"),
+        "training": {**inputs.training.model_dump(mode="json"), "steps_run": fitted.steps},
+        "metrics": metrics,
+        "score_mean": mean,
+        "score_std": std,
     }
 
 
@@ -208,9 +231,11 @@ def _check_characters(lm: LoadedModel, pairs: list[Pair]) -> None:
     lost, share = lost_characters(lm.tokenizer, [t for p in pairs for t in (p.prompt, p.chosen, p.rejected)])
     if share > MAX_LOST_SHARE:
         shown = " ".join(repr(c) for c in lost[:20])
-        raise ConfigError(f"the reward model's tokenizer cannot encode {len(lost)} of the pairs' characters ({shown}), "
-                          f"{share:.0%} of their text; use --base model (a fresh tiny model covers the pairs' "
-                          "characters) or a model whose tokenizer covers them")
+        raise ConfigError(
+            f"the reward model's tokenizer cannot encode {len(lost)} of the pairs' characters ({shown}), "
+            f"{share:.0%} of their text; use --base model (a fresh tiny model covers the pairs' "
+            "characters) or a model whose tokenizer covers them"
+        )
 
 
 def fit(rm: RewardModel, pairs: list[Pair], training: RewardTraining, steps: int) -> dict[str, float]:
@@ -244,8 +269,11 @@ def fit(rm: RewardModel, pairs: list[Pair], training: RewardTraining, steps: int
         now = time.perf_counter()
         if now - shown >= PROGRESS_EVERY_S and step < steps:
             shown = now
-            say(f"step {step}/{steps}, BT loss {np.mean(losses[-per_epoch:]):.4f}, {now - started:.0f} s so far, "
-                f"about {(now - started) / step * (steps - step):.0f} s left", prefix=SAYS)
+            say(
+                f"step {step}/{steps}, BT loss {np.mean(losses[-per_epoch:]):.4f}, {now - started:.0f} s so far, "
+                f"about {(now - started) / step * (steps - step):.0f} s left",
+                prefix=SAYS,
+            )
     if not math.isfinite(float(np.mean(losses))):
         raise HarnessError("the reward model's BT loss became non-finite; lower --lr")
     module.eval()

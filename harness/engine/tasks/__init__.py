@@ -41,14 +41,18 @@ def with_tools(task: Task, config) -> Task:
     """``task`` with tool-calling episodes: its tools built (unknown names and bad schemas are a
     ``ConfigError`` here, before any work) and the episode settings."""
     if task.scorer is not None:
-        raise ConfigError("task.reward: a learned reward model scores single-turn completions; a tool-calling "
-                          "episode is scored by its trajectory reward (task.tool_reward): drop one of the two")
+        raise ConfigError(
+            "task.reward: a learned reward model scores single-turn completions; a tool-calling "
+            "episode is scored by its trajectory reward (task.tool_reward): drop one of the two"
+        )
     toolset = build_tools(config.tools, task, timeout_s=config.tool_timeout_s)
     demonstrated = {call.name for item in task.train for turn in (item.turns or ())[:-1] for call in parse_calls(turn)}
     missing = sorted(demonstrated - set(toolset.names))
     if missing:
-        raise ConfigError(f"task {task.name} demonstrates calls of {', '.join(missing)} in its warm start; "
-                          f"add {', '.join(missing)} to task.tools")
+        raise ConfigError(
+            f"task {task.name} demonstrates calls of {', '.join(missing)} in its warm start; "
+            f"add {', '.join(missing)} to task.tools"
+        )
     return replace(task, tool_use=ToolUse(toolset, config.max_turns, config.tool_reward, config.describe_tools))
 
 

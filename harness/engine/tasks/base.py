@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.engine.spec import ToolRewardConfig
@@ -35,9 +36,9 @@ class ToolUse:
     """How a task's rollouts are tool-calling episodes (``task.tools``): the tools, the turn limit,
     the trajectory reward's weights and whether plain-text prompts describe the tools."""
 
-    toolset: "ToolSet"
+    toolset: ToolSet
     max_turns: int
-    reward: "ToolRewardConfig"
+    reward: ToolRewardConfig
     describe: bool = True
 
 
@@ -53,7 +54,7 @@ class Task:
     #: a training reward in place of the verifier (a learned reward model, maybe weighted with the
     #: verifier): ``scorer(items, completions) -> scores``, one item per completion (a prompt's item
     #: repeated for each of its samples), one score each; the verifier stays the gold score
-    scorer: "BatchScorer | None" = None
+    scorer: BatchScorer | None = None
 
     def __post_init__(self):
         overlap = {i.prompt for i in self.train} & {i.prompt for i in self.eval}

@@ -36,8 +36,11 @@ def refuse_lost_characters(task: Task, model_name: str, lost: list[str], share: 
     if share <= MAX_LOST_SHARE:
         return
     shown = " ".join(repr(c) for c in lost[:20]) + (f" and {len(lost) - 20} more" if len(lost) > 20 else "")
-    fix = ("use a real model (model.name: a hub id or a local folder) or a task with an alphabet "
-           "(addition, sorting)" if model_name == TESTBED_MODEL else "use a model whose tokenizer covers the task's text")
+    fix = (
+        "use a real model (model.name: a hub id or a local folder) or a task with an alphabet (addition, sorting)"
+        if model_name == TESTBED_MODEL
+        else "use a model whose tokenizer covers the task's text"
+    )
     raise ConfigError(
         f"task {task.name}: the tokenizer of model {model_name!r} cannot encode {len(lost)} of its characters "
         f"({shown}), {share:.0%} of the prompt and target characters, so the model would see a placeholder "

@@ -23,8 +23,9 @@ def _item(record, where: str) -> Item:
     answer would become the reference ``""`` or ``"None"``, which ``\\boxed{}`` or
     ``\\boxed{None}`` matches, so dirty data would pay."""
     if not isinstance(record, dict):
-        raise ConfigError(f'{where}: a line must be a JSON object {{"question": ..., "answer": ...}}, '
-                          f"not {_json_kind(record)}")
+        raise ConfigError(
+            f'{where}: a line must be a JSON object {{"question": ..., "answer": ...}}, not {_json_kind(record)}'
+        )
     question, answer = (_text(record, key, where) for key in ("question", "answer"))
     reasoning, sep, final = answer.rpartition("####")
     if not sep:
@@ -41,8 +42,10 @@ def _text(record: dict, key: str, where: str) -> str:
     value = record[key]
     if not isinstance(value, str) or not value.strip():
         shown = "" if isinstance(value, str) else f", not {_json_kind(value)}"
-        raise ConfigError(f"{where}: '{key}' must be a non-empty string{shown}, e.g. \"{key}\": "
-                          + ('"... #### 42"' if key == "answer" else '"What is 6 * 7?"'))
+        raise ConfigError(
+            f"{where}: '{key}' must be a non-empty string{shown}, e.g. \"{key}\": "
+            + ('"... #### 42"' if key == "answer" else '"What is 6 * 7?"')
+        )
     return value
 
 

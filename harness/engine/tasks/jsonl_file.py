@@ -25,16 +25,20 @@ def jsonl_records(path: str | Path, what: str, lines_hint: str) -> Iterator[tupl
         raise ConfigError(f"{what} {str(path)!r}: no such file; give a JSONL file of {lines_hint} lines")
     size = file.stat().st_size
     if size > MAX_JSONL_BYTES:
-        raise ConfigError(f"{what} {str(path)!r}: {_size(size)}, over the {_size(MAX_JSONL_BYTES)} a JSONL file "
-                          "may have; give a subset of it")
+        raise ConfigError(
+            f"{what} {str(path)!r}: {_size(size)}, over the {_size(MAX_JSONL_BYTES)} a JSONL file "
+            "may have; give a subset of it"
+        )
     try:
         # undecodable bytes become lone surrogates, so the line that holds one is known: a
         # UnicodeDecodeError's offset is into the decoder's read buffer, not the file
         with file.open(encoding="utf-8", errors="surrogateescape") as handle:
             for number, line in enumerate(handle, 1):
                 if bad := _UNDECODED.search(line):
-                    raise ConfigError(f"{path}:{number}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} "
-                                      f"at column {bad.start() + 1}); save the file as UTF-8")
+                    raise ConfigError(
+                        f"{path}:{number}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} "
+                        f"at column {bad.start() + 1}); save the file as UTF-8"
+                    )
                 if not line.strip():
                     continue
                 try:

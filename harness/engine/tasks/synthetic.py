@@ -63,8 +63,7 @@ def _check_sizes(config, name: str) -> int:
         )
     if config.max_digits > MAX_DIGITS:
         raise ValueError(
-            f"task {name}: task.max_digits is {config.max_digits}; synthetic tasks take at most "
-            f"{MAX_DIGITS} digits"
+            f"task {name}: task.max_digits is {config.max_digits}; synthetic tasks take at most {MAX_DIGITS} digits"
         )
     wanted = config.n_train + config.n_eval
     if wanted > MAX_PROMPTS:

@@ -48,8 +48,14 @@ def _with_demos(items: list[Item], demo_share: float, tool: str, arguments) -> l
     per prompt is then a near coin flip, so greedy accuracy moves in jumps; the sampled mean
     reward, ``eval/mean_reward``, is the smoother measure.)"""
     rng = random.Random(TASK_SEED + 1)
-    return [Item(i.prompt, i.answer, turns=(call_text(tool, arguments(i)), i.answer) if rng.random() < demo_share
-                 else (i.answer,)) for i in items]
+    return [
+        Item(
+            i.prompt,
+            i.answer,
+            turns=(call_text(tool, arguments(i)), i.answer) if rng.random() < demo_share else (i.answer,),
+        )
+        for i in items
+    ]
 
 
 def multiplication(config) -> Task:
@@ -62,21 +68,34 @@ def multiplication(config) -> Task:
         a, b = low + i, 1 + j
         items.append(Item(f"{a}*{b}=", str(a * b)))
     items = _with_demos(items, config.demo_share, "calculator", lambda it: {"expression": it.prompt[:-1]})
-    return Task("multiplication", tuple(items[config.n_eval:]), tuple(items[: config.n_eval]), exact_match,
-                alphabet=TOOL_ALPHABET)
+    return Task(
+        "multiplication",
+        tuple(items[config.n_eval :]),
+        tuple(items[: config.n_eval]),
+        exact_match,
+        alphabet=TOOL_ALPHABET,
+    )
 
 
 def lookup(config) -> Task:
     """``code of k042=`` -> ``7316``: the key's code in the task's table (random 4-digit codes, seeded)."""
     wanted = config.n_train + config.n_eval
     if wanted > LOOKUP_KEYS:
-        raise ValueError(f"task lookup: asked for {config.n_train} train + {config.n_eval} eval prompts but the "
-                         f"table has {LOOKUP_KEYS} keys; lower task.n_train/n_eval")
+        raise ValueError(
+            f"task lookup: asked for {config.n_train} train + {config.n_eval} eval prompts but the "
+            f"table has {LOOKUP_KEYS} keys; lower task.n_train/n_eval"
+        )
     rng = random.Random(TASK_SEED)
     table = {f"k{k:03d}": f"{rng.randrange(10_000):04d}" for k in range(LOOKUP_KEYS)}
     keys = list(table)
     rng.shuffle(keys)
     items = [Item(f"code of {key}=", table[key]) for key in keys[:wanted]]
-    items = _with_demos(items, config.demo_share, "lookup", lambda it: {"key": it.prompt[len("code of "):-1]})
-    return Task("lookup", tuple(items[config.n_eval:]), tuple(items[: config.n_eval]), exact_match,
-                alphabet=TOOL_ALPHABET, table=table)
+    items = _with_demos(items, config.demo_share, "lookup", lambda it: {"key": it.prompt[len("code of ") : -1]})
+    return Task(
+        "lookup",
+        tuple(items[config.n_eval :]),
+        tuple(items[: config.n_eval]),
+        exact_match,
+        alphabet=TOOL_ALPHABET,
+        table=table,
+    )

@@ -84,4 +84,4 @@ def _check(name: str, tool: Tool) -> None:
         reason = err.message.splitlines()[0]
         raise ConfigError(f"{prefix}: parameters is not a valid JSON schema: {reason}") from err
     if schema.get("type") != "object":
-        raise ConfigError(f"{prefix}: parameters must describe an object, with \"type\": \"object\"")
+        raise ConfigError(f'{prefix}: parameters must describe an object, with "type": "object"')

@@ -120,7 +120,7 @@ def run_tool(tool: Tool, arguments: dict) -> Reply:
         result = tool.run(arguments)
     except ToolError as err:
         return Reply("refused", str(err))
-    except BaseException as err:  # even SystemExit is only the tool's failure
+    except BaseException as err:  # noqa: BLE001 - even SystemExit is only the tool's failure
         return Reply("failed", error=ErrorRecord.of(err))
     if not isinstance(result, str):
         return Reply("not_text", type(result).__name__)

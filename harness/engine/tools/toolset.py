@@ -65,7 +65,7 @@ class ToolSet:
             return _error(f"unknown tool {call.name!r}; available: {', '.join(self._tools)}")
         try:
             problem = best_match(self._validators[tool.name].iter_errors(call.arguments))
-        except Exception as err:  # a schema build_tools did not check (a ToolSet made by hand)
+        except Exception as err:  # noqa: BLE001 - a schema build_tools did not check (a ToolSet made by hand)
             return _error(f"cannot check the arguments of {tool.name!r}: {type(err).__name__}: {err}")
         if problem is not None:
             return _error(f"bad arguments for {tool.name!r} ({problem.json_path}): {problem.message}")

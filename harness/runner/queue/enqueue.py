@@ -109,8 +109,9 @@ def enqueue_due(study: optuna.Study, due: Due) -> list[dict[str, Any]]:
     return added
 
 
-def enqueue_specs(study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int,
-                  add_new: bool = True) -> EnqueueReport:
+def enqueue_specs(
+    study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int, add_new: bool = True
+) -> EnqueueReport:
     """Queue every spec whose trial is not queued, running or completed already (idempotent, and
     exactly once across processes: :func:`enqueue_due`).
 
@@ -161,8 +162,9 @@ def enqueue_slots(study: optuna.Study, *, arm: str, n_trials: int, retries: int)
                 attempt, params = job.attempt + 1, tried[key].params
             else:
                 continue
-            out.append(({SLOT: slot, ARM: arm, PHASE: "tune", ATTEMPT: attempt, MAX_ATTEMPT: attempt + retries},
-                        params))
+            out.append(
+                ({SLOT: slot, ARM: arm, PHASE: "tune", ATTEMPT: attempt, MAX_ATTEMPT: attempt + retries}, params)
+            )
         return out
 
     return EnqueueReport.of(enqueue_due(study, due))

@@ -72,9 +72,11 @@ def _newer(conn, study: optuna.Study, job: Job) -> tuple[int, TrialState] | None
         return None
     key, value = found
     mine = (job.attempt, job.number)
-    newer = [(attempt, number, state)
-             for number, state, attempt in tables.same_key_attempts(conn, study, job.optuna_id, key, value, ATTEMPT)
-             if (attempt, number) > mine]
+    newer = [
+        (attempt, number, state)
+        for number, state, attempt in tables.same_key_attempts(conn, study, job.optuna_id, key, value, ATTEMPT)
+        if (attempt, number) > mine
+    ]
     if not newer:
         return None
     attempt, _number, state = max(newer, key=lambda t: (t[0], t[1]))
@@ -95,9 +97,13 @@ def revocation(study: optuna.Study, job: Job, owner: str | None = None) -> Revok
     if state == TrialState.RUNNING and (owner is None or holder == owner) and newer is None:
         return None
     return Revoked(
-        key=job.key, attempt=job.attempt, state=state, reason=reason,
+        key=job.key,
+        attempt=job.attempt,
+        state=state,
+        reason=reason,
         owner=holder if holder != owner else None,
-        newer_attempt=newer[0] if newer else None, newer_state=newer[1] if newer else None,
+        newer_attempt=newer[0] if newer else None,
+        newer_state=newer[1] if newer else None,
     )
 
 
@@ -134,14 +140,22 @@ def _put_record(conn, study_name: str, record) -> None:
         return
     if held is not None:
         conn.execute(sa.delete(t).where(*key))
-    conn.execute(sa.insert(t).values(
-        study=study_name, trial_id=record.trial_id, attempt=record.attempt, status=record.status,
-        phase=record.phase, fingerprint=fingerprint, record=record.model_dump_json(),
-    ))
+    conn.execute(
+        sa.insert(t).values(
+            study=study_name,
+            trial_id=record.trial_id,
+            attempt=record.attempt,
+            status=record.status,
+            phase=record.phase,
+            fingerprint=fingerprint,
+            record=record.model_dump_json(),
+        )
+    )
 
 
-def _already(study: optuna.Study, job: Job, owner: str | None, state: TrialState, value: float | None,
-             reason: str | None) -> bool:
+def _already(
+    study: optuna.Study, job: Job, owner: str | None, state: TrialState, value: float | None, reason: str | None
+) -> bool:
     """Whether ``job`` already is in ``state`` by this very commit (one whose acknowledgement was
     lost when the connection dropped, tried again): same owner, same value or reason, and no
     newer attempt (a stale check that failed the job queues one)."""

@@ -29,8 +29,7 @@ class Heartbeat:
     the worker then ends the trial's process and discards its result.
     """
 
-    def __init__(self, study, job, interval_s: float, *, owner: str | None = None,
-                 say=None, url: str | None = None):
+    def __init__(self, study, job, interval_s: float, *, owner: str | None = None, say=None, url: str | None = None):
         self.study, self.job, self.interval_s, self.owner = study, job, interval_s, owner
         self.say = say or (lambda message: console.say(message, prefix="[worker]"))
         self.url = url
@@ -46,8 +45,10 @@ class Heartbeat:
             except Exception as err:  # noqa: BLE001 - a missed beat is retried next interval
                 if failing_since is None:
                     failing_since = time.monotonic()
-                    self.say(f"heartbeat for {self.job.key} failed "
-                             f"({redact_text(one_line(err, 200), self.url)}); retrying every {self.interval_s:g}s")
+                    self.say(
+                        f"heartbeat for {self.job.key} failed "
+                        f"({redact_text(one_line(err, 200), self.url)}); retrying every {self.interval_s:g}s"
+                    )
                 continue
             if failing_since is not None:
                 self.say(f"heartbeats for {self.job.key} recorded again after {time.monotonic() - failing_since:.0f}s")

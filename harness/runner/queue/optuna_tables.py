@@ -61,8 +61,9 @@ LAYOUT: tuple[OptunaTable, ...] = (
     OptunaTable("studies", "StudyModel", ("study_id", "study_name")),
     # datetimes are written as naive UTC, as Optuna 5 does (Optuna 4 wrote local time: the same
     # on a machine whose clock is UTC)
-    OptunaTable("trials", "TrialModel",
-                ("trial_id", "number", "study_id", "state", "datetime_start", "datetime_complete")),
+    OptunaTable(
+        "trials", "TrialModel", ("trial_id", "number", "study_id", "state", "datetime_start", "datetime_complete")
+    ),
     OptunaTable("trial_user_attributes", "TrialUserAttributeModel", ("trial_id", "key", "value_json")),
     OptunaTable("trial_system_attributes", "TrialSystemAttributeModel", ("trial_id", "key", "value_json")),
     OptunaTable("trial_values", "TrialValueModel", ("trial_id", "objective", "value", "value_type")),
@@ -169,17 +170,25 @@ def optuna_problems() -> tuple[str, ...]:
     if trial.system_attrs.get(FIXED_PARAMS) != {"x": 0}:
         problems.append(f"Study.enqueue_trial keeps a trial's fixed parameters elsewhere than in {FIXED_PARAMS}")
     value_type = getattr(getattr(models, "TrialValueModel", None), "TrialValueType", None)
-    return (*problems, *attribute_problems({
-        "optuna.study.Study": study,
-        "optuna.trial.FrozenTrial": trial,
-        f"{MODELS_MODULE}.TrialValueModel.TrialValueType": value_type,
-    }))
+    return (
+        *problems,
+        *attribute_problems(
+            {
+                "optuna.study.Study": study,
+                "optuna.trial.FrozenTrial": trial,
+                f"{MODELS_MODULE}.TrialValueModel.TrialValueType": value_type,
+            }
+        ),
+    )
 
 
 def attribute_problems(samples: dict[str, Any]) -> list[str]:
     """The declared private attributes missing from ``samples`` (owner -> an object of it)."""
-    return [f"{a.owner} has no attribute {a.name}" for a in PRIVATE_ATTRIBUTES
-            if a.owner in samples and not hasattr(samples[a.owner], a.name)]
+    return [
+        f"{a.owner} has no attribute {a.name}"
+        for a in PRIVATE_ATTRIBUTES
+        if a.owner in samples and not hasattr(samples[a.owner], a.name)
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,7 +238,7 @@ def _finite() -> Any:
 
 def _utcnow() -> dt.datetime:
     """A timestamp as the tables hold them: naive UTC."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,8 +252,9 @@ def lock_queue(conn: sa.Connection, study: optuna.Study) -> None:
     conn.execute(sa.update(s.table).where(s.study_id == study._study_id).values({s.study_name: s.study_name}))
 
 
-def identities(conn: sa.Connection, study: optuna.Study, keys: tuple[str, ...]
-               ) -> dict[int, tuple[int, TrialState, dict[str, Any]]]:
+def identities(
+    conn: sa.Connection, study: optuna.Study, keys: tuple[str, ...]
+) -> dict[int, tuple[int, TrialState, dict[str, Any]]]:
     """Every trial of the queue, in any state: row -> (number, state, its user attributes among ``keys``)."""
     t = _tables()
     trials, user = t.trials, t.trial_user_attributes
@@ -261,20 +271,32 @@ def identities(conn: sa.Connection, study: optuna.Study, keys: tuple[str, ...]
     return found
 
 
-def insert_waiting(conn: sa.Connection, study: optuna.Study, number: int, attrs: dict[str, Any],
-                   params: dict[str, Any]) -> int:
+def insert_waiting(
+    conn: sa.Connection, study: optuna.Study, number: int, attrs: dict[str, Any], params: dict[str, Any]
+) -> int:
     """Insert a WAITING trial numbered ``number`` with its user attributes and fixed
     parameters, as ``Study.enqueue_trial`` would; returns its row."""
     t = _tables()
     trials, user, system = t.trials, t.trial_user_attributes, t.trial_system_attributes
-    inserted = conn.execute(sa.insert(trials.table).values(
-        {trials.number: number, trials.study_id: study._study_id, trials.state: TrialState.WAITING}))
+    inserted = conn.execute(
+        sa.insert(trials.table).values(
+            {trials.number: number, trials.study_id: study._study_id, trials.state: TrialState.WAITING}
+        )
+    )
     row = inserted.inserted_primary_key[0]
     if attrs:
-        conn.execute(sa.insert(user.table), [
-            {user.trial_id.name: row, user.key.name: k, user.value_json.name: json.dumps(v)} for k, v in attrs.items()])
-    conn.execute(sa.insert(system.table).values(
-        {system.trial_id: row, system.key: FIXED_PARAMS, system.value_json: json.dumps(params)}))
+        conn.execute(
+            sa.insert(user.table),
+            [
+                {user.trial_id.name: row, user.key.name: k, user.value_json.name: json.dumps(v)}
+                for k, v in attrs.items()
+            ],
+        )
+    conn.execute(
+        sa.insert(system.table).values(
+            {system.trial_id: row, system.key: FIXED_PARAMS, system.value_json: json.dumps(params)}
+        )
+    )
     return row
 
 
@@ -337,8 +359,9 @@ def fence(conn: sa.Connection, row: int, owner: str | None, finish: TrialState |
     return conn.execute(sa.update(trials.table).where(*where).values(values)).rowcount == 1
 
 
-def same_key_attempts(conn: sa.Connection, study: optuna.Study, row: int, key: str, value: Any,
-                      attempt_key: str) -> list[tuple[int, TrialState, int]]:
+def same_key_attempts(
+    conn: sa.Connection, study: optuna.Study, row: int, key: str, value: Any, attempt_key: str
+) -> list[tuple[int, TrialState, int]]:
     """The other trials of the queue whose user attribute ``key`` is ``value`` (the other
     attempts of one trial), as (number, state, attempt: ``attempt_key``'s value, 1 without one)."""
     trials, user = _tables().trials, _tables().trial_user_attributes
@@ -367,8 +390,11 @@ def put_value(conn: sa.Connection, row: int, value: float) -> None:
     """Store the trial's (single, finite) objective value."""
     values = _tables().trial_values
     conn.execute(sa.delete(values.table).where(values.trial_id == row))
-    conn.execute(sa.insert(values.table).values(
-        {values.trial_id: row, values.objective: 0, values.value: float(value), values.value_type: _finite()}))
+    conn.execute(
+        sa.insert(values.table).values(
+            {values.trial_id: row, values.objective: 0, values.value: float(value), values.value_type: _finite()}
+        )
+    )
 
 
 def stored_value(conn: sa.Connection, row: int) -> float | None:

@@ -133,8 +133,10 @@ def retry_storage(
                 if first is None:
                     first = now
                     if say is not None and where not in _down_since:
-                        say(f"the study storage {where} is unreachable ({what}: {_first_line(err, url)}); "
-                            f"retrying for up to {bound:g}s")
+                        say(
+                            f"the study storage {where} is unreachable ({what}: {_first_line(err, url)}); "
+                            f"retrying for up to {bound:g}s"
+                        )
                     _down_since.setdefault(where, now)
                 left = bound - (now - first)
                 if left <= 0 or (stop is not None and stop.is_set()):
@@ -171,8 +173,13 @@ def retried(what: str, *, nested: bool = False):
         @functools.wraps(fn)
         def inner(study, *args, **kwargs):
             url = _storage_url(study)
-            return retry_storage(lambda: fn(study, *args, **kwargs), what=what,
-                                 where=redact_url(url) if url else "(unknown)", url=url, nested=nested)
+            return retry_storage(
+                lambda: fn(study, *args, **kwargs),
+                what=what,
+                where=redact_url(url) if url else "(unknown)",
+                url=url,
+                nested=nested,
+            )
 
         return inner
 

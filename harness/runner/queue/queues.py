@@ -27,9 +27,7 @@ COMPARE_QUEUED = "compare_queued"
 def create_queue(storage: RDBStorage, name: str, direction: str) -> optuna.Study:
     """Create (or load) the Optuna study ``name``; only the process that sets up a study does this."""
     check_layout(storage)
-    return optuna.create_study(
-        storage=storage, study_name=name, direction=direction, load_if_exists=True
-    )
+    return optuna.create_study(storage=storage, study_name=name, direction=direction, load_if_exists=True)
 
 
 def load_queue(storage: RDBStorage, name: str, sampler: optuna.samplers.BaseSampler | None = None):

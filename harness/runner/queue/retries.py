@@ -80,9 +80,7 @@ def fail_stale(
         gone = left_design(job) if left_design is not None else None
         reason = lost if gone is None else f"{SUPERSEDED}: {lost}, and it is {gone}: not run again"
         # Attributes are frozen once a trial is finished: the reason goes first.
-        if set_reason(study, job, reason) and transition(
-            study, job, TrialState.RUNNING, TrialState.FAIL
-        ):
+        if set_reason(study, job, reason) and transition(study, job, TrialState.RUNNING, TrialState.FAIL):
             if gone is None:
                 requeue(study, job, fresh_budget=True)
             handled.append((job, reason))

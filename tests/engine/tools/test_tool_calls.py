@@ -17,7 +17,7 @@ def _call(body: str) -> str:
 
 
 def test_a_valid_call():
-    [call] = parse_calls('Let me compute. ' + _call('{"name": "calculator", "arguments": {"expression": "2+2"}}'))
+    [call] = parse_calls("Let me compute. " + _call('{"name": "calculator", "arguments": {"expression": "2+2"}}'))
     assert call.valid and call.error is None
     assert call.name == "calculator"
     assert call.arguments == {"expression": "2+2"}
@@ -26,10 +26,8 @@ def test_a_valid_call():
 
 def test_newlines_inside_and_several_calls_in_one_turn():
     text = (
-        f"{OPEN_TAG}\n{{\n  \"name\": \"lookup\",\n  \"arguments\": {{\"key\": \"a\"}}\n}}\n{CLOSE_TAG}\n"
-        "and then\n"
-        + _call('{"name": "calculator", "arguments": {"expression": "1"}}')
-        + _call("not json")
+        f'{OPEN_TAG}\n{{\n  "name": "lookup",\n  "arguments": {{"key": "a"}}\n}}\n{CLOSE_TAG}\n'
+        "and then\n" + _call('{"name": "calculator", "arguments": {"expression": "1"}}') + _call("not json")
     )
     calls = parse_calls(text)
     assert [c.name for c in calls] == ["lookup", "calculator", None]

@@ -140,7 +140,8 @@ def test_the_worker_is_replaced_after_a_time_out_or_a_crash():
     assert tools.run(_call("counter", wait=True)).text == "error: tool 'counter' ran past its time limit of 1 s"
     assert tools.run(_call("counter")) == ToolOutcome("1", ok=True)  # a fresh process, from the state at the fork
     assert tools.run(_call("dying")) == ToolOutcome(
-        "error: tool 'dying' failed: ProcessEnded: its process exited with code 7", ok=False)
+        "error: tool 'dying' failed: ProcessEnded: its process exited with code 7", ok=False
+    )
     assert tools.run(_call("counter")) == ToolOutcome("1", ok=True)
     tools.close()
 
@@ -148,10 +149,16 @@ def test_the_worker_is_replaced_after_a_time_out_or_a_crash():
 def test_a_bounded_tool_runs_here_and_its_late_answer_is_refused_too():
     import os
 
-    here = Tool(name="here", description="", parameters={"type": "object"}, run=lambda a: str(os.getpid()),
-                bounded=True)
-    slow = Tool(name="slow", description="", parameters={"type": "object"},
-                run=lambda a: time.sleep(0.3) or "done", bounded=True)
+    here = Tool(
+        name="here", description="", parameters={"type": "object"}, run=lambda a: str(os.getpid()), bounded=True
+    )
+    slow = Tool(
+        name="slow",
+        description="",
+        parameters={"type": "object"},
+        run=lambda a: time.sleep(0.3) or "done",
+        bounded=True,
+    )
     tools = ToolSet([here, slow], timeout_s=0.1)
     assert tools.run(_call("here")) == ToolOutcome(str(os.getpid()), ok=True)
     assert tools.run(_call("slow")) == ToolOutcome("error: tool 'slow' ran past its time limit of 0.1 s", ok=False)
