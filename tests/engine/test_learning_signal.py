@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine.models import MAX_LOST_SHARE, char_tokenizer, check_tokenizer
+from harness.engine.models import char_tokenizer, check_tokenizer
 from harness.engine.spec import NO_LEARNING_SIGNAL, ModelConfig, TaskConfig
 from harness.engine.tasks import build_task
+from harness.engine.tasks.coverage import MAX_LOST_SHARE
 from harness.engine.trial import NO_SIGNAL_STEPS, learning_signal, run_trial
 from harness.errors import ConfigError
 

@@ -31,7 +31,6 @@ import torch
 
 from harness.engine.learner import make_optimizer
 from harness.engine.models import (
-    MAX_LOST_SHARE,
     LoadedModel,
     build_tiny_model,
     char_tokenizer,
@@ -67,6 +66,7 @@ from harness.engine.reward_model.settings import RewardModelRecipe, RewardTraini
 from harness.engine.spec import REWARD_MODEL_SAYS, TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Task
+from harness.engine.tasks.coverage import MAX_LOST_SHARE
 from harness.engine.warmstart import load_policy
 from harness.engine.warmstart_key import gold_task
 from harness.errors import ConfigError, HarnessError
