@@ -108,12 +108,13 @@ def test_rerun_is_idempotent_and_never_reruns_completed(tmp_path, fake_env):
 @pytest.mark.slow
 def test_timeout_retries_and_crashes(tmp_path, fake_env):
     path = write_study(tmp_path, ["flaky", "hang", "die"])
-    summary = run_study(path, options(trial_timeout=2, retries=1))
+    # 5 s: a loaded 2-core machine can take 2 s to start a healthy trial process
+    summary = run_study(path, options(trial_timeout=5, retries=1))
     by_arm = {t.key.split("-")[0]: t for t in summary.trials}
     assert by_arm["flaky"].status == "completed" and by_arm["flaky"].attempts == 2
     assert by_arm["flaky"].reasons == [(1, "RuntimeError: transient failure")]
     assert by_arm["hang"].status == "failed" and by_arm["hang"].attempts == 2
-    assert by_arm["hang"].reason == "timeout: exceeded --trial-timeout 2s"
+    assert by_arm["hang"].reason == "timeout: exceeded --trial-timeout 5s"
     assert by_arm["die"].status == "failed"
     assert by_arm["die"].reason.startswith("trial process killed by SIGKILL")
     assert summary.exit_code == 1
