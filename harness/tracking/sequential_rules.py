@@ -29,7 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from harness.ground.files import atomic_write
-from harness.tracking.storage import open_storage
+from harness.tracking.storage import create_table_once, open_storage
 from harness.tracking.urls import redact_text, redact_url
 
 TABLE = "harness_sequential_rules"
@@ -51,14 +51,7 @@ RULES = sa.Table(
 
 def ensure_table(engine: sa.Engine) -> None:
     """Create the table if missing (safe when several processes try at once)."""
-    if sa.inspect(engine).has_table(TABLE):
-        return
-    try:
-        _METADATA.create_all(engine, checkfirst=True)
-    except sa.exc.SQLAlchemyError:
-        # another process created it between the check and the CREATE
-        if not sa.inspect(engine).has_table(TABLE):
-            raise
+    create_table_once(engine, RULES)
 
 
 def stored(engine: sa.Engine, study: str) -> list[dict[str, Any]]:

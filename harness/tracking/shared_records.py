@@ -40,7 +40,7 @@ from harness.tracking.records import (
     record_path,
     write_record,
 )
-from harness.tracking.storage import open_storage
+from harness.tracking.storage import create_table_once, open_storage
 from harness.tracking.study_ref import resolve_study, study_name
 
 TABLE = "harness_records"
@@ -63,14 +63,7 @@ RECORDS = sa.Table(
 
 def ensure_table(engine: sa.Engine) -> None:
     """Create the table if missing (safe when several processes try at once)."""
-    if sa.inspect(engine).has_table(TABLE):
-        return
-    try:
-        _METADATA.create_all(engine, checkfirst=True)
-    except sa.exc.SQLAlchemyError:
-        # Another process created it between the check and the CREATE (PostgreSQL raises then).
-        if not sa.inspect(engine).has_table(TABLE):
-            raise
+    create_table_once(engine, RECORDS)
 
 
 def _newer(a: TrialRecord, b: TrialRecord | None) -> bool:

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
@@ -182,3 +183,16 @@ def _schema_race(err: BaseException) -> bool:
             "no such table",
         )
     )
+
+
+def create_table_once(engine: sa.Engine, table: sa.Table) -> None:
+    """Create ``table`` (one of the harness's own tables in the study database) if it is missing,
+    safely when several processes try at once."""
+    if sa.inspect(engine).has_table(table.name):
+        return
+    try:
+        table.create(engine, checkfirst=True)
+    except sa.exc.SQLAlchemyError:
+        # Another process created it between the check and the CREATE (PostgreSQL raises then).
+        if not sa.inspect(engine).has_table(table.name):
+            raise
