@@ -262,13 +262,14 @@ class Worker:
                 self.opts.grace_period,
                 left_design=functools.partial(left_design, self.study),
             )
-            for job, reason in handled:
-                if reason.startswith(queue.SUPERSEDED):
-                    self.stats.superseded += 1
-                    self._say(f"{job.key} (attempt {job.attempt}) {reason}")
-                else:
+            for stale in handled:
+                job = stale.job
+                if stale.requeued:
                     self.stats.requeued_stale += 1
-                    self._say(f"re-queued {job.key} (attempt {job.attempt}): {reason}")
+                    self._say(f"re-queued {job.key} (attempt {job.attempt}): {stale.reason}")
+                else:
+                    self.stats.superseded += 1
+                    self._say(f"{job.key} (attempt {job.attempt}) {stale.reason}")
 
     def _say(self, message: str) -> None:
         say(message, prefix=f"[worker {self.config.name}]")

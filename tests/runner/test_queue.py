@@ -100,7 +100,7 @@ def test_stale_job_is_failed_once_and_requeued(q):
     time.sleep(2.2)  # the database clock has 1 s resolution on SQLite
     other = queue.load_queue(study_db.open_storage(url), "s")
     handled = queue.fail_stale(other, 1)
-    assert [(j.key, reason.split(":")[0]) for j, reason in handled] == [("a-s0", "worker lost")]
+    assert [(s.job.key, s.reason.split(":")[0], s.requeued) for s in handled] == [("a-s0", "worker lost", True)]
     assert queue.fail_stale(study, 1) == []  # exactly one process handles it
     tries = queue.attempts(queue.jobs(study))["a-s0"]
     assert [t.state for t in tries] == [TrialState.FAIL, TrialState.WAITING]
@@ -217,7 +217,8 @@ def test_a_lost_workers_trial_that_left_the_design_is_superseded_not_requeued(q)
     other = queue.load_queue(study_db.open_storage(url), "s")
     edited = {"a-s0": "from an earlier version of arm a"}
     handled = queue.fail_stale(other, 1, left_design=lambda job: edited.get(job.key))
-    reasons = {job.key: reason for job, reason in handled}
+    reasons = {s.job.key: s.reason for s in handled}
+    assert {s.job.key: s.requeued for s in handled} == {"a-s0": False, "b-s0": True}
     assert reasons["a-s0"].startswith("superseded: worker lost") and "earlier version of arm a" in reasons["a-s0"]
     assert reasons["b-s0"].startswith("worker lost")
     tries = queue.attempts(queue.jobs(study))

@@ -253,7 +253,7 @@ def test_commit_is_fenced_by_the_claim_and_the_current_attempt(tmp_path):
     # the owner is paused: another process fails the job as stale and queues attempt 2
     other = queue.load_queue(study_db.open_storage(url), "s")
     time.sleep(2.2)  # the database clock has 1 s resolution on SQLite
-    assert [j.key for j, _reason in queue.fail_stale(other, 1)] == ["a-s0"]
+    assert [s.job.key for s in queue.fail_stale(other, 1)] == ["a-s0"]
     second = queue.claim_next(other, owner="host:2 cpu")
     assert second.attempt == 2
 

@@ -28,7 +28,7 @@ from harness.runner.queue.claims import claim, claim_next, complete, release, se
 from harness.runner.queue.enqueue import EnqueueReport, enqueue_missing, enqueue_slots, enqueue_specs
 from harness.runner.queue.jobs import Counts, Job, attempts, count, has_work, jobs, latest, slot_key
 from harness.runner.queue.queues import COMPARE_QUEUED, RETRIES, create_queue, load_queue, queue_attr, set_queue_attr
-from harness.runner.queue.retries import SUPERSEDED, fail, fail_stale, requeue, stale_jobs
+from harness.runner.queue.retries import SUPERSEDED, StaleJob, fail, fail_stale, requeue, stale_jobs
 
 __all__ = [
     "COMPARE_QUEUED",
@@ -41,6 +41,7 @@ __all__ = [
     "claim_next",
     "complete",
     "SUPERSEDED",
+    "StaleJob",
     "count",
     "create_queue",
     "enqueue_missing",

@@ -13,6 +13,7 @@ the user's ``--retries``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import optuna
 from optuna.trial import TrialState
@@ -64,11 +65,20 @@ def stale_jobs(study: optuna.Study, grace_period_s: float) -> list[Job]:
 SUPERSEDED = "superseded"
 
 
+@dataclass(frozen=True)
+class StaleJob:
+    """A dead worker's job this process failed: the reason it recorded, and whether the job was
+    queued again (False: superseded, its configuration no longer in the design)."""
+
+    job: Job
+    reason: str
+    requeued: bool
+
+
 def fail_stale(
     study: optuna.Study, grace_period_s: float, *, left_design: Callable[[Job], str | None] | None = None
-) -> list[tuple[Job, str]]:
-    """Fail the jobs of dead workers and queue them again; returns each job this process handled
-    with the reason it recorded.
+) -> list[StaleJob]:
+    """Fail the jobs of dead workers and queue them again; returns the jobs this process handled.
 
     A lost worker is not the trial's fault, so the re-queued attempt keeps its retry budget.
     ``left_design(job)`` says why a job is no longer in the study's design (None when it is):
@@ -83,5 +93,5 @@ def fail_stale(
         if set_reason(study, job, reason) and transition(study, job, TrialState.RUNNING, TrialState.FAIL):
             if gone is None:
                 requeue(study, job, fresh_budget=True)
-            handled.append((job, reason))
+            handled.append(StaleJob(job, reason, requeued=gone is None))
     return handled
