@@ -1,6 +1,6 @@
 """The worker pool of one machine: one worker process per slot, progress lines, Ctrl-C.
 
-``run_pool`` starts ``python -m harness.runner.worker CONFIG.json`` per slot (GPU or CPU share),
+``run_pool`` starts ``python -m harness.runner.worker_process CONFIG.json`` per slot (GPU or CPU share),
 prints a progress line whenever the counts change and relays SIGINT/SIGTERM: the first stops
 the workers cleanly (their running trials go back to the queue), a second one kills them.
 """
@@ -176,7 +176,7 @@ def run_pool(
             path = config_dir / f"worker-{os.getpid()}-{slot.name}.json"
             path.write_text(config.to_json(), encoding="utf-8")
             env = {**os.environ, **slot.env, **config.secret_env()}
-            proc = subprocess.Popen([*module_command("harness.runner.worker"), str(path)], env=env)
+            proc = subprocess.Popen([*module_command("harness.runner.worker_process"), str(path)], env=env)
             procs.append((slot, proc))
         try:
             _watch(procs, interrupt, progress, on_tick, opts)

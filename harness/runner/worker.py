@@ -61,8 +61,8 @@ SIGINT/SIGTERM stop a worker cleanly: the running trial's process group is termi
 job goes back to WAITING, so the next run resumes it. A worker started by ``harness run`` also
 stops when the runner dies.
 
-Entry point for the runner: ``python -m harness.runner.worker CONFIG.json`` (a :class:`WorkerConfig`:
-the run's options without the URLs, which come in the environment; see :func:`main`).
+The process that runs a worker, its signal handlers and its watch on the runner, is
+:mod:`harness.runner.worker_process` (``python -m harness.runner.worker_process CONFIG.json``).
 """
 
 from __future__ import annotations
@@ -71,9 +71,7 @@ import functools
 import hashlib
 import math
 import os
-import signal
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -84,10 +82,9 @@ from optuna.trial import TrialState
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError, one_line
 from harness.ground.console import say
-from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 from harness.ground.files import file_lock
 from harness.runner import queue
-from harness.runner.launch import prestart_forkserver, run_trial_process
+from harness.runner.launch import run_trial_process
 from harness.runner.local_write import LocalWrite
 from harness.runner.looks import Looks
 from harness.runner.queue import fencing, outages
@@ -587,67 +584,3 @@ class Worker:
         if self._db("putting the trial back", queue.release, q, job):
             self.stats.released += 1
             self._say(f"stopped; {job.key} is back in the queue")
-
-
-# --------------------------------------------------------------------------------------------
-# process entry
-
-
-def install_stop_handlers(stop: threading.Event) -> None:
-    """SIGINT and SIGTERM set ``stop``: the running trial is ended and its job put back."""
-
-    def handler(signum, frame):
-        stop.set()
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-
-
-def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> None:
-    """Set ``stop`` when the process that started this one is gone (a thread polls for it)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while not stop.is_set():
-            if os.getppid() != parent:
-                say("the runner is gone; stopping", prefix="[worker]")
-                stop.set()
-                return
-            time.sleep(poll_s)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.runner.worker CONFIG.json``: read the config (and, from the
-    environment, the URLs; then remove them there, so no trial process sees them), run a
-    :class:`Worker` until it is done or stopped. Exit code 0, or 2 when it stopped early or
-    could not start (one line on stderr)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m harness.runner.worker CONFIG.json", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        config = WorkerConfig.from_json(Path(argv[0]).read_text(encoding="utf-8"))
-    except HarnessError as err:
-        say(f"error: {err}", prefix="[worker]")
-        return EXIT_BAD_INPUT
-    for var in config.run.secret_env_vars():  # trial processes never see the URLs
-        os.environ.pop(var, None)
-    prestart_forkserver()
-    stop = threading.Event()
-    install_stop_handlers(stop)
-    if config.watch_parent:
-        watch_parent(stop)
-    try:
-        stats = Worker(config, stop).run()
-    except Exception as err:
-        if not isinstance(err, HarnessError):
-            raise
-        say(f"error: {err}", prefix=f"[worker {config.name}]")
-        return EXIT_BAD_INPUT
-    return EXIT_BAD_INPUT if stats.stopped else EXIT_OK  # stopped early: 2, like a worker that cannot start
-
-
-if __name__ == "__main__":
-    sys.exit(main())

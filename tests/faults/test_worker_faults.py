@@ -29,7 +29,7 @@ from faults_helpers import write_study as machine_study
 from optuna.trial import TrialState
 from runner_helpers import options, write_study
 
-import harness.runner.worker as worker_module
+import harness.runner.worker_process as worker_process
 from harness.runner import local_write, queue
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import study_status
@@ -264,7 +264,7 @@ def test_storage_down_for_longer_than_the_bound_stops_the_worker_with_one_line(t
 
 
 def test_main_worker_returns_2_and_the_heartbeat_notes_an_outage_once(tmp_path, inproc, monkeypatch, capsys):
-    """A storage that is down for every call: `python -m harness.runner.worker` exits 2 after
+    """A storage that is down for every call: `python -m harness.runner.worker_process` exits 2 after
     one line (no traceback) and heartbeats that fail say so once, not at every beat."""
     from harness.runner.queue.heartbeat import Heartbeat
 
@@ -284,9 +284,9 @@ def test_main_worker_returns_2_and_the_heartbeat_notes_an_outage_once(tmp_path, 
     config_path = tmp_path / "worker.json"
     config_path.write_text(config.to_json())
     monkeypatch.setenv("HARNESS_WORKER_STORAGE", setup.storage_url)
-    monkeypatch.setattr(worker_module, "prestart_forkserver", lambda: None)
-    monkeypatch.setattr(worker_module, "install_stop_handlers", lambda stop: None)
-    assert worker_module.main([str(config_path)]) == 2
+    monkeypatch.setattr(worker_process, "prestart_forkserver", lambda: None)
+    monkeypatch.setattr(worker_process, "install_stop_handlers", lambda stop: None)
+    assert worker_process.main([str(config_path)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     stops = [line for line in err.splitlines() if "stopping" in line]

@@ -72,7 +72,7 @@ def worker_config(setup, name: str, **run) -> WorkerConfig:
 
 
 class WorkerProcess:
-    """``python -m harness.runner.worker CONFIG.json``, as the pool starts it; stderr in a file."""
+    """``python -m harness.runner.worker_process CONFIG.json``, as the pool starts it; stderr in a file."""
 
     def __init__(self, setup, config: WorkerConfig, env: dict[str, str] | None = None):
         folder = setup.study_dir / "tmp"
@@ -82,7 +82,7 @@ class WorkerProcess:
         self.err_path = setup.study_dir.parent / f"worker-{config.name}.err"
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.runner.worker", str(self.config_path)],
+                [sys.executable, "-m", "harness.runner.worker_process", str(self.config_path)],
                 env={**os.environ, **config.secret_env(), **(env or {})},
                 stdout=subprocess.DEVNULL,
                 stderr=err,
