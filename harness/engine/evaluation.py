@@ -13,7 +13,7 @@ import torch
 
 from harness.engine.generation import generate, mean, verifier_scores
 from harness.engine.models import LoadedModel
-from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, TrainConfig
+from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, TrainConfig, benchmark_metric
 from harness.engine.tasks.base import Item, Task, prompt_ids
 
 EVAL_SEED = 20_241_129
@@ -65,8 +65,12 @@ def greedy_accuracy(lm: LoadedModel, task: Task, items: list[Item], max_new_toke
     return mean(greedy_scores(lm, task, items, max_new_tokens))
 
 
-def evaluate(lm: LoadedModel, task: Task, train: TrainConfig, step: int) -> PromptScores:
-    """Score every held-out prompt (``train.max_eval_prompts`` of them) at ``step``."""
+def evaluate(
+    lm: LoadedModel, task: Task, train: TrainConfig, step: int, *, benchmark: str | None = None
+) -> PromptScores:
+    """Score every held-out prompt (``train.max_eval_prompts`` of them) at ``step``; ``benchmark``
+    names a benchmark's task (None: the study's own). Each call starts its own generator, so a
+    benchmark scored after the study's task leaves the task's draws as they were."""
     items = list(task.eval[: train.max_eval_prompts])
     greedy = greedy_scores(lm, task, items, train.max_new_tokens)
     sampled = item_rewards(
@@ -85,9 +89,19 @@ def evaluate(lm: LoadedModel, task: Task, train: TrainConfig, step: int) -> Prom
         sampled_mean=[mean(rewards) for rewards in sampled],
         sampled_var=[statistics.variance(rewards) if len(rewards) > 1 else 0.0 for rewards in sampled],
         samples=train.eval_samples,
+        benchmark=benchmark,
     )
 
 
 def eval_metrics(scores: PromptScores) -> dict[str, float]:
-    """The evaluation's aggregate metrics: the means of its per-prompt scores."""
-    return {GREEDY_METRIC: mean(scores.greedy), SAMPLED_METRIC: mean(scores.sampled_mean)}
+    """The evaluation's aggregate metrics: the means of its per-prompt scores, named
+    ``eval/<benchmark>/<metric>`` for a benchmark's."""
+    return {
+        metric_name(GREEDY_METRIC, scores.benchmark): mean(scores.greedy),
+        metric_name(SAMPLED_METRIC, scores.benchmark): mean(scores.sampled_mean),
+    }
+
+
+def metric_name(metric: str, benchmark: str | None) -> str:
+    """``eval/accuracy`` as the study's task names it, or ``eval/<benchmark>/accuracy``."""
+    return metric if benchmark is None else benchmark_metric(benchmark, metric.removeprefix("eval/"))

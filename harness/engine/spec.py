@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -16,7 +17,10 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    SerializerFunctionWrapHandler,
     Tag,
+    field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -237,6 +241,58 @@ class TrainConfig(StrictModel):
     )
 
 
+#: A benchmark's name becomes part of its metric names (``eval/<name>/accuracy``): this alphabet.
+BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: The per-benchmark metrics, by the short name a study gives (``metric: accuracy``).
+BENCHMARK_METRICS = ("accuracy", "mean_reward")
+
+
+class BenchmarkConfig(StrictModel):
+    """One named held-out benchmark: a task whose held-out prompts every evaluation also scores
+    (greedy accuracy and the mean reward of ``train.eval_samples`` samples, as the study's own),
+    recorded per prompt under the metric names ``eval/<name>/accuracy`` and
+    ``eval/<name>/mean_reward``. Its training prompts are never used."""
+
+    name: str = Field(description="the benchmark's name, [a-z][a-z0-9_]*: its metrics are eval/<name>/<metric>")
+    task: TaskConfig = Field(
+        description="the task its held-out prompts come from (the keys of the study's task; its size is "
+        "task.n_eval, at most: prompts that are also among the study's training prompts are left out)"
+    )
+    metric: Literal[BENCHMARK_METRICS] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="the metric its verdicts are decided on: accuracy (greedy) or mean_reward (sampled); "
+        "default: the study's primary metric's (accuracy unless it is eval/mean_reward)",
+    )
+    min_effect: float | None = Field(
+        None, gt=0, description="smallest difference worth knowing about on this benchmark; default: the study's"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not BENCHMARK_NAME.fullmatch(v):
+            raise ValueError(f"benchmark name {v!r} must match [a-z][a-z0-9_]* (it becomes part of metric names)")
+        return v
+
+    @model_validator(mode="after")
+    def _plain_task(self) -> BenchmarkConfig:
+        """A benchmark is scored by its verifier on single-turn completions."""
+        if self.task.tools:
+            raise ValueError("task.tools: a benchmark is scored on single-turn completions; drop its tools")
+        if self.task.reward is not None and not isinstance(self.task.reward, str):
+            raise ValueError("task.reward: a benchmark is scored by its verifier, not a learned reward model")
+        return self
+
+    def metric_name(self, metric: str) -> str:
+        """The full name of one of its metrics (``accuracy`` -> ``eval/<name>/accuracy``)."""
+        return benchmark_metric(self.name, metric)
+
+
+def benchmark_metric(benchmark: str, metric: str) -> str:
+    """``eval/<benchmark>/<metric>``: a benchmark's metric names (the study's own task keeps ``eval/<metric>``)."""
+    return f"eval/{benchmark}/{metric}"
+
+
 class TrialSpec(StrictModel):
     study: str = "adhoc"
     arm: str
@@ -246,7 +302,19 @@ class TrialSpec(StrictModel):
     warmstart: WarmStartConfig = WarmStartConfig()
     train: TrainConfig = TrainConfig()
     algorithm: AlgorithmConfig
+    benchmarks: list[BenchmarkConfig] = Field(
+        default_factory=list, description="held-out benchmarks every evaluation scores besides the task's own"
+    )
     cache_dir: str = ".cache/harness"
+
+    @model_serializer(mode="wrap")
+    def _without_empty_benchmarks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No benchmarks: the spec dumps (and hashes) as it did before benchmarks existed, so the
+        trial ids of studies without them are unchanged."""
+        out = handler(self)
+        if not self.benchmarks:
+            out.pop("benchmarks", None)
+        return out
 
     def config_hash(self) -> str:
         """Hash of everything that changes the result (not where it is written)."""
@@ -278,6 +346,9 @@ class PromptScores(StrictModel):
     )
     sampled_var: list[float] = Field(description="sample variance (ddof=1) of the k rewards; 0 when k == 1")
     samples: PositiveInt = Field(description="k, the sampled completions per prompt")
+    benchmark: str | None = Field(
+        None, description="the benchmark these prompts belong to (``TrialSpec.benchmarks``); None: the study's task"
+    )
 
     @model_validator(mode="after")
     def _aligned(self) -> PromptScores:

@@ -32,10 +32,12 @@ from harness.engine.models import (
 from harness.engine.reference import Reference
 from harness.engine.reward_model.recipe import with_built_reward_model
 from harness.engine.rl_step import rl_step
-from harness.engine.spec import NO_LEARNING_SIGNAL, TrialResult, TrialSpec
+from harness.engine.spec import NO_LEARNING_SIGNAL, PromptScores, TrialResult, TrialSpec
 from harness.engine.tasks import build_task
-from harness.engine.tasks.base import Item
+from harness.engine.tasks.base import Item, Task
+from harness.engine.tasks.benchmarks import benchmark_task
 from harness.engine.warmstart import load_policy
+from harness.errors import ConfigError
 from harness.ground.console import warn
 
 STEPS = {"rl": rl_step, "dpo": dpo_step}
@@ -133,6 +135,29 @@ def _learner(spec: TrialSpec, lm) -> Learner:
     )
 
 
+def benchmark_tasks(spec: TrialSpec, task, tokenizer) -> dict[str, Task]:
+    """The study's held-out benchmarks by name, built once (``benchmark_task``), each checked
+    against the policy's tokenizer like the task itself."""
+    out = {}
+    for config in spec.benchmarks:
+        out[config.name] = benchmark_task(config, task, cache_dir=spec.cache_dir)
+        try:
+            check_tokenizer(spec.model, out[config.name], tokenizer)
+        except ConfigError as err:
+            raise ConfigError(f"benchmarks: {config.name}: {err}") from None
+    return out
+
+
+def evaluate_benchmarks(lm, benchmarks: dict[str, Task], train, step: int) -> list[PromptScores]:
+    """Each benchmark's per-prompt scores at ``step``, with the study task's decoding."""
+    return [evaluate(lm, bench, train, step, benchmark=name) for name, bench in benchmarks.items()]
+
+
+def benchmark_metrics(scores: list[PromptScores]) -> dict[str, float]:
+    """The benchmarks' aggregate metrics, ``eval/<benchmark>/<metric>``."""
+    return {k: v for one in scores for k, v in eval_metrics(one).items()}
+
+
 def run_trial(spec: TrialSpec) -> TrialResult:
     """Run one trial of a study from start to end, in this process, and return what it measured.
 
@@ -156,9 +181,12 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     learner = _learner(spec, lm)
     step_fn = STEPS[spec.algorithm.kind]
 
+    benchmarks = benchmark_tasks(spec, task, lm.tokenizer)
+
     evaluations = [evaluate(lm, task, spec.train, step=0)]
     start_eval = eval_metrics(evaluations[0])
-    history = [{"step": 0, **start_eval, "tokens/total": 0.0}]
+    evaluations += evaluate_benchmarks(lm, benchmarks, spec.train, 0)
+    history = [{"step": 0, **start_eval, **benchmark_metrics(evaluations[1:]), "tokens/total": 0.0}]
     total_tokens = 0.0
     latest: dict[str, float] = {}
     batches = prompt_batches(task.train, spec.train.prompts_per_step, spec.train.steps, spec.seed)
@@ -172,6 +200,9 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         if step == spec.train.steps or (spec.train.eval_every and step % spec.train.eval_every == 0):
             evaluations.append(evaluate(lm, task, spec.train, step))
             row.update(eval_metrics(evaluations[-1]))
+            scored = evaluate_benchmarks(lm, benchmarks, spec.train, step)
+            evaluations += scored
+            row.update(benchmark_metrics(scored))
         history.append(row)
 
     final_eval = {k: v for k, v in history[-1].items() if k.startswith("eval/")}

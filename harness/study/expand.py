@@ -74,6 +74,7 @@ def _spec(study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: in
         warmstart=study.warmstart.model_copy(deep=True),
         train=arm_train(study, arm, train, where),
         algorithm=resolve_arm(arm, algorithm, where),
+        benchmarks=[b.model_copy(deep=True) for b in study.benchmarks],
     )
 
 

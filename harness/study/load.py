@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from harness.algorithms.presets import PRESETS
 from harness.engine.tasks import TASKS, build_task
+from harness.engine.tasks.benchmarks import benchmark_task
 from harness.engine.tasks.coverage import check_testbed_characters
 from harness.errors import ConfigError
 from harness.study.expand import arm_train, condition_spec, resolve_arm, split_params
@@ -422,6 +423,10 @@ def _check_resolves(study: Study) -> None:
     if study.task.name not in TASKS:
         valid = ", ".join(sorted(TASKS.names()))
         raise ConfigError(f"task.name: unknown task {study.task.name!r}; valid: {valid}")
+    for i, benchmark in enumerate(study.benchmarks):
+        if benchmark.task.name not in TASKS:
+            valid = ", ".join(sorted(TASKS.names()))
+            raise ConfigError(f"benchmarks[{i}].task.name: unknown task {benchmark.task.name!r}; valid: {valid}")
 
     for i, arm in enumerate(study.arms):
         if arm.algorithm not in PRESETS:
@@ -488,6 +493,12 @@ def check_task(study: Study) -> tuple[int, int]:
     except (ValueError, OSError, KeyError) as err:
         raise ConfigError(f"task: {' '.join(str(err).split())}") from None
     check_testbed_characters(study.model.name, task)
+    for benchmark in study.benchmarks:
+        bench = benchmark_task(benchmark, task)
+        try:
+            check_testbed_characters(study.model.name, bench)
+        except ConfigError as err:
+            raise ConfigError(f"benchmarks: {benchmark.name}: {err}") from None
     return len(task.train), len(task.eval)
 
 

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
+from harness.engine.spec import BenchmarkConfig, ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
 from harness.study.overrides import (
@@ -205,6 +205,11 @@ class Study(StrictModel):
     sequential: Sequential | None = Field(
         None, description="buy seeds look by look and stop each comparison once decided (seeds: the pool, in order)"
     )
+    benchmarks: list[BenchmarkConfig] = Field(
+        default_factory=list,
+        description="named held-out benchmarks every evaluation also scores (each {name, task, metric, "
+        "min_effect}); the report gives a verdict per arm per benchmark and an overall one per arm",
+    )
 
     #: the file it was loaded from (not part of the study; set by ``load_study``)
     _source: Path | None = PrivateAttr(None)
@@ -262,6 +267,19 @@ class Study(StrictModel):
             if arm.name in first:
                 raise FieldError((i, "name"), f"duplicate arm name {arm.name!r} (also arms[{first[arm.name]}])")
             first[arm.name] = i
+        return v
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _benchmarks(cls, v: list[BenchmarkConfig]) -> list[BenchmarkConfig]:
+        first: dict[str, int] = {}
+        for i, benchmark in enumerate(v):
+            if benchmark.name in first:
+                raise FieldError(
+                    (i, "name"),
+                    f"duplicate benchmark name {benchmark.name!r} (also benchmarks[{first[benchmark.name]}])",
+                )
+            first[benchmark.name] = i
         return v
 
     @field_validator("grid", mode="before")

@@ -16,7 +16,7 @@ import zlib
 
 from pydantic import TypeAdapter, ValidationError
 
-from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores
+from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, benchmark_metric
 from harness.errors import HarnessError, one_line
 
 FORMAT = "ps1"
@@ -45,7 +45,9 @@ def encode_scores(scores: list[PromptScores]) -> str | None:
     """The text a record stores for ``scores`` (None when there are none)."""
     if not scores:
         return None
-    payload = json.dumps([s.model_dump() for s in scores], separators=(",", ":")).encode("utf-8")
+    # the study task's scores are stored without the field, as before benchmarks existed
+    dumped = [s.model_dump(exclude={"benchmark"} if s.benchmark is None else None) for s in scores]
+    payload = json.dumps(dumped, separators=(",", ":")).encode("utf-8")
     return f"{FORMAT}:" + base64.b64encode(zlib.compress(payload, 9)).decode("ascii")
 
 
@@ -66,14 +68,23 @@ def decode_scores(blob: str, where: str) -> list[PromptScores]:
         ) from err
 
 
+def prompt_metrics(benchmark: str | None) -> tuple[str, ...]:
+    """The long layout's metric names for the study's task (None) or a benchmark's
+    (``eval/<benchmark>/accuracy``, ...)."""
+    if benchmark is None:
+        return PROMPT_METRICS
+    return tuple(benchmark_metric(benchmark, m.removeprefix("eval/")) for m in PROMPT_METRICS)
+
+
 def long_columns(scores: list[PromptScores]) -> dict[str, list]:
-    """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`), value;
-    rows by evaluation, then metric, then prompt (the task's eval order)."""
+    """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`; a
+    benchmark's named ``eval/<benchmark>/...``, :func:`prompt_metrics`), value; rows by evaluation,
+    then metric, then prompt (the task's eval order)."""
     cols: dict[str, list] = {c: [] for c in LONG_COLUMNS}
     for evaluation in scores:
         n = len(evaluation.prompt_ids)
         values = (evaluation.greedy, evaluation.sampled_mean, evaluation.sampled_var, [float(evaluation.samples)] * n)
-        for metric, column in zip(PROMPT_METRICS, values):
+        for metric, column in zip(prompt_metrics(evaluation.benchmark), values):
             cols["step"] += [evaluation.step] * n
             cols["prompt_id"] += evaluation.prompt_ids
             cols["metric"] += [metric] * n
