@@ -283,9 +283,11 @@ class BenchmarkConfig(StrictModel):
             raise ValueError("task.reward: a benchmark is scored by its verifier, not a learned reward model")
         return self
 
-    def metric_name(self, metric: str) -> str:
-        """The full name of one of its metrics (``accuracy`` -> ``eval/<name>/accuracy``)."""
-        return benchmark_metric(self.name, metric)
+    def primary_metric(self, study_primary: str) -> str:
+        """The full name of the metric its verdicts are decided on (``eval/<name>/accuracy``):
+        ``metric``, else the study's primary metric's kind."""
+        kind = self.metric or ("mean_reward" if study_primary == SAMPLED_METRIC else "accuracy")
+        return benchmark_metric(self.name, kind)
 
 
 def benchmark_metric(benchmark: str, metric: str) -> str:

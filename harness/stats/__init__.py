@@ -16,9 +16,19 @@ Map:
     verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive
     sequential efficacy_bounds (Lan-DeMets), Look (repeated intervals), look_odds
     bootstrap  Interval, bootstrap_ci (reporting only)
+    aggregates benchmarks_difference (the overall verdict's); rliable's iqm, probability_of_improvement,
+               performance_profile, stratified_bootstrap
     curves     curve_band, align_on_grid
 """
 
+from .aggregates import (
+    benchmarks_difference,
+    iqm,
+    performance_profile,
+    probability_of_improvement,
+    stratified_bootstrap,
+    stratified_interval,
+)
 from .bootstrap import Interval, bootstrap_ci, bootstrap_diff_ci
 from .compare import (
     Check,
@@ -78,6 +88,12 @@ __all__ = [
     "TTest",
     "Verdict",
     "adjust_pvalues",
+    "benchmarks_difference",
+    "iqm",
+    "performance_profile",
+    "probability_of_improvement",
+    "stratified_bootstrap",
+    "stratified_interval",
     "align_on_grid",
     "bonett_std_interval",
     "bootstrap_ci",

@@ -26,7 +26,7 @@ import optuna
 import pandas as pd
 from pydantic import ValidationError
 
-from harness.engine.spec import TrialSpec
+from harness.engine.spec import BenchmarkConfig, TrialSpec
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import calibration_comparisons, condition_configs
 from harness.study.expand import comparisons as comparisons_of
@@ -352,6 +352,25 @@ def _sequential_meta(section: Any) -> dict[str, Any] | None:
     return {"looks": section.schedule(), "spending": section.spending}
 
 
+def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[dict[str, Any]]:
+    """The study's held-out benchmarks as the decisions read them: name, the full name of the
+    metric decided on (``eval/<name>/accuracy``) and min_effect (None: the study's)."""
+    out = []
+    for entry in benchmarks or []:
+        try:
+            config = entry if isinstance(entry, BenchmarkConfig) else BenchmarkConfig.model_validate(entry)
+        except ValidationError:
+            continue
+        out.append(
+            {
+                "name": config.name,
+                "metric": config.primary_metric(primary or "eval/accuracy"),
+                "min_effect": config.min_effect,
+            }
+        )
+    return out
+
+
 def _provenance(values: list[str | None]) -> str | None:
     distinct = sorted({v for v in values if v})
     return ", ".join(distinct) if distinct else None
@@ -425,6 +444,7 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         # a sequential study's rule: each condition's config as the study file sets it now (None unknown)
         "configs": condition_configs(study) if sequential and study is not None else None,
         "seeds_by_condition": seeds_by_condition,
+        "benchmarks": _benchmarks_meta(pick("benchmarks", []), pick("primary_metric")),
         "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
         "harness_version": _provenance([r.harness_version for r in records]),
         "git_commit": _provenance([r.git_commit for r in records]),
