@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness import stats
+from harness.decide.benchmarks import BenchmarkAnalysis, analyze_benchmarks
 from harness.decide.calibration import calibration_table, tripwire_state
 from harness.decide.comparisons import (
     arm_scores,
@@ -75,6 +76,7 @@ class Analysis:
     looks: pd.DataFrame = field(default_factory=pd.DataFrame)  # sequential studies: each comparison look by look
     calibration: pd.DataFrame = field(default_factory=pd.DataFrame)  # A/A and placebo comparisons, apart
     overoptimisation: pd.DataFrame = field(default_factory=pd.DataFrame)  # learned reward: proxy, gold, KL per step
+    benchmarks: BenchmarkAnalysis | None = None  # held-out benchmarks: per-benchmark and overall verdicts
     notes: list[str] = field(default_factory=list)
 
 
@@ -472,6 +474,15 @@ def analyze(
         looks=rep.table if rep is not None else pd.DataFrame(),
         calibration=calibration,
         overoptimisation=overoptimisation_frame(results),
+        benchmarks=analyze_benchmarks(
+            results,
+            alpha=alpha,
+            correction=correction,
+            power=power,
+            min_effect=margin,
+            n_permutations=n_permutations,
+            seed=seed,
+        ),
     )
     for m in curve_metrics_of(results, curve_metrics):
         for x in ("step", "tokens"):

@@ -1,0 +1,293 @@
+"""Several held-out benchmarks: a verdict per arm per benchmark, an overall verdict per arm, and
+rliable's aggregates beside them.
+
+The benchmarks come from ``meta["benchmarks"]``: ``{"name", "metric", "min_effect"}`` each, the
+metric a full name (``eval/<name>/accuracy``) read like any other with
+:func:`harness.decide.comparisons.arm_scores`, so a results object from anywhere with those metric
+names (``harness judge``) is decided the same way.
+
+* **Per benchmark**: each pre-registered comparison on each benchmark's metric, with the study's
+  primary test and the benchmark's min_effect (None: the study's). The family is every testable
+  (comparison, benchmark) pair, so the Bonferroni intervals, at ``1 - alpha / (arms x
+  benchmarks)``, hold simultaneously over arms and benchmarks, as the primary verdicts hold over
+  arms.
+* **Overall**: per comparison, the mean over the benchmarks of the arm-minus-control differences,
+  the benchmarks taken as fixed (:func:`harness.stats.benchmarks_difference`: each seed's scores
+  averaged over benchmarks, then the paired or Welch t over seeds, plus each benchmark's arm x
+  prompt term), decided against the study's min_effect. It is its own pre-registered family (one
+  per comparison), at the level the primary verdicts use.
+* **Aggregates** (descriptive, beside the overall verdict): each condition's IQM of its
+  seeds x benchmarks scores, the probability that a seed of the arm beats a seed of the control
+  on a benchmark, and performance profiles, with rliable's stratified bootstrap intervals
+  (:mod:`harness.stats.aggregates`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness import stats
+from harness.decide.comparisons import (
+    VERDICT_COLUMNS,
+    ArmScores,
+    PairResult,
+    arm_scores,
+    compare_scores,
+    planning_effect,
+    verdict_rows,
+)
+from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, conditions_of, meta_of
+
+#: the overall verdict's metric label
+OVERALL_METRIC = "mean over benchmarks"
+#: bootstrap replicates of the aggregates' intervals, and the profile's thresholds
+AGGREGATE_REPS = 2000
+PROFILE_POINTS = 41
+AGGREGATE_COLUMNS = [
+    "condition",
+    "control",
+    "iqm",
+    "iqm_low",
+    "iqm_high",
+    "prob_improvement",
+    "prob_improvement_low",
+    "prob_improvement_high",
+]
+PROFILE_COLUMNS = ["condition", "tau", "fraction", "low", "high"]
+
+
+@dataclass
+class BenchmarkAnalysis:
+    """The benchmarks' tables: ``verdicts`` (one row per benchmark x comparison: ``benchmark`` and
+    the verdict columns), ``overall`` (one verdict row per comparison), ``aggregates`` (IQM and
+    probability of improvement per condition, with intervals), ``profiles`` (each condition's
+    performance profile), the per-benchmark ``family_size`` and ``level``."""
+
+    benchmarks: list[dict[str, Any]]
+    verdicts: pd.DataFrame
+    overall: pd.DataFrame
+    aggregates: pd.DataFrame
+    profiles: pd.DataFrame
+    family_size: int
+    level: float
+    overall_level: float
+    notes: list[str] = field(default_factory=list)
+
+
+def benchmarks_of(results) -> list[dict[str, Any]]:
+    """The study's benchmarks (``meta["benchmarks"]``), each ``{"name", "metric", "min_effect"}``."""
+    return list(meta_of(results).get("benchmarks") or [])
+
+
+def _pairs(results, metric: str, scores: dict[str, ArmScores], **options) -> list[PairResult]:
+    meta = meta_of(results)
+    return [
+        compare_scores(
+            scores[a],
+            scores[b],
+            a,
+            b,
+            metric,
+            seed_matched=bool(meta.get("seed_matched")),
+            test=meta.get("test") or "auto",
+            failures=meta.get("failures") or "drop",
+            **options,
+        )
+        for a, b in comparisons_of(results)
+    ]
+
+
+def _seed_matrix(scores: list[ArmScores]) -> pd.DataFrame:
+    """Per seed (rows) each benchmark's value (columns), on the seeds every benchmark has."""
+    return pd.concat([s.values for s in scores], axis=1, join="inner").sort_index()
+
+
+def _prompt_term(pair: PairResult) -> float:
+    """The arm x prompt part of a benchmark's difference variance: what its seed x prompt
+    analysis adds over the trial means (0 for a trial-means test)."""
+    d = pair.difference
+    if d.test != "seed_prompt" or not d.testable:
+        return 0.0
+    return max(0.0, d.se**2 - d.se_trial_means**2)
+
+
+def _overall_pair(
+    condition: str,
+    control: str,
+    per_benchmark: list[PairResult],
+    arm: list[ArmScores],
+    base: list[ArmScores],
+    seed_matched: bool,
+) -> PairResult:
+    a, c = _seed_matrix(arm), _seed_matrix(base)
+    common = a.index.intersection(c.index)
+    paired = seed_matched and len(common) >= MIN_SEEDS_FOR_TEST
+    if paired:
+        a, c = a.loc[common], c.loc[common]
+    arm_mean = ArmScores(values=a.mean(axis=1), failed=max(s.failed for s in arm))
+    base_mean = ArmScores(values=c.mean(axis=1), failed=max(s.failed for s in base))
+    notes = []
+    if min(len(a), len(c)) < MIN_SEEDS_FOR_TEST:
+        why = f"needs at least {MIN_SEEDS_FOR_TEST} seeds per side with every benchmark scored"
+        diff = stats.Difference(
+            float(arm_mean.values.mean() - base_mean.values.mean()) if len(a) and len(c) else float("nan"),
+            float("nan"),
+            float("nan"),
+            "benchmarks_mean",
+            len(a),
+            len(c),
+            False,
+            reason=why,
+        )
+    else:
+        diff = stats.benchmarks_difference(
+            a.to_numpy(),
+            c.to_numpy(),
+            paired=paired,
+            prompt_terms=[_prompt_term(p) for p in per_benchmark],
+            n_prompts=[max(p.difference.n_prompts, 2) for p in per_benchmark],
+        )
+        notes.append(f"Mean of {a.shape[1]} benchmark differences, benchmarks fixed")
+    return PairResult(condition, control, OVERALL_METRIC, arm_mean, base_mean, paired, diff, None, notes)
+
+
+def _aggregates(
+    results, by_condition: dict[str, pd.DataFrame], direction: str, alpha: float, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """rliable's IQM (per condition), probability of improvement (each arm over its control) and
+    performance profiles, each with its stratified bootstrap interval. For a metric to minimise
+    the probability of improvement is P(arm below control) and profiles count scores below tau."""
+    sign = 1.0 if direction == "maximize" else -1.0
+    usable = {c: m for c, m in by_condition.items() if len(m)}
+    rows = []
+    for condition, matrix in usable.items():
+        iqm = stats.stratified_interval("iqm", matrix.to_numpy(), reps=AGGREGATE_REPS, alpha=alpha, rng=seed)
+        rows.append({"condition": condition, "iqm": iqm.point, "iqm_low": iqm.low, "iqm_high": iqm.high})
+    aggregates = pd.DataFrame(rows, columns=["condition", "iqm", "iqm_low", "iqm_high"])
+    poi = []
+    for condition, control in comparisons_of(results):
+        if condition in usable and control in usable:
+            p = stats.stratified_interval(
+                "probability_of_improvement",
+                sign * usable[condition].to_numpy(),
+                sign * usable[control].to_numpy(),
+                reps=AGGREGATE_REPS,
+                alpha=alpha,
+                rng=seed,
+            )
+            poi.append(
+                {
+                    "condition": condition,
+                    "control": control,
+                    "prob_improvement": p.point,
+                    "prob_improvement_low": p.low,
+                    "prob_improvement_high": p.high,
+                }
+            )
+    poi_frame = pd.DataFrame(
+        poi, columns=["condition", "control", "prob_improvement", "prob_improvement_low", "prob_improvement_high"]
+    )
+    aggregates = aggregates.merge(poi_frame, on="condition", how="left")[AGGREGATE_COLUMNS]
+    profiles = []
+    if usable:
+        values = np.concatenate([m.to_numpy().ravel() for m in usable.values()])
+        taus = np.linspace(values.min(), values.max(), PROFILE_POINTS)
+        for condition, matrix in usable.items():
+            fraction, low, high = stats.stratified_bootstrap(
+                "performance_profile",
+                sign * matrix.to_numpy(),
+                reps=AGGREGATE_REPS,
+                alpha=alpha,
+                rng=seed,
+                taus=sign * taus,
+            )
+            profiles.append(
+                pd.DataFrame({"condition": condition, "tau": taus, "fraction": fraction, "low": low, "high": high})
+            )
+    profile_frame = pd.concat(profiles, ignore_index=True) if profiles else pd.DataFrame(columns=PROFILE_COLUMNS)
+    return aggregates, profile_frame
+
+
+def analyze_benchmarks(
+    results,
+    *,
+    alpha: float = 0.05,
+    correction: str = "bonferroni",
+    power: float = 0.8,
+    min_effect: float | None = None,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> BenchmarkAnalysis | None:
+    """Every benchmark table of ``results`` (None when the study has no benchmarks).
+    ``min_effect``: the study's (the overall verdict's, and each benchmark's without its own)."""
+    benchmarks = benchmarks_of(results)
+    if not benchmarks:
+        return None
+    meta = meta_of(results)
+    direction = meta.get("direction", "maximize")
+    failures = meta.get("failures") or "drop"
+    conds = conditions_of(results)
+    options = {"n_permutations": n_permutations, "seed": seed}
+    scores = {b["name"]: {c: arm_scores(results, c, b["metric"], failures=failures) for c in conds} for b in benchmarks}
+    pairs = {b["name"]: _pairs(results, b["metric"], scores[b["name"]], **options) for b in benchmarks}
+    family = sum(p.difference.testable for ps in pairs.values() for p in ps)
+    frames = []
+    for b in benchmarks:
+        margin = b.get("min_effect") if b.get("min_effect") is not None else min_effect
+        rows, _ = verdict_rows(
+            pairs[b["name"]],
+            alpha=alpha,
+            correction=correction,
+            direction=direction,
+            power=power,
+            min_effect=margin,
+            planning_effect=planning_effect(margin, scores[b["name"]], meta.get("control")),
+            family_size=family,
+        )
+        frames.append(rows.assign(benchmark=b["name"], min_effect=margin))
+    verdicts = pd.concat(frames, ignore_index=True)[["benchmark", *VERDICT_COLUMNS, "min_effect"]]
+
+    seed_matched = bool(meta.get("seed_matched"))
+    overall_pairs = [
+        _overall_pair(
+            a,
+            c,
+            [next(p for p in pairs[b["name"]] if (p.condition, p.control) == (a, c)) for b in benchmarks],
+            [scores[b["name"]][a] for b in benchmarks],
+            [scores[b["name"]][c] for b in benchmarks],
+            seed_matched,
+        )
+        for a, c in comparisons_of(results)
+    ]
+    overall_scores = {p.condition: p.arm for p in overall_pairs} | {p.control: p.base for p in overall_pairs}
+    overall, _ = verdict_rows(
+        overall_pairs,
+        alpha=alpha,
+        correction=correction,
+        direction=direction,
+        power=power,
+        min_effect=min_effect,
+        planning_effect=planning_effect(min_effect, overall_scores, meta.get("control")),
+    )
+    by_condition = {c: _seed_matrix([scores[b["name"]][c] for b in benchmarks]) for c in conds}
+    aggregates, profiles = _aggregates(results, by_condition, direction, alpha, seed)
+    overall_family = sum(p.difference.testable for p in overall_pairs)
+    notes = []
+    untested = verdicts[verdicts["p_value"].isna()]
+    if len(untested):
+        notes.append(f"{len(untested)} benchmark comparison(s) could not be tested and are not in the family.")
+    return BenchmarkAnalysis(
+        benchmarks=benchmarks,
+        verdicts=verdicts,
+        overall=overall,
+        aggregates=aggregates,
+        profiles=profiles,
+        family_size=family,
+        level=stats.interval_level(alpha, family, correction),
+        overall_level=stats.interval_level(alpha, overall_family, correction),
+        notes=notes,
+    )
