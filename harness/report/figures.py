@@ -95,21 +95,12 @@ def _pct(level: float) -> str:
     return f"{level * 100:.4g}%"
 
 
-def forest_plot(analysis: Analysis) -> go.Figure:
-    """Each comparison's difference from its control with the verdict's interval, coloured by
-    verdict, against 0 and the ±min_effect band: the verdict table as a picture."""
-    h = analysis.header
-    metric, min_effect = h["primary_metric"], h["min_effect"]
-    v = analysis.verdicts[np.isfinite(analysis.verdicts["diff"].astype(float))]
-    low, high = metric_range(analysis, metric)
-    span = high - low  # a difference of two values in [low, high] lies in [-span, span]
-    fig = go.Figure()
-    if min_effect is not None:
-        fig.add_vrect(x0=-min_effect, x1=min_effect, fillcolor="rgba(69,117,180,0.12)", line_width=0, layer="below")
-        _legend_swatch(fig, f"±{min_effect:g}: smaller than the minimum effect that matters", "rgba(69,117,180,0.3)")
-    fig.add_vline(x=0, line_color="rgba(60,60,60,0.8)", line_width=1)
+def _verdict_traces(fig: go.Figure, v: pd.DataFrame, labels: pd.Series, span: float) -> None:
+    """One marker per verdict row of ``v`` at its difference, with the verdict's interval
+    (clipped to +-``span``), coloured by verdict, on the y-axis at ``labels``."""
     for verdict, color in VERDICT_COLORS.items():
-        g = v[v["verdict"] == verdict]
+        keep = (v["verdict"] == verdict).to_numpy()
+        g = v[keep]
         if g.empty:
             continue
         diff = g["diff"].to_numpy(float)
@@ -117,16 +108,16 @@ def forest_plot(analysis: Analysis) -> go.Figure:
         ci_high = g["ci_high"].to_numpy(float)
         small = g["smaller_than_min_effect"].to_numpy(bool)
         hover = [
-            f"{r.condition} vs {r.control}<br>verdict: {r.verdict}"
+            f"{label}<br>verdict: {r.verdict}"
             + (" (smaller than the minimum effect)" if s else "")
             + f"<br>diff {r.diff:.4g}<br>{_pct(r.ci_level)} interval [{r.ci_low:.4g}, {r.ci_high:.4g}]"
             + f"<br>test: {r.test}"
-            for r, s in zip(g.itertuples(), small)
+            for label, r, s in zip(labels[keep], g.itertuples(), small)
         ]
         fig.add_trace(
             go.Scatter(
                 x=diff,
-                y=g["condition"] + " vs " + g["control"],
+                y=labels[keep],
                 mode="markers+text",
                 name=verdict,
                 marker=dict(
@@ -149,6 +140,22 @@ def forest_plot(analysis: Analysis) -> go.Figure:
                 hovertemplate="%{hovertext}<extra></extra>",
             )
         )
+
+
+def forest_plot(analysis: Analysis) -> go.Figure:
+    """Each comparison's difference from its control with the verdict's interval, coloured by
+    verdict, against 0 and the ±min_effect band: the verdict table as a picture."""
+    h = analysis.header
+    metric, min_effect = h["primary_metric"], h["min_effect"]
+    v = analysis.verdicts[np.isfinite(analysis.verdicts["diff"].astype(float))]
+    low, high = metric_range(analysis, metric)
+    span = high - low  # a difference of two values in [low, high] lies in [-span, span]
+    fig = go.Figure()
+    if min_effect is not None:
+        fig.add_vrect(x0=-min_effect, x1=min_effect, fillcolor="rgba(69,117,180,0.12)", line_width=0, layer="below")
+        _legend_swatch(fig, f"±{min_effect:g}: smaller than the minimum effect that matters", "rgba(69,117,180,0.3)")
+    fig.add_vline(x=0, line_color="rgba(60,60,60,0.8)", line_width=1)
+    _verdict_traces(fig, v, v["condition"] + " vs " + v["control"], span)
     better = "right" if h["direction"] == "maximize" else "left"
     subtitle = (
         "shaded: ±min_effect; a verdict needs the whole interval on one side of 0 (better/worse) "
@@ -397,11 +404,90 @@ def overoptimisation_plot(analysis: Analysis) -> go.Figure:
     return fig
 
 
+def benchmark_forest_plot(analysis: Analysis) -> go.Figure:
+    """Each comparison's difference on each benchmark and overall, with the verdict's interval,
+    coloured by verdict: the benchmark verdict table as a picture (one group of rows per benchmark)."""
+    b, h = analysis.benchmarks, analysis.header
+    overall = b.overall.assign(benchmark="overall (mean)")
+    v = pd.concat([b.verdicts, overall], ignore_index=True)
+    v = v[np.isfinite(v["diff"].astype(float))].reset_index(drop=True)
+    labels = v["benchmark"] + ": " + v["condition"] + " vs " + v["control"]
+    span = float(np.nanmax(np.abs(v[["ci_low", "ci_high"]].to_numpy(float)), initial=1.0)) * 1.05
+    fig = go.Figure()
+    fig.add_vline(x=0, line_color="rgba(60,60,60,0.8)", line_width=1)
+    _verdict_traces(fig, v, labels, span)
+    better = "right" if h["direction"] == "maximize" else "left"
+    fig.update_layout(
+        template=TEMPLATE,
+        title=dict(
+            text=f"Difference from the control on each benchmark, with the verdict's interval ({better} is better)",
+            subtitle=dict(
+                text="each benchmark's min_effect is in the table above; the last rows: the mean over benchmarks"
+            ),
+        ),
+        xaxis_title="condition − control",
+        yaxis=dict(autorange="reversed", type="category"),
+        legend_title_text="verdict",
+        height=200 + 32 * max(len(v), 1),
+        margin=dict(_MARGIN, t=90),
+    )
+    return fig
+
+
+def performance_profile_plot(analysis: Analysis) -> go.Figure:
+    """rliable's performance profiles: per condition, the share of its seed x benchmark scores
+    above each threshold, with the stratified bootstrap band."""
+    profiles = analysis.benchmarks.profiles
+    conds = [c for c in analysis.header["conditions"] if c in set(profiles["condition"])]
+    colors = colors_for(analysis.header["conditions"])
+    fig = go.Figure()
+    for cond in conds:
+        p = profiles[profiles["condition"] == cond]
+        fig.add_trace(
+            go.Scatter(
+                x=np.concatenate([p["tau"], p["tau"][::-1]]),
+                y=np.concatenate([p["high"], p["low"][::-1]]),
+                fill="toself",
+                fillcolor=_rgba(colors[cond], 0.15),
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=cond,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=p["tau"], y=p["fraction"], mode="lines", name=cond, line=dict(color=colors[cond]), legendgroup=cond
+            )
+        )
+    minimise = analysis.header["direction"] == "minimize"
+    fig.update_layout(
+        template=TEMPLATE,
+        title=dict(
+            text="Performance profiles over the benchmarks",
+            subtitle=dict(
+                text=f"share of seed x benchmark scores {'below' if minimise else 'above'} each threshold; "
+                "band: stratified bootstrap interval"
+            ),
+        ),
+        xaxis_title="threshold (benchmark score)",
+        yaxis_title=f"fraction of scores {'<' if minimise else '>'} threshold",
+        yaxis_range=[0, 1],
+        height=420,
+        margin=dict(_MARGIN, t=90),
+    )
+    return fig
+
+
 def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, go.Figure]]:
     """(div id, heading, figure) for every figure of the report, in page order."""
     figs: list[tuple[str, str, go.Figure]] = []
     if np.isfinite(analysis.verdicts["diff"].astype(float)).any():
         figs.append(("fig-forest", "Differences from the control", forest_plot(analysis)))
+    if analysis.benchmarks is not None:
+        figs.append(("fig-bench-forest", "Differences per benchmark", benchmark_forest_plot(analysis)))
+        if len(analysis.benchmarks.profiles):
+            figs.append(("fig-bench-profile", "Performance profiles", performance_profile_plot(analysis)))
     if len(completed(analysis.trials)):
         figs.append(("fig-strip", "Per-seed values", seed_plot(analysis)))
     if len(analysis.components):

@@ -126,6 +126,8 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
 
     order: list[str] = [_header(analysis.header)]
     order += [_table(by_key["verdicts"]), _table(by_key["verdicts-full"])]
+    order += [_table(by_key[key]) for key in ("benchmarks", "benchmarks-overall") if key in by_key]
+    order += figs("fig-bench")
     order += [_table(by_key[key]) for key in ("looks", "calibration") if key in by_key]
     order += figs("fig-forest")
     order.append(_table(by_key["robustness"]))
