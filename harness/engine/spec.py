@@ -19,6 +19,7 @@ from pydantic import (
     PositiveInt,
     SerializerFunctionWrapHandler,
     Tag,
+    create_model,
     field_validator,
     model_serializer,
     model_validator,
@@ -247,6 +248,21 @@ BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*")
 BENCHMARK_METRICS = ("accuracy", "mean_reward")
 
 
+#: the task keys a benchmark may set: a benchmark is scored by its verifier on single-turn completions
+BENCHMARK_TASK_KEYS = ("name", "n_train", "n_eval", "min_digits", "max_digits", "path", "eval_path")
+
+BenchmarkTaskConfig = create_model(
+    "BenchmarkTaskConfig",
+    __base__=StrictModel,
+    __doc__="A benchmark's task: the study task's keys a verifier-scored, single-turn task reads.",
+    **{key: (TaskConfig.model_fields[key].annotation, TaskConfig.model_fields[key]) for key in BENCHMARK_TASK_KEYS},
+    reward=(
+        str | None,
+        Field(None, description="registered reward name or `module:function` scoring it; default: the task's own"),
+    ),
+)
+
+
 class BenchmarkConfig(StrictModel):
     """One named held-out benchmark: a task whose held-out prompts every evaluation also scores
     (greedy accuracy and the mean reward of ``train.eval_samples`` samples, as the study's own),
@@ -254,9 +270,10 @@ class BenchmarkConfig(StrictModel):
     ``eval/<name>/mean_reward``. Its training prompts are never used."""
 
     name: str = Field(description="the benchmark's name, [a-z][a-z0-9_]*: its metrics are eval/<name>/<metric>")
-    task: TaskConfig = Field(
-        description="the task its held-out prompts come from (the keys of the study's task; its size is "
-        "task.n_eval, at most: prompts that are also among the study's training prompts are left out)"
+    task: BenchmarkTaskConfig = Field(
+        description="the task its held-out prompts come from (the study task's keys but tools and learned "
+        "rewards; its size is task.n_eval, at most: prompts that are also among the study's training prompts "
+        "are left out)"
     )
     metric: Literal[BENCHMARK_METRICS] | None = Field(  # type: ignore[valid-type]
         None,
@@ -274,14 +291,9 @@ class BenchmarkConfig(StrictModel):
             raise ValueError(f"benchmark name {v!r} must match [a-z][a-z0-9_]* (it becomes part of metric names)")
         return v
 
-    @model_validator(mode="after")
-    def _plain_task(self) -> BenchmarkConfig:
-        """A benchmark is scored by its verifier on single-turn completions."""
-        if self.task.tools:
-            raise ValueError("task.tools: a benchmark is scored on single-turn completions; drop its tools")
-        if self.task.reward is not None and not isinstance(self.task.reward, str):
-            raise ValueError("task.reward: a benchmark is scored by its verifier, not a learned reward model")
-        return self
+    def task_config(self) -> TaskConfig:
+        """Its task as the task builder reads it."""
+        return TaskConfig(**self.task.model_dump())
 
     def primary_metric(self, study_primary: str) -> str:
         """The full name of the metric its verdicts are decided on (``eval/<name>/accuracy``):

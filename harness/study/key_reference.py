@@ -40,6 +40,7 @@ COMMAND = "harness schema > docs/study-reference.md"
 #: What reads each section's keys (by the first part of their path) ...
 _SECTION_READERS = {
     "task": "harness.engine.tasks",
+    "benchmarks": "harness.engine.trial (evaluation), harness.decide (benchmarks)",
     "model": "harness.engine.models",
     "warmstart": "harness.engine.warmstart",
     "train": "harness.engine.trial",
@@ -117,7 +118,7 @@ def _choices(path: str, field: str) -> list[str] | None:
     """The registered names a string key takes (presets, tasks, parts, rewards, metrics)."""
     if path == "arms[].algorithm":
         return list(PRESETS)
-    if path == "task.name":
+    if path in ("task.name", "benchmarks[].task.name"):
         return TASKS.names()
     if path == "task.reward":
         return [*REWARDS.names(), "module:function", "a learned reward model {model: ...} (`task.reward` below)"]

@@ -32,7 +32,7 @@ def test_a_benchmark_keeps_only_held_out_prompts_the_study_never_trained_on():
     trained = {item.prompt for item in study.train}
     assert bench.train == () and bench.name == "add" and bench.alphabet == study.alphabet
     assert not {item.prompt for item in bench.eval} & trained
-    full = build_task(config.task)
+    full = build_task(config.task_config())
     assert len(bench.eval) == sum(item.prompt not in trained for item in full.eval) < 400
 
 

@@ -26,7 +26,7 @@ def benchmark_task(config: BenchmarkConfig, study_task: Task, *, cache_dir: str 
     a ``ConfigError`` naming the benchmark when its task cannot be built or has no such prompt."""
     where = f"benchmarks: {config.name}"
     try:
-        task = build_task(config.task, cache_dir=cache_dir)
+        task = build_task(config.task_config(), cache_dir=cache_dir)
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
     except (ValueError, OSError, KeyError) as err:
