@@ -57,13 +57,15 @@ SFT_STEP_S = 0.02
 
 def trial_tokens(spec: TrialSpec) -> int:
     """The trial's token budget: training rollouts (steps x prompts_per_step x group_size x a
-    row's budget) plus evaluation (evals x eval prompts x eval_samples x a row's budget); a row's
-    budget is max_new_tokens, times task.max_turns for tool-calling episodes."""
+    row's budget) plus evaluation (evals x eval prompts, the task's and every benchmark's, x
+    eval_samples x a row's budget); a row's budget is max_new_tokens, times task.max_turns for
+    tool-calling episodes."""
     t, a = spec.train, spec.algorithm
     per_row = t.max_new_tokens * (spec.task.max_turns if spec.task.tools else 1)
     rollouts = t.steps * t.prompts_per_step * a.group_size * per_row
     n_evals = (t.steps // t.eval_every + 1) if t.eval_every else 1
-    eval_prompts = min(spec.task.n_eval, t.max_eval_prompts or spec.task.n_eval)
+    sizes = [spec.task.n_eval, *(b.task.n_eval for b in spec.benchmarks)]
+    eval_prompts = sum(min(n, t.max_eval_prompts or n) for n in sizes)
     return rollouts + n_evals * eval_prompts * t.eval_samples * per_row
 
 

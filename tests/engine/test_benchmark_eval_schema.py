@@ -7,6 +7,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.study.expand import expand
 from harness.study.load import check_task, parse_study
+from harness.study.plan import trial_tokens
 
 BASE = {
     "name": "b",
@@ -66,3 +67,10 @@ def test_every_trial_carries_the_benchmarks_and_a_study_without_them_is_unchange
     assert study(ADD3).benchmarks[0].primary_metric("eval/accuracy") == "eval/add_3digit/accuracy"
     assert study(ADD3).benchmarks[0].primary_metric("eval/mean_reward") == "eval/add_3digit/mean_reward"
     assert study({**ADD3, "metric": "accuracy"}).benchmarks[0].primary_metric("eval/mean_reward").endswith("/accuracy")
+
+
+def test_the_plan_counts_each_benchmarks_evaluation_tokens():
+    with_bench, plain = expand(study(ADD3))[0], expand(parse_study(BASE))[0]
+    t = plain.train
+    evals = t.steps // t.eval_every + 1
+    assert trial_tokens(with_bench) - trial_tokens(plain) == evals * 16 * t.eval_samples * t.max_new_tokens
