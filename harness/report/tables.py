@@ -260,7 +260,23 @@ def _strings(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).map(fmt) if len(df) else df.astype(object)
 
 
-def _verdict_caption(h: dict) -> str:
+def _label_notes(labels: set[str]) -> str:
+    """What the eval-only and untested labels mean, said only when a verdict carries one."""
+    notes = []
+    if any(str(label).endswith("(eval-only)") for label in labels):
+        notes.append(
+            " '(eval-only)': a side has one training run, so the interval is over the eval prompts (and "
+            "eval samples) of these checkpoints; the training seed's noise is unknown, so the verdict is "
+            "conditional on these checkpoints and says nothing about another training run of the arm."
+        )
+    if "untested" in labels:
+        notes.append(
+            " Untested: the comparison cannot be tested at all (the note below says why); it is not in the family."
+        )
+    return "".join(notes)
+
+
+def _verdict_caption(h: dict, labels: set[str] = frozenset()) -> str:
     family = (
         "Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
         f"together with probability at least {1 - h['alpha']:.0%}"
@@ -290,7 +306,7 @@ def _verdict_caption(h: dict) -> str:
         f"the one the verdict reads, {level} ({family}). Better / worse: it excludes "
         f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide (0 / effect)': seeds per arm at "
         f"which this design reaches a verdict with 80% probability for a true difference of 0 / of {effect}, "
-        "from the measured variance (prospective, never from the observed difference)."
+        "from the measured variance (prospective, never from the observed difference)." + _label_notes(labels)
     )
 
 
@@ -314,7 +330,13 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
     h = analysis.header
     full = verdict_display(analysis)
     out = [
-        Section("verdicts", "Verdicts", compact_verdict_display(full), _verdict_caption(h), verdict_notes(analysis)),
+        Section(
+            "verdicts",
+            "Verdicts",
+            compact_verdict_display(full),
+            _verdict_caption(h, set(analysis.verdicts["verdict"])),
+            verdict_notes(analysis),
+        ),
         Section(
             "verdicts-full",
             "Verdicts in full",
