@@ -43,8 +43,6 @@ OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
 BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 #: the tags (or params) of an MLflow run that name its arm and seed; ``harness sync`` sets both tags
 ARM_KEY, SEED_KEY = "arm", "seed"
-#: the prefix under which ``harness sync`` logs a trial's final metrics
-FINAL_PREFIX = "final/"
 
 
 class JudgeSettings(StrictModel):
@@ -121,7 +119,9 @@ def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame
     """One tidy row per finished run of an MLflow experiment: the arm and seed from its tags (or
     params) ``arm`` and ``seed``, the value from its metric ``final/<metric>`` (as ``harness sync``
     logs it) or else ``<metric>`` (the last value logged). A study's parent run (tag
-    ``harness.role`` = ``study``) is skipped. Per-run rows only."""
+    ``harness.role`` = ``study``) and its tuning trials (tag ``phase`` = ``tune``) are skipped.
+    Per-run rows only."""
+    from harness.tracking.mlflow_layout import FINAL_PREFIX, ROLE_TAG, mlflow_key
     from harness.tracking.mlflow_mirror import quiet_mlflow
     from harness.tracking.urls import redact_url
 
@@ -144,7 +144,7 @@ def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame
     rows = []
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
-        if tags.get("harness.role") == "study":
+        if tags.get(ROLE_TAG) == "study" or tags.get("phase") == "tune":
             continue
         row: dict[str, Any] = {"run": run.info.run_id}
         for key in (ARM_KEY, SEED_KEY):
@@ -154,7 +154,7 @@ def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame
                     f"{where}: run {run.info.run_id} has no {key!r} tag or param; tag every run with its arm and seed"
                 )
             row[key] = value
-        value = metrics.get(FINAL_PREFIX + metric, metrics.get(metric))
+        value = metrics.get(mlflow_key(FINAL_PREFIX + metric), metrics.get(mlflow_key(metric)))
         if value is None:
             raise ConfigError(
                 f"{where}: run {run.info.run_id} (arm {row['arm']}, seed {row['seed']}) logged no metric {metric!r}"
