@@ -44,7 +44,6 @@ from .eval_only import (
     EvalOnlySplit,
     OneRunComponents,
     eval_only_difference,
-    eval_only_split,
     one_run_components,
     prompt_differences,
 )
@@ -61,7 +60,6 @@ from .power import (
 from .sequential import SPENDING, Look, LookOdds, efficacy_bounds, look_odds
 from .verdict import (
     CORRECTIONS,
-    DECIDED_LABELS,
     EVAL_ONLY_LABELS,
     LABELS,
     UNTESTED,
@@ -74,7 +72,6 @@ from .verdict import (
 
 __all__ = [
     "CORRECTIONS",
-    "DECIDED_LABELS",
     "EVAL_ONLY_LABELS",
     "EVAL_ONLY_TEST",
     "EvalOnlySplit",
@@ -82,7 +79,6 @@ __all__ = [
     "one_run_components",
     "UNTESTED",
     "eval_only_difference",
-    "eval_only_split",
     "prompt_differences",
     "SOURCES",
     "SPENDING",

@@ -18,8 +18,9 @@ prompts, so ``E[var_p(d_p)] = tau^2 + mean_p(sigma2_arm,p / (k n_arm) + sigma2_c
 the interval covers prompt sampling and eval sampling together, and adding the recorded sampling
 variance on top would count it twice. The recorded within-prompt variances (``sample_var``, the
 mean over prompts of each prompt's ddof=1 variance of its k rewards, unbiased for
-``mean_p sigma2_p``) split the total into its two parts, :class:`EvalOnlySplit`, which predicts
-the standard error at other numbers of prompts or samples. Greedy scores have no sampling part.
+``mean_p sigma2_p``) split the total into its two parts (:func:`one_run_components`, and
+:class:`EvalOnlySplit` for a difference), which predict the standard error at other numbers of
+prompts or samples. Greedy scores have no sampling part.
 
 The training-seed part is not in any of this: a verdict read from this interval is about these
 checkpoints, and the report labels it so (``(eval-only)``).
@@ -90,31 +91,6 @@ def eval_only_difference(arm, control) -> Difference:
     se = float(d.std(ddof=1) / math.sqrt(P))
     reason = "" if se > 0 else "the two sides score the same difference on every prompt: no interval"
     return Difference(diff, se, float(P - 1), reason=reason, **base)
-
-
-def eval_only_split(
-    arm,
-    control,
-    *,
-    sample_var_arm: float | None = None,
-    sample_var_control: float | None = None,
-    samples: int = 1,
-) -> EvalOnlySplit:
-    """The variance of ``d_p`` split into prompt and eval-sampling parts (module docstring):
-    ``sample_var_*`` is a side's mean within-prompt variance of one eval sample (None: greedy,
-    no sampling part), ``samples`` the k each score averages. The sampling part is the recorded
-    one, capped at the total; the prompt part is the rest."""
-    a, c = _tables(arm, control)
-    d = a.mean(axis=0) - c.mean(axis=0)
-    if d.size < 2:
-        raise ValueError(f"splitting the eval-only variance needs at least 2 prompts; got {d.size}")
-    total = float(d.var(ddof=1))
-    sampling = 0.0
-    for var, n in ((sample_var_arm, a.shape[0]), (sample_var_control, c.shape[0])):
-        if var is not None and samples >= 1:
-            sampling += float(var) / (samples * n)
-    sampling = min(sampling, total)
-    return EvalOnlySplit(prompt=total - sampling, sampling=sampling, n_prompts=d.size, samples=samples)
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,6 @@ EVAL_ONLY_SUFFIX = " (eval-only)"
 SEED_LEVEL_LABELS = (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)
 EVAL_ONLY_LABELS = tuple(label + EVAL_ONLY_SUFFIX for label in SEED_LEVEL_LABELS)
 LABELS = (*SEED_LEVEL_LABELS, *EVAL_ONLY_LABELS, UNTESTED)
-#: the labels of a comparison that reached a decision (a seed-level or eval-only better / worse / equivalent)
-DECIDED_LABELS = (BETTER, WORSE, EQUIVALENT, *(label + EVAL_ONLY_SUFFIX for label in (BETTER, WORSE, EQUIVALENT)))
 DIRECTIONS = ("maximize", "minimize")
 CORRECTIONS = ("bonferroni", "none")
 
@@ -131,11 +129,6 @@ def label_of(ci_low, ci_high, *, margin: float | None, direction: str = "maximiz
 def eval_only_label(label: str) -> str:
     """The eval-only form of a seed-level label (``better`` -> ``better (eval-only)``)."""
     return label + EVAL_ONLY_SUFFIX
-
-
-def seed_level_label(label: str) -> str:
-    """The seed-level word inside a label (``better (eval-only)`` -> ``better``); ``untested`` stays."""
-    return label.removesuffix(EVAL_ONLY_SUFFIX)
 
 
 EVAL_ONLY_NOTE = (

@@ -14,7 +14,6 @@ from harness.stats import (
     EVAL_ONLY_TEST,
     decide,
     eval_only_difference,
-    eval_only_split,
     one_run_components,
 )
 
@@ -120,46 +119,38 @@ def test_coverage_on_heavy_tailed_scores():
     assert 0.935 <= cover <= 0.965, cover
 
 
-def test_the_split_recovers_the_prompt_and_sampling_parts():
-    """Mean over replicates of the split's parts = the true tau^2 and sampling variance of d_p,
-    within Monte Carlo error (both known here by construction). The prompt part is truncated at 0
-    (a display split), which biases it up where it binds: here tau^2 is large enough that it never
-    does (checked), so the estimates are unbiased."""
+def test_the_split_of_a_difference_recovers_its_prompt_and_sampling_parts():
+    """Two checkpoints scored with k = 4 samples: the mean over replicates of the split's parts
+    equals the true tau^2 (variance of the checkpoints' per-prompt differences) and sampling
+    variance of d_p, within Monte Carlo error. The prompt part is truncated at 0 (a display
+    split), which biases it up where it binds: here tau^2 is large enough that it never does
+    (checked), so the estimates are unbiased."""
     rng = np.random.default_rng(11)
     reps, P, k = 600, 200, 4
     q_a, q_c = _checkpoints(rng, reps, P, 0.2, 1.2)
     draws_a = rng.random((reps, P, k)) < q_a[..., None]
     draws_c = rng.random((reps, P, k)) < q_c[..., None]
     prompt, sampling = [], []
-    true_prompt, true_sampling = [], []
     for r in range(reps):
-        split = eval_only_split(
-            draws_a[r].mean(axis=1)[None],
-            draws_c[r].mean(axis=1)[None],
-            sample_var_arm=float(draws_a[r].var(axis=1, ddof=1).mean()),
-            sample_var_control=float(draws_c[r].var(axis=1, ddof=1).mean()),
-            samples=k,
-        )
+        rows = np.stack([draws_a[r].mean(axis=1), draws_c[r].mean(axis=1)])
+        pooled = (draws_a[r].var(axis=1, ddof=1).mean() + draws_c[r].var(axis=1, ddof=1).mean()) / 2
+        split = one_run_components(rows, sample_var=float(pooled), samples=k).difference_split()
         prompt.append(split.prompt)
         sampling.append(split.sampling)
-        true_prompt.append(np.var(q_a[r] - q_c[r], ddof=1))
-        true_sampling.append(np.mean(q_a[r] * (1 - q_a[r]) + q_c[r] * (1 - q_c[r])) / k)
+    true_prompt = np.var(q_a - q_c, axis=1, ddof=1)
+    true_sampling = np.mean(q_a * (1 - q_a) + q_c * (1 - q_c), axis=1) / k
     assert min(prompt) > 0  # the truncation never bound
     for got, want in ((prompt, true_prompt), (sampling, true_sampling)):
-        err = np.asarray(got) - np.asarray(want)
+        err = np.asarray(got) - want
         assert abs(err.mean()) < 3 * err.std(ddof=1) / math.sqrt(reps) + 1e-4, (np.mean(got), np.mean(want))
-    split = eval_only_split(draws_a[0].mean(axis=1)[None], draws_c[0].mean(axis=1)[None], samples=k)
-    assert split.sampling == 0.0  # no recorded variance: greedy, nothing to split
-    s = eval_only_split(
-        draws_a[0].mean(axis=1)[None],
-        draws_c[0].mean(axis=1)[None],
-        sample_var_arm=0.2,
-        sample_var_control=0.2,
-        samples=k,
-    )
-    assert s.se() == pytest.approx(float(np.std(draws_a[0].mean(1) - draws_c[0].mean(1), ddof=1)) / math.sqrt(P))
-    assert s.se(prompts=4 * P) == pytest.approx(s.se() / 2)
-    assert s.se(samples=2 * k) < s.se()
+    d = draws_a[0].mean(axis=1) - draws_c[0].mean(axis=1)
+    rows = np.stack([draws_a[0].mean(axis=1), draws_c[0].mean(axis=1)])
+    greedy = one_run_components(rows).difference_split()
+    assert greedy.sampling == 0.0  # no recorded variance: greedy, nothing to split
+    split = one_run_components(rows, sample_var=0.2, samples=k).difference_split()
+    assert split.se() == pytest.approx(float(np.std(d, ddof=1)) / math.sqrt(P))  # the parts add up
+    assert split.se(prompts=4 * P) == pytest.approx(split.se() / 2)
+    assert split.se(samples=2 * k) < split.se()
 
 
 def test_one_run_components_recover_known_parts():
