@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -204,3 +208,26 @@ def test_judge_reads_an_mlflow_experiment(monkeypatch, capsys, tmp_path):
     assert "new vs base: " in out and Path("rep/summary.md").is_file()
     row = tables(Path("rep/summary.md"))["Verdicts in full"][2]
     assert "| new | base | 2 pairs |" in row and "paired_t" in row
+
+
+def test_judge_and_tidy_import_no_torch_and_no_mlflow():
+    """Like the commands of ``test_startup``: judging a file trains nothing and talks to no MLflow."""
+    stored_study(2)
+    script = textwrap.dedent("""\
+        import json, sys
+        from typer.testing import CliRunner
+        from harness.cli import app
+        for args in (["tidy", "scored", "--out", "t.csv"], ["judge", "t.csv", "--control", "grpo", "--out", "r"]):
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 0, result.output
+        print(json.dumps([m for m in ("torch", "transformers", "peft", "mlflow") if m in sys.modules]))
+        """)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []
