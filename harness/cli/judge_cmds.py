@@ -44,9 +44,12 @@ def _config_file(path: Path | None) -> dict[str, Any]:
 
 @app.command("judge")
 def judge(
-    file: Path | None = typer.Argument(None, help=_SOURCE_HELP, show_default=False),
+    file: Path | None = typer.Argument(None, help=_SOURCE_HELP, metavar="FILE", show_default=False),
     config: Path | None = typer.Option(
-        None, "--config", help="YAML file of settings: name, control, metric, direction, min_effect, alpha, ..."
+        None,
+        "--config",
+        help="YAML file of settings: name, description, control, metric, direction, min_effect, "
+        "benchmark_min_effect, alpha, correction, test, seed_matched, arms",
     ),
     control: str | None = typer.Option(None, "--control", help="the arm every other arm is compared with"),
     metric: str | None = typer.Option(None, "--metric", help="the metric the values are (default eval/accuracy)"),
