@@ -381,23 +381,37 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
         ),
     ]
     if len(analysis.components):
+        seed_row = analysis.components[analysis.components["source"] == "seed"]["variance"]
+        one_run = bool(len(seed_row)) and bool(np.isnan(seed_row.astype(float)).all())  # the seed part unknown
         out += [
             Section(
                 "components",
                 "Noise by source",
                 components_display(analysis),
                 f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
-                "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd is "
-                "the training-seed sd (component).",
+                + (
+                    "as far as one training run per arm allows (method of moments on the arms x prompts table, "
+                    "each truncated at 0; eval sampling from the recorded sample variances). The training seed's "
+                    "part is unknown; the shares are of the parts that can be told apart."
+                    if one_run
+                    else "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd "
+                    "is the training-seed sd (component)."
+                ),
             ),
             Section(
                 "budget",
                 "What more budget buys",
                 budget_display(analysis),
-                "Predicted standard error of a typical arm-vs-control difference of this study (the median "
-                "of each variance component over its seed x prompt comparisons, paired where the seeds are "
-                "matched; without those, two unpaired arms with the components above) at the design as "
-                "run and with one more unit of each budget.",
+                (
+                    "Predicted standard error of an eval-only difference of two arms with the components above, "
+                    "at the design as run and with twice the eval prompts or samples (more seeds: unknown, the "
+                    "training seed's part is not measured)."
+                    if one_run
+                    else "Predicted standard error of a typical arm-vs-control difference of this study (the median "
+                    "of each variance component over its seed x prompt comparisons, paired where the seeds are "
+                    "matched; without those, two unpaired arms with the components above) at the design as "
+                    "run and with one more unit of each budget."
+                ),
             ),
         ]
     out += [

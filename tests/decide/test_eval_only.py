@@ -127,6 +127,9 @@ def test_noise_by_source_shows_what_one_run_can_split():
     assert budget.loc["2x eval samples", "se_diff"] < budget.loc["as run", "se_diff"]
     text = render_markdown(analysis)
     assert "unknown: one training run per arm" in text
+    assert "as far as one training run per arm allows" in text and "more seeds: unknown" in text
+    seed_level, _ = verdicts(table({"base": 3, "new": 3}))
+    assert "as far as one training run" not in render_markdown(seed_level)
 
 
 def test_seed_level_comparisons_are_unchanged_beside_an_eval_only_one():
