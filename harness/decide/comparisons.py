@@ -18,6 +18,9 @@ from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
 
 #: Robustness checks shown next to each verdict, in this order.
 ROBUSTNESS_ORDER = ("mann_whitney", "yuen", "permutation", "paired_t", "sign_flip")
+#: the verdict labels the report and the MLflow mirror single out (``harness.stats.verdict``)
+UNTESTED = stats.UNTESTED
+EVAL_ONLY_LABELS = stats.EVAL_ONLY_LABELS
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -134,6 +137,19 @@ def _untested(a: pd.Series, b: pd.Series, test: str, paired: bool, why: str) -> 
     return stats.Difference(diff, float("nan"), float("nan"), test, len(a), len(b), paired, reason=why)
 
 
+def _eval_only(arm: ArmScores, base: ArmScores, why: str) -> tuple[stats.Difference | None, str]:
+    """The eval-only difference of two sides with per-prompt scores on common prompts (a side has
+    one training run), or None and the reason the pair cannot be tested at all."""
+    if not (len(arm.values) and len(base.values)):
+        return None, why
+    if arm.table is None or base.table is None:
+        return None, f"{why}, and no per-prompt scores for every trial of both sides for an eval-only comparison"
+    prompts = arm.table.columns.intersection(base.table.columns)
+    if len(prompts) < 2:
+        return None, f"{why}, and {len(prompts)} prompts scored by both sides (an eval-only comparison needs 2)"
+    return stats.eval_only_difference(arm.table[prompts].to_numpy(), base.table[prompts].to_numpy()), ""
+
+
 def compare_values(
     results,
     condition: str,
@@ -203,10 +219,14 @@ def compare_scores(
             for name, v in ((condition, a), (control, b))
             if len(v) < MIN_SEEDS_FOR_TEST
         ]
-        why = " and ".join(short) + f" (a test needs at least {MIN_SEEDS_FOR_TEST} per side)"
-        return PairResult(
-            condition, control, metric, arm, base, False, _untested(a, b, chosen, False, why), None, notes
-        )
+        why = " and ".join(short) + f" (a seed-level test needs at least {MIN_SEEDS_FOR_TEST} per side)"
+        difference, why_not = _eval_only(arm, base, why)
+        if difference is None:
+            return PairResult(
+                condition, control, metric, arm, base, False, _untested(a, b, chosen, False, why_not), None, notes
+            )
+        notes.append(f"{why}: eval-only comparison on the {difference.n_prompts} prompts both sides scored")
+        return PairResult(condition, control, metric, arm, base, False, difference, None, notes)
     if chosen == "seed_prompt":
         prompts = arm.table.columns.intersection(base.table.columns)
         pooled = [v for v in (arm.sample_var, base.sample_var) if v is not None]

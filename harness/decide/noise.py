@@ -98,6 +98,12 @@ COMPONENT_NOTES = {
     "seed x prompt": "shrinks with seeds x prompts",
     "eval sampling": "shrinks with more eval samples per prompt",
 }
+ONE_RUN_NOTES = {
+    "seed": "unknown: one training run per arm (a second seed per arm would measure it)",
+    "prompt": COMPONENT_NOTES["prompt"],
+    "arm x prompt": "does not cancel; with one run per arm it holds the seed x prompt part too",
+    "eval sampling": COMPONENT_NOTES["eval sampling"],
+}
 
 
 @dataclass
@@ -144,6 +150,9 @@ def noise_split(
     common = sorted(set.intersection(*prompts)) if prompts else []
     empty = NoiseSplit(pd.DataFrame(columns=COMPONENT_COLUMNS), pd.DataFrame(columns=BUDGET_COLUMNS), "")
     trial_sds = [float(s.values.std(ddof=1)) for s in scores.values() if len(s.values) >= MIN_SEEDS_FOR_TEST]
+    one_run = one_run_split(metric, scores) if not tables else None
+    if one_run is not None:
+        return one_run
     if len(common) < 2:
         if not trial_sds:
             return empty
@@ -212,4 +221,58 @@ def noise_split(
                 else f"more than {SEEDS_SEARCH_LIMIT} seeds per arm at {prompts_n} prompts"
             )
         line += f" A {effect:.3g} difference is decided with {power:.0%} probability with {needs[0]}, or {needs[1]}."
+    return NoiseSplit(components, budget, line)
+
+
+def one_run_split(metric: str, scores: dict[str, ArmScores]) -> NoiseSplit | None:
+    """What one training run per arm can split (``stats.one_run_components``): the prompt, the
+    arm x prompt (with seed x prompt) and eval-sampling parts, the training seed's part shown as
+    unknown, and the predicted SE of an eval-only difference at more prompts or samples. None
+    without per-prompt scores of 2 arms on 2 common prompts."""
+    tables = {c: s.table for c, s in scores.items() if s.table is not None}
+    if len(tables) < 2:
+        return None
+    common = sorted(set.intersection(*(set(t.columns) for t in tables.values())))
+    if len(common) < 2:
+        return None
+    sample_vars = [s.sample_var for c, s in scores.items() if c in tables and s.sample_var is not None]
+    samples = min(s.samples for c, s in scores.items() if c in tables)
+    comps = stats.one_run_components(
+        np.stack([t[common].to_numpy().mean(axis=0) for t in tables.values()]),
+        sample_var=float(np.mean(sample_vars)) if sample_vars else None,
+        samples=samples,
+    )
+    parts = {"seed": np.nan, "prompt": comps.prompt, "arm x prompt": comps.arm_x_prompt}
+    parts["eval sampling"] = comps.eval_sampling
+    known = comps.prompt + comps.arm_x_prompt + comps.eval_sampling
+    components = pd.DataFrame(
+        [
+            {
+                "source": k,
+                "variance": v,
+                "sd": float(np.sqrt(v)),
+                "share": v / known if known > 0 else np.nan,
+                "note": ONE_RUN_NOTES[k],
+            }
+            for k, v in parts.items()
+        ],
+        columns=COMPONENT_COLUMNS,
+    )
+    split = comps.difference_split()
+    P, k = comps.n_prompts, comps.samples
+    options = [("as run", 1, P, k), ("2x eval prompts", 1, 2 * P, k)]
+    if k > 1 or comps.eval_sampling > 0:
+        options.append(("2x eval samples", 1, P, 2 * k))
+    budget = pd.DataFrame(
+        [{"option": o, "seeds": n, "prompts": p, "samples": q, "se_diff": split.se(p, q)} for o, n, p, q in options],
+        columns=BUDGET_COLUMNS,
+    )
+    line = (
+        f"Noise floor of {metric} from one training run per arm (the training seed's part is unknown; "
+        "the shares are of the parts that can be told apart): prompt sd "
+        f"{np.sqrt((comps.prompt + comps.arm_x_prompt) / P):.3g} of an arm's mean at {P} prompts (arm x prompt, "
+        f"with seed x prompt, {np.sqrt(comps.arm_x_prompt / P):.3g} of it does not cancel between arms)"
+        + (f", eval sampling sd {np.sqrt(comps.eval_sampling / P):.3g}" if comps.eval_sampling > 0 else "")
+        + "."
+    )
     return NoiseSplit(components, budget, line)

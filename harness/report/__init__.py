@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.decide.analysis import Analysis, analyze
+from harness.decide.comparisons import EVAL_ONLY_LABELS, UNTESTED
 from harness.errors import ConfigError, HarnessError
 from harness.ground.files import atomic_write_all
 from harness.report.figures import all_figures, check_smooth
@@ -85,12 +86,22 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
     return out / "index.html"
 
 
+#: the most characters of a verdict's note an MLflow tag carries (MLflow's own limit is larger)
+NOTE_TAG_CHARS = 1000
+
+
 def verdict_tags(analysis: Analysis) -> dict[str, str]:
-    """``verdict.<condition>`` -> verdict for each comparison, keys as MLflow accepts them."""
+    """``verdict.<condition>`` -> verdict for each comparison, keys as MLflow accepts them; an
+    ``untested`` or eval-only verdict also gets ``verdict_note.<condition>``, its reason (why it
+    could not be tested; what an eval-only verdict is conditional on)."""
     from harness.tracking.mlflow_layout import mlflow_key
 
     v = analysis.verdicts
-    return {mlflow_key(f"verdict.{c}"): str(label) for c, label in zip(v["condition"], v["verdict"])}
+    tags = {mlflow_key(f"verdict.{c}"): str(label) for c, label in zip(v["condition"], v["verdict"])}
+    for c, label, reason in zip(v["condition"], v["verdict"], v["reason"]):
+        if label == UNTESTED or label in EVAL_ONLY_LABELS:
+            tags[mlflow_key(f"verdict_note.{c}")] = str(reason)[:NOTE_TAG_CHARS]
+    return tags
 
 
 def mirror_report(analysis: Analysis, report_dir, study_dir, tracking_uri: str | None = None) -> str:

@@ -31,6 +31,16 @@ PALETTE = (
     "#7f7f7f",
 )
 VERDICT_COLORS = {"better": "#1a9850", "worse": "#d73027", "equivalent": "#4575b4", "inconclusive": "#8c8c8c"}
+# an eval-only verdict (one training run per arm) in its seed-level word's lighter colour, drawn as a diamond
+VERDICT_COLORS.update(
+    {
+        "better (eval-only)": "#91cf60",
+        "worse (eval-only)": "#fc8d59",
+        "equivalent (eval-only)": "#91bfdb",
+        "inconclusive (eval-only)": "#bdbdbd",
+        "untested": "#d9d9d9",
+    }
+)
 # A small white template (plotly's built-in ones are large and slow to validate per figure).
 _AXIS = {"gridcolor": "#e8e8e8", "zerolinecolor": "#bbbbbb", "linecolor": "#bbbbbb", "automargin": True}
 TEMPLATE = {
@@ -107,6 +117,7 @@ def _verdict_traces(fig: go.Figure, v: pd.DataFrame, labels: pd.Series, span: fl
         ci_low = g["ci_low"].to_numpy(float)
         ci_high = g["ci_high"].to_numpy(float)
         small = g["smaller_than_min_effect"].to_numpy(bool)
+        shape = "diamond" if verdict.endswith("(eval-only)") else "circle"
         hover = [
             f"{label}<br>verdict: {r.verdict}"
             + (" (smaller than the minimum effect)" if s else "")
@@ -123,7 +134,7 @@ def _verdict_traces(fig: go.Figure, v: pd.DataFrame, labels: pd.Series, span: fl
                 marker=dict(
                     size=11,
                     color=color,
-                    symbol=np.where(small, "circle-open", "circle"),
+                    symbol=np.where(small, f"{shape}-open", shape),
                     line=dict(width=2, color=color),
                 ),
                 text=np.where(small, "below min effect", ""),

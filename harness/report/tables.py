@@ -260,7 +260,23 @@ def _strings(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).map(fmt) if len(df) else df.astype(object)
 
 
-def _verdict_caption(h: dict) -> str:
+def _label_notes(labels: set[str]) -> str:
+    """What the eval-only and untested labels mean, said only when a verdict carries one."""
+    notes = []
+    if any(str(label).endswith("(eval-only)") for label in labels):
+        notes.append(
+            " '(eval-only)': a side has one training run, so the interval is over the eval prompts (and "
+            "eval samples) of these checkpoints; the training seed's noise is unknown, so the verdict is "
+            "conditional on these checkpoints and says nothing about another training run of the arm."
+        )
+    if "untested" in labels:
+        notes.append(
+            " Untested: the comparison cannot be tested at all (the note below says why); it is not in the family."
+        )
+    return "".join(notes)
+
+
+def _verdict_caption(h: dict, labels: set[str] = frozenset()) -> str:
     family = (
         "Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
         f"together with probability at least {1 - h['alpha']:.0%}"
@@ -290,7 +306,7 @@ def _verdict_caption(h: dict) -> str:
         f"the one the verdict reads, {level} ({family}). Better / worse: it excludes "
         f"0 on that side; {margin}; otherwise inconclusive. 'seeds to decide (0 / effect)': seeds per arm at "
         f"which this design reaches a verdict with 80% probability for a true difference of 0 / of {effect}, "
-        "from the measured variance (prospective, never from the observed difference)."
+        "from the measured variance (prospective, never from the observed difference)." + _label_notes(labels)
     )
 
 
@@ -431,7 +447,13 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
     h = analysis.header
     full = verdict_display(analysis)
     out = [
-        Section("verdicts", "Verdicts", compact_verdict_display(full), _verdict_caption(h), verdict_notes(analysis)),
+        Section(
+            "verdicts",
+            "Verdicts",
+            compact_verdict_display(full),
+            _verdict_caption(h, set(analysis.verdicts["verdict"])),
+            verdict_notes(analysis),
+        ),
         Section(
             "verdicts-full",
             "Verdicts in full",
@@ -477,23 +499,37 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
         ),
     ]
     if len(analysis.components):
+        seed_row = analysis.components[analysis.components["source"] == "seed"]["variance"]
+        one_run = bool(len(seed_row)) and bool(np.isnan(seed_row.astype(float)).all())  # the seed part unknown
         out += [
             Section(
                 "components",
                 "Noise by source",
                 components_display(analysis),
                 f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
-                "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd is "
-                "the training-seed sd (component).",
+                + (
+                    "as far as one training run per arm allows (method of moments on the arms x prompts table, "
+                    "each truncated at 0; eval sampling from the recorded sample variances). The training seed's "
+                    "part is unknown; the shares are of the parts that can be told apart."
+                    if one_run
+                    else "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd "
+                    "is the training-seed sd (component)."
+                ),
             ),
             Section(
                 "budget",
                 "What more budget buys",
                 budget_display(analysis),
-                "Predicted standard error of a typical arm-vs-control difference of this study (the median "
-                "of each variance component over its seed x prompt comparisons, paired where the seeds are "
-                "matched; without those, two unpaired arms with the components above) at the design as "
-                "run and with one more unit of each budget.",
+                (
+                    "Predicted standard error of an eval-only difference of two arms with the components above, "
+                    "at the design as run and with twice the eval prompts or samples (more seeds: unknown, the "
+                    "training seed's part is not measured)."
+                    if one_run
+                    else "Predicted standard error of a typical arm-vs-control difference of this study (the median "
+                    "of each variance component over its seed x prompt comparisons, paired where the seeds are "
+                    "matched; without those, two unpaired arms with the components above) at the design as "
+                    "run and with one more unit of each budget."
+                ),
             ),
         ]
     out += [

@@ -13,7 +13,8 @@ Map:
     power      seeds_needed, minimal_detectable_effect, power_two_sample, power_paired
     compare    compare -> Comparison (with robustness Checks); trial_means_difference -> Difference
     multiple   adjust_pvalues ("holm", "bh")
-    verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive
+    eval_only  eval_only_difference -> Difference over prompts (one training run), EvalOnlySplit
+    verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive (eval-only forms), untested
     sequential efficacy_bounds (Lan-DeMets), Look (repeated intervals), look_odds
     bootstrap  Interval, bootstrap_ci (reporting only)
     aggregates benchmarks_difference (the overall verdict's); rliable's iqm, probability_of_improvement,
@@ -48,6 +49,14 @@ from .compare import (
 from .components import SOURCES, Components, variance_components
 from .crossed import Difference, PlanVariance, seed_prompt_difference, seed_prompt_se
 from .curves import align_on_grid, curve_band
+from .eval_only import (
+    EVAL_ONLY_TEST,
+    EvalOnlySplit,
+    OneRunComponents,
+    eval_only_difference,
+    one_run_components,
+    prompt_differences,
+)
 from .multiple import adjust_pvalues
 from .noise import NoiseFloor, bonett_std_interval, chi_square_std_interval, noise_floor
 from .planning import decision_probability, seeds_can_decide, seeds_to_decide
@@ -61,7 +70,9 @@ from .power import (
 from .sequential import SPENDING, Look, LookOdds, efficacy_bounds, look_odds
 from .verdict import (
     CORRECTIONS,
+    EVAL_ONLY_LABELS,
     LABELS,
+    UNTESTED,
     Verdict,
     check_margin,
     decide,
@@ -71,6 +82,14 @@ from .verdict import (
 
 __all__ = [
     "CORRECTIONS",
+    "EVAL_ONLY_LABELS",
+    "EVAL_ONLY_TEST",
+    "EvalOnlySplit",
+    "OneRunComponents",
+    "one_run_components",
+    "UNTESTED",
+    "eval_only_difference",
+    "prompt_differences",
     "SOURCES",
     "SPENDING",
     "Look",

@@ -1,4 +1,5 @@
-"""Verdicts: better, worse, equivalent or inconclusive, each arm against the control.
+"""Verdicts: better, worse, equivalent or inconclusive, each arm against the control; untested
+when the comparison cannot be tested; eval-only labels when a side has one training run.
 
 One interval decides everything. For a family of m pre-registered comparisons each difference
 gets a two-sided t interval at level ``1 - alpha / m`` (Bonferroni; ``correction="none"``: at
@@ -13,7 +14,17 @@ once with probability >= 1 - alpha**:
   is said with probability <= alpha over the family);
 * **equivalent**: the interval lies inside (-min_effect, +min_effect) (two one-sided tests at
   alpha / 2m each; conservative against a TOST at alpha / m, the price of one interval for all);
-* **inconclusive**: neither; or the comparison cannot be tested (``reason``).
+* **inconclusive**: tested, and neither;
+* **untested**: the comparison cannot be tested at all (``reason`` says why: one run per side
+  and no per-prompt scores, no common prompts, no spread); it has no interval, is not in the
+  family and is never called inconclusive.
+
+An eval-only difference (``stats.eval_only``: a side has one training run, the interval is over
+prompts and eval samples) is read the same way, and its label says what it rests on:
+``better (eval-only)``, ``worse (eval-only)``, ``equivalent (eval-only)``, ``inconclusive
+(eval-only)``. Such a verdict is conditional on these checkpoints: the training seed's noise is
+unknown, so it says nothing about another training run of the same arm. It counts in the family
+(its interval is tested like any other) and plans no seeds (no seed variance to plan from).
 
 ``smaller_than_min_effect`` flags a better / worse verdict whose interval also lies inside the
 margin: real, but smaller than the smallest effect the study said it cares about.
@@ -39,6 +50,7 @@ from scipy import special
 
 from ._util import JsonMixin, check_alpha
 from .crossed import Difference
+from .eval_only import EVAL_ONLY_TEST
 from .planning import seeds_can_decide, seeds_to_decide
 from .sequential import Look
 
@@ -46,7 +58,12 @@ BETTER = "better"
 WORSE = "worse"
 EQUIVALENT = "equivalent"
 INCONCLUSIVE = "inconclusive"
-LABELS = (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)
+UNTESTED = "untested"
+#: what an eval-only label adds to the seed-level word: the verdict is about these checkpoints
+EVAL_ONLY_SUFFIX = " (eval-only)"
+SEED_LEVEL_LABELS = (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)
+EVAL_ONLY_LABELS = tuple(label + EVAL_ONLY_SUFFIX for label in SEED_LEVEL_LABELS)
+LABELS = (*SEED_LEVEL_LABELS, *EVAL_ONLY_LABELS, UNTESTED)
 DIRECTIONS = ("maximize", "minimize")
 CORRECTIONS = ("bonferroni", "none")
 
@@ -107,6 +124,19 @@ def label_of(ci_low, ci_high, *, margin: float | None, direction: str = "maximiz
     inside = (lo > -margin) & (hi < margin) if margin is not None else np.zeros(lo.shape, dtype=bool)
     labels = np.where(good, BETTER, np.where(bad, WORSE, np.where(inside, EQUIVALENT, INCONCLUSIVE)))
     return labels, (good | bad) & inside
+
+
+def eval_only_label(label: str) -> str:
+    """The eval-only form of a seed-level label (``better`` -> ``better (eval-only)``)."""
+    return label + EVAL_ONLY_SUFFIX
+
+
+EVAL_ONLY_NOTE = (
+    "Eval-only: a side has one training run, so the interval covers the eval prompts (and eval samples) "
+    "and is conditional on these checkpoints; the training seed's noise is unknown, so it says nothing "
+    "about another training run of the same arm, and no seed count can be planned. Run at least 2 seeds "
+    "per arm for a seed-level verdict."
+)
 
 
 def _fmt(x: float) -> str:
@@ -181,7 +211,7 @@ def decide(
         if not d.testable:
             out.append(
                 Verdict(
-                    INCONCLUSIVE,
+                    UNTESTED,
                     d.diff,
                     math.nan,
                     math.nan,
@@ -212,7 +242,9 @@ def decide(
         need_null, need_effect, plan_note = (
             _planning(d, effect or math.nan, margin, d_level, power, max_n) if plans else (None, None, "")
         )
+        eval_only = d.test == EVAL_ONLY_TEST
         kind = "interval" if look is None else f"repeated interval (look {look.index + 1})"
+        kind = f"{kind} over prompts" if eval_only else kind
         ci = f"{d_level:.4g} {kind} [{_fmt(lo)}, {_fmt(hi)}]"
         text = {
             BETTER: f"Better than the control by {d.diff:+.4g} ({ci} excludes 0).",
@@ -231,6 +263,8 @@ def decide(
             text += f" Real but smaller than min_effect ({_fmt(margin)})."
         if plan_note and label == INCONCLUSIVE:
             text += f" Planning: {plan_note}."
+        if eval_only:
+            label, text = eval_only_label(label), f"{text} {EVAL_ONLY_NOTE}"
         out.append(
             Verdict(
                 label,

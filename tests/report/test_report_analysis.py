@@ -151,13 +151,13 @@ def test_robustness_drops_checks_identical_to_the_verdict_test(make, vals):
     assert "yuen" in set(five["check"])  # at 5 seeds Yuen trims one from each end
 
 
-def test_too_few_seeds_is_inconclusive_and_outside_the_family(make, vals):
+def test_too_few_seeds_without_prompt_scores_is_untested_and_outside_the_family(make, vals):
     failed = {f"null-s{s}": "RuntimeError: boom" for s in (1, 2, 3, 4)}
     res = make(failed=failed)
     an = _analyze(res)
     v = an.verdicts.set_index("condition")
     assert np.isnan(v.loc["null", "p_value"]) and np.isnan(v.loc["null", "p_adjusted"])
-    assert v.loc["null", "verdict"] == "inconclusive"
+    assert v.loc["null", "verdict"] == "untested"
     assert "Cannot be tested" in v.loc["null", "reason"] and "null has 1 seed" in v.loc["null", "reason"]
     assert v.loc["null", "failed"] == 4
     # the untestable comparison is not in the family: big's interval is at 95%

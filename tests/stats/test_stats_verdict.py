@@ -191,11 +191,11 @@ def test_unreachable_effect_says_to_add_prompts():
     assert v.seeds_needed_effect is None and "more than 100 seeds" in v.reason
 
 
-def test_degenerate_comparisons_are_inconclusive_with_reason_and_leave_the_family():
+def test_degenerate_comparisons_are_untested_with_reason_and_leave_the_family():
     ds = [welch([0.4], [0.1, 0.2]), welch([1.0, 1.0], [0.0, 0.0]), welch(A, C)]
     assert [d.testable for d in ds] == [False, False, True]
     vs = decide(ds, min_effect=1.0)
-    assert [v.label for v in vs[:2]] == ["inconclusive", "inconclusive"]
+    assert [v.label for v in vs[:2]] == ["untested", "untested"]  # never "inconclusive": not tested
     assert "at least 2 seeds" in vs[0].reason and "zero variance" in vs[1].reason
     assert math.isnan(vs[1].p_adjusted) and vs[0].seeds_needed_effect is None
     # the untestable comparisons do not count in the family: m = 1

@@ -1,0 +1,454 @@
+"""Results from anywhere: a tidy table (CSV or Parquet) or an MLflow experiment as a ``Results``.
+
+A tidy table has one row per run (``arm``, ``seed``, ``value``) or one row per run and held-out
+prompt (``prompt_id`` too), optionally a ``benchmark`` column naming several held-out sets, and
+with sampled evaluation ``samples`` (k) and ``sample_var`` (the ddof=1 variance of a prompt's k
+scores). :func:`results_from_table` checks it (every problem is one line naming the row) and
+builds the frames a study's results have, in the shapes ``harness.decide.analysis.analyze``
+reads, so ``harness judge`` gives the same report and verdicts as a study:
+
+* ``trials``: one completed trial per (arm, seed), ``trial_id`` ``<arm>-s<seed>``, the metric as a
+  final value (with per-prompt rows, the mean over the run's prompts, as an evaluation reports it);
+* ``prompts``: the long per-prompt frame (step 0), with ``<metric>.sample_var`` / ``.samples`` rows
+  when the table has them;
+* ``meta``: the settings (:class:`JudgeSettings`) as a study's meta, every arm against the control.
+
+With a ``benchmark`` column holding several names, each benchmark's metric is namespaced
+``eval/<benchmark>/<leaf>`` (``leaf``: the last part of ``metric``, e.g. ``accuracy``), and
+``meta["benchmarks"]`` lists ``{"name", "metric", "min_effect"}`` for the per-benchmark analysis;
+the primary metric is the first benchmark's. One benchmark (or none) is a plain single-metric
+study. :func:`tidy_frame` writes a study's results as such a table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, ValidationError, field_validator
+
+from harness.errors import ConfigError, HarnessError
+from harness.ground.strict import StrictModel
+from harness.study.field_errors import format_validation_error
+from harness.study.schema import PRIMARY_TESTS
+from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
+from harness.tracking.results import CURVE_COLUMNS, PROMPT_COLUMNS, Results
+
+REQUIRED_COLUMNS = ("arm", "seed", "value")
+OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
+BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+#: the tags (or params) of an MLflow run that name its arm and seed; ``harness sync`` sets both tags
+ARM_KEY, SEED_KEY = "arm", "seed"
+
+
+class JudgeSettings(StrictModel):
+    """What a judged table is compared on: the pre-registration a study file would hold."""
+
+    name: str = Field("judged", min_length=1, description="name of the report (its folder: reports/<name>/)")
+    description: str = Field("", description="one line shown under the report's title")
+    control: str = Field(min_length=1, description="the arm every other arm is compared with")
+    metric: str = Field(
+        "eval/accuracy",
+        min_length=1,
+        description="the metric the value column holds (with several benchmarks: eval/<benchmark>/<its last part>)",
+    )
+    direction: Literal["maximize", "minimize"] = Field("maximize", description="which way is better")
+    min_effect: float | None = Field(
+        None, gt=0, description="smallest difference worth knowing about, in the metric's units (None: no equivalence)"
+    )
+    benchmark_min_effect: dict[str, float] = Field(
+        default_factory=dict, description="min_effect of a benchmark, where it differs from min_effect"
+    )
+    alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the family of comparisons")
+    correction: Literal["bonferroni", "none"] = Field("bonferroni", description="multiple-comparison correction")
+    test: Literal[PRIMARY_TESTS] = Field("auto", description="the primary test, as in a study")  # type: ignore[valid-type]
+    seed_matched: bool | None = Field(
+        None,
+        description="whether one seed means the same training randomness in every arm, so comparisons pair on "
+        "seeds (None: yes when every arm has the same seeds; a study run by the harness is seed-matched)",
+    )
+    arms: list[str] | None = Field(
+        None, description="the arms in report order (default: the control, then as they appear); each must have rows"
+    )
+
+    @field_validator("benchmark_min_effect")
+    @classmethod
+    def _positive(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, effect in value.items():
+            if not effect > 0:
+                raise ValueError(f"{name}: min_effect must be > 0, got {effect}")
+        return value
+
+
+def settings_from(values: dict[str, Any], where: str) -> JudgeSettings:
+    """``JudgeSettings`` from a mapping (a YAML file and the command's options); one line on error."""
+    try:
+        return JudgeSettings.model_validate(values)
+    except ValidationError as err:
+        raise ConfigError(f"{where}: {format_validation_error(err, JudgeSettings)}") from None
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
+    """The table in ``path`` (``.csv`` or ``.parquet``) and how its rows are named ("line" for a
+    CSV, whose header is line 1; "row" for Parquet)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".parquet"):
+        raise ConfigError(f"{path}: not a .csv or .parquet file; give a tidy table (arm, seed, value, ...)")
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(
+                path, dtype={"arm": str, "benchmark": str, "prompt_id": str}, keep_default_na=False
+            ), "line"
+        return pd.read_parquet(path), "row"
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except Exception as err:  # noqa: BLE001 - any parser failure is an unreadable file
+        text = " ".join(str(err).split())[:300]
+        raise ConfigError(f"{path}: cannot read it as {suffix[1:]} ({type(err).__name__}: {text})") from None
+
+
+def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame:
+    """One tidy row per finished run of an MLflow experiment: the arm and seed from its tags (or
+    params) ``arm`` and ``seed``, the value from its metric ``final/<metric>`` (as ``harness sync``
+    logs it) or else ``<metric>`` (the last value logged). A study's parent run (tag
+    ``harness.role`` = ``study``) and its tuning trials (tag ``phase`` = ``tune``) are skipped.
+    Per-run rows only."""
+    from harness.tracking.mlflow_layout import FINAL_PREFIX, ROLE_TAG, mlflow_key
+    from harness.tracking.mlflow_mirror import quiet_mlflow
+    from harness.tracking.urls import redact_url
+
+    quiet_mlflow()
+    import mlflow
+
+    where = f"MLflow experiment {experiment!r} at {redact_url(tracking_uri)}"
+    try:
+        client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            raise ConfigError(f"{where}: no such experiment")
+        runs = client.search_runs([found.experiment_id], "attributes.status = 'FINISHED'", max_results=50_000)
+    except HarnessError:
+        raise
+    except Exception as err:  # noqa: BLE001 - an unreachable or damaged store is one line
+        raise ConfigError(
+            f"{where}: cannot read it ({type(err).__name__}: {' '.join(str(err).split())[:300]})"
+        ) from None
+    rows = []
+    for run in sorted(runs, key=lambda r: r.info.start_time or 0):
+        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+        if tags.get(ROLE_TAG) == "study" or tags.get("phase") == "tune":
+            continue
+        row: dict[str, Any] = {"run": run.info.run_id}
+        for key in (ARM_KEY, SEED_KEY):
+            value = tags.get(key, params.get(key))
+            if value is None:
+                raise ConfigError(
+                    f"{where}: run {run.info.run_id} has no {key!r} tag or param; tag every run with its arm and seed"
+                )
+            row[key] = value
+        value = metrics.get(mlflow_key(FINAL_PREFIX + metric), metrics.get(mlflow_key(metric)))
+        if value is None:
+            raise ConfigError(
+                f"{where}: run {run.info.run_id} (arm {row['arm']}, seed {row['seed']}) logged no metric {metric!r}"
+            )
+        row["value"] = value
+        rows.append(row)
+    if not rows:
+        raise ConfigError(f"{where}: no finished runs")
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- checking
+
+
+class _Rows:
+    """How the problem rows of one table are named: ``FILE line 7`` / ``... run <id>``."""
+
+    def __init__(self, frame: pd.DataFrame, where: str, unit: str):
+        self.where, self.unit = where, unit
+        self.runs = frame["run"].astype(str).tolist() if unit == "run" else None
+
+    def number(self, i: int) -> str:
+        if self.runs is not None:
+            return self.runs[i]
+        return str(i + 2 if self.unit == "line" else i + 1)
+
+    def name(self, i: int) -> str:
+        return f"{self.where} {self.unit} {self.number(i)}"
+
+    def error(self, i: int, what: str) -> ConfigError:
+        return ConfigError(f"{self.name(i)}: {what}")
+
+
+def _text_column(frame: pd.DataFrame, column: str, rows: _Rows) -> pd.Series:
+    values = frame[column]
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == "":
+            raise rows.error(i, f"empty {column}")
+    return values.astype(str).str.strip()
+
+
+def _number_column(frame: pd.DataFrame, column: str, rows: _Rows, *, integer: bool) -> pd.Series:
+    numbers = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    for i, (raw, x) in enumerate(zip(frame[column], numbers)):
+        if not math.isfinite(x):
+            raise rows.error(i, f"{column} {raw!r} is not a finite number")
+        if integer and x != int(x):
+            raise rows.error(i, f"{column} {raw!r} is not an integer")
+    return numbers.astype("int64") if integer else numbers
+
+
+def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataFrame:
+    """The table with its columns checked and typed; the first problem is a one-line ConfigError
+    naming its row: a missing column, an empty arm or prompt id, a seed that is not an integer, a
+    value that is not a finite number, a bad benchmark name, a duplicated row."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ConfigError(
+            f"{where}: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; a tidy table has "
+            f"{', '.join(REQUIRED_COLUMNS)} (and optionally {', '.join(OPTIONAL_COLUMNS)})"
+        )
+    if not len(frame):
+        raise ConfigError(f"{where}: no rows")
+    frame = frame.reset_index(drop=True)
+    rows = _Rows(frame, where, unit)
+    out = pd.DataFrame({"arm": _text_column(frame, "arm", rows)})
+    out["seed"] = _number_column(frame, "seed", rows, integer=True)
+    out["value"] = _number_column(frame, "value", rows, integer=False)
+    if "benchmark" in frame:
+        out["benchmark"] = _text_column(frame, "benchmark", rows)
+        for i, name in enumerate(out["benchmark"]):
+            if not BENCHMARK_NAME.match(name):
+                raise rows.error(i, f"benchmark {name!r} is not a valid name (lower case, digits, _; a letter first)")
+    if "prompt_id" in frame:
+        out["prompt_id"] = _text_column(frame, "prompt_id", rows)
+    if ("samples" in frame) != ("sample_var" in frame):
+        raise ConfigError(f"{where}: samples and sample_var come together (k and the variance of the k scores)")
+    if "samples" in frame:
+        if "prompt_id" not in frame:
+            raise ConfigError(f"{where}: samples and sample_var are per prompt; add prompt_id")
+        out["samples"] = _number_column(frame, "samples", rows, integer=True)
+        out["sample_var"] = _number_column(frame, "sample_var", rows, integer=False)
+        for i, (k, var) in enumerate(zip(out["samples"], out["sample_var"])):
+            if k < 1 or var < 0:
+                raise rows.error(i, f"samples must be >= 1 and sample_var >= 0; got {k} and {var}")
+    keys = [c for c in ("arm", "seed", "benchmark", "prompt_id") if c in out]
+    repeated = np.flatnonzero(out.duplicated(keys, keep="first").to_numpy())
+    if len(repeated):
+        second = int(repeated[0])
+        first = int(np.flatnonzero((out[keys] == out.loc[second, keys]).all(axis=1).to_numpy())[0])
+        held = ", ".join(f"{k} {out.loc[second, k]}" for k in keys)
+        raise rows.error(second, f"duplicates {rows.unit} {rows.number(first)} ({held}); one row per {', '.join(keys)}")
+    return out
+
+
+def _check_design(table: pd.DataFrame, settings: JudgeSettings, where: str) -> list[str]:
+    """The arms in report order; the control and every listed arm present, every run with every
+    benchmark and every prompt of it."""
+    seen = list(dict.fromkeys(table["arm"]))
+    if settings.control not in seen:
+        raise ConfigError(f"{where}: the control {settings.control!r} has no rows; arms there: {', '.join(seen)}")
+    if settings.arms is not None:
+        for arm in settings.arms:
+            if arm not in seen:
+                raise ConfigError(f"{where}: arm {arm!r} has no rows; arms there: {', '.join(seen)}")
+        extra = [a for a in seen if a not in settings.arms]
+        if extra:
+            raise ConfigError(
+                f"{where}: arm {extra[0]!r} has rows but is not one of the arms given ({', '.join(settings.arms)})"
+            )
+        arms = list(settings.arms)
+    else:
+        arms = seen
+    arms = [settings.control] + [a for a in arms if a != settings.control]
+    if "benchmark" in table:
+        names = list(dict.fromkeys(table["benchmark"]))
+        have = table.groupby(["arm", "seed"])["benchmark"].agg(set)
+        for (arm, seed), got in have.items():
+            lacking = [b for b in names if b not in got]
+            if lacking:
+                raise ConfigError(
+                    f"{where}: arm {arm}, seed {seed} has no rows for benchmark {lacking[0]}; "
+                    "every run needs every benchmark"
+                )
+    if "prompt_id" in table:
+        by = ["benchmark"] if "benchmark" in table else []
+        for key, rows in table.groupby(by) if by else [((), table)]:
+            prompts = list(dict.fromkeys(rows["prompt_id"]))
+            per_run = rows.groupby(["arm", "seed"])["prompt_id"].agg(set)
+            for (arm, seed), got in per_run.items():
+                lacking = [p for p in prompts if p not in got]
+                if lacking:
+                    bench = f" of benchmark {key[0] if isinstance(key, tuple) else key}" if by else ""
+                    raise ConfigError(
+                        f"{where}: arm {arm}, seed {seed} has no row for prompt {lacking[0]!r}{bench} "
+                        f"({len(lacking)} of {len(prompts)} prompts missing); every run needs a score on every prompt"
+                    )
+    return arms
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def _metric_names(table: pd.DataFrame, settings: JudgeSettings) -> dict[str | None, str]:
+    """benchmark -> metric name (None -> the metric, without several benchmarks)."""
+    names = list(dict.fromkeys(table["benchmark"])) if "benchmark" in table else []
+    if len(names) <= 1:
+        return {None: settings.metric}
+    leaf = settings.metric.rsplit("/", 1)[-1]
+    return {b: f"eval/{b}/{leaf}" for b in names}
+
+
+def results_from_table(
+    table: pd.DataFrame, settings: JudgeSettings, *, where: str = "table", unit: str = "line"
+) -> Results:
+    """The ``Results`` of a tidy table (checked here: one line naming the row on a problem)."""
+    table = check_table(table, where, unit)
+    arms = _check_design(table, settings, where)
+    metrics = _metric_names(table, settings)
+    several = None not in metrics
+    table = table.assign(metric=table["benchmark"].map(metrics) if several else settings.metric)
+    table["trial_id"] = table["arm"] + "-s" + table["seed"].astype(str)
+    runs = table[["trial_id", "arm", "seed"]].drop_duplicates().reset_index(drop=True)
+    finals = table.groupby(["trial_id", "metric"], sort=False)["value"].mean().unstack("metric")
+    trials = runs.assign(status="completed", error=None, wall_time_s=np.nan, config_hash=None, warnings="")
+    trials = trials.join(finals[list(metrics.values())], on="trial_id")
+    trials["seed"] = trials["seed"].astype("int64")
+    prompts = pd.DataFrame(columns=PROMPT_COLUMNS)
+    if "prompt_id" in table:
+        parts = [table.assign(step=0)[PROMPT_COLUMNS]]
+        if "samples" in table:
+            parts.append(
+                table.assign(step=0, metric=table["metric"] + SAMPLE_VAR_SUFFIX, value=table["sample_var"])[
+                    PROMPT_COLUMNS
+                ]
+            )
+            parts.append(
+                table.assign(step=0, metric=table["metric"] + SAMPLES_SUFFIX, value=table["samples"].astype(float))[
+                    PROMPT_COLUMNS
+                ]
+            )
+        prompts = pd.concat(parts, ignore_index=True).astype({"seed": "int64", "step": "int64", "value": "float64"})
+    seeds = {a: sorted(int(s) for s in runs.loc[runs["arm"] == a, "seed"]) for a in arms}
+    benchmarks = [
+        {"name": b, "metric": m, "min_effect": settings.benchmark_min_effect.get(b, settings.min_effect)}
+        for b, m in metrics.items()
+        if b is not None
+    ]
+    primary = next(iter(metrics.values()))
+    meta = {
+        "study": settings.name,
+        "description": settings.description,
+        "study_dir": None,
+        "primary_metric": primary,
+        "direction": settings.direction,
+        "min_effect": benchmarks[0]["min_effect"] if benchmarks else settings.min_effect,
+        "test": settings.test,
+        "failures": "drop",
+        "metric_ranges": {},
+        "control": settings.control,
+        "conditions": arms,
+        "comparisons": [(a, settings.control) for a in arms if a != settings.control],
+        "calibration": [],
+        "seed_pools": {},
+        "mirrors": {},
+        "seeds": sorted({s for v in seeds.values() for s in v}),
+        "seed_matched": (
+            len({tuple(v) for v in seeds.values()}) <= 1 if settings.seed_matched is None else settings.seed_matched
+        ),
+        "sequential": None,
+        "configs": None,
+        "seeds_by_condition": seeds,
+        "status_counts": {"completed": len(runs)},
+        "harness_version": None,
+        "git_commit": None,
+        "earlier_design": [],
+        "benchmarks": benchmarks,
+        "source": where,
+    }
+    return Results(
+        trials=trials,
+        curves=pd.DataFrame(columns=CURVE_COLUMNS).astype({"seed": "int64", "step": "int64", "value": "float64"}),
+        meta=meta,
+        prompt_source=lambda: prompts,
+    )
+
+
+def load_tidy(path: str | Path, settings: JudgeSettings) -> Results:
+    """``results_from_table`` of the CSV or Parquet file at ``path``."""
+    table, unit = read_table(path)
+    return results_from_table(table, settings, where=str(path), unit=unit)
+
+
+def load_mlflow(experiment: str, tracking_uri: str, settings: JudgeSettings) -> Results:
+    """``results_from_table`` of an MLflow experiment's runs (:func:`read_mlflow`)."""
+    table = read_mlflow(experiment, tracking_uri, settings.metric)
+    return results_from_table(table, settings, where=f"MLflow experiment {experiment!r}", unit="run")
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _with_samples(rows: pd.DataFrame, extra: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``rows`` (one evaluation's scores) with each prompt's ``samples`` and ``sample_var`` beside."""
+    wide = extra.pivot_table(index=["trial_id", "step", "prompt_id"], columns="metric", values="value").reset_index()
+    wide = wide.rename(columns={name + SAMPLES_SUFFIX: "samples", name + SAMPLE_VAR_SUFFIX: "sample_var"})
+    part = rows[["trial_id", "arm", "seed", "step", "prompt_id", "value"]].merge(
+        wide[["trial_id", "step", "prompt_id", "samples", "sample_var"]],
+        on=["trial_id", "step", "prompt_id"],
+        how="left",
+    )
+    return part.drop(columns="step").astype({"samples": "int64"})
+
+
+def tidy_frame(results, metric: str | None = None) -> pd.DataFrame:
+    """A study's results as a tidy table: its completed trials' per-prompt scores of ``metric``
+    (default: the primary one) at each trial's last evaluation, with ``samples`` / ``sample_var``
+    when they were sampled (k > 1), or one row per run without per-prompt scores. A study with
+    several benchmarks (``meta["benchmarks"]``) gets a ``benchmark`` column over all of them."""
+    meta = dict(results.meta or {})
+    listed = meta.get("benchmarks") or []
+    if metric is None and len(listed) > 1:
+        wanted = [(b["name"], b["metric"]) for b in listed]
+    else:
+        wanted = [(None, metric or meta.get("primary_metric"))]
+    done = results.trials[results.trials["status"] == "completed"]
+    prompts = results.prompts
+    parts = []
+    for bench, name in wanted:
+        rows = (
+            prompts[prompts["trial_id"].isin(done["trial_id"]) & (prompts["metric"] == name)]
+            if len(prompts)
+            else prompts
+        )
+        if len(rows):
+            last = rows.groupby("trial_id")["step"].transform("max")
+            rows = rows[rows["step"] == last]
+            part = rows[["trial_id", "arm", "seed", "prompt_id", "value"]]
+            extra = prompts[
+                prompts["trial_id"].isin(done["trial_id"])
+                & prompts["metric"].isin([name + SAMPLES_SUFFIX, name + SAMPLE_VAR_SUFFIX])
+            ]
+            if len(extra):
+                part = _with_samples(rows, extra, name)
+            part = part.drop(columns="trial_id")
+        else:
+            part = done[["arm", "seed"]].assign(
+                value=pd.to_numeric(done[name], errors="coerce") if name in done else np.nan
+            )
+            part = part[np.isfinite(part["value"].to_numpy(dtype=float))]
+        if bench is not None:
+            part.insert(0, "benchmark", bench)
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    if "samples" in out and not (out["samples"] > 1).any():
+        out = out.drop(columns=["samples", "sample_var"])
+    return out.reset_index(drop=True)
