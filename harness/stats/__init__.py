@@ -17,6 +17,8 @@ Map:
     sequential efficacy_bounds (Lan-DeMets), Look (repeated intervals), look_odds
     bootstrap  Interval, bootstrap_ci (reporting only)
     curves     curve_band, align_on_grid
+    scaling    fit_curve, fit_scaling (saturating compute curves, seed-jackknife intervals),
+               scaling_difference (ceiling, efficiency), extrapolation_check
 """
 
 from .bootstrap import Interval, bootstrap_ci, bootstrap_diff_ci
@@ -48,6 +50,17 @@ from .power import (
     seeds_needed,
     seeds_needed_paired,
 )
+from .scaling import (
+    EFFICIENCY_LABELS,
+    CurveFit,
+    Extrapolation,
+    ScalingFit,
+    extrapolation_check,
+    fit_curve,
+    fit_scaling,
+    saturating_curve,
+    scaling_difference,
+)
 from .sequential import SPENDING, Look, LookOdds, efficacy_bounds, look_odds
 from .verdict import (
     CORRECTIONS,
@@ -61,6 +74,15 @@ from .verdict import (
 
 __all__ = [
     "CORRECTIONS",
+    "EFFICIENCY_LABELS",
+    "CurveFit",
+    "Extrapolation",
+    "ScalingFit",
+    "extrapolation_check",
+    "fit_curve",
+    "fit_scaling",
+    "saturating_curve",
+    "scaling_difference",
     "SOURCES",
     "SPENDING",
     "Look",
