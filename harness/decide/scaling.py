@@ -131,7 +131,8 @@ def scaling_settings(meta: dict) -> tuple[str, str, float]:
 
 def seed_curves(results, condition: str, metric: str, axis: str) -> list[tuple[object, np.ndarray, np.ndarray]]:
     """(seed, compute, score) of each completed trial of ``condition``, in seed order: its
-    evaluations of ``metric`` against ``axis`` (joined on trial and step; step 0 is C = 0)."""
+    evaluations of ``metric`` against ``axis`` (joined on trial and step; step 0 is C = 0). A
+    trial that never logged the axis is left out."""
     curves = results.curves
     done = completed(results.trials)
     done = done[done["arm"] == condition]
@@ -144,8 +145,8 @@ def seed_curves(results, condition: str, metric: str, axis: str) -> list[tuple[o
         both = scores.assign(x=scores["step"].astype(float))
     else:
         xs = mine.loc[mine["metric"] == axis, ["trial_id", "step", "value"]].rename(columns={"value": "x"})
-        both = scores.merge(xs, on=["trial_id", "step"], how="left")
-        both.loc[both["step"] == 0, "x"] = 0.0
+        both = scores[scores["trial_id"].isin(set(xs["trial_id"]))].merge(xs, on=["trial_id", "step"], how="left")
+        both.loc[both["step"] == 0, "x"] = 0.0  # the start evaluation, before any compute
     both = both.dropna(subset=["x", "value"]).sort_values(["trial_id", "step"])
     out = [
         (seeds[tid], g["x"].to_numpy(dtype=float), g["value"].to_numpy(dtype=float))

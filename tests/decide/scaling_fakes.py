@@ -33,12 +33,20 @@ class FakeResults:
 
 
 def make_scaling_results(
-    seeds=(0, 1, 2, 3, 4), *, seed_sd: float = 0.01, point_sd: float = 0.005, evaluations: int = STEPS + 1, **meta
+    seeds=(0, 1, 2, 3, 4),
+    *,
+    seed_sd: float = 0.01,
+    point_sd: float = 0.005,
+    evaluations: int = STEPS + 1,
+    true: dict | None = None,
+    **meta,
 ) -> FakeResults:
+    """``true``: condition -> (A, B, C_mid), replacing ``TRUE``; ``meta``: keys added to the meta."""
+    true = TRUE if true is None else true
     rng = np.random.default_rng(7)
     trials, curves = [], []
     eval_steps = np.unique(np.linspace(0, STEPS, evaluations).round().astype(int))
-    for cond, (a, b, c_mid) in TRUE.items():
+    for cond, (a, b, c_mid) in true.items():
         for seed in seeds:
             tid = f"{cond}-s{seed}"
             shift = rng.normal(0, seed_sd)
@@ -56,8 +64,8 @@ def make_scaling_results(
         "primary_metric": PRIMARY,
         "direction": "maximize",
         "control": "grpo",
-        "conditions": list(TRUE),
-        "comparisons": [("high", "grpo"), ("fast", "grpo")],
+        "conditions": list(true),
+        "comparisons": [(c, "grpo") for c in true if c != "grpo"],
         "seeds": list(seeds),
         "seed_matched": True,
         "min_effect": 0.05,
