@@ -26,7 +26,8 @@ evaluations lie at or past C_mid (the ceiling would be extrapolated); or the Jac
 numerically singular (A, B and C_mid cannot be told apart, e.g. a flat curve). A quantity of a
 fit that is not identified gets no verdict.
 
-**Intervals: a seed jackknife with t_{n-1} critical values.** Each arm is fitted again without
+**Intervals: a seed jackknife with t_{n-1} critical values** (and, given per-prompt scores, a
+grouped prompt jackknife added: see ``fit_scaling``). Each arm is fitted again without
 each of its n seeds; the jackknife standard error of A (of log B, log C_mid) is
 ``sqrt((n-1)/n * sum_i (theta_(i) - mean)^2)`` and the interval is the full fit's estimate
 +- ``t_{n-1}`` times it. We chose it over the alternatives by calibration
@@ -239,16 +240,21 @@ def _identification(p, lower, upper, jac, c_mid: float, c_max: float, past: int)
     return ""
 
 
-# ----------------------------------------------------------------------------- seed jackknife
+# ----------------------------------------------------------------------------- jackknife
+
+#: prompts are left out in this many groups (a grouped jackknife: 10 refits whatever the prompt count)
+PROMPT_GROUPS = 10
 
 
 @dataclass(frozen=True)
 class ScalingFit(JsonMixin):
-    """One arm's fit with seed-jackknife intervals at ``level`` (t with ``df`` = n - 1).
+    """One arm's fit with jackknife t intervals at ``level``.
 
     ``a_low``/``a_high`` etc. are NaN when no interval can be given (``interval_reason``: fewer
-    than 2 seeds, or a fit without one seed did not converge). ``jackknife`` holds, per seed (in
-    ``seeds`` order), (A, log B, log C_mid) fitted without that seed: paired differences use it.
+    than 2 seeds, or a fit without one seed or prompt group did not converge). ``df``: the
+    seeds' n - 1. ``jackknife`` holds, per seed (in ``seeds`` order), (A, log B, log C_mid)
+    fitted without that seed; ``prompt_jackknife`` the same per left-out prompt group when
+    per-prompt scores were given (``prompts``: their ids, in order). Differences use both.
     """
 
     fit: CurveFit
@@ -265,6 +271,8 @@ class ScalingFit(JsonMixin):
     se_log_b: float
     se_log_c_mid: float
     jackknife: tuple
+    prompt_jackknife: tuple = ()
+    prompts: tuple = ()
     interval_reason: str = ""
 
     @property
@@ -272,10 +280,22 @@ class ScalingFit(JsonMixin):
         return len(self.seeds)
 
 
-def _jackknife_se(values: np.ndarray) -> np.ndarray:
-    """Jackknife standard error of leave-one-out estimates along axis 0."""
-    n = values.shape[0]
-    return np.sqrt((n - 1) / n * np.sum((values - values.mean(axis=0)) ** 2, axis=0))
+def _jackknife_var(values) -> np.ndarray:
+    """Jackknife variance of leave-one-(group-)out estimates along axis 0."""
+    v = np.asarray(values, dtype=float)
+    n = v.shape[0]
+    return (n - 1) / n * np.sum((v - v.mean(axis=0)) ** 2, axis=0)
+
+
+def _satterthwaite(parts: list[tuple[np.ndarray, float]]) -> np.ndarray:
+    """Degrees of freedom of a sum of independent variance estimates (variance, df)."""
+    total = sum(v for v, _ in parts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total**2 / sum(v**2 / df for v, df in parts)
+
+
+def _prompt_groups(n_prompts: int) -> list[np.ndarray]:
+    return [g for g in np.array_split(np.arange(n_prompts), min(PROMPT_GROUPS, n_prompts)) if g.size]
 
 
 def fit_scaling(
@@ -285,35 +305,58 @@ def fit_scaling(
     seeds: Sequence | None = None,
     alpha: float = 0.05,
     a_bounds: tuple[float | None, float | None] | None = None,
+    prompt_scores: Sequence | None = None,
+    prompts: Sequence | None = None,
 ) -> ScalingFit:
     """Fit one arm's seeds (``compute[i]``, ``score[i]``: seed i's evaluations) and give A, B and
-    C_mid seed-jackknife t intervals at level 1 - ``alpha``. R0 is each fit's mean at C = 0."""
+    C_mid jackknife t intervals at level 1 - ``alpha``. R0 is each fit's mean at C = 0.
+
+    ``prompt_scores[i]``: seed i's [evaluations x prompts] scores (``score[i]`` their mean, the
+    prompts in the same order for every seed, named by ``prompts``). With them the prompts are
+    resampled too: a grouped jackknife over ``PROMPT_GROUPS`` groups of prompts, its variance
+    added to the seeds' (so the interval covers for the sampling of prompts as well as of seeds;
+    the seed x prompt term is in both, which errs on the wide side), with Satterthwaite df."""
     alpha = check_alpha(alpha)
     curves = _curves(compute, score)
     labels = tuple(range(len(curves))) if seeds is None else tuple(seeds)
     if len(labels) != len(curves):
         raise ValueError(f"seeds names {len(labels)} seeds for {len(curves)} curves")
+    tables = _prompt_tables(compute, score, prompt_scores)
+    prompt_ids = () if tables is None else tuple(prompts) if prompts is not None else tuple(range(tables[0].shape[1]))
     fit = fit_curve([c for c, _ in curves], [y for _, y in curves], a_bounds=a_bounds)
     n = len(curves)
     nan = math.nan
 
-    def without_interval(reason: str, jack=()) -> ScalingFit:
-        return ScalingFit(fit, labels, 1 - alpha, n - 1.0, *([nan] * 9), tuple(jack), reason)
+    def without_interval(reason: str) -> ScalingFit:
+        return ScalingFit(fit, labels, 1 - alpha, n - 1.0, *([nan] * 9), (), (), prompt_ids, reason)
 
     if not fit.converged:
         return without_interval(fit.reason)
     if n < 2:
         return without_interval("one seed: no seed-to-seed interval")
-    jack = []
-    for i in range(n):
-        rest = [cy for j, cy in enumerate(curves) if j != i]
-        f = fit_curve([c for c, _ in rest], [y for _, y in rest], a_bounds=a_bounds, start=(fit.a, fit.b, fit.c_mid))
-        if not f.converged:
-            return without_interval(f"the fit without seed {labels[i]} did not converge ({f.reason})")
-        jack.append((f.a, math.log(f.b), math.log(f.c_mid)))
-    values = np.array(jack)
-    se = _jackknife_se(values)
-    crit = float(sps.t.ppf(1 - alpha / 2, n - 1))
+    start = (fit.a, fit.b, fit.c_mid)
+
+    def refit(points, what: str):
+        f = fit_curve([c for c, _ in points], [y for _, y in points], a_bounds=a_bounds, start=start)
+        return (f.a, math.log(f.b), math.log(f.c_mid)) if f.converged else f"the fit without {what} did not converge"
+
+    jack = [refit([cy for j, cy in enumerate(curves) if j != i], f"seed {labels[i]}") for i in range(n)]
+    prompt_jack = []
+    if tables is not None:
+        for k, group in enumerate(_prompt_groups(len(prompt_ids))):
+            keep = np.setdiff1d(np.arange(len(prompt_ids)), group)
+            points = [(c, t[:, keep].mean(axis=1)) for (c, _), t in zip(curves, tables)]
+            prompt_jack.append(refit(points, f"prompt group {k + 1}"))
+    failed = [j for j in jack + prompt_jack if isinstance(j, str)]
+    if failed:
+        return without_interval(failed[0])
+    parts = [(_jackknife_var(jack), n - 1.0)]
+    if prompt_jack:
+        parts.append((_jackknife_var(prompt_jack), len(prompt_jack) - 1.0))
+    var = sum(v for v, _ in parts)
+    df = _satterthwaite(parts) if len(parts) > 1 else np.full(3, n - 1.0)
+    se = np.sqrt(var)
+    crit = sps.t.ppf(1 - alpha / 2, np.where(np.isfinite(df), df, n - 1.0))
     centre = np.array([fit.a, math.log(fit.b), math.log(fit.c_mid)])
     low, high = centre - crit * se, centre + crit * se
     return ScalingFit(
@@ -331,27 +374,52 @@ def fit_scaling(
         float(se[1]),
         float(se[2]),
         tuple(jack),
+        tuple(prompt_jack),
+        prompt_ids,
     )
+
+
+def _prompt_tables(compute, score, prompt_scores) -> list[np.ndarray] | None:
+    """Each seed's [evaluations x prompts] table at the points ``_curves`` keeps, or None."""
+    if prompt_scores is None:
+        return None
+    if np.ndim(compute[0]) == 0:
+        compute, score, prompt_scores = [compute], [score], [prompt_scores]
+    if len(prompt_scores) != len(compute):
+        raise ValueError(f"prompt_scores must list the same seeds as compute; got {len(prompt_scores)}")
+    tables = []
+    for i, (c, y, t) in enumerate(zip(compute, score, prompt_scores)):
+        c, y, t = np.asarray(c, dtype=float).ravel(), np.asarray(y, dtype=float).ravel(), np.asarray(t, dtype=float)
+        if t.ndim != 2 or t.shape[0] != c.size:
+            raise ValueError(f"seed {i}: prompt_scores must be [evaluations x prompts]; got shape {t.shape}")
+        keep = np.isfinite(c) & np.isfinite(y)
+        if not np.all(np.isfinite(t[keep])):
+            raise ValueError(f"seed {i}: prompt_scores has missing values at an evaluation")
+        tables.append(t[keep])
+    if len({t.shape[1] for t in tables}) != 1 or tables[0].shape[1] < 2:
+        raise ValueError("prompt_scores must hold the same 2 or more prompts for every seed")
+    return tables
 
 
 # ----------------------------------------------------------------------------- differences
 
 #: the quantities a difference can be taken of: index into a jackknife row, and the point estimate
-_QUANTITIES = {
-    "ceiling": (0, lambda f: f.a, "se_a"),
-    "efficiency": (2, lambda f: math.log(f.c_mid), "se_log_c_mid"),
-}
+_QUANTITIES = {"ceiling": (0, lambda f: f.a), "efficiency": (2, lambda f: math.log(f.c_mid))}
 
 
 def scaling_difference(arm: ScalingFit, control: ScalingFit, quantity: str, *, paired: bool = True) -> Difference:
     """``ceiling``: A_arm - A_control; ``efficiency``: log(C_mid_arm / C_mid_control); with the
-    seed-jackknife standard error (paired when both arms ran the same seeds and ``paired``;
-    else Welch). Not testable (``reason``) when either fit is not identified or has no interval."""
+    jackknife standard error. Seeds: paired when both arms ran the same seeds and ``paired``
+    (each seed left out of both fits), else the two arms' variances added (Welch). Prompts (when
+    both were given per-prompt scores): paired on the prompt groups when both arms were scored
+    on the same prompts, else added. Satterthwaite df. Not testable (``reason``) when either
+    fit is not identified or has no interval."""
     if quantity not in _QUANTITIES:
         raise ValueError(f"unknown quantity {quantity!r}; valid: {', '.join(_QUANTITIES)}")
-    index, point, se_name = _QUANTITIES[quantity]
+    index, point = _QUANTITIES[quantity]
     same_seeds = paired and arm.seeds == control.seeds and arm.n_seeds >= 2
-    test = "seed jackknife, paired" if same_seeds else "seed jackknife, Welch"
+    with_prompts = bool(arm.prompt_jackknife) and bool(control.prompt_jackknife)
+    test = "seed jackknife, " + ("paired" if same_seeds else "Welch") + (" + prompt jackknife" if with_prompts else "")
     n_a, n_c = arm.n_seeds, control.n_seeds
 
     def untestable(reason: str) -> Difference:
@@ -363,15 +431,25 @@ def scaling_difference(arm: ScalingFit, control: ScalingFit, quantity: str, *, p
             return untestable(f"the {side}'s fit is not identified: {f.fit.reason}")
         if f.interval_reason:
             return untestable(f"the {side}'s fit has no interval: {f.interval_reason}")
-    diff = point(arm.fit) - point(control.fit)
+
+    def column(rows) -> np.ndarray:
+        return np.array([r[index] for r in rows])
+
     if same_seeds:
-        d = np.array([ja[index] - jc[index] for ja, jc in zip(arm.jackknife, control.jackknife)])
-        se, df = float(_jackknife_se(d[:, None])[0]), n_a - 1.0
+        parts = [(_jackknife_var(column(arm.jackknife) - column(control.jackknife)), n_a - 1.0)]
     else:
-        va, vc = getattr(arm, se_name) ** 2, getattr(control, se_name) ** 2
-        se = math.sqrt(va + vc)
-        df = (va + vc) ** 2 / (va**2 / (n_a - 1) + vc**2 / (n_c - 1)) if va + vc > 0 else math.nan
-    return Difference(diff, se, df, test, n_a, n_c, same_seeds)
+        parts = [
+            (_jackknife_var(column(arm.jackknife)), n_a - 1.0),
+            (_jackknife_var(column(control.jackknife)), n_c - 1.0),
+        ]
+    if with_prompts and arm.prompts == control.prompts:
+        d = column(arm.prompt_jackknife) - column(control.prompt_jackknife)
+        parts.append((_jackknife_var(d), len(d) - 1.0))
+    elif with_prompts:
+        parts += [(_jackknife_var(column(f.prompt_jackknife)), len(f.prompt_jackknife) - 1.0) for f in (arm, control)]
+    var = float(sum(v for v, _ in parts))
+    df = float(_satterthwaite(parts)) if var > 0 else math.nan
+    return Difference(point(arm.fit) - point(control.fit), math.sqrt(var), df, test, n_a, n_c, same_seeds)
 
 
 # ----------------------------------------------------------------------------- extrapolation

@@ -232,3 +232,40 @@ def test_bad_input_is_refused_with_a_clear_message():
         fit_curve([C, C], [C])
     with pytest.raises(ValueError, match="compute must be >= 0"):
         fit_curve(-C, C)
+
+
+def test_the_prompt_jackknife_is_the_grouped_jackknife_of_the_prompts_ceilings():
+    """Every prompt's curve has its own ceiling A + w_p, and the seeds are alike: A_hat is A plus
+    the mean of w, and its variance is the grouped jackknife's over 10 groups of 2 prompts, with
+    G - 1 = 9 df (the seeds add nothing)."""
+    w = np.random.default_rng(4).normal(0, 0.05, 20)
+    table = saturating_curve(C[:, None], 0.4, 0.7 + w[None, :], 1.5, 3000.0)
+    arm = fit_scaling(
+        [C] * 3, [table.mean(axis=1)] * 3, prompt_scores=[table] * 3, prompts=[f"p{i}" for i in range(20)]
+    )
+    assert arm.fit.a == pytest.approx(0.7 + w.mean(), abs=1e-6)
+    left_out = np.array([np.delete(w, [2 * g, 2 * g + 1]).mean() for g in range(10)])
+    var = 9 / 10 * np.sum((left_out - left_out.mean()) ** 2)
+    assert arm.se_a == pytest.approx(math.sqrt(var), rel=1e-3)
+    crit = sps.t.ppf(0.975, 9)
+    assert arm.a_high - arm.fit.a == pytest.approx(crit * arm.se_a, rel=1e-3)
+    assert len(arm.prompt_jackknife) == 10 and arm.prompts[0] == "p0"
+
+
+def test_a_difference_pairs_the_prompt_groups_of_arms_scored_on_the_same_prompts():
+    w = np.random.default_rng(5).normal(0, 0.05, 20)
+    shifts = (-0.01, 0.0, 0.01)
+
+    def arm(extra):
+        tables = [saturating_curve(C[:, None], 0.4, 0.7 + extra + d + w[None, :], 1.5, 3000.0) for d in shifts]
+        return fit_scaling([C] * 3, [t.mean(axis=1) for t in tables], prompt_scores=tables)
+
+    d = scaling_difference(arm(0.1), arm(0.0), "ceiling")
+    assert d.test == "seed jackknife, paired + prompt jackknife"
+    assert d.diff == pytest.approx(0.1, abs=1e-5)
+    assert d.se < 1e-4  # the prompts' ceilings and the seeds' shifts are shared: both cancel
+
+
+def test_prompt_scores_of_the_wrong_shape_are_refused():
+    with pytest.raises(ValueError, match=r"\[evaluations x prompts\]"):
+        fit_scaling([C] * 2, [C] * 2, prompt_scores=[np.ones((3, 4))] * 2)
