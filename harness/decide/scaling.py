@@ -4,7 +4,8 @@ Per condition, every completed trial's evaluations of the primary metric are rea
 study's compute axis (``primary_at.axis``: a cumulative metric logged on every evaluation row,
 such as ``compute/flops``, or ``step``), joined on (trial, step); the start evaluation (step 0)
 is at C = 0. :func:`harness.stats.scaling.fit_scaling` fits R(C) = R0 + (A - R0) / (1 + (C_mid /
-C)^B) to the seeds' points, with seed-jackknife intervals for A, B and C_mid, and each
+C)^B) to the seeds' points, with seed-jackknife intervals for A, B and C_mid (the prompts
+resampled too when every evaluation recorded per-prompt scores), and each
 pre-registered comparison gets two verdicts read by :func:`harness.stats.decide`: on the
 **ceiling** (A_arm - A_control against ``min_effect``, in the direction of the study) and on
 **efficiency** (the C_mid ratio arm / control on the log scale against ``[1/m, m]``,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -129,10 +131,20 @@ def scaling_settings(meta: dict) -> tuple[str, str, float]:
     return mode, axis, margin
 
 
-def seed_curves(results, condition: str, metric: str, axis: str) -> list[tuple[object, np.ndarray, np.ndarray]]:
-    """(seed, compute, score) of each completed trial of ``condition``, in seed order: its
-    evaluations of ``metric`` against ``axis`` (joined on trial and step; step 0 is C = 0). A
-    trial that never logged the axis is left out."""
+class SeedCurve(NamedTuple):
+    """One completed trial's evaluations of the metric: at ``step``, compute ``compute``, score ``score``."""
+
+    seed: object
+    trial_id: str
+    step: np.ndarray
+    compute: np.ndarray
+    score: np.ndarray
+
+
+def seed_curves(results, condition: str, metric: str, axis: str) -> list[SeedCurve]:
+    """Each completed trial of ``condition``, in seed order: its evaluations of ``metric``
+    against ``axis`` (joined on trial and step; step 0 is C = 0). A trial that never logged the
+    axis is left out."""
     curves = results.curves
     done = completed(results.trials)
     done = done[done["arm"] == condition]
@@ -149,10 +161,37 @@ def seed_curves(results, condition: str, metric: str, axis: str) -> list[tuple[o
         both.loc[both["step"] == 0, "x"] = 0.0  # the start evaluation, before any compute
     both = both.dropna(subset=["x", "value"]).sort_values(["trial_id", "step"])
     out = [
-        (seeds[tid], g["x"].to_numpy(dtype=float), g["value"].to_numpy(dtype=float))
+        SeedCurve(
+            seeds[tid],
+            tid,
+            g["step"].to_numpy(),
+            g["x"].to_numpy(dtype=float),
+            g["value"].to_numpy(dtype=float),
+        )
         for tid, g in both.groupby("trial_id", sort=False)
     ]
-    return sorted(out, key=lambda t: (str(type(t[0])), t[0]))
+    return sorted(out, key=lambda c: (str(type(c.seed)), c.seed))
+
+
+def prompt_tables(results, curves: list[SeedCurve], metric: str) -> tuple[list[np.ndarray], list] | None:
+    """Each curve's [evaluations x prompts] scores of ``metric`` and the prompt ids, when every
+    evaluation of every curve has a score for each of the same 2 or more prompts; else None."""
+    prompts = getattr(results, "prompts", None)
+    if prompts is None or not len(prompts) or not curves:
+        return None
+    rows = prompts[(prompts["metric"] == metric) & prompts["trial_id"].isin({c.trial_id for c in curves})]
+    by_trial = dict(tuple(rows.groupby("trial_id", sort=False)))
+    tables, ids = [], None
+    for c in curves:
+        if c.trial_id not in by_trial:
+            return None
+        wide = by_trial[c.trial_id].pivot_table(index="step", columns="prompt_id", values="value", aggfunc="last")
+        wide = wide.reindex(index=c.step)
+        if wide.shape[1] < 2 or wide.isna().to_numpy().any() or (ids is not None and list(wide.columns) != ids):
+            return None
+        ids = list(wide.columns)
+        tables.append(wide.to_numpy(dtype=float))
+    return tables, ids
 
 
 def _evaluations_ok(results, metric: str) -> bool:
@@ -172,9 +211,9 @@ def _axis_logged(results, axis: str) -> bool:
 
 
 def _band(curves, fit: stats.CurveFit | None, condition: str, alpha: float) -> pd.DataFrame:
-    top = max(float(c.max()) for _, c, _ in curves)
+    top = max(float(c.compute.max()) for c in curves)
     grid = np.linspace(0.0, top, CURVE_POINTS)
-    matrix = np.asarray(stats.align_on_grid([c for _, c, _ in curves], [y for _, _, y in curves], grid), dtype=float)
+    matrix = np.asarray(stats.align_on_grid([c.compute for c in curves], [c.score for c in curves], grid), dtype=float)
     mean, low, high = stats.curve_band(matrix, alpha=alpha)
     fitted = fit.predict(grid) if fit is not None and fit.converged else np.full(grid.size, np.nan)
     return pd.DataFrame(
@@ -276,8 +315,20 @@ def scaling_analysis(
         if not curves:
             params.append(_parameter_row(cond, None, f"no completed trial has {metric} against {axis}"))
             continue
-        compute, score = [c for _, c, _ in curves], [y for _, _, y in curves]
-        fit = stats.fit_scaling(compute, score, seeds=[s for s, _, _ in curves], alpha=alpha, a_bounds=a_bounds)
+        compute, score = [c.compute for c in curves], [c.score for c in curves]
+        per_prompt = prompt_tables(results, curves, metric)
+        tables, prompt_ids = per_prompt if per_prompt is not None else (None, None)
+        if tables is not None:  # the score the prompts are resampled around: their mean
+            score = [t.mean(axis=1) for t in tables]
+        fit = stats.fit_scaling(
+            compute,
+            score,
+            seeds=[c.seed for c in curves],
+            alpha=alpha,
+            a_bounds=a_bounds,
+            prompt_scores=tables,
+            prompts=prompt_ids,
+        )
         fits[cond] = fit
         params.append(_parameter_row(cond, fit))
         check = stats.extrapolation_check(compute, score, alpha=alpha, a_bounds=a_bounds)

@@ -376,13 +376,16 @@ def _scaling_caption(analysis: Analysis) -> str:
         if h["min_effect"] is not None
         else "no equivalence without min_effect"
     )
+    tests = sorted(set(s.verdicts["test"]))
+    resampled = f"; the verdicts': {', '.join(tests)}" if tests else ""
     return (
         f"{s.metric} against {s.axis}, fitted per condition with R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) "
         "(ScaleRL, Khatri et al. 2025; R0: the start evaluation's mean). A is the ceiling, C_mid the compute "
         f"at half the gain, B the steepness; intervals at {_level(s.level)} by a seed jackknife (t, n - 1 df; "
-        "B and C_mid on the log scale). Ceiling: A minus the control's A, read like the verdicts above "
-        f"({margin}). Efficiency: the C_mid ratio to the control; below 1 reaches half its gain with less "
-        f"compute. More or less efficient when its interval excludes 1, equally efficient inside "
+        "B and C_mid on the log scale), with a grouped prompt jackknife added where every evaluation recorded "
+        f"per-prompt scores (Satterthwaite df){resampled}. Ceiling: A minus the control's A, read like the "
+        f"verdicts above ({margin}). Efficiency: the C_mid ratio to the control; below 1 reaches half its gain "
+        "with less compute. More or less efficient when its interval excludes 1, equally efficient inside "
         f"[1/{fmt(s.efficiency_margin)}, {fmt(s.efficiency_margin)}]. Each kind of verdict is one family "
         "(Bonferroni over the comparisons). A fit that did not converge or whose ceiling and midpoint the data do "
         "not determine gets no verdict."

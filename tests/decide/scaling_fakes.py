@@ -39,12 +39,16 @@ def make_scaling_results(
     point_sd: float = 0.005,
     evaluations: int = STEPS + 1,
     true: dict | None = None,
+    prompts: int = 0,
     **meta,
 ) -> FakeResults:
-    """``true``: condition -> (A, B, C_mid), replacing ``TRUE``; ``meta``: keys added to the meta."""
+    """``true``: condition -> (A, B, C_mid), replacing ``TRUE``; ``prompts``: score each
+    evaluation on that many prompts (each with its own ceiling shift, sd 0.05, shared by the
+    arms; the metric is their mean); ``meta``: keys added to the meta."""
     true = TRUE if true is None else true
     rng = np.random.default_rng(7)
-    trials, curves = [], []
+    prompt_shift = rng.normal(0, 0.05, prompts)
+    trials, curves, prompt_rows = [], [], []
     eval_steps = np.unique(np.linspace(0, STEPS, evaluations).round().astype(int))
     for cond, (a, b, c_mid) in true.items():
         for seed in seeds:
@@ -53,6 +57,15 @@ def make_scaling_results(
             compute = eval_steps * TOKENS_PER_STEP
             score = saturating_curve(compute, R0, a + shift, b, c_mid) + rng.normal(0, point_sd, compute.size)
             score[0] = R0
+            if prompts:
+                table = saturating_curve(compute[:, None], R0, a + shift + prompt_shift[None, :], b, c_mid)
+                table += rng.normal(0, point_sd, table.shape)
+                score = table.mean(axis=1)
+                prompt_rows += [
+                    (tid, cond, seed, int(step), f"p{j:02d}", PRIMARY, float(table[i, j]))
+                    for i, step in enumerate(eval_steps)
+                    for j in range(prompts)
+                ]
             for step, x, y in zip(eval_steps, compute, score):
                 curves.append((tid, cond, seed, int(step), PRIMARY, float(y)))
                 curves.append((tid, cond, seed, int(step), AXIS, float(x)))
@@ -76,4 +89,5 @@ def make_scaling_results(
         trials=pd.DataFrame(trials),
         curves=pd.DataFrame(curves, columns=["trial_id", "arm", "seed", "step", "metric", "value"]),
         meta=base | meta,
+        prompts=pd.DataFrame(prompt_rows, columns=["trial_id", "arm", "seed", "step", "prompt_id", "metric", "value"]),
     )

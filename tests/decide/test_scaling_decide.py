@@ -14,6 +14,7 @@ from harness.decide.analysis import analyze
 from harness.decide.scaling import (
     MIN_EVALUATIONS,
     NO_VERDICT,
+    prompt_tables,
     scaling_analysis,
     scaling_settings,
     seed_curves,
@@ -66,17 +67,18 @@ def test_seed_curves_join_the_axis_on_trial_and_step_with_the_start_at_zero():
     start = (curves["metric"] == AXIS) & (curves["step"] == 0)
     results.curves = curves.assign(value=np.where(start, 123.0, curves["value"]))  # a start logged off zero
     got = seed_curves(results, "grpo", PRIMARY, AXIS)
-    assert [s for s, _, _ in got] == [0, 1]
-    np.testing.assert_array_equal(got[0][1], np.arange(11) * TOKENS_PER_STEP)
+    assert [c.seed for c in got] == [0, 1] and got[0].trial_id == "grpo-s0"
+    np.testing.assert_array_equal(got[0].compute, np.arange(11) * TOKENS_PER_STEP)
+    np.testing.assert_array_equal(got[0].step, np.arange(11))
     step_axis = seed_curves(results, "grpo", PRIMARY, "step")
-    np.testing.assert_array_equal(step_axis[0][1], np.arange(11.0))
-    np.testing.assert_allclose(got[0][2], step_axis[0][2])
+    np.testing.assert_array_equal(step_axis[0].compute, np.arange(11.0))
+    np.testing.assert_allclose(got[0].score, step_axis[0].score)
 
 
 def test_only_completed_trials_are_fitted():
     results = make_scaling_results(seeds=(0, 1, 2, 3))
     results.trials.loc[results.trials["trial_id"] == "high-s3", "status"] = "failed"
-    assert [s for s, _, _ in seed_curves(results, "high", PRIMARY, AXIS)] == [0, 1, 2]
+    assert [c.seed for c in seed_curves(results, "high", PRIMARY, AXIS)] == [0, 1, 2]
     s = scaling_analysis(results, min_effect=0.05)
     assert by_condition(s.parameters)["high"]["seeds"] == 3
     assert by_condition(s.verdicts)["high"]["test"] == "seed jackknife, Welch"  # seeds 0-2 against 0-3
@@ -130,3 +132,25 @@ def test_the_drawn_curves_hold_the_band_and_the_fit():
 def test_analyze_carries_the_fit_and_a_study_without_one_gets_none():
     assert analyze(make_scaling_results(), n_permutations=200).scaling is not None
     assert analyze(make_scaling_results(evaluations=4), n_permutations=200).scaling is None
+
+
+def test_per_prompt_scores_at_every_evaluation_are_resampled_too():
+    results = make_scaling_results(prompts=12)
+    curves = seed_curves(results, "grpo", PRIMARY, AXIS)
+    tables, ids = prompt_tables(results, curves, PRIMARY)
+    assert ids == [f"p{j:02d}" for j in range(12)] and [t.shape for t in tables] == [(11, 12)] * 5
+    np.testing.assert_allclose(tables[0].mean(axis=1), curves[0].score)
+    s = scaling_analysis(results, min_effect=0.05)
+    assert set(s.verdicts["test"]) == {"seed jackknife, paired + prompt jackknife"}
+    v = by_condition(s.verdicts)
+    assert (v["high"]["ceiling_verdict"], v["fast"]["efficiency_verdict"]) == ("better", "more efficient")
+
+
+def test_an_evaluation_without_per_prompt_scores_leaves_the_prompts_out():
+    results = make_scaling_results(prompts=12)
+    p = results.prompts
+    results.prompts = p[~((p["trial_id"] == "fast-s2") & (p["step"] == 4))]
+    assert prompt_tables(results, seed_curves(results, "fast", PRIMARY, AXIS), PRIMARY) is None
+    tests = by_condition(scaling_analysis(results, min_effect=0.05).verdicts)
+    assert tests["fast"]["test"] == "seed jackknife, paired"  # one side without prompts: seeds only
+    assert tests["high"]["test"] == "seed jackknife, paired + prompt jackknife"
