@@ -34,14 +34,16 @@ each of its n seeds; the jackknife standard error of A (of log B, log C_mid) is
 (tests/stats/test_scaling_calibration.py):
 
 * a seed bootstrap has only 10 distinct resamples at 3 seeds and resamples from the few values
-  seen, so its percentile interval is far too narrow there (see ``bootstrap``);
-* per-seed fits combined with a t interval need every single seed's curve to identify the
-  fit, which noisy curves often do not;
+  seen: its exact percentile interval of A covered 0.72 at 3 seeds in the same simulation;
+* per-seed fits combined with a t interval cover about as well when every seed's own curve is
+  identified (0.947), but need each single curve to identify its fit: with noisier points
+  (sd 0.03) all three single curves did so in 62% of simulations, the pooled fit in 97%;
 * the jackknife needs fits of n - 1 seeds only, is exact for a mean (for a linear statistic its
   interval *is* the t interval of the seed means), and its variance estimate is biased upward
   for smooth non-linear statistics (Efron & Stein 1981), so it errs on the safe side where
   the fit is non-linear. Intervals of B and C_mid are taken on the log scale and
-  exponentiated (both are positive and their sampling distributions skewed).
+  exponentiated (both are positive and their sampling distributions skewed). Measured
+  coverage of A and C_mid at 95%: 0.93-0.98 at 3, 5 and 10 seeds, normal and t3 noise.
 
 A difference between two arms (ceiling: A_arm - A_control; efficiency: log C_mid ratio) is a
 ``Difference`` with the jackknife standard error: **paired** when the two arms ran the same seeds
