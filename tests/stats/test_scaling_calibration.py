@@ -13,8 +13,9 @@ sqrt(p (1 - p) / R); at R = ``REPS`` = 300 and p = 0.95 that is 0.0126, and the 
 Measured (R = 300, these generators): A coverage 0.947 / 0.947 / 0.977 and C_mid 0.957 /
 0.937 / 0.970 at 3 / 5 / 10 seeds (normal); heavy-tailed 0.950 / 0.963 / 0.957 and 0.953 /
 0.980 / 0.963. False better ceiling in a family of two arms (R = 200): 0.030 at 3 seeds, 0.020
-at 5; false more / less efficient: 0.040 at both. With per-prompt scores: see the prompts test. An exact seed bootstrap percentile interval of A covers 0.72 at 3 seeds in the
-normal simulation (not a test: it is not used).
+at 5; false more / less efficient: 0.040 at both. With per-prompt scores: see the prompts test.
+An exact seed bootstrap percentile interval of A covers 0.72 at 3 seeds in the normal
+simulation (not a test: it is not used).
 """
 
 from __future__ import annotations
