@@ -3,18 +3,18 @@
 Per condition, every completed trial's evaluations of the primary metric are read against the
 study's compute axis (``primary_at.axis``: a cumulative metric logged on every evaluation row,
 such as ``compute/flops``, or ``step``), joined on (trial, step); the start evaluation (step 0)
-is at C = 0. :func:`harness.stats.scaling.fit_scaling` fits R(C) = R0 + (A - R0) / (1 + (C_mid /
-C)^B) to the seeds' points, with seed-jackknife intervals for A, B and C_mid (the prompts
-resampled too when every evaluation recorded per-prompt scores), and each
+is at C = 0. :func:`harness.stats.scaling.fit_scaling` fits R(C) = R0 + (A - R0) / (1 +
+(C_mid / C)^B) to the seeds' points, with seed-jackknife intervals for A, B and C_mid (the
+prompts resampled too when every evaluation recorded per-prompt scores), and each
 pre-registered comparison gets two verdicts read by :func:`harness.stats.decide`: on the
 **ceiling** (A_arm - A_control against ``min_effect``, in the direction of the study) and on
 **efficiency** (the C_mid ratio arm / control on the log scale against ``[1/m, m]``,
 m = ``scaling.efficiency_margin``; a smaller C_mid reaches half its gain with less compute:
-"more efficient"). Each kind of verdict is one family, Bonferroni over the comparisons like the
-main verdicts. A quantity whose fit did not converge or is not identified gets no verdict, with
-the reason. The extrapolation check (first half of the compute predicts the second) and the
-points the report draws (each condition's mean curve and band on the axis, and its fitted
-curve) come with them.
+"more efficient"; only between curves that improve on their start). Each kind of verdict is
+one family, Bonferroni over the comparisons like the main verdicts. A quantity whose fit did
+not converge or is not identified gets no verdict, with the reason. The extrapolation check
+(first half of the compute predicts the second) and the points the report draws (each
+condition's mean curve and band on the axis, and its fitted curve) come with them.
 
 ``scaling.fit``: ``off`` never fits; ``on`` always does (a condition that cannot be fitted says
 why); ``auto`` (default) fits when the axis is logged and every completed trial has at least
@@ -23,6 +23,7 @@ why); ``auto`` (default) fits when the axis is logged and every completed trial 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -254,6 +255,20 @@ def _parameter_row(condition: str, fit: stats.ScalingFit | None, reason: str = "
     return row
 
 
+def _difference(arm, control, quantity: str, *, direction: str, paired: bool) -> stats.Difference:
+    """``stats.scaling_difference``; an efficiency one only between curves that improve on their
+    start in the study's direction (the midpoint of a falling curve measures no efficiency)."""
+    d = stats.scaling_difference(arm, control, quantity, paired=paired)
+    if quantity != "efficiency" or d.reason:
+        return d
+    for side, f in (("arm", arm), ("control", control)):
+        gain = f.fit.a - f.fit.r0
+        if not (gain > 0 if direction == "maximize" else gain < 0):
+            why = f"the {side}'s curve does not improve on its start (A {f.fit.a:.4g}, R0 {f.fit.r0:.4g})"
+            return dataclasses.replace(d, reason=why)
+    return d
+
+
 def _verdicts(pairs, fits, *, alpha, correction, direction, min_effect, margin, paired) -> pd.DataFrame:
     usable = [(a, b) for a, b in pairs if a in fits and b in fits]
     if not usable:
@@ -263,7 +278,7 @@ def _verdicts(pairs, fits, *, alpha, correction, direction, min_effect, margin, 
         ("ceiling", {"direction": direction, "min_effect": min_effect}),
         ("efficiency", {"direction": "minimize", "min_effect": math.log(margin)}),
     ):
-        diffs = [stats.scaling_difference(fits[a], fits[b], quantity, paired=paired) for a, b in usable]
+        diffs = [_difference(fits[a], fits[b], quantity, direction=direction, paired=paired) for a, b in usable]
         families[quantity] = (diffs, stats.decide(diffs, alpha=alpha, correction=correction, **kwargs))
     rows = []
     for i, (a, b) in enumerate(usable):

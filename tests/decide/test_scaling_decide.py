@@ -45,10 +45,14 @@ def test_planted_ceiling_and_efficiency_differences_are_found():
     assert s.axis == AXIS and s.metric == PRIMARY and s.efficiency_margin == 1.25
 
 
-def test_direction_minimize_turns_a_higher_ceiling_into_worse():
-    s = scaling_analysis(make_scaling_results(direction="minimize"), min_effect=0.05)
-    assert by_condition(s.verdicts)["high"]["ceiling_verdict"] == "worse"
-    assert by_condition(s.verdicts)["fast"]["efficiency_verdict"] == "more efficient"  # compute is compute
+def test_direction_minimize_reads_a_lower_ceiling_as_better():
+    true = {"grpo": (0.25, 1.5, 3000.0), "low": (0.10, 1.5, 3000.0), "fast": (0.25, 1.5, 1000.0)}
+    v = by_condition(scaling_analysis(make_scaling_results(true=true, direction="minimize"), min_effect=0.05).verdicts)
+    assert v["low"]["ceiling_verdict"] == "better"
+    assert v["fast"]["efficiency_verdict"] == "more efficient"  # a smaller midpoint, whichever way the metric goes
+    rising = by_condition(scaling_analysis(make_scaling_results(direction="minimize"), min_effect=0.05).verdicts)
+    assert rising["high"]["ceiling_verdict"] == "worse"
+    assert rising["fast"]["efficiency_verdict"] == NO_VERDICT  # a curve moving away from the goal
 
 
 def test_a_fit_that_is_not_identified_gets_no_verdict_with_its_reason():
@@ -154,3 +158,11 @@ def test_an_evaluation_without_per_prompt_scores_leaves_the_prompts_out():
     tests = by_condition(scaling_analysis(results, min_effect=0.05).verdicts)
     assert tests["fast"]["test"] == "seed jackknife, paired"  # one side without prompts: seeds only
     assert tests["high"]["test"] == "seed jackknife, paired + prompt jackknife"
+
+
+def test_a_falling_curve_gets_no_efficiency_verdict():
+    true = {"grpo": (0.70, 1.5, 3000.0), "falls": (0.20, 1.5, 2000.0)}
+    v = by_condition(scaling_analysis(make_scaling_results(true=true), min_effect=0.05).verdicts)["falls"]
+    assert v["ceiling_verdict"] == "worse"
+    assert v["efficiency_verdict"] == NO_VERDICT
+    assert v["efficiency_reason"].startswith("the arm's curve does not improve on its start (A 0.19")
