@@ -5,7 +5,8 @@
   :mod:`.noise` measures the noise floor and splits it by source; :mod:`.calibration` reads
   the A/A tripwire and the placebo; :mod:`.trial_warnings` turns the trials' warnings into
   header lines and marks comparisons without a learning signal; :mod:`.overoptimisation`
-  follows a learned reward's proxy against its gold score.
+  follows a learned reward's proxy against its gold score; :mod:`.scaling` fits each condition's
+  saturating compute curve and decides on ceilings and efficiency.
 * :mod:`.analysis` puts it all together: ``analyze(results)`` is every table a report shows,
   ``compare_pair`` one pair the way the report reads it.
 * Sequential studies: :mod:`.look_trials` says which seeds each look reads and which trials it

@@ -44,6 +44,7 @@ from harness.decide.frames import (
 from harness.decide.looks import design_line, final_pairs, replay
 from harness.decide.noise import noise_floor_table, noise_split, typical_plan
 from harness.decide.overoptimisation import overoptimisation_frame
+from harness.decide.scaling import Scaling, scaling_analysis
 from harness.decide.sequential_rule import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
@@ -77,6 +78,7 @@ class Analysis:
     calibration: pd.DataFrame = field(default_factory=pd.DataFrame)  # A/A and placebo comparisons, apart
     overoptimisation: pd.DataFrame = field(default_factory=pd.DataFrame)  # learned reward: proxy, gold, KL per step
     benchmarks: BenchmarkAnalysis | None = None  # held-out benchmarks: per-benchmark and overall verdicts
+    scaling: Scaling | None = None  # fitted compute curves: ceilings and efficiency (None: no fit ran)
     notes: list[str] = field(default_factory=list)
 
 
@@ -483,6 +485,7 @@ def analyze(
             n_permutations=n_permutations,
             seed=seed,
         ),
+        scaling=scaling_analysis(results, alpha=alpha, correction=correction, min_effect=margin),
     )
     for m in curve_metrics_of(results, curve_metrics):
         for x in ("step", "tokens"):

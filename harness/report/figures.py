@@ -490,6 +490,83 @@ def performance_profile_plot(analysis: Analysis) -> go.Figure:
     return fig
 
 
+def scaling_plot(analysis: Analysis) -> go.Figure:
+    """Each condition's mean curve of the primary metric against the compute axis with its band
+    over seeds (shaded), the fitted saturating curve over it (dashed) and, where the fit is
+    identified, its ceiling A (dotted)."""
+    s = analysis.scaling
+    colors = colors_for(analysis.header["conditions"])
+    low, high = metric_range(analysis, s.metric)
+    params = s.parameters.set_index("condition")
+    fig = go.Figure()
+    for cond, b in s.curves.groupby("condition", sort=False):
+        color = colors.get(cond, PALETTE[0])
+        xs = b["x"].to_numpy(float)
+        lo, hi = b["low"].clip(low, high).to_numpy(float), b["high"].clip(low, high).to_numpy(float)
+        ok = np.isfinite(lo) & np.isfinite(hi)
+        if ok.any():
+            fig.add_trace(
+                go.Scatter(
+                    x=np.concatenate([xs[ok], xs[ok][::-1]]),
+                    y=np.concatenate([hi[ok], lo[ok][::-1]]),
+                    mode="lines",
+                    fill="toself",
+                    fillcolor=_rgba(color, 0.18),
+                    line=dict(width=0),
+                    hoverinfo="skip",
+                    legendgroup=cond,
+                    showlegend=False,
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=b["mean"],
+                mode="lines",
+                name=cond,
+                legendgroup=cond,
+                line=dict(color=color, width=2),
+                customdata=b["n_seeds"],
+                hovertemplate=f"{cond}<br>{s.axis} %{{x:.4g}}<br>mean %{{y:.4g}}<br>seeds %{{customdata}}"
+                "<extra></extra>",
+            )
+        )
+        p = params.loc[cond]
+        if b["fitted"].notna().any():
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=b["fitted"],
+                    mode="lines",
+                    name=f"{cond} fit",
+                    legendgroup=cond,
+                    showlegend=False,
+                    line=dict(color=color, width=2, dash="dash"),
+                    hovertemplate=(
+                        f"{cond} fit: A {p['A']:.4g}, B {p['B']:.3g}, C_mid {p['C_mid']:.4g}"
+                        "<br>%{x:.4g}: %{y:.4g}<extra></extra>"
+                    ),
+                )
+            )
+        if p["identified"]:
+            fig.add_hline(y=float(p["A"]), line=dict(color=color, width=1, dash="dot"), opacity=0.7)
+    fig.update_layout(
+        template=TEMPLATE,
+        title=dict(
+            text=f"{s.metric} against {s.axis}: ceilings and efficiency",
+            subtitle=dict(
+                text=f"mean and {_pct(s.level)} band over seeds; dashed: the fitted R0 + (A - R0) / (1 + (C_mid/C)^B); "
+                "dotted: the ceiling A of an identified fit"
+            ),
+        ),
+        xaxis_title=s.axis,
+        yaxis_title=s.metric,
+        height=440,
+        margin=dict(_MARGIN, t=90),
+    )
+    return fig
+
+
 def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, go.Figure]]:
     """(div id, heading, figure) for every figure of the report, in page order."""
     figs: list[tuple[str, str, go.Figure]] = []
@@ -507,4 +584,6 @@ def all_figures(analysis: Analysis, *, smooth: int = 1) -> list[tuple[str, str, 
         figs.append((f"fig-curve-{i}", f"{metric} by {x}", curve_plot(analysis, metric, x, smooth=smooth)))
     if len(analysis.overoptimisation):
         figs.append(("fig-overopt", "Over-optimisation: gold against proxy and KL", overoptimisation_plot(analysis)))
+    if analysis.scaling is not None and len(analysis.scaling.curves):
+        figs.append(("fig-scaling", "Ceilings and efficiency: fitted compute curves", scaling_plot(analysis)))
     return figs

@@ -143,6 +143,9 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
             + "".join(f"<div>{c}</div>" for c in curves)
             + "</div>"
         )
+    if "scaling" in by_key:  # fitted compute curves: the figure, then the parameters and verdicts
+        order += figs("fig-scaling")
+        order.append(_table(by_key["scaling"]))
     if "overoptimisation" in by_key:  # a learned reward: gold against proxy and KL, then the last step's table
         order += figs("fig-overopt")
         order.append(_table(by_key["overoptimisation"]))

@@ -81,6 +81,13 @@ def render_markdown(analysis: Analysis) -> str:
             "*Over-optimisation*); the table below gives the last step's.",
             "",
         ]
+    if analysis.scaling is not None:
+        out += [
+            f"`index.html` draws each arm's {md_line(analysis.scaling.metric)} against "
+            f"{md_line(analysis.scaling.axis)} with its fitted saturating curve (section *Ceilings and "
+            "efficiency*); the table below gives the fitted parameters and their verdicts.",
+            "",
+        ]
     for s in sections(analysis, include_trials=False):
         out += [f"## {md_line(s.title)}", ""]
         if s.caption:

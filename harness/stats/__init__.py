@@ -20,6 +20,8 @@ Map:
     aggregates benchmarks_difference (the overall verdict's); rliable's iqm, probability_of_improvement,
                performance_profile, stratified_bootstrap
     curves     curve_band, align_on_grid
+    scaling    fit_curve, fit_scaling (saturating compute curves, seed-jackknife intervals),
+               scaling_difference (ceiling, efficiency), extrapolation_check
 """
 
 from .aggregates import (
@@ -67,6 +69,17 @@ from .power import (
     seeds_needed,
     seeds_needed_paired,
 )
+from .scaling import (
+    EFFICIENCY_LABELS,
+    CurveFit,
+    Extrapolation,
+    ScalingFit,
+    extrapolation_check,
+    fit_curve,
+    fit_scaling,
+    saturating_curve,
+    scaling_difference,
+)
 from .sequential import SPENDING, Look, LookOdds, efficacy_bounds, look_odds
 from .verdict import (
     CORRECTIONS,
@@ -82,6 +95,15 @@ from .verdict import (
 
 __all__ = [
     "CORRECTIONS",
+    "EFFICIENCY_LABELS",
+    "CurveFit",
+    "Extrapolation",
+    "ScalingFit",
+    "extrapolation_check",
+    "fit_curve",
+    "fit_scaling",
+    "saturating_curve",
+    "scaling_difference",
     "EVAL_ONLY_LABELS",
     "EVAL_ONLY_TEST",
     "EvalOnlySplit",
