@@ -114,6 +114,8 @@ class PairResult:
 def _primary_test(requested: str, arm: ArmScores, base: ArmScores, paired: bool) -> tuple[str, str]:
     """The pre-registered test as the data allow it, and a note when they did not."""
     tables = arm.table is not None and base.table is not None
+    if tables and requested in ("auto", "seed_prompt") and stats.is_binary(arm.table, base.table):
+        return stats.BINARY_TEST, ""  # 0/1 scores: the seed x prompt test that keeps its level at few flips
     if requested == "auto":
         return ("seed_prompt" if tables else "paired_t" if paired else "welch_t"), ""
     if requested == "seed_prompt" and not tables:
@@ -207,7 +209,7 @@ def compare_scores(
         return PairResult(
             condition, control, metric, arm, base, False, _untested(a, b, chosen, False, why), None, notes
         )
-    if chosen == "seed_prompt":
+    if chosen in ("seed_prompt", stats.BINARY_TEST):
         prompts = arm.table.columns.intersection(base.table.columns)
         pooled = [v for v in (arm.sample_var, base.sample_var) if v is not None]
         difference = stats.seed_prompt_difference(
@@ -216,6 +218,7 @@ def compare_scores(
             paired=paired,
             sample_var=float(np.mean(pooled)) if pooled else None,
             samples=min(arm.samples, base.samples),
+            binary=chosen == stats.BINARY_TEST,
         )
     else:
         difference = stats.trial_means_difference(a.to_numpy(), b.to_numpy(), test=chosen)

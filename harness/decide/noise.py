@@ -116,7 +116,9 @@ def typical_plan(pairs: list[PairResult]) -> stats.PlanVariance | None:
     plans = [
         p.difference.plan
         for p in pairs
-        if p.difference.testable and p.difference.plan is not None and p.difference.test == "seed_prompt"
+        if p.difference.testable
+        and p.difference.plan is not None
+        and p.difference.test in ("seed_prompt", stats.BINARY_TEST)
     ]
     if not plans:
         return None

@@ -7,6 +7,7 @@ reproducible). Result objects are frozen dataclasses whose ``to_dict()`` is JSON
 
 Map:
     noise      noise_floor -> NoiseFloor (Bonett / chi-square sd intervals)
+    binary_paired  0/1 scores: McNemar exact + Newcombe interval, PairedCounts (few discordant prompts)
     crossed    seed_prompt_difference -> Difference (seed x prompt), PlanVariance
     components variance_components of several arms' seed x prompt tables
     planning   decision_probability, seeds_to_decide (prospective, at a chosen effect)
@@ -19,6 +20,13 @@ Map:
     curves     curve_band, align_on_grid
 """
 
+from .binary_paired import (
+    BINARY_TEST,
+    PairedCounts,
+    is_binary,
+    mcnemar_exact_p,
+    newcombe_interval,
+)
 from .bootstrap import Interval, bootstrap_ci, bootstrap_diff_ci
 from .compare import (
     Check,
@@ -60,6 +68,11 @@ from .verdict import (
 )
 
 __all__ = [
+    "BINARY_TEST",
+    "PairedCounts",
+    "is_binary",
+    "mcnemar_exact_p",
+    "newcombe_interval",
     "CORRECTIONS",
     "SOURCES",
     "SPENDING",
