@@ -43,6 +43,7 @@ class ArmScores:
     table: pd.DataFrame | None = None  # seeds x prompt ids
     sample_var: float | None = None  # mean within-prompt variance of one eval sample
     samples: int = 1
+    sampled: bool = False  # the scores are means of k sampled completions (k recorded), not greedy
 
 
 def worst_value(results, metric: str) -> float | None:
@@ -90,7 +91,9 @@ def arm_scores(results, condition: str, metric: str, *, failures: str = "drop") 
     k_rows = _final_prompt_rows(results, list(ids), metric + SAMPLES_SUFFIX)
     samples = int(k_rows["value"].max()) if len(k_rows) else 1
     sample_var = float(var_rows["value"].mean()) if len(var_rows) and samples > 1 else None
-    return ArmScores(values=values, failed=len(failed), table=wide, sample_var=sample_var, samples=samples)
+    return ArmScores(
+        values=values, failed=len(failed), table=wide, sample_var=sample_var, samples=samples, sampled=bool(len(k_rows))
+    )
 
 
 # ----------------------------------------------------------------------------- comparisons

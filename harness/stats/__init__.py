@@ -43,7 +43,7 @@ from .compare import (
     welch_test,
     yuen_test,
 )
-from .components import SOURCES, Components, variance_components
+from .components import COMBINED, SOURCES, Components, variance_components
 from .crossed import Difference, PlanVariance, seed_prompt_difference, seed_prompt_se
 from .curves import align_on_grid, curve_band
 from .multiple import adjust_pvalues
@@ -68,6 +68,7 @@ from .verdict import (
 )
 
 __all__ = [
+    "COMBINED",
     "BINARY_TEST",
     "PairedCounts",
     "is_binary",

@@ -185,16 +185,17 @@ def seed_prompt_se(arm, control, *, paired: bool, sample_var=None, samples: int 
 
 
 def _components(seed, prompt, residual, sample_var, samples: int) -> dict[str, np.ndarray]:
-    """Split the cell residual into seed x prompt and eval sampling (``sample_var / k`` per arm)."""
+    """Split the cell residual into seed x prompt and eval sampling (``sample_var / k`` per arm,
+    unbiased: not capped at the residual; the seed x prompt rest is truncated at 0, see ``components``)."""
     residual = np.asarray(residual, dtype=float)
     if sample_var is None or samples < 1:
         sampling = np.zeros_like(residual)
     else:
-        sampling = np.minimum(residual, 2.0 * np.asarray(sample_var, dtype=float) / samples)
+        sampling = np.broadcast_to(2.0 * np.asarray(sample_var, dtype=float) / samples, residual.shape).copy()
     return {
         "seed": np.asarray(seed, dtype=float),
         "prompt": np.asarray(prompt, dtype=float),
-        "residual": residual - sampling,
+        "residual": np.maximum(residual - sampling, 0.0),
         "sampling": sampling,
     }
 
