@@ -10,6 +10,7 @@ Map:
     binary_paired  0/1 scores: McNemar exact + Newcombe interval, PairedCounts (few discordant prompts)
     crossed    seed_prompt_difference -> Difference (seed x prompt), PlanVariance
     components variance_components of several arms' seed x prompt tables
+    pass_at_k  pass_at_k, pass_hat_k (unbiased pass@k and pass^k from n samples, c correct)
     planning   decision_probability, seeds_to_decide (prospective, at a chosen effect)
     power      seeds_needed, minimal_detectable_effect, power_two_sample, power_paired
     compare    compare -> Comparison (with robustness Checks); trial_means_difference -> Difference
@@ -48,6 +49,7 @@ from .crossed import Difference, PlanVariance, seed_prompt_difference, seed_prom
 from .curves import align_on_grid, curve_band
 from .multiple import adjust_pvalues
 from .noise import NoiseFloor, bonett_std_interval, chi_square_std_interval, noise_floor
+from .pass_at_k import pass_at_k, pass_hat_k
 from .planning import decision_probability, seeds_can_decide, seeds_to_decide
 from .power import (
     minimal_detectable_effect,
@@ -109,6 +111,8 @@ __all__ = [
     "minimal_detectable_effect",
     "noise_floor",
     "paired_test",
+    "pass_at_k",
+    "pass_hat_k",
     "permutation_check",
     "power_paired",
     "power_two_sample",

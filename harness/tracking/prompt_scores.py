@@ -4,7 +4,8 @@ A trial's scores (prompts x evaluations) would outweigh the rest of its record m
 plain JSON, and every report reads every record; so they are kept as ``ps1:`` followed by
 base64(zlib(compact JSON)), and decoded only for the per-prompt frame and the MLflow artifact.
 The tag names the layout, so a later one can be told apart. The long layout (one row per
-prompt, evaluation and metric) and its metric names are defined here, once.
+prompt, evaluation and metric) and its metric names are defined here, once; an evaluation that
+scored pass@k and pass^k (``train.eval_pass_k``) adds their rows after :data:`PROMPT_METRICS`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def encode_scores(scores: list[PromptScores]) -> str | None:
     """The text a record stores for ``scores`` (None when there are none)."""
     if not scores:
         return None
-    payload = json.dumps([s.model_dump() for s in scores], separators=(",", ":")).encode("utf-8")
+    # exclude_none: an evaluation without pass rates is stored exactly as before they existed
+    payload = json.dumps([s.model_dump(exclude_none=True) for s in scores], separators=(",", ":")).encode("utf-8")
     return f"{FORMAT}:" + base64.b64encode(zlib.compress(payload, 9)).decode("ascii")
 
 
@@ -67,13 +69,14 @@ def decode_scores(blob: str, where: str) -> list[PromptScores]:
 
 
 def long_columns(scores: list[PromptScores]) -> dict[str, list]:
-    """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`), value;
-    rows by evaluation, then metric, then prompt (the task's eval order)."""
+    """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`, then any
+    pass@k / pass^k), value; rows by evaluation, then metric, then prompt (the task's eval order)."""
     cols: dict[str, list] = {c: [] for c in LONG_COLUMNS}
     for evaluation in scores:
         n = len(evaluation.prompt_ids)
         values = (evaluation.greedy, evaluation.sampled_mean, evaluation.sampled_var, [float(evaluation.samples)] * n)
-        for metric, column in zip(PROMPT_METRICS, values):
+        rates = evaluation.pass_rates or {}
+        for metric, column in [*zip(PROMPT_METRICS, values), *rates.items()]:
             cols["step"] += [evaluation.step] * n
             cols["prompt_id"] += evaluation.prompt_ids
             cols["metric"] += [metric] * n
