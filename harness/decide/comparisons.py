@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness import stats
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, completed, meta_of, seed_values
-from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
+from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, samples_metric
 
 #: Robustness checks shown next to each verdict, in this order.
 ROBUSTNESS_ORDER = ("mann_whitney", "yuen", "permutation", "paired_t", "sign_flip")
@@ -88,11 +88,12 @@ def arm_scores(results, condition: str, metric: str, *, failures: str = "drop") 
     if not wide.index.equals(values.index):  # e.g. a completed trial without a finite final value
         return scores
     var_rows = _final_prompt_rows(results, list(ids), metric + SAMPLE_VAR_SUFFIX)
-    k_rows = _final_prompt_rows(results, list(ids), metric + SAMPLES_SUFFIX)
+    k_rows = _final_prompt_rows(results, list(ids), samples_metric(metric) + SAMPLES_SUFFIX)
     samples = int(k_rows["value"].max()) if len(k_rows) else 1
     sample_var = float(var_rows["value"].mean()) if len(var_rows) and samples > 1 else None
+    sampled = bool(len(k_rows))  # pass@k / pass^k: sampled, with no per-sample variance (not separable)
     return ArmScores(
-        values=values, failed=len(failed), table=wide, sample_var=sample_var, samples=samples, sampled=bool(len(k_rows))
+        values=values, failed=len(failed), table=wide, sample_var=sample_var, samples=samples, sampled=sampled
     )
 
 

@@ -28,6 +28,13 @@ SAMPLES_SUFFIX = ".samples"
 PROMPT_METRICS = (GREEDY_METRIC, SAMPLED_METRIC, SAMPLED_METRIC + SAMPLE_VAR_SUFFIX, SAMPLED_METRIC + SAMPLES_SUFFIX)
 LONG_COLUMNS = ["step", "prompt_id", "metric", "value"]
 
+
+def samples_metric(metric: str) -> str:
+    """The metric whose ``.samples`` rows hold the k behind ``metric``: pass@k and pass^k are
+    scored from the same sampled answers as the sampled mean."""
+    return SAMPLED_METRIC if metric.startswith(("eval/pass@", "eval/pass^")) else metric
+
+
 _SCORES = TypeAdapter(list[PromptScores])
 #: the most decompressed bytes a record's scores may take (a 10,000-prompt x 50-evaluation trial
 #: is ~60 MB of JSON); more is a damaged or hostile record, refused before it fills memory

@@ -1,12 +1,14 @@
 """The noise-by-source split of a sampled evaluation: k = 1 keeps its sampling variance as one
 combined component, k > 1 splits it without the cap, greedy has none."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from harness import stats
-from harness.decide.comparisons import ArmScores
+from harness.decide.comparisons import ArmScores, arm_scores
 from harness.decide.noise import COMPONENT_NOTES, noise_split
 
 
@@ -51,3 +53,25 @@ def test_k_four_splits_and_greedy_has_no_sampling_row():
     greedy = _split(_scores(np.random.default_rng(1), 1, sampled=False))
     assert greedy.components.set_index("source").loc["eval sampling", "variance"] == 0.0
     assert not any("eval samples" in o for o in greedy.budget["option"])
+
+
+def test_pass_at_k_scores_are_read_as_sampled_with_the_sampled_mean_k():
+    rng = np.random.default_rng(4)
+    trials, rows = [], []
+    for seed in range(3):
+        tid = f"g-s{seed}"
+        values = rng.integers(0, 5, 6) / 4
+        trials.append({"trial_id": tid, "arm": "g", "seed": seed, "status": "completed", "eval/pass@2": values.mean()})
+        for p, v in enumerate(values):
+            rows.append((tid, 5, f"p{p}", "eval/pass@2", float(v)))
+            rows.append((tid, 5, f"p{p}", "eval/mean_reward.samples", 4.0))
+    results = SimpleNamespace(
+        trials=pd.DataFrame(trials),
+        prompts=pd.DataFrame(rows, columns=["trial_id", "step", "prompt_id", "metric", "value"]),
+        meta={},
+    )
+    scores = arm_scores(results, "g", "eval/pass@2")
+    assert scores.table is not None and scores.sampled and scores.samples == 4 and scores.sample_var is None
+    split = noise_split("eval/pass@2", {"g": scores}, level=0.95, effect=None, margin=None, power=0.8)
+    assert stats.COMBINED in set(split.components["source"])
+    assert split.budget.set_index("option").loc["2x eval samples (at best)", "samples"] == 8
