@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness import stats
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, completed, meta_of, seed_values
-from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
+from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, samples_metric
 
 #: Robustness checks shown next to each verdict, in this order.
 ROBUSTNESS_ORDER = ("mann_whitney", "yuen", "permutation", "paired_t", "sign_flip")
@@ -46,6 +46,7 @@ class ArmScores:
     table: pd.DataFrame | None = None  # seeds x prompt ids
     sample_var: float | None = None  # mean within-prompt variance of one eval sample
     samples: int = 1
+    sampled: bool = False  # the scores are means of k sampled completions (k recorded), not greedy
 
 
 def worst_value(results, metric: str) -> float | None:
@@ -90,10 +91,13 @@ def arm_scores(results, condition: str, metric: str, *, failures: str = "drop") 
     if not wide.index.equals(values.index):  # e.g. a completed trial without a finite final value
         return scores
     var_rows = _final_prompt_rows(results, list(ids), metric + SAMPLE_VAR_SUFFIX)
-    k_rows = _final_prompt_rows(results, list(ids), metric + SAMPLES_SUFFIX)
+    k_rows = _final_prompt_rows(results, list(ids), samples_metric(metric) + SAMPLES_SUFFIX)
     samples = int(k_rows["value"].max()) if len(k_rows) else 1
     sample_var = float(var_rows["value"].mean()) if len(var_rows) and samples > 1 else None
-    return ArmScores(values=values, failed=len(failed), table=wide, sample_var=sample_var, samples=samples)
+    sampled = bool(len(k_rows))  # pass@k / pass^k: sampled, with no per-sample variance (not separable)
+    return ArmScores(
+        values=values, failed=len(failed), table=wide, sample_var=sample_var, samples=samples, sampled=sampled
+    )
 
 
 # ----------------------------------------------------------------------------- comparisons
@@ -117,6 +121,8 @@ class PairResult:
 def _primary_test(requested: str, arm: ArmScores, base: ArmScores, paired: bool) -> tuple[str, str]:
     """The pre-registered test as the data allow it, and a note when they did not."""
     tables = arm.table is not None and base.table is not None
+    if tables and requested in ("auto", "seed_prompt") and stats.is_binary(arm.table, base.table):
+        return stats.BINARY_TEST, ""  # 0/1 scores: the seed x prompt test that keeps its level at few flips
     if requested == "auto":
         return ("seed_prompt" if tables else "paired_t" if paired else "welch_t"), ""
     if requested == "seed_prompt" and not tables:
@@ -227,7 +233,7 @@ def compare_scores(
             )
         notes.append(f"{why}: eval-only comparison on the {difference.n_prompts} prompts both sides scored")
         return PairResult(condition, control, metric, arm, base, False, difference, None, notes)
-    if chosen == "seed_prompt":
+    if chosen in ("seed_prompt", stats.BINARY_TEST):
         prompts = arm.table.columns.intersection(base.table.columns)
         pooled = [v for v in (arm.sample_var, base.sample_var) if v is not None]
         difference = stats.seed_prompt_difference(
@@ -236,6 +242,7 @@ def compare_scores(
             paired=paired,
             sample_var=float(np.mean(pooled)) if pooled else None,
             samples=min(arm.samples, base.samples),
+            binary=chosen == stats.BINARY_TEST,
         )
     else:
         difference = stats.trial_means_difference(a.to_numpy(), b.to_numpy(), test=chosen)

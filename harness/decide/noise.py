@@ -92,11 +92,15 @@ def noise_floor_table(
 COMPONENT_COLUMNS = ["source", "variance", "sd", "share", "note"]
 BUDGET_COLUMNS = ["option", "seeds", "prompts", "samples", "se_diff"]
 COMPONENT_NOTES = {
-    "seed": "training seed: shrinks with more seeds per arm",
-    "prompt": "shared by every arm on the same prompts: cancels in a difference",
+    "seed": "run-to-run spread (training seed): shrinks with more seeds per arm",
+    "prompt": "prompt-to-prompt spread (some prompts are harder): shared by every arm on the same prompts, "
+    "cancels in a difference",
     "arm x prompt": "does not cancel and does not shrink with seeds: shrinks with more eval prompts",
     "seed x prompt": "shrinks with seeds x prompts",
-    "eval sampling": "shrinks with more eval samples per prompt",
+    "eval sampling": "sample-to-sample spread within a prompt (what verl's std@k measures), divided by the k "
+    "samples averaged: shrinks with more eval samples per prompt",
+    stats.COMBINED: "one sampled completion per prompt cannot tell the two apart: more eval samples shrink at "
+    "most all of it, more seeds x prompts all of it",
 }
 ONE_RUN_NOTES = {
     "seed": "unknown: one training run per arm (a second seed per arm would measure it)",
@@ -122,7 +126,9 @@ def typical_plan(pairs: list[PairResult]) -> stats.PlanVariance | None:
     plans = [
         p.difference.plan
         for p in pairs
-        if p.difference.testable and p.difference.plan is not None and p.difference.test == "seed_prompt"
+        if p.difference.testable
+        and p.difference.plan is not None
+        and p.difference.test in ("seed_prompt", stats.BINARY_TEST)
     ]
     if not plans:
         return None
@@ -168,6 +174,7 @@ def noise_split(
         {c: t[common].to_numpy() for c, t in tables.items()},
         sample_var=float(np.mean(sample_vars)) if sample_vars else None,
         samples=samples,
+        sampled=any(scores[c].sampled for c in tables),
     )
     by_source = comps.by_source()
     total = sum(by_source.values())
@@ -187,13 +194,20 @@ def noise_split(
     plan = plan or comps.as_plan(paired=False)
     n = max(MIN_SEEDS_FOR_TEST, int(round(comps.seeds)))
     P, k = comps.n_prompts, comps.samples
-    options = [("as run", n, P, k), ("+1 seed per arm", n + 1, P, k), ("2x eval prompts", n, 2 * P, k)]
-    if k > 1 or comps.eval_sampling > 0:
-        options.append(("2x eval samples", n, P, 2 * k))
+    options = [
+        ("as run", n, P, k, plan),
+        ("+1 seed per arm", n + 1, P, k, plan),
+        ("2x eval prompts", n, 2 * P, k, plan),
+    ]
+    if comps.separable and (k > 1 or comps.eval_sampling > 0):
+        options.append(("2x eval samples", n, P, 2 * k, plan))
+    elif not comps.separable:  # k = 1: the best case, all of the combined residual being sampling
+        best = dataclasses.replace(plan, residual=0.0, sampling=plan.residual + plan.sampling)
+        options.append(("2x eval samples (at best)", n, P, 2 * k, best))
     budget = pd.DataFrame(
         [
-            {"option": o, "seeds": s, "prompts": p, "samples": q, "se_diff": float(np.sqrt(plan.variance(s, p, q)))}
-            for o, s, p, q in options
+            {"option": o, "seeds": s, "prompts": p, "samples": q, "se_diff": float(np.sqrt(v.variance(s, p, q)))}
+            for o, s, p, q, v in options
         ],
         columns=BUDGET_COLUMNS,
     )

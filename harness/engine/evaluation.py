@@ -2,7 +2,8 @@
 
 The sampling generator is seeded by a constant, not by the trial seed, so every arm and seed is
 scored on the same draws of the evaluation procedure. The aggregate metrics are the means of
-the per-prompt scores, so the two never disagree.
+the per-prompt scores, so the two never disagree. With ``train.eval_pass_k`` each prompt's c
+correct answers of its k samples also give pass@k and pass^k (``harness.stats.pass_at_k``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,17 @@ import torch
 
 from harness.engine.generation import generate, mean, verifier_scores
 from harness.engine.models import LoadedModel
-from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, TrainConfig, benchmark_metric
+from harness.engine.spec import (
+    GREEDY_METRIC,
+    SAMPLED_METRIC,
+    PromptScores,
+    TrainConfig,
+    metric_name,
+    pass_metrics,
+)
 from harness.engine.tasks.base import Item, Task, prompt_ids
+from harness.errors import ConfigError
+from harness.stats.pass_at_k import pass_at_k, pass_hat_k
 
 EVAL_SEED = 20_241_129
 EVAL_BATCH = 256
@@ -82,26 +92,45 @@ def evaluate(
         temperature=train.temperature,
         generator=torch.Generator(device=lm.device).manual_seed(EVAL_SEED),
     )
+    ids = prompt_ids(items)
     return PromptScores(
         step=step,
-        prompt_ids=prompt_ids(items),
+        prompt_ids=ids,
         greedy=greedy,
         sampled_mean=[mean(rewards) for rewards in sampled],
         sampled_var=[statistics.variance(rewards) if len(rewards) > 1 else 0.0 for rewards in sampled],
         samples=train.eval_samples,
         benchmark=benchmark,
+        pass_rates=pass_rates(sampled, ids, train.eval_pass_k, task.name) if train.eval_pass_k else None,
     )
+
+
+def pass_rates(sampled: list[list[float]], ids: list[str], ks: list[int], task: str) -> dict[str, list[float]]:
+    """Per-prompt pass@k and pass^k from each prompt's sampled rewards, which must be 0/1: a
+    partial reward has no "correct answer" to count (a ConfigError naming the prompt)."""
+    for pid, rewards in zip(ids, sampled):
+        bad = next((r for r in rewards if r not in (0.0, 1.0)), None)
+        if bad is not None:
+            raise ConfigError(
+                f"train.eval_pass_k needs 0/1 rewards, but task {task!r} scored prompt {pid} {bad!r}: "
+                "drop eval_pass_k or use a 0/1 verifier"
+            )
+    n = len(sampled[0]) if sampled else 0
+    correct = [int(sum(rewards)) for rewards in sampled]
+    out: dict[str, list[float]] = {}
+    for k in ks:
+        at, hat = pass_metrics(k)
+        out[at] = [float(x) for x in pass_at_k(n, correct, k)]
+        out[hat] = [float(x) for x in pass_hat_k(n, correct, k)]
+    return out
 
 
 def eval_metrics(scores: PromptScores) -> dict[str, float]:
     """The evaluation's aggregate metrics: the means of its per-prompt scores, named
     ``eval/<benchmark>/<metric>`` for a benchmark's."""
-    return {
-        metric_name(GREEDY_METRIC, scores.benchmark): mean(scores.greedy),
-        metric_name(SAMPLED_METRIC, scores.benchmark): mean(scores.sampled_mean),
+    means = {
+        GREEDY_METRIC: mean(scores.greedy),
+        SAMPLED_METRIC: mean(scores.sampled_mean),
+        **{name: mean(values) for name, values in (scores.pass_rates or {}).items()},
     }
-
-
-def metric_name(metric: str, benchmark: str | None) -> str:
-    """``eval/accuracy`` as the study's task names it, or ``eval/<benchmark>/accuracy``."""
-    return metric if benchmark is None else benchmark_metric(benchmark, metric.removeprefix("eval/"))
+    return {metric_name(name, scores.benchmark): value for name, value in means.items()}

@@ -215,6 +215,11 @@ class TrainConfig(StrictModel):
         10, description="evaluate every this many steps (and at the start and the end); 0: start and end only"
     )
     eval_samples: PositiveInt = Field(4, description="sampled completions per held-out prompt, for eval/mean_reward")
+    eval_pass_k: list[PositiveInt] = Field(
+        [],
+        description="also score eval/pass@k and eval/pass^k (the unbiased estimators from the eval_samples "
+        "sampled answers) for each k here, per prompt and as their means; each k <= eval_samples; needs 0/1 rewards",
+    )
     max_eval_prompts: PositiveInt | None = Field(
         None, description="score at most this many held-out prompts; null: all of task.n_eval"
     )
@@ -240,6 +245,18 @@ class TrainConfig(StrictModel):
         description="train on the verifier's rewards shuffled across each batch (the same mean and spread, no link "
         "to the completion): the study's placebo arm (placebo: random_reward) sets it",
     )
+
+    @model_validator(mode="after")
+    def _pass_k(self) -> TrainConfig:
+        too_big = [k for k in self.eval_pass_k if k > self.eval_samples]
+        if too_big:
+            raise ValueError(
+                f"eval_pass_k asks for k={too_big[0]} but eval_samples is {self.eval_samples}: each k must be at most "
+                "eval_samples (raise train.eval_samples or drop that k)"
+            )
+        if len(set(self.eval_pass_k)) != len(self.eval_pass_k):
+            raise ValueError(f"eval_pass_k repeats a k: {self.eval_pass_k}")
+        return self
 
 
 #: A benchmark's name becomes part of its metric names (``eval/<name>/accuracy``): this alphabet.
@@ -307,6 +324,11 @@ def benchmark_metric(benchmark: str, metric: str) -> str:
     return f"eval/{benchmark}/{metric}"
 
 
+def metric_name(metric: str, benchmark: str | None) -> str:
+    """``eval/accuracy`` as the study's task names it, or ``eval/<benchmark>/accuracy``."""
+    return metric if benchmark is None else benchmark_metric(benchmark, metric.removeprefix("eval/"))
+
+
 class TrialSpec(StrictModel):
     study: str = "adhoc"
     arm: str
@@ -333,6 +355,8 @@ class TrialSpec(StrictModel):
     def config_hash(self) -> str:
         """Hash of everything that changes the result (not where it is written)."""
         payload = self.model_dump(mode="json", exclude={"cache_dir", "study", "algorithm"})
+        if not self.train.eval_pass_k:  # added later: trials that do not ask keep their ids
+            del payload["train"]["eval_pass_k"]
         payload["algorithm"] = identity(self.algorithm)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -344,6 +368,11 @@ class TrialSpec(StrictModel):
 #: What every held-out evaluation reports: greedy accuracy, and the mean reward of k samples.
 GREEDY_METRIC = "eval/accuracy"
 SAMPLED_METRIC = "eval/mean_reward"
+
+
+def pass_metrics(k: int) -> tuple[str, str]:
+    """The names of pass@k and pass^k among the evaluation metrics."""
+    return f"eval/pass@{k}", f"eval/pass^{k}"
 
 
 class PromptScores(StrictModel):
@@ -363,12 +392,18 @@ class PromptScores(StrictModel):
     benchmark: str | None = Field(
         None, description="the benchmark these prompts belong to (``TrialSpec.benchmarks``); None: the study's task"
     )
+    pass_rates: dict[str, list[float]] | None = Field(
+        None,
+        description="per-prompt eval/pass@k and eval/pass^k by metric name (train.eval_pass_k); None when not asked",
+    )
 
     @model_validator(mode="after")
     def _aligned(self) -> PromptScores:
         n = len(self.prompt_ids)
         if {len(self.greedy), len(self.sampled_mean), len(self.sampled_var)} != {n}:
             raise ValueError(f"step {self.step}: every per-prompt list must have one value per prompt id ({n})")
+        if any(len(v) != n for v in (self.pass_rates or {}).values()):
+            raise ValueError(f"step {self.step}: every pass rate list must have one value per prompt id ({n})")
         if len(set(self.prompt_ids)) != n:
             raise ValueError(f"step {self.step}: prompt ids repeat")
         return self

@@ -595,8 +595,13 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
                     "each truncated at 0; eval sampling from the recorded sample variances). The training seed's "
                     "part is unknown; the shares are of the parts that can be told apart."
                     if one_run
-                    else "(method of moments on the seed x prompt tables, each truncated at 0). The seed row's sd "
-                    "is the training-seed sd (component)."
+                    else "(method of moments on the seed x prompt tables, each truncated at 0). Three spreads are "
+                    "kept apart: run-to-run (the seed row, the training-seed sd (component)), prompt-to-prompt "
+                    "(prompt, arm x prompt) and sample-to-sample within a prompt (eval sampling: the variance of one "
+                    "sampled answer divided by the k averaged, from each prompt's own k samples; verl's std@k is the "
+                    "sd of one sample within a prompt, averaged over prompts: a spread, not the uncertainty of a "
+                    "run's score). With one sample per prompt it cannot be told from seed x prompt and the two are "
+                    "shown together."
                 ),
             ),
             Section(

@@ -7,8 +7,10 @@ reproducible). Result objects are frozen dataclasses whose ``to_dict()`` is JSON
 
 Map:
     noise      noise_floor -> NoiseFloor (Bonett / chi-square sd intervals)
+    binary_paired  0/1 scores: McNemar exact + Newcombe interval, PairedCounts (few discordant prompts)
     crossed    seed_prompt_difference -> Difference (seed x prompt), PlanVariance
     components variance_components of several arms' seed x prompt tables
+    pass_at_k  pass_at_k, pass_hat_k (unbiased pass@k and pass^k from n samples, c correct)
     planning   decision_probability, seeds_to_decide (prospective, at a chosen effect)
     power      seeds_needed, minimal_detectable_effect, power_two_sample, power_paired
     compare    compare -> Comparison (with robustness Checks); trial_means_difference -> Difference
@@ -32,6 +34,13 @@ from .aggregates import (
     stratified_bootstrap,
     stratified_interval,
 )
+from .binary_paired import (
+    BINARY_TEST,
+    PairedCounts,
+    is_binary,
+    mcnemar_exact_p,
+    newcombe_interval,
+)
 from .bootstrap import Interval, bootstrap_ci, bootstrap_diff_ci
 from .compare import (
     Check,
@@ -48,7 +57,7 @@ from .compare import (
     welch_test,
     yuen_test,
 )
-from .components import SOURCES, Components, variance_components
+from .components import COMBINED, SOURCES, Components, variance_components
 from .crossed import Difference, PlanVariance, seed_prompt_difference, seed_prompt_se
 from .curves import align_on_grid, curve_band
 from .eval_only import (
@@ -61,6 +70,7 @@ from .eval_only import (
 )
 from .multiple import adjust_pvalues
 from .noise import NoiseFloor, bonett_std_interval, chi_square_std_interval, noise_floor
+from .pass_at_k import pass_at_k, pass_hat_k
 from .planning import decision_probability, seeds_can_decide, seeds_to_decide
 from .power import (
     minimal_detectable_effect,
@@ -94,6 +104,12 @@ from .verdict import (
 )
 
 __all__ = [
+    "COMBINED",
+    "BINARY_TEST",
+    "PairedCounts",
+    "is_binary",
+    "mcnemar_exact_p",
+    "newcombe_interval",
     "CORRECTIONS",
     "EFFICIENCY_LABELS",
     "CurveFit",
@@ -152,6 +168,8 @@ __all__ = [
     "minimal_detectable_effect",
     "noise_floor",
     "paired_test",
+    "pass_at_k",
+    "pass_hat_k",
     "permutation_check",
     "power_paired",
     "power_two_sample",

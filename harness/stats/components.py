@@ -9,8 +9,19 @@ Every arm's trials form a ``[seeds, prompts]`` table on the same prompts (the mo
   ``residual / n`` (n: harmonic mean of the arms' seeds); needs two arms;
 * **prompt**: the variance over prompts of the all-arm prompt means minus what the two terms
   above put there;
-* **eval sampling**: the within-prompt variance of one sampled completion over k samples
-  (``sample_var / k``, 0 for greedy scores); the rest of the residual is **seed x prompt**.
+* **eval sampling**: the within-prompt variance of one sampled completion over k samples,
+  ``sample_var / k``, where ``sample_var`` is the mean of the cells' sample variances (ddof=1)
+  of their k rewards: unbiased for the sampling variance of a cell mean, and *not* capped at
+  the residual (a cap makes it biased low, 84-97% of its true value at realistic sizes, the
+  rest showing up as spurious seed x prompt variance); the rest of the residual is **seed x
+  prompt**, truncated at 0 (the constraint belongs to it: it is the difference of two
+  estimates). Greedy scores have no sampling term.
+* **k = 1 sampled evaluations**: one sample per cell cannot tell eval sampling from seed x
+  prompt, for any reward, 0/1 included (a cell's draw is Bernoulli(pi) whether pi varies with
+  the seed x prompt interaction or not: a mixture of Bernoullis is a Bernoulli, so p(1 - p) of
+  a prompt's mean over seeds holds both). Rather than pretend the sampling part is 0, the
+  residual is reported as one component, **seed x prompt + eval sampling**
+  (``separable=False``), and more eval samples can shrink at most all of it.
 
 The prompt effect is shared by every arm and cancels in a difference; arm x prompt does not.
 ``as_plan`` turns the components into the ``PlanVariance`` of a generic arm-vs-control
@@ -29,6 +40,8 @@ from ._util import JsonMixin
 from .crossed import PlanVariance, two_way
 
 SOURCES = ("seed", "prompt", "arm x prompt", "seed x prompt", "eval sampling")
+#: the residual's label when one sample per cell cannot split it (sampled evaluation at k = 1)
+COMBINED = "seed x prompt + eval sampling"
 
 
 @dataclass(frozen=True)
@@ -44,8 +57,11 @@ class Components(JsonMixin):
     samples: int
     seeds: float  # harmonic mean of the arms' seed counts
     arms: int
+    separable: bool = True  # False: a sampled evaluation at k = 1, seed_x_prompt holds both parts
 
     def by_source(self) -> dict[str, float]:
+        if not self.separable:
+            return dict(zip(SOURCES[:3] + (COMBINED,), (self.seed, self.prompt, self.arm_x_prompt, self.seed_x_prompt)))
         return dict(zip(SOURCES, (self.seed, self.prompt, self.arm_x_prompt, self.seed_x_prompt, self.eval_sampling)))
 
     def as_plan(self, *, paired: bool = False) -> PlanVariance:
@@ -67,11 +83,14 @@ class Components(JsonMixin):
 
 
 def variance_components(
-    tables: Mapping[str, np.ndarray], *, sample_var: float | None = None, samples: int = 1
+    tables: Mapping[str, np.ndarray], *, sample_var: float | None = None, samples: int = 1, sampled: bool | None = None
 ) -> Components:
     """Components from each arm's ``[seeds, prompts]`` table (at least one arm with 2 seeds,
     2 prompts; every table on the same prompts). ``sample_var`` is the mean within-prompt
-    variance of one eval sample (None or with ``samples == 1`` greedy: no sampling term)."""
+    variance of one eval sample over ``samples`` (k) samples per cell; ``sampled``: the scores
+    are means of sampled completions (False: greedy, no sampling term; None: sampled when
+    ``sample_var`` is given). A sampled evaluation at
+    k = 1 (or without ``sample_var``) cannot be split: ``separable`` is False."""
     arrays = [np.asarray(t, dtype=float) for t in tables.values()]
     arrays = [t for t in arrays if t.ndim == 2 and t.shape[0] >= 2]
     if not arrays:
@@ -94,15 +113,18 @@ def variance_components(
         _, _, ms_ap = two_way(means)
         arm_x_prompt = max(0.0, float(ms_ap) - residual / n_h)
     prompt = max(0.0, float(means.mean(axis=0).var(ddof=1)) - arm_x_prompt / k - residual / (k * n_h))
-    sampling = 0.0 if sample_var is None or samples <= 1 else min(residual, float(sample_var) / samples)
+    sampled = sample_var is not None if sampled is None else sampled
+    separable = not sampled or (sample_var is not None and samples > 1)
+    sampling = float(sample_var) / samples if sampled and separable else 0.0
     return Components(
         seed=seed,
         prompt=prompt,
         arm_x_prompt=arm_x_prompt,
-        seed_x_prompt=residual - sampling,
+        seed_x_prompt=max(0.0, residual - sampling),
         eval_sampling=sampling,
         n_prompts=P,
         samples=samples,
         seeds=n_h,
         arms=k,
+        separable=separable,
     )

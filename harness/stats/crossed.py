@@ -40,13 +40,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._util import JsonMixin
+from .binary_paired import BINARY_TEST, PairedCounts, effective_counts
 
 
 @dataclass(frozen=True)
 class Difference(JsonMixin):
     """An arm-minus-control difference of means with the standard error and df its interval uses.
 
-    ``test`` names the analysis ("seed_prompt", "paired_t", "welch_t", "yuen"); ``se_trial_means``
+    ``test`` names the analysis ("seed_prompt", "seed_prompt_binary", "paired_t", "welch_t", "yuen");
+    ``binary`` holds the effective 0/1 counts whose interval a verdict joins to the t interval
+    (``binary_paired``; None unless the test is "seed_prompt_binary"); ``se_trial_means``
     is the trial-means standard error of the same difference (the robustness view); ``plan``
     holds the variance components that predict the standard error at other budgets (None when
     they cannot be estimated). ``reason`` is "" unless the difference cannot be tested.
@@ -63,6 +66,7 @@ class Difference(JsonMixin):
     se_trial_means: float = math.nan
     plan: PlanVariance | None = None
     reason: str = ""
+    binary: PairedCounts | None = None
 
     @property
     def testable(self) -> bool:
@@ -181,24 +185,27 @@ def seed_prompt_se(arm, control, *, paired: bool, sample_var=None, samples: int 
 
 
 def _components(seed, prompt, residual, sample_var, samples: int) -> dict[str, np.ndarray]:
-    """Split the cell residual into seed x prompt and eval sampling (``sample_var / k`` per arm)."""
+    """Split the cell residual into seed x prompt and eval sampling (``sample_var / k`` per arm,
+    unbiased: not capped at the residual; the seed x prompt rest is truncated at 0, see ``components``)."""
     residual = np.asarray(residual, dtype=float)
     if sample_var is None or samples < 1:
         sampling = np.zeros_like(residual)
     else:
-        sampling = np.minimum(residual, 2.0 * np.asarray(sample_var, dtype=float) / samples)
+        sampling = np.broadcast_to(2.0 * np.asarray(sample_var, dtype=float) / samples, residual.shape).copy()
     return {
         "seed": np.asarray(seed, dtype=float),
         "prompt": np.asarray(prompt, dtype=float),
-        "residual": residual - sampling,
+        "residual": np.maximum(residual - sampling, 0.0),
         "sampling": sampling,
     }
 
 
 def seed_prompt_difference(
-    arm, control, *, paired: bool, sample_var: float | None = None, samples: int = 1
+    arm, control, *, paired: bool, sample_var: float | None = None, samples: int = 1, binary: bool = False
 ) -> Difference:
-    """The seed x prompt difference of two arms' ``[seeds, prompts]`` score tables."""
+    """The seed x prompt difference of two arms' ``[seeds, prompts]`` score tables. ``binary``
+    (0/1 tables): the test is "seed_prompt_binary", the t interval joined by the binary interval
+    of the pooled counts (``binary_paired``)."""
     a = np.asarray(arm, dtype=float)
     c = np.asarray(control, dtype=float)
     if a.ndim != 2 or c.ndim != 2:
@@ -206,12 +213,13 @@ def seed_prompt_difference(
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(c))):
         raise ValueError("score tables contain non-finite values; drop or score failed trials first")
     n_a, n_c, P = a.shape[0], c.shape[0], a.shape[1]
+    test = BINARY_TEST if binary else "seed_prompt"
     if min(n_a, n_c) < 2:
         return Difference(
             float(a.mean() - c.mean()),
             math.nan,
             math.nan,
-            "seed_prompt",
+            test,
             n_a,
             n_c,
             paired,
@@ -230,4 +238,8 @@ def seed_prompt_difference(
         samples=samples,
         paired=paired,
     )
-    return Difference(float(diff), se, df, "seed_prompt", n_a, n_c, paired, P, float(se_trial), plan, reason)
+    counts = None
+    if binary and not reason:
+        *cells, deff = (float(x) for x in effective_counts(a, c, paired=paired, variance=se**2))
+        counts = PairedCounts(*cells, design_effect=deff)
+    return Difference(float(diff), se, df, test, n_a, n_c, paired, P, float(se_trial), plan, reason, counts)

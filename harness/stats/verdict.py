@@ -49,6 +49,7 @@ import numpy as np
 from scipy import special
 
 from ._util import JsonMixin, check_alpha
+from .binary_paired import union_interval
 from .crossed import Difference
 from .eval_only import EVAL_ONLY_TEST
 from .planning import seeds_can_decide, seeds_to_decide
@@ -229,13 +230,13 @@ def decide(
             continue
         p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
         multiplier = m if correction == "bonferroni" else 1
-        if look is None:
-            d_level, p_adj = level, min(1.0, p * multiplier)
-        else:
-            d_level = float(2.0 * special.ndtr(look.bound(per_arm_alpha)) - 1.0)
-            p_adj = min(1.0, look.repeated_p(-special.ndtri(p / 2.0)) * multiplier)
+        d_level = level if look is None else float(2.0 * special.ndtr(look.bound(per_arm_alpha)) - 1.0)
         half = float(special.stdtrit(d.df, 0.5 + d_level / 2.0)) * d.se
-        lo, hi = d.diff - half, d.diff + half
+        lo, hi, p = union_interval(d.diff - half, d.diff + half, p, d.binary, d_level)
+        if look is None:
+            p_adj = min(1.0, p * multiplier)
+        else:
+            p_adj = min(1.0, look.repeated_p(-special.ndtri(p / 2.0)) * multiplier)
         label, small = (x.item() for x in label_of(lo, hi, margin=margin, direction=direction))
         # an interim look plans nothing: the design buys the next look's seeds anyway
         plans = look is None or look.final

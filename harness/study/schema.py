@@ -94,6 +94,9 @@ FINAL_METRICS: tuple[str, ...] = (
     "train/dpo_pair_acc",
 )
 
+#: pass@k and pass^k, final metrics when ``train.eval_pass_k`` includes k
+PASS_METRIC = re.compile(r"eval/pass[@^]([1-9][0-9]*)")
+
 #: The range of the final metrics that have one, for "failures: worst" and bounded report bands.
 METRIC_RANGES: dict[str, tuple[float, float]] = {
     "eval/accuracy": (0.0, 1.0),
@@ -239,8 +242,11 @@ class Study(StrictModel):
     @field_validator("primary_metric")
     @classmethod
     def _metric(cls, v: str) -> str:
-        if v not in FINAL_METRICS:
-            raise ValueError(f"unknown metric {v!r}; valid: {', '.join(FINAL_METRICS)}")
+        if v not in FINAL_METRICS and not PASS_METRIC.fullmatch(v):
+            raise ValueError(
+                f"unknown metric {v!r}; valid: {', '.join(FINAL_METRICS)}, or eval/pass@k / eval/pass^k "
+                "with k in train.eval_pass_k"
+            )
         return v
 
     @field_validator("seeds", mode="before")
@@ -323,6 +329,13 @@ class Study(StrictModel):
             self.control = names[0]
         elif self.control not in names:
             raise FieldError(("control",), f"{self.control!r} is not an arm; arms: " + ", ".join(names))
+        pass_k = PASS_METRIC.fullmatch(self.primary_metric)
+        if pass_k and int(pass_k[1]) not in self.train.eval_pass_k:
+            raise FieldError(
+                ("primary_metric",),
+                f"{self.primary_metric} is scored only when train.eval_pass_k includes {pass_k[1]} "
+                f"(it is {self.train.eval_pass_k}); add it there",
+            )
         if self.failures == "worst" and self.primary_metric not in METRIC_RANGES:
             raise FieldError(
                 ("failures",),

@@ -31,7 +31,8 @@ _TRUNCATED = "...[truncated; full value in config.json]"
 
 def mlflow_key(name: str) -> str:
     """``name`` as MLflow accepts a metric or param key: characters it rejects become ``_``
-    (``eval/pass@1`` -> ``eval/pass_1``); valid names are unchanged."""
+    (``eval/pass@1`` -> ``eval/pass_1``; ``^`` reads "hat", so ``eval/pass^1`` -> ``eval/pass_hat_1``
+    stays apart from pass@1); valid names are unchanged."""
     try:
         from mlflow.utils.validation import (
             path_not_unique,
@@ -41,7 +42,7 @@ def mlflow_key(name: str) -> str:
         return name
     if validate_param_and_metric_name(name) and not path_not_unique(name):
         return name
-    cleaned = re.sub(r"[^\w\-. /]", "_", name)
+    cleaned = re.sub(r"[^\w\-. /]", "_", name.replace("^", "_hat_"))
     cleaned = "/".join(part if part not in {"", ".", ".."} else "_" for part in cleaned.split("/"))
     return cleaned[:250]
 

@@ -4,7 +4,8 @@ A trial's scores (prompts x evaluations) would outweigh the rest of its record m
 plain JSON, and every report reads every record; so they are kept as ``ps1:`` followed by
 base64(zlib(compact JSON)), and decoded only for the per-prompt frame and the MLflow artifact.
 The tag names the layout, so a later one can be told apart. The long layout (one row per
-prompt, evaluation and metric) and its metric names are defined here, once.
+prompt, evaluation and metric) and its metric names are defined here, once; an evaluation that
+scored pass@k and pass^k (``train.eval_pass_k``) adds their rows after :data:`PROMPT_METRICS`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import zlib
 
 from pydantic import TypeAdapter, ValidationError
 
-from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, benchmark_metric
+from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, benchmark_metric, metric_name
 from harness.errors import HarnessError, one_line
 
 FORMAT = "ps1"
@@ -26,6 +27,13 @@ SAMPLES_SUFFIX = ".samples"
 #: the metrics of the long layout, in row order
 PROMPT_METRICS = (GREEDY_METRIC, SAMPLED_METRIC, SAMPLED_METRIC + SAMPLE_VAR_SUFFIX, SAMPLED_METRIC + SAMPLES_SUFFIX)
 LONG_COLUMNS = ["step", "prompt_id", "metric", "value"]
+
+
+def samples_metric(metric: str) -> str:
+    """The metric whose ``.samples`` rows hold the k behind ``metric``: pass@k and pass^k are
+    scored from the same sampled answers as the sampled mean."""
+    return SAMPLED_METRIC if metric.startswith(("eval/pass@", "eval/pass^")) else metric
+
 
 _SCORES = TypeAdapter(list[PromptScores])
 #: the most decompressed bytes a record's scores may take (a 10,000-prompt x 50-evaluation trial
@@ -45,9 +53,9 @@ def encode_scores(scores: list[PromptScores]) -> str | None:
     """The text a record stores for ``scores`` (None when there are none)."""
     if not scores:
         return None
-    # the study task's scores are stored without the field, as before benchmarks existed
-    dumped = [s.model_dump(exclude={"benchmark"} if s.benchmark is None else None) for s in scores]
-    payload = json.dumps(dumped, separators=(",", ":")).encode("utf-8")
+    # exclude_none: the study task's scores (no benchmark) without pass rates are stored exactly as
+    # before either field existed
+    payload = json.dumps([s.model_dump(exclude_none=True) for s in scores], separators=(",", ":")).encode("utf-8")
     return f"{FORMAT}:" + base64.b64encode(zlib.compress(payload, 9)).decode("ascii")
 
 
@@ -77,14 +85,15 @@ def prompt_metrics(benchmark: str | None) -> tuple[str, ...]:
 
 
 def long_columns(scores: list[PromptScores]) -> dict[str, list]:
-    """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`; a
-    benchmark's named ``eval/<benchmark>/...``, :func:`prompt_metrics`), value; rows by evaluation,
-    then metric, then prompt (the task's eval order)."""
+    """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`, then any
+    pass@k / pass^k; a benchmark's named ``eval/<benchmark>/...``, :func:`prompt_metrics`), value;
+    rows by evaluation, then metric, then prompt (the task's eval order)."""
     cols: dict[str, list] = {c: [] for c in LONG_COLUMNS}
     for evaluation in scores:
         n = len(evaluation.prompt_ids)
         values = (evaluation.greedy, evaluation.sampled_mean, evaluation.sampled_var, [float(evaluation.samples)] * n)
-        for metric, column in zip(prompt_metrics(evaluation.benchmark), values):
+        rates = [(metric_name(name, evaluation.benchmark), v) for name, v in (evaluation.pass_rates or {}).items()]
+        for metric, column in [*zip(prompt_metrics(evaluation.benchmark), values), *rates]:
             cols["step"] += [evaluation.step] * n
             cols["prompt_id"] += evaluation.prompt_ids
             cols["metric"] += [metric] * n

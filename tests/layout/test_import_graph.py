@@ -29,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ground": set(),
     "algorithms": set(),
     "stats": set(),
-    "engine": {"algorithms"},
+    "engine": {"algorithms", "stats.pass_at_k"},  # pass@k: the evaluation's metric, one implementation
     "study": {"algorithms", "engine.spec", "engine.tasks", "engine.warmstart_key"},
     "tracking": {"study", "engine.spec", "harness"},
     "decide": {"stats", "tracking", "study"},

@@ -192,15 +192,16 @@ def test_seed_prompt_analysis_when_prompts_are_recorded(make):
     res = with_prompts(make(failed={}), 32, arm_x_prompt=0.5)
     an = _analyze(res, min_effect=0.05)
     v = an.verdicts.set_index("condition")
-    assert set(v["test"]) == {"seed_prompt"}
+    assert set(v["test"]) == {"seed_prompt_binary"}  # 0/1 greedy scores
     p = res.prompts[(res.prompts["step"] == 9)]
     tables = {
         c: p[p["arm"] == c].pivot(index="seed", columns="prompt_id", values="value").sort_index()
         for c in ("grpo", "big", "null")
     }
-    want = stats.seed_prompt_difference(tables["big"].to_numpy(), tables["grpo"].to_numpy(), paired=True)
+    want = stats.seed_prompt_difference(tables["big"].to_numpy(), tables["grpo"].to_numpy(), paired=True, binary=True)
+    null = stats.seed_prompt_difference(tables["null"].to_numpy(), tables["grpo"].to_numpy(), paired=True, binary=True)
     e = stats.decide(
-        [want, stats.seed_prompt_difference(tables["null"].to_numpy(), tables["grpo"].to_numpy(), paired=True)],
+        [want, null],
         min_effect=0.05,
     )[0]
     assert v.loc["big", "diff"] == pytest.approx(want.diff)
@@ -225,7 +226,7 @@ def test_seed_prompt_falls_back_to_trial_means_and_says_so(make):
     res.prompts = res.prompts[res.prompts["trial_id"] != "big-s2"]  # one trial without per-prompt scores
     v = _analyze(res).verdicts.set_index("condition")
     assert v.loc["big", "test"] == "paired_t" and "no per-prompt scores" in v.loc["big", "reason"].lower()
-    assert v.loc["null", "test"] == "seed_prompt"
+    assert v.loc["null", "test"] == "seed_prompt_binary"
 
 
 def test_condition_means_match_t_interval(make, vals):
