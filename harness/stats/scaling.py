@@ -88,6 +88,7 @@ EFFICIENCY_LABELS = {
     "worse": "less efficient",
     "equivalent": "equally efficient",
     "inconclusive": "inconclusive",
+    "untested": "untested",
 }
 
 
