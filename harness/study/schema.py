@@ -44,6 +44,8 @@ from harness.study.sections import (
     AA_SEED_OFFSET,
     CALIBRATION_SUFFIX,
     PLACEBO,
+    PrimaryAt,
+    Scaling,
     SelfChecks,
     Sequential,
     Tuning,
@@ -204,6 +206,14 @@ class Study(StrictModel):
     )
     sequential: Sequential | None = Field(
         None, description="buy seeds look by look and stop each comparison once decided (seeds: the pool, in order)"
+    )
+    primary_at: PrimaryAt = Field(
+        PrimaryAt(),
+        description="where the pre-registered primary comparison reads each trial: its final evaluation, "
+        "its curve at a compute budget, or the mean of its curve up to one",
+    )
+    scaling: Scaling = Field(
+        Scaling(), description="fitted saturating curves of the primary metric against primary_at.axis"
     )
 
     #: the file it was loaded from (not part of the study; set by ``load_study``)
