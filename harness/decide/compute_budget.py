@@ -101,7 +101,9 @@ class _Reading:
 
 def _read(results, metric: str, point: PrimaryAt, trials: pd.DataFrame) -> _Reading:
     """Every completed trial of ``trials`` read at ``point``: per seed and per prompt."""
-    curves = results.curves if results.curves is not None else pd.DataFrame(columns=["trial_id", "metric"])
+    curves = results.curves
+    if curves is None or not len(curves):
+        curves = pd.DataFrame(columns=["trial_id", "step", "metric", "value"])
     prompts = getattr(results, "prompts", None)
     names = [metric, metric + SAMPLE_VAR_SUFFIX, metric + SAMPLES_SUFFIX]
     if prompts is not None and len(prompts):

@@ -164,3 +164,10 @@ def test_the_step_axis_needs_no_compute_columns():
     # steps 0, 2, 4: step 3 is halfway between the 2nd and 3rd evaluations
     assert ctl.table.loc[0].to_numpy() == pytest.approx([0.6, 0.6])
     assert point_line(results, METRIC) == "eval/accuracy at 3 steps (interpolated between evaluations)"
+
+
+def test_without_curves_every_completed_trial_is_named_and_none_is_read():
+    results = make_results({"point": "budget", "axis": FLOPS, "budget": 100})
+    results.curves = None
+    assert len(arm_scores(results, "ctl", METRIC).values) == 0
+    assert "6 completed trial(s) cannot be read" in shortfall_notes(results, METRIC)[0]
