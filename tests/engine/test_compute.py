@@ -117,3 +117,16 @@ def test_the_flops_count_the_passes_each_arm_runs(make_spec):
     ppo = first_step("ppo") / grpo  # a value head on the policy's trunk, no recompute: one more policy pass
     assert ppo == pytest.approx(12 / 10)
     assert with_critic == pytest.approx((10 * n + 8 * trunk) / (10 * n))
+
+
+def test_a_dpo_trial_fills_the_compute_axis_from_its_own_passes(make_spec):
+    """DPO samples its groups (2 N a token), runs the reference over its pairs (2 N) and updates
+    on them (6 N a token per epoch): at least the sampling's FLOPs each step, and the trained
+    tokens are its pairs' completion tokens."""
+    result = run_trial(make_spec("dpo", train={"steps": 2}))
+    _, lm, _, _ = start_policy(make_spec("dpo"))
+    n = model_size(lm.model).matmul
+    steps = result.history[1:]
+    assert result.history[-1]["compute/trained_tokens"] == sum(r["tokens/trained"] for r in steps)
+    flops = [b["compute/flops"] - a["compute/flops"] for a, b in zip(result.history, steps)]
+    assert all(f >= 2 * n * r["tokens/generated"] for f, r in zip(flops, steps))
