@@ -27,6 +27,7 @@ from harness.decide.comparisons import (
     planning_effect,
     verdict_rows,
 )
+from harness.decide.compute_budget import at_point, point_line, shortfall_notes
 from harness.decide.frames import (
     check_alpha,
     check_condition,
@@ -94,7 +95,7 @@ def condition_table(results, metric: str, *, alpha: float = 0.05) -> pd.DataFram
     """
     rows = []
     for cond in conditions_of(results):
-        v = seed_values(results.trials, cond, metric)
+        v = seed_values(at_point(results, metric, cond).trials, cond, metric)
         row = {"condition": cond, "n": len(v), "mean": np.nan, "ci_low": np.nan, "ci_high": np.nan}
         if len(v):
             mean, low, high = (float(np.asarray(a)[0]) for a in stats.curve_band(v.to_numpy()[:, None], alpha=alpha))
@@ -313,6 +314,8 @@ def build_header(
         "comparisons": [f"{a} vs {b}" for a, b in comparisons_of(results)],
         "conditions": conditions_of(results),
         "primary_metric": meta.get("primary_metric"),
+        # where the primary comparison reads each trial, when not at its final evaluation
+        "primary_at": point_line(results, meta.get("primary_metric")),
         "direction": meta.get("direction", "maximize"),
         "control": meta.get("control"),
         "seeds": list(meta.get("seeds") or (sorted(trials["seed"].dropna().unique().tolist()) if len(trials) else [])),
@@ -492,6 +495,7 @@ def analyze(
             band = curve_bands(results, m, x=x, alpha=alpha)
             if len(band):
                 analysis.curves[(m, x)] = band
+    analysis.notes += shortfall_notes(results, metric)
     untested = verdicts[verdicts["p_value"].isna()]
     if len(untested):
         analysis.notes.append(

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness import stats
+from harness.decide.compute_budget import at_point
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, completed, meta_of, seed_values
 from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, samples_metric
 
@@ -70,6 +71,7 @@ def _final_prompt_rows(results, trial_ids, metric: str) -> pd.DataFrame:
 
 
 def arm_scores(results, condition: str, metric: str, *, failures: str = "drop") -> ArmScores:
+    results = at_point(results, metric, condition)  # the study's primary_at: final, at a budget or its mean
     trials = results.trials[results.trials["arm"] == condition]
     done = completed(trials)
     failed = trials[trials["status"] == "failed"]

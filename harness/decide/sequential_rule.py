@@ -1,8 +1,9 @@
 """The decision rule of a sequential study, fixed at its first look.
 
 A sequential study reads its looks under one rule: the looks (seeds per arm), the spending
-function, alpha and its correction, ``min_effect``, the primary test, metric and direction, the
-failure policy, the control, the seeds the looks read and every condition's configuration. A
+function, alpha and its correction, ``min_effect``, the primary test, metric and direction, where
+the comparison reads each trial (``primary_at``), the failure policy, the control, the seeds the
+looks read and every condition's configuration. A
 look read again under another rule is a look that never happened: a stricter ``min_effect``
 re-opens an arm that stopped, a looser one hides trials that ran, other looks move the stops.
 So the rule is fixed once, when the study's first look is queued, and stored with the study
@@ -35,6 +36,7 @@ from harness.errors import ConfigError
 from harness.ground.strict import StrictModel
 from harness.study.expand import condition_configs
 from harness.study.schema import Study
+from harness.study.sections import PrimaryAt
 
 #: the level and correction every look is read at (the runner's; the plan and report assume them)
 ALPHA, CORRECTION = 0.05, "bonferroni"
@@ -67,10 +69,16 @@ class SequentialRule(StrictModel):
         description="each condition's config hash, its seed left out (harness.study.expand.condition_configs); "
         "None where unknown (a study file that no longer loads), and then not compared"
     )
+    primary_at: dict[str, Any] | None = Field(
+        None,
+        description="where the comparison reads each trial ({point, axis, budget}); None: at its final "
+        "evaluation, the point every rule read before the key existed (so their fingerprints stay)",
+    )
 
     def decision(self) -> dict[str, Any]:
         """The fields that decide the looks (not the version or when it was fixed)."""
-        return self.model_dump(mode="json", exclude={"version", "fixed_at"})
+        unset = {"primary_at"} if self.primary_at is None else set()
+        return self.model_dump(mode="json", exclude={"version", "fixed_at", *unset})
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.decision(), sort_keys=True).encode()).hexdigest()[:12]
@@ -89,6 +97,7 @@ class SequentialRule(StrictModel):
         the seeds only where they differ in order or value, not where other looks read fewer or
         more of the same pool: the looks say that)."""
         mine, theirs = self.decision(), other.decision()
+        mine["primary_at"], theirs["primary_at"] = self.primary_point(), other.primary_point()
         same = {"configs", *(["seeds"] if _one_starts_the_other(self.seeds, other.seeds) else [])}
         out = [
             f"{key} {_show(key, mine[key])} -> {_show(key, theirs[key])}"
@@ -99,14 +108,19 @@ class SequentialRule(StrictModel):
             out += _config_changes(self.configs, other.configs)
         return out
 
+    def primary_point(self) -> str:
+        """Where the comparison reads each trial, in words."""
+        return PrimaryAt.model_validate(self.primary_at or {}).describe(self.primary_metric)
+
     def line(self) -> str:
         """The rule in one line, for a report's header."""
         margin = "none" if self.min_effect is None else f"{self.min_effect:g}"
+        read_at = "" if self.primary_at is None else f", read as {self.primary_point()}"
         return (
             f"rule {self.label}, fixed {self.when}: looks at {', '.join(map(str, self.looks))} seeds per arm "
             f"(seeds {_show('seeds', self.seeds)}), {self.spending.replace('_', '-')} spending, alpha "
             f"{self.alpha:g} ({self.correction}), min_effect {margin}, test {self.test} on {self.primary_metric} "
-            f"({self.direction}), failures {self.failures}, control {self.control}"
+            f"({self.direction}){read_at}, failures {self.failures}, control {self.control}"
         )
 
 
@@ -156,7 +170,15 @@ def rule_of_study(study: Study, *, alpha: float = ALPHA, correction: str = CORRE
         control=study.control,
         seeds=list(study.seeds[: looks[-1]]),
         configs=condition_configs(study),
+        primary_at=_primary_at(study.primary_at.model_dump()),
     )
+
+
+def _primary_at(fields: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A rule's ``primary_at``: None at the final evaluation (as rules before the key), else its fields."""
+    if not fields or fields.get("point", "final") == "final":
+        return None
+    return dict(fields)
 
 
 def rule_of_meta(meta: Mapping[str, Any], *, alpha: float, correction: str, min_effect: float | None) -> SequentialRule:
@@ -177,6 +199,7 @@ def rule_of_meta(meta: Mapping[str, Any], *, alpha: float, correction: str, min_
         control=meta["control"],
         seeds=list(meta.get("seeds") or [])[: looks[-1]],
         configs=meta.get("configs"),
+        primary_at=_primary_at(meta.get("primary_at")),
     )
 
 

@@ -26,8 +26,9 @@ from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
 from harness.algorithms.sampling import trained_rows
+from harness.engine.compute import STEP_FLOPS, StepTokens, context_tokens, model_size, step_flops
 from harness.engine.critic import critic_values
-from harness.engine.group_sampling import draw_groups
+from harness.engine.group_sampling import Drawn, draw_groups
 from harness.engine.learner import Learner, MetricMean, apply_gradients, to_host
 from harness.engine.logprobs import completion_forward
 from harness.engine.micro_batches import in_micro_batches
@@ -110,6 +111,7 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     grouped = scores.view(-1, group)
     kept_tokens = (completion_mask.sum(1) * keep_rows.to(completion_mask)).sum()
     metrics = {
+        STEP_FLOPS: _flops(learner, drawn, rollout, keep_rows, recompute),
         "train/reward_mean": scores.mean(),
         "train/reward_std_in_group": grouped.std(dim=1).mean() if group > 1 else 0.0,
         "train/frac_degenerate": adv.degenerate.float().mean(),
@@ -127,6 +129,27 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     if old_values is not None and adv.returns is not None:
         metrics["train/explained_var"] = explained_variance(old_values, adv.returns, completion_mask)
     return to_host(metrics)
+
+
+def _flops(learner: Learner, drawn: Drawn, rollout: Rollout, keep_rows: Tensor, recompute: bool) -> Tensor:
+    """The step's estimated FLOPs (``harness.engine.compute``), from the passes it ran: the
+    sampling of every draw, the reference's pass (always: ``train/kl_ref``), the recomputed old
+    log-probs, the critic's old values (on the policy's trunk a pass of its own unless the
+    recompute pass gave its hidden states) and ``epochs`` updates of the kept rows."""
+    critic, epochs = learner.critic, learner.algorithm.epochs
+    batch = context_tokens(rollout)
+    updated = context_tokens(rollout.rows(torch.nonzero(keep_rows.to(rollout.completion_mask.device)).squeeze(1)))
+    own_trunk = critic is not None and critic.trunk is not None
+    policy_passes = 1 + recompute + (critic is not None and not own_trunk and not recompute)
+    tokens = StepTokens(
+        sampled=drawn.context_tokens,
+        forward=batch * policy_passes,
+        updated=updated * epochs,
+        critic_forward=batch if own_trunk else 0.0,
+        critic_updated=updated * epochs if own_trunk else 0.0,
+    )
+    policy = model_size(learner.lm.model, checkpointed=learner.train.gradient_checkpointing)
+    return step_flops(tokens, policy, model_size(critic.trunk, head=False) if own_trunk else None)
 
 
 @dataclass

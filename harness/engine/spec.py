@@ -365,6 +365,10 @@ class TrialSpec(StrictModel):
         return f"{self.arm}-s{self.seed}-{self.config_hash()[:8]}"
 
 
+#: The compute axis on every row of a trial's history, cumulative from the start evaluation
+#: (step 0: all 0); ``harness.engine.compute`` says how each is counted.
+COMPUTE_METRICS = ("compute/flops", "compute/generated_tokens", "compute/trained_tokens", "compute/wall_s")
+
 #: What every held-out evaluation reports: greedy accuracy, and the mean reward of k samples.
 GREEDY_METRIC = "eval/accuracy"
 SAMPLED_METRIC = "eval/mean_reward"

@@ -20,6 +20,7 @@ import torch
 from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import build_critic
 from harness.algorithms.presets import check_algorithm
+from harness.engine.compute import ComputeTotals
 from harness.engine.dpo_step import dpo_step
 from harness.engine.episodes.turn_format import check_turn_format
 from harness.engine.evaluation import eval_metrics, evaluate
@@ -166,7 +167,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     arm's update (``rl_step`` or ``dpo_step``, by ``spec.algorithm.kind``) each run on the prompts
     of ``prompt_batches``, with held-out evaluations every ``eval_every`` steps and after the last.
 
-    Returns a ``TrialResult``: ``history`` (one row per step, step 0 the start evaluation),
+    Returns a ``TrialResult``: ``history`` (one row per step, step 0 the start evaluation, each
+    with the compute spent so far: ``harness.engine.compute``),
     ``final`` (the last step's train metrics, the last evaluation's, the start accuracy and the
     warm start's metrics), ``prompts`` (every evaluation's per-prompt scores, which pair arms on
     prompts) and ``warnings`` (a warm start below its target, no learning signal), each also said
@@ -186,7 +188,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     evaluations = [evaluate(lm, task, spec.train, step=0)]
     start_eval = eval_metrics(evaluations[0])
     evaluations += evaluate_benchmarks(lm, benchmarks, spec.train, 0)
-    history = [{"step": 0, **start_eval, **benchmark_metrics(evaluations[1:]), "tokens/total": 0.0}]
+    compute = ComputeTotals()
+    history = [{"step": 0, **start_eval, **benchmark_metrics(evaluations[1:]), "tokens/total": 0.0, **compute.totals}]
     total_tokens = 0.0
     latest: dict[str, float] = {}
     batches = prompt_batches(task.train, spec.train.prompts_per_step, spec.train.steps, spec.seed)
@@ -196,7 +199,8 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         latest["time/step_s"] = time.perf_counter() - clock
         total_tokens += latest["tokens/generated"] + latest["tokens/trained"]
         latest["tokens/total"] = total_tokens
-        row = {"step": step, **latest}
+        spent = compute.add(latest)  # takes the step's own FLOPs out of its metrics
+        row = {"step": step, **latest, **spent}
         if step == spec.train.steps or (spec.train.eval_every and step % spec.train.eval_every == 0):
             evaluations.append(evaluate(lm, task, spec.train, step))
             row.update(eval_metrics(evaluations[-1]))

@@ -68,6 +68,7 @@ def _header(h: dict) -> str:
         ("Compared", "; ".join(h["comparisons"]) or "(no comparisons)"),
         ("Conditions", ", ".join(h["conditions"])),
         ("Primary metric", f"{h['primary_metric']} ({h['direction']})"),
+        *([("Primary comparison", h["primary_at"])] if h.get("primary_at") else []),
         ("Control", h["control"]),
         ("Seeds", ", ".join(str(s) for s in h["seeds"]) + (" (seed-matched)" if h["seed_matched"] else "")),
         ("Design", h.get("design", "")),

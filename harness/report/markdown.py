@@ -49,6 +49,7 @@ def render_markdown(analysis: Analysis) -> str:
     facts = [
         ("Compared", "; ".join(h["comparisons"]) or "(no comparisons)"),
         ("Primary metric", f"{h['primary_metric']} ({h['direction']})"),
+        *([("Primary comparison", h["primary_at"])] if h.get("primary_at") else []),
         ("Control", h["control"]),
         ("Smallest effect of interest (min_effect)", margin),
         ("Primary test", f"{h['test']}; failed trials: {h['failures']}"),

@@ -48,6 +48,8 @@ _SECTION_READERS = {
     "arms": "harness.study",
     "sequential": "harness.study, harness.runner (looks), harness.decide (looks)",
     "checks": "harness.runner (before the first trial)",
+    "primary_at": "harness.decide (compute_budget)",
+    "scaling": "harness.decide (scaling)",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {

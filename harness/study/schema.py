@@ -44,6 +44,8 @@ from harness.study.sections import (
     AA_SEED_OFFSET,
     CALIBRATION_SUFFIX,
     PLACEBO,
+    PrimaryAt,
+    Scaling,
     SelfChecks,
     Sequential,
     Tuning,
@@ -212,6 +214,14 @@ class Study(StrictModel):
         default_factory=list,
         description="named held-out benchmarks every evaluation also scores (each {name, task, metric, "
         "min_effect}); the report gives a verdict per arm per benchmark and an overall one per arm",
+    )
+    primary_at: PrimaryAt = Field(
+        PrimaryAt(),
+        description="where the pre-registered primary comparison reads each trial: its final evaluation, "
+        "its curve at a compute budget, or the mean of its curve up to one",
+    )
+    scaling: Scaling = Field(
+        Scaling(), description="fitted saturating curves of the primary metric against primary_at.axis"
     )
 
     #: the file it was loaded from (not part of the study; set by ``load_study``)

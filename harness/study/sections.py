@@ -1,7 +1,9 @@
 """The study file's sections beside its arms: the tuning phase (``tuning:`` and its search space),
-the self-checks and calibration conditions (``checks:``, ``calibration:``, ``placebo:``), and the
-sequential design (``sequential:``); with the seed-list check the whole file uses. Every section
-is a ``harness.ground.strict.StrictModel``: an unknown key or a non-finite number is an error."""
+the self-checks and calibration conditions (``checks:``, ``calibration:``, ``placebo:``), the
+sequential design (``sequential:``), where the primary comparison reads each trial
+(``primary_at:``) and the fitted scaling curves (``scaling:``); with the seed-list check the whole
+file uses. Every section is a ``harness.ground.strict.StrictModel``: an unknown key or a
+non-finite number is an error."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from harness.engine.spec import COMPUTE_METRICS
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
 from harness.study.overrides import (
@@ -186,3 +189,84 @@ def check_seed_list(values: list[Any]) -> list[int]:
     if dup is not None:
         raise ValueError(f"duplicate seed {values[dup]} at index {dup}; seeds must be distinct")
     return list(values)
+
+
+#: where the primary comparison reads each trial: its last evaluation, its curve at a budget,
+#: or the mean of its curve up to a budget
+PRIMARY_POINTS = ("final", "budget", "auc")
+#: what a budget is counted in: a compute column of every history row, or the step
+PRIMARY_AXES = (*COMPUTE_METRICS, "step")
+
+
+class PrimaryAt(StrictModel):
+    """Where the pre-registered primary comparison reads each trial: at its final evaluation, on
+    its curve at a budget of the axis (interpolated linearly between the two evaluations that
+    bracket it, never extrapolated), or as the area under its curve from 0 to the budget divided
+    by the budget (a mean score over the axis, in the metric's units). A trial whose last
+    evaluation falls short of the budget has no value there."""
+
+    point: Literal[PRIMARY_POINTS] = Field(  # type: ignore[valid-type]
+        "final",
+        description="final: the last evaluation; budget: each trial's curve read at `budget` on `axis` "
+        "(linear interpolation between evaluations, never extrapolation); auc: the area under the curve "
+        "from 0 to `budget` divided by `budget` (a mean score over the axis, in the metric's units)",
+    )
+    axis: Literal[PRIMARY_AXES] = Field(  # type: ignore[valid-type]
+        "compute/flops",
+        description="what the budget is counted in: compute/flops (estimated), compute/generated_tokens, "
+        "compute/trained_tokens, compute/wall_s (seconds: not reproducible, it changes with the machine "
+        "and its load) or step",
+    )
+    budget: float | None = Field(
+        None,
+        gt=0,
+        description="required for budget and auc, in the axis's units (> 0); not allowed with final",
+    )
+
+    @model_validator(mode="after")
+    def _budget(self) -> PrimaryAt:
+        if self.point == "final" and self.budget is not None:
+            raise FieldError(
+                ("budget",), "not allowed with point: final (the last evaluation); use point: budget or auc"
+            )
+        if self.point != "final" and self.budget is None:
+            raise FieldError(("budget",), f"required with point: {self.point}, in {AXIS_UNITS[self.axis]} (> 0)")
+        return self
+
+    def describe(self, metric: str) -> str:
+        """One line: where the comparison reads ``metric``."""
+        if self.point == "final":
+            return f"{metric} at the final evaluation"
+        at = f"{amount(self.budget)} {AXIS_UNITS[self.axis]}"
+        if self.point == "budget":
+            return f"{metric} at {at} (interpolated between evaluations)"
+        return f"{metric} averaged over 0 to {at} (area under the curve / budget)"
+
+
+def amount(value: float) -> str:
+    """A budget as a reader says it: 2.0e9, 350000 -> 3.5e5, 60."""
+    if abs(value) < 1e4:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+#: how each axis is read out in a sentence
+AXIS_UNITS = {
+    "step": "steps",
+    "compute/flops": "FLOPs",
+    "compute/generated_tokens": "generated tokens",
+    "compute/trained_tokens": "trained tokens",
+    "compute/wall_s": "wall seconds",
+}
+
+
+class Scaling(StrictModel):
+    """Fitted saturating curves of the primary metric against ``primary_at.axis``."""
+
+    fit: Literal["auto", "on", "off"] = Field(
+        "auto", description="auto: fit when every completed trial has >= 6 evaluations; on: always; off: never"
+    )
+    efficiency_margin: float = Field(
+        1.25, gt=1, description="C_mid ratios within [1/m, m] count as equal efficiency (m > 1)"
+    )

@@ -31,7 +31,7 @@ from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import calibration_comparisons, condition_configs
 from harness.study.expand import comparisons as comparisons_of
 from harness.study.schema import METRIC_RANGES, Study, condition_name
-from harness.study.sections import AA, Sequential
+from harness.study.sections import AA, PrimaryAt, Scaling, Sequential
 from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
 from harness.tracking.records import (
     TrialRecord,
@@ -371,6 +371,16 @@ def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[dict[str, Any
     return out
 
 
+def _section_fields(section: Any, model: type[PrimaryAt] | type[Scaling]) -> dict[str, Any]:
+    """A section's keys (from its model or raw YAML) as a plain dict; its defaults where the
+    study lacks it or its raw YAML does not validate."""
+    try:
+        section = section if isinstance(section, model) else model.model_validate(section or {})
+    except ValidationError:
+        section = model()
+    return section.model_dump()
+
+
 def _provenance(values: list[str | None]) -> str | None:
     distinct = sorted({v for v in values if v})
     return ", ".join(distinct) if distinct else None
@@ -441,6 +451,8 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         "seeds": pool,
         "seed_matched": seed_matched,
         "sequential": sequential,
+        "primary_at": _section_fields(pick("primary_at"), PrimaryAt),  # {point, axis, budget}
+        "scaling": _section_fields(pick("scaling"), Scaling),  # {fit, efficiency_margin}
         # a sequential study's rule: each condition's config as the study file sets it now (None unknown)
         "configs": condition_configs(study) if sequential and study is not None else None,
         "seeds_by_condition": seeds_by_condition,

@@ -148,3 +148,27 @@ def test_the_header_line_gives_the_rule_in_force_and_the_versions_it_replaced(tm
         f"(maximize), failures drop, control grpo; replaces {v1.label} (fixed 2026-01-02 03:04:05 UTC; "
         "its trials are kept and listed, not used)"
     )
+
+
+def test_where_the_comparison_reads_each_trial_is_part_of_the_rule(tmp_path):
+    final = fixed(rule_of_study(study(tmp_path)))
+    assert final.primary_at is None and "primary_at" not in final.decision()  # fingerprints of older rules stay
+    at_budget = {"point": "budget", "axis": "compute/flops", "budget": 2e9}
+    moved = rule_of_study(study(tmp_path, primary_at=at_budget))
+    assert moved.primary_at == at_budget
+    assert final.changes_to(moved) == [
+        "primary_at eval/accuracy at the final evaluation -> eval/accuracy at 2.0e9 FLOPs (interpolated between "
+        "evaluations)"
+    ]
+    with pytest.raises(RuleChanged, match="primary_at eval/accuracy at the final evaluation -> "):
+        check_file(moved, [final], study="seq")
+    fixed_at_budget = fixed(moved)
+    other_budget = rule_of_study(study(tmp_path, primary_at={**at_budget, "budget": 3e9}))
+    with pytest.raises(RuleChanged, match=r"at 2\.0e9 FLOPs .* -> eval/accuracy at 3\.0e9 FLOPs"):
+        check_file(other_budget, [fixed_at_budget], study="seq")
+    assert check_file(rule_of_study(study(tmp_path, primary_at=at_budget)), [fixed_at_budget], study="seq")
+    assert "read as eval/accuracy at 2.0e9 FLOPs" in fixed_at_budget.line()
+    s = study(tmp_path, primary_at=at_budget)
+    meta = load_results(s).meta
+    from_meta = rule_of_meta(meta, alpha=0.05, correction="bonferroni", min_effect=meta["min_effect"])
+    assert from_meta.decision() == rule_of_study(s).decision()

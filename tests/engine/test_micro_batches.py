@@ -53,7 +53,9 @@ def _step(preset: str, overrides: dict, micro_batch_size: int | None):
     )
     step = dpo_step if cfg.kind == "dpo" else rl_step
     metrics = step(learner, task, list(task.train[:PROMPTS]))
-    return [p.grad.clone() for p in learner.parameters], {k: v for k, v in metrics.items() if not k.startswith("time/")}
+    return [p.grad.clone() for p in learner.parameters], {
+        k: v for k, v in metrics.items() if not k.startswith(("time/", "compute/wall_s"))
+    }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -77,5 +79,8 @@ def test_a_trial_with_micro_batches_and_checkpointing_matches_the_plain_trial(ma
     plain = trial.run_trial(make_spec("ppo", train={"steps": 1}))
     lean = trial.run_trial(make_spec("ppo", train={"steps": 1, "micro_batch_size": 3, "gradient_checkpointing": True}))
     assert len(enabled) == 1 and plain.trial_id != lean.trial_id
-    first = [{k: v for k, v in r.history[1].items() if not k.startswith("time/")} for r in (plain, lean)]
+    first = [{k: v for k, v in r.history[1].items() if not k.startswith(("time/", "compute/"))} for r in (plain, lean)]
     assert first[1] == pytest.approx(first[0], rel=1e-5, abs=1e-6, nan_ok=True)
+    # the same tokens, and checkpointing's second forward pass of each update counted
+    assert lean.history[1]["compute/generated_tokens"] == plain.history[1]["compute/generated_tokens"]
+    assert lean.history[1]["compute/flops"] > plain.history[1]["compute/flops"]

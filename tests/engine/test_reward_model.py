@@ -606,8 +606,8 @@ def _recipe_spec(cache_dir: str, arm: str = "grpo", seed: int = 0):
 
 def _timeless(result) -> tuple:
     return (
-        {k: v for k, v in result.final.items() if not k.startswith("time/")},
-        [{k: v for k, v in row.items() if not k.startswith("time/")} for row in result.history],
+        {k: v for k, v in result.final.items() if not k.startswith(("time/", "compute/wall_s"))},
+        [{k: v for k, v in row.items() if not k.startswith(("time/", "compute/wall_s"))} for row in result.history],
     )
 
 

@@ -23,7 +23,7 @@ RL_ONLY = ["train/kl_ref", "train/entropy", "train/clip_frac", "train/ratio_mean
 
 
 def _timeless(history):
-    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in history]
+    return [{k: v for k, v in row.items() if not k.startswith(("time/", "compute/wall_s"))} for row in history]
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

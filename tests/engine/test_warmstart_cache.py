@@ -30,8 +30,10 @@ def _folder(spec) -> Path:
 
 
 def _timeless(result):
-    final = {k: v for k, v in result.final.items() if not k.startswith("time/")}
-    history = [{k: v for k, v in row.items() if not k.startswith("time/")} for row in result.history]
+    final = {k: v for k, v in result.final.items() if not k.startswith(("time/", "compute/wall_s"))}
+    history = [
+        {k: v for k, v in row.items() if not k.startswith(("time/", "compute/wall_s"))} for row in result.history
+    ]
     return final, history
 
 
