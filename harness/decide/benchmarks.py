@@ -110,7 +110,7 @@ def _prompt_term(pair: PairResult) -> float:
     """The arm x prompt part of a benchmark's difference variance: what its seed x prompt
     analysis adds over the trial means (0 for a trial-means test)."""
     d = pair.difference
-    if d.test != "seed_prompt" or not d.testable:
+    if d.test not in ("seed_prompt", stats.BINARY_TEST) or not d.testable:
         return 0.0
     return max(0.0, d.se**2 - d.se_trial_means**2)
 

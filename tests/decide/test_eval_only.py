@@ -135,6 +135,6 @@ def test_noise_by_source_shows_what_one_run_can_split():
 def test_seed_level_comparisons_are_unchanged_beside_an_eval_only_one():
     frame = table({"base": 3, "new": 3, "single": 1}, lift={"new": 0.25, "single": 0.25})
     _, v = verdicts(frame)
-    assert v.loc["new", "verdict"] == "better" and v.loc["new", "test"] == "seed_prompt"
+    assert v.loc["new", "verdict"] == "better" and v.loc["new", "test"] == "seed_prompt_binary"  # 0/1 scores
     assert v.loc["single", "verdict"] == "better (eval-only)" and v.loc["single", "test"] == "eval_only"
     assert np.allclose(v["ci_level"], 1 - 0.05 / 2)  # both in the family of 2
