@@ -2,7 +2,7 @@
 
 Three conditions x ``seeds`` seeds, seed-matched: ``grpo`` (control), ``high`` (a ceiling 0.15
 higher, the same midpoint) and ``fast`` (the control's ceiling, reached with a third of the
-compute). Each step costs ``TOKENS_PER_STEP`` tokens (``tokens/total`` is cumulative, 0 at the
+compute). Each step costs ``TOKENS_PER_STEP`` tokens (``compute/generated_tokens`` is cumulative, 0 at the
 start evaluation); per seed a shift of the ceiling (sd ``seed_sd``) and per point noise (sd
 ``point_sd``) are drawn from a fixed generator.
 """
@@ -17,7 +17,7 @@ import pandas as pd
 from harness.stats import saturating_curve
 
 PRIMARY = "eval/accuracy"
-AXIS = "tokens/total"
+AXIS = "compute/generated_tokens"
 R0 = 0.4
 TRUE = {"grpo": (0.70, 1.5, 3000.0), "high": (0.85, 1.5, 3000.0), "fast": (0.70, 1.5, 1000.0)}
 TOKENS_PER_STEP = 1000.0

@@ -1,6 +1,6 @@
 """The fitted compute curves from trial records as a study folder holds them: each record's
 history (one row per evaluation, step 0 the start) becomes the curves frame that the fit reads,
-with ``tokens/total`` as the axis (the compute metrics of every history row read the same way)."""
+with ``compute/generated_tokens`` as the axis (the compute metrics of every history row read the same way)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def write_study(folder):
                 {
                     "step": step,
                     "eval/accuracy": float(saturating_curve(step * TOKENS_PER_STEP, R0, ceiling, 1.5, 3000.0)),
-                    "tokens/total": step * TOKENS_PER_STEP,
+                    "compute/generated_tokens": step * TOKENS_PER_STEP,
                 }
                 for step in range(11)
             ]
@@ -59,7 +59,7 @@ def test_a_study_folder_reports_its_fitted_ceilings(tmp_path):
         control="grpo",
         comparisons=[("wide", "grpo")],
         min_effect=0.05,
-        primary_at={"point": "final", "axis": "tokens/total", "budget": None},
+        primary_at={"point": "final", "axis": "compute/generated_tokens", "budget": None},
     )
     analysis = analyze(results, n_permutations=200)
     params = analysis.scaling.parameters.set_index("condition")

@@ -27,7 +27,7 @@ def test_the_report_shows_the_fitted_curves_and_their_verdicts(tmp_path):
     for text in (page, summary):
         assert "Ceilings and efficiency (fitted compute curves)" in text
         assert "more efficient: 0.3156" in text and "equally efficient" in text
-        assert "Extrapolation, fast: fitted on tokens/total up to 5000" in text
+        assert "Extrapolation, fast: fitted on compute/generated_tokens up to 5000" in text
     assert "| condition | seeds | A (ceiling) | B | C_mid | fit | ceiling vs control |" in summary
 
 
