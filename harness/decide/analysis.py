@@ -22,9 +22,9 @@ from harness.decide.benchmarks import BenchmarkAnalysis, analyze_benchmarks
 from harness.decide.calibration import calibration_table, tripwire_state
 from harness.decide.comparisons import (
     arm_scores,
-    compare_scores,
     compare_values,
     planning_effect,
+    study_pairs,
     verdict_rows,
 )
 from harness.decide.compute_budget import at_point, point_line, shortfall_notes
@@ -375,21 +375,7 @@ def analyze(
         check_condition(results, cond)
 
     scores = {c: arm_scores(results, c, metric, failures=failures) for c in conds}
-    pairs = [
-        compare_scores(
-            scores[a],
-            scores[b],
-            a,
-            b,
-            metric,
-            seed_matched=bool(meta.get("seed_matched")),
-            test=meta.get("test") or "auto",
-            failures=failures,
-            n_permutations=n_permutations,
-            seed=seed,
-        )
-        for a, b in comparisons_of(results)
-    ]
+    pairs = study_pairs(results, metric, scores, n_permutations=n_permutations, seed=seed)
     effect = planning_effect(margin, scores, meta.get("control"))
     family = sum(p.difference.testable for p in pairs)
     level = stats.interval_level(alpha, family, correction)

@@ -36,8 +36,8 @@ from harness.decide.comparisons import (
     ArmScores,
     PairResult,
     arm_scores,
-    compare_scores,
     planning_effect,
+    study_pairs,
     verdict_rows,
 )
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, conditions_of, meta_of
@@ -81,24 +81,6 @@ class BenchmarkAnalysis:
 def benchmarks_of(results) -> list[dict[str, Any]]:
     """The study's benchmarks (``meta["benchmarks"]``), each ``{"name", "metric", "min_effect"}``."""
     return list(meta_of(results).get("benchmarks") or [])
-
-
-def _pairs(results, metric: str, scores: dict[str, ArmScores], **options) -> list[PairResult]:
-    meta = meta_of(results)
-    return [
-        compare_scores(
-            scores[a],
-            scores[b],
-            a,
-            b,
-            metric,
-            seed_matched=bool(meta.get("seed_matched")),
-            test=meta.get("test") or "auto",
-            failures=meta.get("failures") or "drop",
-            **options,
-        )
-        for a, b in comparisons_of(results)
-    ]
 
 
 def _seed_matrix(scores: list[ArmScores]) -> pd.DataFrame:
@@ -233,7 +215,7 @@ def analyze_benchmarks(
     conds = conditions_of(results)
     options = {"n_permutations": n_permutations, "seed": seed}
     scores = {b["name"]: {c: arm_scores(results, c, b["metric"], failures=failures) for c in conds} for b in benchmarks}
-    pairs = {b["name"]: _pairs(results, b["metric"], scores[b["name"]], **options) for b in benchmarks}
+    pairs = {b["name"]: study_pairs(results, b["metric"], scores[b["name"]], **options) for b in benchmarks}
     family = sum(p.difference.testable for ps in pairs.values() for p in ps)
     frames = []
     for b in benchmarks:

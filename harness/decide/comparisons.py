@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness import stats
 from harness.decide.compute_budget import at_point
-from harness.decide.frames import MIN_SEEDS_FOR_TEST, completed, meta_of, seed_values
+from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, completed, meta_of, seed_values
 from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, samples_metric
 
 #: Robustness checks shown next to each verdict, in this order.
@@ -182,6 +182,27 @@ def compare_values(
         n_permutations=n_permutations,
         seed=seed,
     )
+
+
+def study_pairs(results, metric: str, scores: dict[str, ArmScores], **options) -> list[PairResult]:
+    """Every pre-registered comparison of ``results`` on ``metric``, from each condition's scores
+    already read, under the study's seed matching, primary test and failure policy (``options``:
+    ``compare_scores``'s keywords)."""
+    meta = meta_of(results)
+    return [
+        compare_scores(
+            scores[a],
+            scores[b],
+            a,
+            b,
+            metric,
+            seed_matched=bool(meta.get("seed_matched")),
+            test=meta.get("test") or "auto",
+            failures=meta.get("failures") or "drop",
+            **options,
+        )
+        for a, b in comparisons_of(results)
+    ]
 
 
 def compare_scores(

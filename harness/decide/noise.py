@@ -119,6 +119,21 @@ class NoiseSplit:
     line: str
 
 
+def components_frame(parts: dict[str, float], total: float, notes: dict[str, str]) -> pd.DataFrame:
+    """The noise-by-source table: each source's variance, sd and share of ``total``, with its note."""
+    rows = [
+        {
+            "source": k,
+            "variance": v,
+            "sd": float(np.sqrt(v)),
+            "share": v / total if total > 0 else np.nan,
+            "note": notes[k],
+        }
+        for k, v in parts.items()
+    ]
+    return pd.DataFrame(rows, columns=COMPONENT_COLUMNS)
+
+
 def typical_plan(pairs: list[PairResult]) -> stats.PlanVariance | None:
     """The variance model of a typical arm-vs-control difference of the study: the median of each
     component over its seed x prompt comparisons (robust to one arm unlike the others), paired
@@ -178,19 +193,7 @@ def noise_split(
     )
     by_source = comps.by_source()
     total = sum(by_source.values())
-    components = pd.DataFrame(
-        [
-            {
-                "source": k,
-                "variance": v,
-                "sd": float(np.sqrt(v)),
-                "share": v / total if total > 0 else np.nan,
-                "note": COMPONENT_NOTES[k],
-            }
-            for k, v in by_source.items()
-        ],
-        columns=COMPONENT_COLUMNS,
-    )
+    components = components_frame(by_source, total, COMPONENT_NOTES)
     plan = plan or comps.as_plan(paired=False)
     n = max(MIN_SEEDS_FOR_TEST, int(round(comps.seeds)))
     P, k = comps.n_prompts, comps.samples
@@ -259,19 +262,7 @@ def one_run_split(metric: str, scores: dict[str, ArmScores]) -> NoiseSplit | Non
     parts = {"seed": np.nan, "prompt": comps.prompt, "arm x prompt": comps.arm_x_prompt}
     parts["eval sampling"] = comps.eval_sampling
     known = comps.prompt + comps.arm_x_prompt + comps.eval_sampling
-    components = pd.DataFrame(
-        [
-            {
-                "source": k,
-                "variance": v,
-                "sd": float(np.sqrt(v)),
-                "share": v / known if known > 0 else np.nan,
-                "note": ONE_RUN_NOTES[k],
-            }
-            for k, v in parts.items()
-        ],
-        columns=COMPONENT_COLUMNS,
-    )
+    components = components_frame(parts, known, ONE_RUN_NOTES)
     split = comps.difference_split()
     P, k = comps.n_prompts, comps.samples
     options = [("as run", 1, P, k), ("2x eval prompts", 1, 2 * P, k)]
