@@ -45,7 +45,8 @@ def verdicts(frame: pd.DataFrame, settings: JudgeSettings = SETTINGS):
 
 
 def test_one_run_per_arm_gets_an_eval_only_verdict_read_from_the_paired_t_over_prompts():
-    frame = table({"base": 1, "new": 1, "same": 1}, lift={"new": 0.25, "same": 0.0})
+    """Scores that are not 0/1 (means of 2 samples); 0/1 scores: tests/decide/test_eval_only_binary.py."""
+    frame = table({"base": 1, "new": 1, "same": 1}, lift={"new": 0.25, "same": 0.0}, k=2)
     analysis, v = verdicts(frame)
     assert v.loc["new", "verdict"] == "better (eval-only)" and v.loc["new", "test"] == "eval_only"
     assert v.loc["same", "verdict"] in ("inconclusive (eval-only)", "equivalent (eval-only)")
@@ -135,6 +136,7 @@ def test_noise_by_source_shows_what_one_run_can_split():
 def test_seed_level_comparisons_are_unchanged_beside_an_eval_only_one():
     frame = table({"base": 3, "new": 3, "single": 1}, lift={"new": 0.25, "single": 0.25})
     _, v = verdicts(frame)
-    assert v.loc["new", "verdict"] == "better" and v.loc["new", "test"] == "seed_prompt"
+    assert v.loc["new", "verdict"] == "better" and v.loc["new", "test"] == "seed_prompt_binary"
+    # the control's per-prompt mean over its 3 runs is not 0/1: the t over prompts
     assert v.loc["single", "verdict"] == "better (eval-only)" and v.loc["single", "test"] == "eval_only"
     assert np.allclose(v["ci_level"], 1 - 0.05 / 2)  # both in the family of 2

@@ -51,8 +51,10 @@ def test_a_side_with_several_runs_enters_with_its_mean_over_runs():
 def test_untestable_cases_say_why():
     one = eval_only_difference([[0.5]], [[0.2]])
     assert not one.testable and "at least 2 prompts" in one.reason and one.diff == pytest.approx(0.3)
-    flat = eval_only_difference([[1.0, 0.0, 1.0]], [[1.0, 0.0, 1.0]])
+    flat = eval_only_difference([[1.0, 0.5, 1.0]], [[1.0, 0.5, 1.0]])
     assert not flat.testable and "no interval" in flat.reason
+    same = eval_only_difference([[1.0, 0.0, 1.0]], [[1.0, 0.0, 1.0]])  # 0/1: the binary interval has one
+    assert same.testable and same.test == "eval_only_binary" and same.binary.arm_only == same.binary.control_only == 0
     with pytest.raises(ValueError, match="same prompts"):
         eval_only_difference([[1.0, 0.0]], [[1.0, 0.0, 1.0]])
     with pytest.raises(ValueError, match="non-finite"):
