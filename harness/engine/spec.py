@@ -306,6 +306,8 @@ class BenchmarkConfig(StrictModel):
     def _name(cls, v: str) -> str:
         if not BENCHMARK_NAME.fullmatch(v):
             raise ValueError(f"benchmark name {v!r} must match [a-z][a-z0-9_]* (it becomes part of metric names)")
+        if v == "overall":
+            raise ValueError("benchmark name 'overall' is reserved for the overall verdict across benchmarks")
         return v
 
     def task_config(self) -> TaskConfig:
