@@ -12,12 +12,12 @@ import pytest
 from harness.decide.analysis import analyze
 from harness.errors import ConfigError
 from harness.tracking.tidy_results import (
+    TASK_SET,
     JudgeSettings,
     load_mlflow,
     load_tidy,
     read_table,
     results_from_table,
-    TASK_SET,
     settings_from,
     tidy_frame,
 )
