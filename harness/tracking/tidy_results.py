@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationError, field_validator
 
+from harness.engine.spec import OVERALL
 from harness.errors import ConfigError, HarnessError
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import format_validation_error
@@ -53,8 +54,6 @@ OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
 BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 #: the ``benchmark`` of a study's own task's held-out set (not a valid benchmark name: no clash)
 TASK_SET = "(task)"
-#: the name of the overall verdict across benchmarks (MLflow tags ``verdict.overall.<arm>``): no benchmark's
-OVERALL = "overall"
 #: the tags (or params) of an MLflow run that name its arm and seed; ``harness sync`` sets both tags
 ARM_KEY, SEED_KEY = "arm", "seed"
 
