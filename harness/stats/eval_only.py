@@ -48,8 +48,10 @@ from .crossed import Difference, two_way
 
 #: the ``Difference.test`` of an eval-only comparison (the paired t over prompts)
 EVAL_ONLY_TEST = "eval_only"
-#: every eval-only test: the t over prompts, and the binary test of one run per side on 0/1 scores
-EVAL_ONLY_TESTS = (EVAL_ONLY_TEST, EVAL_ONLY_BINARY_TEST)
+#: the overall eval-only difference across benchmarks (:func:`eval_only_mean`)
+EVAL_ONLY_MEAN_TEST = "eval_only_benchmarks_mean"
+#: every eval-only test: the t over prompts, the binary test of one run per side on 0/1 scores, their mean
+EVAL_ONLY_TESTS = (EVAL_ONLY_TEST, EVAL_ONLY_BINARY_TEST, EVAL_ONLY_MEAN_TEST)
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,36 @@ def eval_only_difference(arm, control) -> Difference:
         return Difference(diff, se, float(P - 1), binary=prompt_counts(a, c), **base)
     reason = "" if se > 0 else "the two sides score the same difference on every prompt: no interval"
     return Difference(diff, se, float(P - 1), reason=reason, **base)
+
+
+def eval_only_mean(differences) -> Difference:
+    """The overall eval-only difference across benchmarks: the mean of the benchmarks' eval-only
+    differences, the benchmarks fixed and their prompts independent, so its variance is
+    ``sum_b se_b^2 / B^2``, with the Welch-Satterthwaite df of the benchmarks' ``P_b - 1``. A
+    0/1 benchmark enters with its t standard error over prompts (its verdict reads the binary
+    interval): the sum is a t over all the benchmarks' prompts, right when together they have
+    many discordant prompts; with a few, read the benchmarks' own verdicts. Untestable when a
+    benchmark is, or when no benchmark has any spread."""
+    diffs = list(differences)
+    base = dict(
+        test=EVAL_ONLY_MEAN_TEST,
+        n_arm=min((d.n_arm for d in diffs), default=0),
+        n_control=min((d.n_control for d in diffs), default=0),
+        paired=True,
+        n_prompts=sum(d.n_prompts for d in diffs),
+    )
+    diff = float(np.mean([d.diff for d in diffs])) if diffs else math.nan
+    untested = [d for d in diffs if not d.testable]
+    if not diffs or untested:
+        why = f"a benchmark's difference cannot be tested ({untested[0].reason})" if diffs else "no benchmarks"
+        return Difference(diff, math.nan, math.nan, reason=why, **base)
+    var = np.array([d.se**2 for d in diffs]) / len(diffs) ** 2
+    dfs = np.array([d.df for d in diffs])
+    if not var.sum() > 0:
+        return Difference(diff, 0.0, math.nan, reason="no benchmark's difference varies over its prompts", **base)
+    on = var > 0
+    df = float(var.sum() ** 2 / np.sum(var[on] ** 2 / dfs[on]))
+    return Difference(diff, float(math.sqrt(var.sum())), df, **base)
 
 
 @dataclass(frozen=True)

@@ -140,3 +140,20 @@ def test_seed_level_comparisons_are_unchanged_beside_an_eval_only_one():
     # the control's per-prompt mean over its 3 runs is not 0/1: the t over prompts
     assert v.loc["single", "verdict"] == "better (eval-only)" and v.loc["single", "test"] == "eval_only"
     assert np.allclose(v["ci_level"], 1 - 0.05 / 2)  # both in the family of 2
+
+
+def test_one_run_per_arm_on_benchmarks_gets_eval_only_benchmark_and_overall_verdicts():
+    parts = [
+        table({"base": 1, "new": 1}, prompts=n, lift={"new": lift}).assign(benchmark=name)
+        for name, n, lift in (("(task)", 80, 0.25), ("gsm", 120, 0.3), ("aime", 30, 0.0))
+    ]
+    analysis, v = verdicts(pd.concat(parts, ignore_index=True))
+    b = analysis.benchmarks
+    assert v.loc["new", "test"] == "eval_only_binary" and list(b.verdicts["test"]) == ["eval_only_binary"] * 2
+    assert b.verdicts["verdict"].str.endswith("(eval-only)").all()
+    (overall,) = b.overall.to_dict(orient="records")
+    assert overall["test"] == "eval_only_benchmarks_mean" and overall["verdict"].endswith("(eval-only)")
+    assert overall["diff"] == pytest.approx(b.verdicts["diff"].mean())
+    assert "Mean of 2 eval-only benchmark differences" in overall["reason"]
+    assert "conditional on these checkpoints" in overall["reason"]
+    assert "overall (mean of the differences)" in render_markdown(analysis)

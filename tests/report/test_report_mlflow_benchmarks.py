@@ -1,7 +1,7 @@
 """A study with benchmarks: ``harness report`` tags the study's MLflow parent run with each
 benchmark's verdicts (``verdict.<benchmark>.<condition>``) and the overall ones
 (``verdict.overall.<condition>``) beside the primary ``verdict.<condition>``, with the notes of
-untested and eval-only verdicts."""
+eval-only verdicts (untested ones get theirs the same way: tests/decide/test_eval_only.py)."""
 
 from __future__ import annotations
 
@@ -46,8 +46,9 @@ def test_benchmark_and_overall_verdicts_are_tagged_with_their_notes():
         assert f"verdict_note.{name}.up" not in tags  # a seed-level verdict needs no note
     overall = b.overall.set_index("condition")
     assert tags["verdict.overall.up"] == overall.loc["up", "verdict"] == "better"
-    assert tags["verdict.overall.single"] == "untested"  # one run: no seeds to average benchmarks over
-    assert tags["verdict_note.overall.single"].startswith("Cannot be tested")
+    assert tags["verdict.overall.single"] == overall.loc["single", "verdict"]  # one run: eval-only as well
+    assert overall.loc["single", "verdict"].endswith("(eval-only)")
+    assert "conditional on these checkpoints" in tags["verdict_note.overall.single"]
     assert tags["verdict.up"] == "better" and tags["verdict.single"].endswith("(eval-only)")
     assert tags["verdict.gsm.up"] == "better"
     assert len([k for k in tags if k.startswith("verdict.")]) == 2 * 4  # primary, 2 benchmarks, overall
@@ -67,4 +68,4 @@ def test_they_land_on_the_study_s_parent_run(tmp_path):
     assert line.startswith("MLflow: report attached to the study's parent run"), line
     got = tracker.client.get_run(tracker.parent_run_id()).data.tags
     assert {k: v for k, v in got.items() if k.startswith("verdict")} == verdict_tags(analysis)
-    assert got["verdict.gsm.up"] == "better" and got["verdict.overall.single"] == "untested"
+    assert got["verdict.gsm.up"] == "better" and got["verdict.overall.single"].endswith("(eval-only)")
