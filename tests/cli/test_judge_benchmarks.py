@@ -138,3 +138,49 @@ def test_tidy_with_a_task_metric_exports_every_set_of_that_kind_and_refuses_mixe
     path.write_text(path.read_text().replace("min_effect: 0.1", "min_effect: 0.1\n    metric: mean_reward"))
     code, _, err = run_main(monkeypatch, capsys, "tidy", "bench", "--out", "x.csv")
     assert code == 2 and "metrics of different kinds" in err and "give --metric eval/accuracy" in err
+
+
+@pytest.mark.slow
+def test_a_real_benchmark_study_s_tidy_table_judges_as_its_report(monkeypatch, capsys):
+    """A tiny testbed study with two benchmarks, its trials run (seconds): report, tidy, judge."""
+    import torch
+
+    from harness.engine.trial import run_trial
+    from harness.study.expand import study_dir
+
+    torch.set_num_threads(1)
+    path = Path("studies") / "real.yaml"
+    path.parent.mkdir()
+    path.write_text(
+        textwrap.dedent("""\
+            name: real
+            control: grpo
+            seeds: 2
+            min_effect: 0.05
+            task: {name: addition, max_digits: 2, n_train: 300, n_eval: 24, reward: partial_match}
+            model: {name: tiny, tiny: {hidden_size: 32, layers: 1, heads: 2, intermediate_size: 64}}
+            warmstart: {steps: 20, batch_size: 16, lr: 3.0e-3}
+            train: {steps: 2, prompts_per_step: 4, max_new_tokens: 4, eval_every: 0, eval_samples: 2}
+            benchmarks:
+              - name: add_2digit
+                task: {name: addition, min_digits: 2, max_digits: 2, n_train: 1, n_eval: 20, reward: partial_match}
+              - name: add_3digit
+                task: {name: addition, min_digits: 3, max_digits: 3, n_train: 1, n_eval: 12, reward: partial_match}
+                min_effect: 0.02
+            arms:
+              - {name: grpo, algorithm: grpo}
+              - {name: rloo, algorithm: rloo}
+            """)
+    )
+    study = load_study(path)
+    for spec in expand(study):
+        spec = spec.model_copy(update={"cache_dir": str(Path("cache").resolve())})
+        records.write_record(study_dir(study), records.make_record(spec, run_trial(spec)))
+    assert run_main(monkeypatch, capsys, "report", str(path), "--out", "a")[0] == 0
+    assert run_main(monkeypatch, capsys, "tidy", str(path), "--out", "real.csv")[0] == 0
+    Path("judge.yaml").write_text("control: grpo\nmin_effect: 0.05\nbenchmark_min_effect: {add_3digit: 0.02}\n")
+    code, _, err = run_main(monkeypatch, capsys, "judge", "real.csv", "--config", "judge.yaml", "--out", "b")
+    assert code == 0, err
+    study_tables, judged = tables(Path("a/summary.md")), tables(Path("b/summary.md"))
+    for section in SECTIONS:
+        assert judged[section] == study_tables[section], section
