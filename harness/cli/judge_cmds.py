@@ -19,7 +19,8 @@ from harness.errors import ConfigError
 
 _SOURCE_HELP = (
     "tidy CSV or Parquet: columns arm, seed, value, optionally benchmark and prompt_id (one row per run, "
-    "or per run and prompt) and samples, sample_var (k sampled scores per prompt)"
+    "or per run and prompt) and samples, sample_var (k sampled scores per prompt); benchmark (task) marks a "
+    "study task's own held-out set (harness tidy writes it)"
 )
 
 
@@ -52,7 +53,12 @@ def judge(
         "benchmark_min_effect, alpha, correction, test, seed_matched, arms",
     ),
     control: str | None = typer.Option(None, "--control", help="the arm every other arm is compared with"),
-    metric: str | None = typer.Option(None, "--metric", help="the metric the values are (default eval/accuracy)"),
+    metric: str | None = typer.Option(
+        None,
+        "--metric",
+        help="the metric the values are (default eval/accuracy); with benchmarks the primary verdicts are on the "
+        "benchmark it names (eval/<benchmark>/accuracy), else on the (task) rows, else on the first benchmark",
+    ),
     direction: str | None = typer.Option(None, "--direction", help="maximize | minimize (default maximize)"),
     min_effect: float | None = typer.Option(
         None, "--min-effect", help="smallest difference worth knowing about, in the metric's units"
@@ -113,9 +119,17 @@ def judge(
 def tidy(
     study: StudyArg,
     out: Path = typer.Option(..., "--out", help="the table to write: .csv or .parquet"),
-    metric: str | None = typer.Option(None, "--metric", help="final metric (default: the primary metric)"),
+    metric: str | None = typer.Option(
+        None,
+        "--metric",
+        help="final metric (default: the primary metric); with benchmarks, a task metric (eval/accuracy) "
+        "exports the task's and each benchmark's of that kind, a benchmark's (eval/<name>/accuracy) that one alone",
+    ),
 ) -> None:
-    """Write a study's results as a tidy table (arm, seed, prompt_id, value, ...) that `harness judge` reads."""
+    """Write a study's results as a tidy table (arm, seed, prompt_id, value, ...) that `harness judge` reads.
+
+    A study with benchmarks gets a benchmark column: its own task's held-out set as (task), then each
+    benchmark, each on the metric its verdicts are decided on."""
     from harness.decide.frames import check_metric
     from harness.ground.files import atomic_write
     from harness.tracking.results import load_results

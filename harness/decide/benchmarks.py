@@ -15,7 +15,9 @@ names (``harness judge``) is decided the same way.
   the benchmarks taken as fixed (:func:`harness.stats.benchmarks_difference`: each seed's scores
   averaged over benchmarks, then the paired or Welch t over seeds, plus each benchmark's arm x
   prompt term), decided against the study's min_effect. It is its own pre-registered family (one
-  per comparison), at the level the primary verdicts use.
+  per comparison), at the level the primary verdicts use. With one training run on a side every
+  benchmark's difference is eval-only, and so is the overall one (:func:`harness.stats.eval_only_mean`:
+  the mean of the benchmarks' eval-only differences, conditional on these checkpoints).
 * **Aggregates** (descriptive, beside the overall verdict): each condition's IQM of its
   seeds x benchmarks scores, the probability that a seed of the arm beats a seed of the control
   on a benchmark, and performance profiles, with rliable's stratified bootstrap intervals
@@ -113,7 +115,11 @@ def _overall_pair(
     arm_mean = ArmScores(values=a.mean(axis=1), failed=max(s.failed for s in arm))
     base_mean = ArmScores(values=c.mean(axis=1), failed=max(s.failed for s in base))
     notes = []
-    if min(len(a), len(c)) < MIN_SEEDS_FOR_TEST:
+    eval_only = [p.difference for p in per_benchmark if p.difference.test in stats.EVAL_ONLY_TESTS]
+    if eval_only and len(eval_only) == len(per_benchmark):  # a side has one training run
+        diff = stats.eval_only_mean(eval_only)
+        notes.append(f"Mean of {len(eval_only)} eval-only benchmark differences, benchmarks fixed")
+    elif min(len(a), len(c)) < MIN_SEEDS_FOR_TEST:
         why = f"needs at least {MIN_SEEDS_FOR_TEST} seeds per side with every benchmark scored"
         diff = stats.Difference(
             float(arm_mean.values.mean() - base_mean.values.mean()) if len(a) and len(c) else float("nan"),

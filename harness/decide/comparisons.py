@@ -147,7 +147,9 @@ def _untested(a: pd.Series, b: pd.Series, test: str, paired: bool, why: str) -> 
 
 def _eval_only(arm: ArmScores, base: ArmScores, why: str) -> tuple[stats.Difference | None, str]:
     """The eval-only difference of two sides with per-prompt scores on common prompts (a side has
-    one training run), or None and the reason the pair cannot be tested at all."""
+    one training run), or None and the reason the pair cannot be tested at all. One run per side
+    with 0/1 scores is decided by the binary test (``stats.eval_only_difference``), whatever the
+    study's primary test: the seed-level tests it names need seeds."""
     if not (len(arm.values) and len(base.values)):
         return None, why
     if arm.table is None or base.table is None:
@@ -254,7 +256,8 @@ def compare_scores(
             return PairResult(
                 condition, control, metric, arm, base, False, _untested(a, b, chosen, False, why_not), None, notes
             )
-        notes.append(f"{why}: eval-only comparison on the {difference.n_prompts} prompts both sides scored")
+        method = " (0/1 scores: McNemar's exact test and Newcombe's interval)" if difference.binary else ""
+        notes.append(f"{why}: eval-only comparison on the {difference.n_prompts} prompts both sides scored{method}")
         return PairResult(condition, control, metric, arm, base, False, difference, None, notes)
     if chosen in ("seed_prompt", stats.BINARY_TEST):
         prompts = arm.table.columns.intersection(base.table.columns)

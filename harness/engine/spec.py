@@ -261,6 +261,8 @@ class TrainConfig(StrictModel):
 
 #: A benchmark's name becomes part of its metric names (``eval/<name>/accuracy``): this alphabet.
 BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: The overall verdict's name across benchmarks (MLflow tag ``verdict.overall.<arm>``): no benchmark's.
+OVERALL = "overall"
 #: The per-benchmark metrics, by the short name a study gives (``metric: accuracy``).
 BENCHMARK_METRICS = ("accuracy", "mean_reward")
 
@@ -306,6 +308,8 @@ class BenchmarkConfig(StrictModel):
     def _name(cls, v: str) -> str:
         if not BENCHMARK_NAME.fullmatch(v):
             raise ValueError(f"benchmark name {v!r} must match [a-z][a-z0-9_]* (it becomes part of metric names)")
+        if v == OVERALL:
+            raise ValueError(f"benchmark name {v!r} is reserved for the overall verdict across benchmarks")
         return v
 
     def task_config(self) -> TaskConfig:

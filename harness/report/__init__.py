@@ -91,16 +91,27 @@ NOTE_TAG_CHARS = 1000
 
 
 def verdict_tags(analysis: Analysis) -> dict[str, str]:
-    """``verdict.<condition>`` -> verdict for each comparison, keys as MLflow accepts them; an
-    ``untested`` or eval-only verdict also gets ``verdict_note.<condition>``, its reason (why it
-    could not be tested; what an eval-only verdict is conditional on)."""
+    """``verdict.<condition>`` -> verdict for each comparison and, for a study with benchmarks,
+    ``verdict.<benchmark>.<condition>`` for each benchmark and ``verdict.overall.<condition>`` for
+    the overall verdict across them (no benchmark is named ``overall``), keys as MLflow accepts
+    them; an ``untested`` or eval-only verdict also gets ``verdict_note.`` with the same suffix,
+    its reason (why it could not be tested; what an eval-only verdict is conditional on)."""
     from harness.tracking.mlflow_layout import mlflow_key
+    from harness.tracking.tidy_results import OVERALL
 
-    v = analysis.verdicts
-    tags = {mlflow_key(f"verdict.{c}"): str(label) for c, label in zip(v["condition"], v["verdict"])}
-    for c, label, reason in zip(v["condition"], v["verdict"], v["reason"]):
-        if label == UNTESTED or label in EVAL_ONLY_LABELS:
-            tags[mlflow_key(f"verdict_note.{c}")] = str(reason)[:NOTE_TAG_CHARS]
+    tables = [("", analysis.verdicts)]
+    if analysis.benchmarks is not None:
+        b = analysis.benchmarks
+        tables += [
+            (f"{name}.", b.verdicts[b.verdicts["benchmark"] == name]) for name in dict.fromkeys(b.verdicts["benchmark"])
+        ]
+        tables.append((f"{OVERALL}.", b.overall))
+    tags = {}
+    for prefix, v in tables:
+        for c, label, reason in zip(v["condition"], v["verdict"], v["reason"]):
+            tags[mlflow_key(f"verdict.{prefix}{c}")] = str(label)
+            if label == UNTESTED or label in EVAL_ONLY_LABELS:
+                tags[mlflow_key(f"verdict_note.{prefix}{c}")] = str(reason)[:NOTE_TAG_CHARS]
     return tags
 
 

@@ -15,7 +15,8 @@ Map:
     power      seeds_needed, minimal_detectable_effect, power_two_sample, power_paired
     compare    compare -> Comparison (with robustness Checks); trial_means_difference -> Difference
     multiple   adjust_pvalues ("holm", "bh")
-    eval_only  eval_only_difference -> Difference over prompts (one training run), EvalOnlySplit
+    eval_only  eval_only_difference -> Difference over prompts (one training run; 0/1: binary), EvalOnlySplit,
+               eval_only_mean (the overall one across benchmarks)
     verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive (eval-only forms), untested
     sequential efficacy_bounds (Lan-DeMets), Look (repeated intervals), look_odds
     bootstrap  Interval, bootstrap_ci (reporting only)
@@ -36,6 +37,7 @@ from .aggregates import (
 )
 from .binary_paired import (
     BINARY_TEST,
+    EVAL_ONLY_BINARY_TEST,
     PairedCounts,
     is_binary,
     mcnemar_exact_p,
@@ -61,10 +63,13 @@ from .components import COMBINED, SOURCES, Components, variance_components
 from .crossed import Difference, PlanVariance, seed_prompt_difference, seed_prompt_se
 from .curves import align_on_grid, curve_band
 from .eval_only import (
+    EVAL_ONLY_MEAN_TEST,
     EVAL_ONLY_TEST,
+    EVAL_ONLY_TESTS,
     EvalOnlySplit,
     OneRunComponents,
     eval_only_difference,
+    eval_only_mean,
     one_run_components,
     prompt_differences,
 )
@@ -122,11 +127,15 @@ __all__ = [
     "scaling_difference",
     "EVAL_ONLY_LABELS",
     "EVAL_ONLY_TEST",
+    "EVAL_ONLY_TESTS",
+    "EVAL_ONLY_MEAN_TEST",
+    "EVAL_ONLY_BINARY_TEST",
     "EvalOnlySplit",
     "OneRunComponents",
     "one_run_components",
     "UNTESTED",
     "eval_only_difference",
+    "eval_only_mean",
     "prompt_differences",
     "SOURCES",
     "SPENDING",

@@ -19,7 +19,9 @@ What we use, and why:
   Method 11 covers >= 95% on that whole grid; it still excludes 0 at 5 of 30 (exact p 0.0625),
   which the exact test corrects. The combined interval excludes 0 exactly when both reject,
   so the p-value is the larger of the two (``PairedCounts.p_value``) and interval and p-value
-  always agree.
+  always agree. This is the eval-only test of 0/1 scores (``EVAL_ONLY_BINARY_TEST``: one
+  training run per side, so the prompts are the only pairs); it has an interval even when no
+  prompt changes, where the t interval has none.
 * **Several seeds per arm**: the 0/1 cells are not independent pairs (a prompt that flips for
   one seed tends to flip for all, and a seed shifts all its prompts), so the counts pooled over
   seeds are divided by a Rao-Scott (1992) design effect, the variance of the difference that
@@ -55,6 +57,8 @@ from ._util import JsonMixin
 
 #: the name a verdict row gives the test
 BINARY_TEST = "seed_prompt_binary"
+#: the test of one run per side (``eval_only``): the binary interval of the prompts' 2 x 2 table alone
+EVAL_ONLY_BINARY_TEST = "eval_only_binary"
 
 
 def is_binary(*tables) -> bool:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._util import JsonMixin
-from .binary_paired import BINARY_TEST, PairedCounts, effective_counts
+from .binary_paired import BINARY_TEST, EVAL_ONLY_BINARY_TEST, PairedCounts, effective_counts
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ class Difference(JsonMixin):
 
     ``test`` names the analysis ("seed_prompt", "seed_prompt_binary", "paired_t", "welch_t", "yuen");
     ``binary`` holds the effective 0/1 counts whose interval a verdict joins to the t interval
-    (``binary_paired``; None unless the test is "seed_prompt_binary"); ``se_trial_means``
+    (``binary_paired``; None unless the test is "seed_prompt_binary"), or, for "eval_only_binary",
+    the prompts' 2 x 2 table whose interval a verdict reads alone; ``se_trial_means``
     is the trial-means standard error of the same difference (the robustness view); ``plan``
     holds the variance components that predict the standard error at other budgets (None when
     they cannot be estimated). ``reason`` is "" unless the difference cannot be tested.
@@ -70,7 +71,11 @@ class Difference(JsonMixin):
 
     @property
     def testable(self) -> bool:
-        return not self.reason and math.isfinite(self.se) and self.se > 0 and math.isfinite(self.df)
+        if self.reason:
+            return False
+        if self.test == EVAL_ONLY_BINARY_TEST:  # its interval is the binary one alone: one even when no prompt changes
+            return self.binary is not None
+        return math.isfinite(self.se) and self.se > 0 and math.isfinite(self.df)
 
 
 @dataclass(frozen=True)

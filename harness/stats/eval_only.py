@@ -22,6 +22,15 @@ mean over prompts of each prompt's ddof=1 variance of its k rewards, unbiased fo
 :class:`EvalOnlySplit` for a difference), which predict the standard error at other numbers of
 prompts or samples. Greedy scores have no sampling part.
 
+**0/1 scores of one run per side** (greedy accuracy, or one sampled completion per prompt) are
+a paired 2 x 2 table of prompts, and there the t interval is too narrow when few prompts change
+(AIME, 30 questions: 4 or 5 flipping one way give a t p of 0.043 / 0.023, McNemar's exact p
+0.125 / 0.0625). Such a comparison uses the binary method of ``binary_paired`` instead
+(``eval_only_binary``: Newcombe's method 11 interval, reaching 0 wherever McNemar's exact test
+does not reject; calibrated by simulation at 30-40 prompts with 1-6 discordant), which has an
+interval even when no prompt changes. A side with several runs has per-prompt means that are
+not 0/1, and keeps the t.
+
 The training-seed part is not in any of this: a verdict read from this interval is about these
 checkpoints, and the report labels it so (``(eval-only)``).
 """
@@ -34,10 +43,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._util import JsonMixin
+from .binary_paired import EVAL_ONLY_BINARY_TEST, PairedCounts, is_binary
 from .crossed import Difference, two_way
 
-#: the ``Difference.test`` of an eval-only comparison
+#: the ``Difference.test`` of an eval-only comparison (the paired t over prompts)
 EVAL_ONLY_TEST = "eval_only"
+#: the overall eval-only difference across benchmarks (:func:`eval_only_mean`)
+EVAL_ONLY_MEAN_TEST = "eval_only_benchmarks_mean"
+#: every eval-only test: the t over prompts, the binary test of one run per side on 0/1 scores, their mean
+EVAL_ONLY_TESTS = (EVAL_ONLY_TEST, EVAL_ONLY_BINARY_TEST, EVAL_ONLY_MEAN_TEST)
 
 
 @dataclass(frozen=True)
@@ -75,22 +89,67 @@ def prompt_differences(arm, control) -> np.ndarray:
     return a.mean(axis=0) - c.mean(axis=0)
 
 
+def prompt_counts(arm, control) -> PairedCounts:
+    """The paired 2 x 2 table of prompts of two 0/1 score rows ``[P]`` (one run per side)."""
+    a = np.asarray(arm, dtype=float).ravel()
+    c = np.asarray(control, dtype=float).ravel()
+    return PairedCounts(
+        float(np.sum(a * c)), float(np.sum(a * (1 - c))), float(np.sum((1 - a) * c)), float(np.sum((1 - a) * (1 - c)))
+    )
+
+
 def eval_only_difference(arm, control) -> Difference:
     """The eval-only difference of ``arm`` ``[n_arm, P]`` and ``control`` ``[n_control, P]``
     score tables on the same prompts: mean per-prompt difference, SE over prompts, ``P - 1`` df.
-    Untestable (``reason``) with fewer than 2 prompts or no spread over prompts."""
+    One 0/1 row per side: the test is ``eval_only_binary`` and the verdict's interval the binary
+    one of the prompts' 2 x 2 table (``binary``); the SE stays the t's, for reference.
+    Untestable (``reason``) with fewer than 2 prompts, or (not 0/1) no spread over prompts."""
     a, c = _tables(arm, control)
     d = a.mean(axis=0) - c.mean(axis=0)
     P = d.size
     diff = float(d.mean()) if P else math.nan
-    base = dict(test=EVAL_ONLY_TEST, n_arm=a.shape[0], n_control=c.shape[0], paired=True, n_prompts=P)
+    binary = a.shape[0] == 1 and c.shape[0] == 1 and is_binary(a, c)
+    test = EVAL_ONLY_BINARY_TEST if binary else EVAL_ONLY_TEST
+    base = dict(test=test, n_arm=a.shape[0], n_control=c.shape[0], paired=True, n_prompts=P)
     if P < 2:
         return Difference(
             diff, math.nan, math.nan, reason=f"an eval-only interval needs at least 2 prompts; got {P}", **base
         )
     se = float(d.std(ddof=1) / math.sqrt(P))
+    if binary:
+        return Difference(diff, se, float(P - 1), binary=prompt_counts(a, c), **base)
     reason = "" if se > 0 else "the two sides score the same difference on every prompt: no interval"
     return Difference(diff, se, float(P - 1), reason=reason, **base)
+
+
+def eval_only_mean(differences) -> Difference:
+    """The overall eval-only difference across benchmarks: the mean of the benchmarks' eval-only
+    differences, the benchmarks fixed and their prompts independent, so its variance is
+    ``sum_b se_b^2 / B^2``, with the Welch-Satterthwaite df of the benchmarks' ``P_b - 1``. A
+    0/1 benchmark enters with its t standard error over prompts (its verdict reads the binary
+    interval): the sum is a t over all the benchmarks' prompts, right when together they have
+    many discordant prompts; with a few, read the benchmarks' own verdicts. Untestable when a
+    benchmark is, or when no benchmark has any spread."""
+    diffs = list(differences)
+    base = dict(
+        test=EVAL_ONLY_MEAN_TEST,
+        n_arm=min((d.n_arm for d in diffs), default=0),
+        n_control=min((d.n_control for d in diffs), default=0),
+        paired=True,
+        n_prompts=sum(d.n_prompts for d in diffs),
+    )
+    diff = float(np.mean([d.diff for d in diffs])) if diffs else math.nan
+    untested = [d for d in diffs if not d.testable]
+    if not diffs or untested:
+        why = f"a benchmark's difference cannot be tested ({untested[0].reason})" if diffs else "no benchmarks"
+        return Difference(diff, math.nan, math.nan, reason=why, **base)
+    var = np.array([d.se**2 for d in diffs]) / len(diffs) ** 2
+    dfs = np.array([d.df for d in diffs])
+    if not var.sum() > 0:
+        return Difference(diff, 0.0, math.nan, reason="no benchmark's difference varies over its prompts", **base)
+    on = var > 0
+    df = float(var.sum() ** 2 / np.sum(var[on] ** 2 / dfs[on]))
+    return Difference(diff, float(math.sqrt(var.sum())), df, **base)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ once with probability >= 1 - alpha**:
   family and is never called inconclusive.
 
 An eval-only difference (``stats.eval_only``: a side has one training run, the interval is over
-prompts and eval samples) is read the same way, and its label says what it rests on:
+prompts and eval samples; on 0/1 scores of one run per side the binary interval of the prompts'
+2 x 2 table, ``eval_only_binary``) is read the same way, and its label says what it rests on:
 ``better (eval-only)``, ``worse (eval-only)``, ``equivalent (eval-only)``, ``inconclusive
 (eval-only)``. Such a verdict is conditional on these checkpoints: the training seed's noise is
 unknown, so it says nothing about another training run of the same arm. It counts in the family
@@ -49,9 +50,9 @@ import numpy as np
 from scipy import special
 
 from ._util import JsonMixin, check_alpha
-from .binary_paired import union_interval
+from .binary_paired import EVAL_ONLY_BINARY_TEST, union_interval
 from .crossed import Difference
-from .eval_only import EVAL_ONLY_TEST
+from .eval_only import EVAL_ONLY_TESTS
 from .planning import seeds_can_decide, seeds_to_decide
 from .sequential import Look
 
@@ -228,11 +229,14 @@ def decide(
                 )
             )
             continue
-        p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
         multiplier = m if correction == "bonferroni" else 1
         d_level = level if look is None else float(2.0 * special.ndtr(look.bound(per_arm_alpha)) - 1.0)
-        half = float(special.stdtrit(d.df, 0.5 + d_level / 2.0)) * d.se
-        lo, hi, p = union_interval(d.diff - half, d.diff + half, p, d.binary, d_level)
+        if d.test == EVAL_ONLY_BINARY_TEST:  # one run per side, 0/1 scores: the binary interval alone
+            (lo, hi), p = d.binary.interval(d_level), d.binary.p_value()
+        else:
+            p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
+            half = float(special.stdtrit(d.df, 0.5 + d_level / 2.0)) * d.se
+            lo, hi, p = union_interval(d.diff - half, d.diff + half, p, d.binary, d_level)
         if look is None:
             p_adj = min(1.0, p * multiplier)
         else:
@@ -243,7 +247,7 @@ def decide(
         need_null, need_effect, plan_note = (
             _planning(d, effect or math.nan, margin, d_level, power, max_n) if plans else (None, None, "")
         )
-        eval_only = d.test == EVAL_ONLY_TEST
+        eval_only = d.test in EVAL_ONLY_TESTS
         kind = "interval" if look is None else f"repeated interval (look {look.index + 1})"
         kind = f"{kind} over prompts" if eval_only else kind
         ci = f"{d_level:.4g} {kind} [{_fmt(lo)}, {_fmt(hi)}]"

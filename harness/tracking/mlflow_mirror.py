@@ -6,7 +6,8 @@ rebuilt from it with ``harness sync``. Layout in MLflow:
 - one experiment per study name (default store: ``sqlite:///<study_dir>/mlflow.db`` with
   artifacts in ``<study_dir>/mlartifacts``);
 - one parent run per study, tagged ``harness.role=study`` and found again by that tag
-  (``harness report`` attaches its files there under ``report/`` and sets ``verdict.<condition>`` tags);
+  (``harness report`` attaches its files there under ``report/`` and sets ``verdict.<condition>`` tags,
+  with benchmarks also ``verdict.<benchmark>.<condition>`` and ``verdict.overall.<condition>``);
 - one child run per trial (``mlflow.parentRunId``), tagged ``harness.role=trial`` and
   ``trial_id``, holding the flattened spec as params, the per-step history as metrics
   (with their step numbers), the final metrics as ``final/<name>``, and artifacts

@@ -13,11 +13,21 @@ reads, so ``harness judge`` gives the same report and verdicts as a study:
   when the table has them;
 * ``meta``: the settings (:class:`JudgeSettings`) as a study's meta, every arm against the control.
 
-With a ``benchmark`` column holding several names, each benchmark's metric is namespaced
-``eval/<benchmark>/<leaf>`` (``leaf``: the last part of ``metric``, e.g. ``accuracy``), and
-``meta["benchmarks"]`` lists ``{"name", "metric", "min_effect"}`` for the per-benchmark analysis;
-the primary metric is the first benchmark's. One benchmark (or none) is a plain single-metric
-study. :func:`tidy_frame` writes a study's results as such a table.
+A ``benchmark`` column names held-out sets. The name ``(task)`` (``TASK_SET``, which no
+benchmark can have) marks a study's own task's held-out set; every other name is a benchmark, whose
+metric is namespaced ``eval/<benchmark>/<leaf>`` (``leaf``: the last part of ``metric``, e.g.
+``accuracy``), while the ``(task)`` rows keep the plain metric (``eval/<leaf>``). With ``(task)``
+rows and a benchmark, or with two benchmarks, ``meta["benchmarks"]`` lists ``{"name", "metric",
+"min_effect"}`` of every benchmark for the per-benchmark and overall verdicts, as a study's does.
+The primary metric (the report's main verdicts) is:
+
+* the benchmark ``metric`` names, when it is one's (``--metric eval/math500/accuracy``);
+* else the ``(task)`` rows' (a study's tidy table judges as the study: its primary verdicts on its
+  own task's held-out set, the benchmarks beside);
+* else the first benchmark's.
+
+One benchmark (or none, or only ``(task)``) is a plain single-metric study. :func:`tidy_frame`
+writes a study's results as such a table.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationError, field_validator
 
+from harness.engine.spec import OVERALL
 from harness.errors import ConfigError, HarnessError
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import format_validation_error
@@ -41,6 +52,8 @@ from harness.tracking.results import CURVE_COLUMNS, PROMPT_COLUMNS, Results
 REQUIRED_COLUMNS = ("arm", "seed", "value")
 OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
 BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+#: the ``benchmark`` of a study's own task's held-out set (not a valid benchmark name: no clash)
+TASK_SET = "(task)"
 #: the tags (or params) of an MLflow run that name its arm and seed; ``harness sync`` sets both tags
 ARM_KEY, SEED_KEY = "arm", "seed"
 
@@ -54,7 +67,9 @@ class JudgeSettings(StrictModel):
     metric: str = Field(
         "eval/accuracy",
         min_length=1,
-        description="the metric the value column holds (with several benchmarks: eval/<benchmark>/<its last part>)",
+        description="the metric the value column holds; with benchmarks, each benchmark's is eval/<benchmark>/<its "
+        "last part> and the (task) rows' eval/<its last part>, and the primary verdicts are on the benchmark it "
+        "names (eval/<benchmark>/...), else on the (task) rows, else on the first benchmark",
     )
     direction: Literal["maximize", "minimize"] = Field("maximize", description="which way is better")
     min_effect: float | None = Field(
@@ -226,8 +241,14 @@ def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataF
     if "benchmark" in frame:
         out["benchmark"] = _text_column(frame, "benchmark", rows)
         for i, name in enumerate(out["benchmark"]):
-            if not BENCHMARK_NAME.match(name):
-                raise rows.error(i, f"benchmark {name!r} is not a valid name (lower case, digits, _; a letter first)")
+            if name != TASK_SET and not BENCHMARK_NAME.match(name):
+                raise rows.error(
+                    i,
+                    f"benchmark {name!r} is not a valid name (lower case, digits, _; a letter first; "
+                    f"{TASK_SET} for a study task's own held-out set)",
+                )
+            if name == OVERALL:
+                raise rows.error(i, f"benchmark {name!r} is reserved for the overall verdict; rename it")
     if "prompt_id" in frame:
         out["prompt_id"] = _text_column(frame, "prompt_id", rows)
     if ("samples" in frame) != ("sample_var" in frame):
@@ -298,13 +319,25 @@ def _check_design(table: pd.DataFrame, settings: JudgeSettings, where: str) -> l
 # ----------------------------------------------------------------------------- building
 
 
-def _metric_names(table: pd.DataFrame, settings: JudgeSettings) -> dict[str | None, str]:
-    """benchmark -> metric name (None -> the metric, without several benchmarks)."""
-    names = list(dict.fromkeys(table["benchmark"])) if "benchmark" in table else []
-    if len(names) <= 1:
-        return {None: settings.metric}
+def _metric_names(table: pd.DataFrame, settings: JudgeSettings, where: str) -> tuple[dict[str, str], str, list[str]]:
+    """benchmark -> metric name (``TASK_SET``, or ``""`` without a benchmark column: the plain
+    metric), the primary metric (see the module's docstring) and the benchmarks decided apart."""
+    names = list(dict.fromkeys(table["benchmark"])) if "benchmark" in table else [""]
+    named = [b for b in names if b != TASK_SET]
+    if not (len(named) >= 2 or (named and TASK_SET in names)):
+        return dict.fromkeys(names, settings.metric), settings.metric, []
     leaf = settings.metric.rsplit("/", 1)[-1]
-    return {b: f"eval/{b}/{leaf}" for b in names}
+    parts = settings.metric.split("/")
+    chosen = parts[1] if len(parts) == 3 and parts[0] == "eval" else None
+    if chosen is not None and chosen not in named:
+        raise ConfigError(
+            f"{where}: metric {settings.metric} names benchmark {chosen!r}, which has no rows; "
+            f"benchmarks there: {', '.join(named)} (give --metric eval/{leaf} for the {TASK_SET} rows or the first)"
+        )
+    plain = f"eval/{leaf}" if chosen is not None else settings.metric
+    metrics = {b: plain if b == TASK_SET else f"eval/{b}/{leaf}" for b in names}
+    primary = metrics[chosen] if chosen else metrics.get(TASK_SET, metrics[named[0]])
+    return metrics, primary, named
 
 
 def results_from_table(
@@ -313,14 +346,13 @@ def results_from_table(
     """The ``Results`` of a tidy table (checked here: one line naming the row on a problem)."""
     table = check_table(table, where, unit)
     arms = _check_design(table, settings, where)
-    metrics = _metric_names(table, settings)
-    several = None not in metrics
-    table = table.assign(metric=table["benchmark"].map(metrics) if several else settings.metric)
+    metrics, primary, named = _metric_names(table, settings, where)
+    table = table.assign(metric=table["benchmark"].map(metrics) if "benchmark" in table else settings.metric)
     table["trial_id"] = table["arm"] + "-s" + table["seed"].astype(str)
     runs = table[["trial_id", "arm", "seed"]].drop_duplicates().reset_index(drop=True)
     finals = table.groupby(["trial_id", "metric"], sort=False)["value"].mean().unstack("metric")
     trials = runs.assign(status="completed", error=None, wall_time_s=np.nan, config_hash=None, warnings="")
-    trials = trials.join(finals[list(metrics.values())], on="trial_id")
+    trials = trials.join(finals[list(dict.fromkeys(metrics.values()))], on="trial_id")
     trials["seed"] = trials["seed"].astype("int64")
     prompts = pd.DataFrame(columns=PROMPT_COLUMNS)
     if "prompt_id" in table:
@@ -339,18 +371,17 @@ def results_from_table(
         prompts = pd.concat(parts, ignore_index=True).astype({"seed": "int64", "step": "int64", "value": "float64"})
     seeds = {a: sorted(int(s) for s in runs.loc[runs["arm"] == a, "seed"]) for a in arms}
     benchmarks = [
-        {"name": b, "metric": m, "min_effect": settings.benchmark_min_effect.get(b, settings.min_effect)}
-        for b, m in metrics.items()
-        if b is not None
+        {"name": b, "metric": metrics[b], "min_effect": settings.benchmark_min_effect.get(b, settings.min_effect)}
+        for b in named
     ]
-    primary = next(iter(metrics.values()))
+    by_metric = {b["metric"]: b for b in benchmarks}
     meta = {
         "study": settings.name,
         "description": settings.description,
         "study_dir": None,
         "primary_metric": primary,
         "direction": settings.direction,
-        "min_effect": benchmarks[0]["min_effect"] if benchmarks else settings.min_effect,
+        "min_effect": by_metric[primary]["min_effect"] if primary in by_metric else settings.min_effect,
         "test": settings.test,
         "failures": "drop",
         "metric_ranges": {},
@@ -409,17 +440,40 @@ def _with_samples(rows: pd.DataFrame, extra: pd.DataFrame, name: str) -> pd.Data
     return part.drop(columns="step").astype({"samples": "int64"})
 
 
+def _exported(results, metric: str | None) -> list[tuple[str | None, str]]:
+    """(benchmark, metric) of each held-out set a tidy table holds: the metric alone (None: no
+    benchmark column), or, for a study with benchmarks, its own task's (``TASK_SET``) and each
+    benchmark's of the same kind (default: the metric each is decided on). A metric that names
+    one benchmark's, or that no benchmark has, is exported alone."""
+    meta = dict(results.meta or {})
+    listed = meta.get("benchmarks") or []
+    primary = meta.get("primary_metric")
+    if not listed or (metric is not None and any(metric.startswith(f"eval/{b['name']}/") for b in listed)):
+        return [(None, metric or primary)]
+    if metric is None:
+        kinds = {m.rsplit("/", 1)[-1]: m for m in [primary, *(b["metric"] for b in listed)]}
+        if len(kinds) > 1:
+            raise ConfigError(
+                f"the study decides on metrics of different kinds ({', '.join(kinds.values())}) and a tidy table "
+                f"holds one: give --metric {primary} (its task's, and each benchmark's of that kind)"
+            )
+        own = [] if primary in {b["metric"] for b in listed} else [(TASK_SET, primary)]  # judged: a benchmark's
+        return [*own, *((b["name"], b["metric"]) for b in listed)]
+    prompts = results.prompts
+    known = set(results.trials.columns) | (set(prompts["metric"]) if len(prompts) else set())
+    leaf = metric.rsplit("/", 1)[-1]
+    others = [(b["name"], f"eval/{b['name']}/{leaf}") for b in listed if f"eval/{b['name']}/{leaf}" in known]
+    return [(TASK_SET, metric), *others] if others else [(None, metric)]
+
+
 def tidy_frame(results, metric: str | None = None) -> pd.DataFrame:
     """A study's results as a tidy table: its completed trials' per-prompt scores of ``metric``
     (default: the primary one) at each trial's last evaluation, with ``samples`` / ``sample_var``
     when they were sampled (k > 1), or one row per run without per-prompt scores. A study with
-    several benchmarks (``meta["benchmarks"]``) gets a ``benchmark`` column over all of them."""
-    meta = dict(results.meta or {})
-    listed = meta.get("benchmarks") or []
-    if metric is None and len(listed) > 1:
-        wanted = [(b["name"], b["metric"]) for b in listed]
-    else:
-        wanted = [(None, metric or meta.get("primary_metric"))]
+    benchmarks (``meta["benchmarks"]``) gets a ``benchmark`` column: its own task's held-out set
+    as ``TASK_SET``, then each benchmark (:func:`_exported`), so that ``harness judge`` at the
+    study's metric decides it as the study's report does."""
+    wanted = _exported(results, metric)
     done = results.trials[results.trials["status"] == "completed"]
     prompts = results.prompts
     parts = []

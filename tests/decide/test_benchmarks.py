@@ -124,7 +124,7 @@ def test_the_overall_verdict_is_the_mean_of_benchmark_differences_with_the_per_s
 def test_with_per_prompt_scores_each_benchmarks_arm_x_prompt_term_widens_the_overall_interval():
     frames = make(prompts=40)
     out = analyze_benchmarks(frames, min_effect=0.05)
-    assert set(out.verdicts["test"]) == {"seed_prompt_binary"}  # 0/1 scores: the binary form of the seed x prompt test
+    assert set(out.verdicts["test"]) == {"seed_prompt_binary"}  # 0/1 scores: its t part is the seed x prompt one
     up = out.overall[out.overall["condition"] == "up"].iloc[0]
     terms, counts = [], []
     for b in BENCHMARKS:

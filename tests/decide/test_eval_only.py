@@ -45,7 +45,8 @@ def verdicts(frame: pd.DataFrame, settings: JudgeSettings = SETTINGS):
 
 
 def test_one_run_per_arm_gets_an_eval_only_verdict_read_from_the_paired_t_over_prompts():
-    frame = table({"base": 1, "new": 1, "same": 1}, lift={"new": 0.25, "same": 0.0})
+    """Scores that are not 0/1 (means of 2 samples); 0/1 scores: tests/decide/test_eval_only_binary.py."""
+    frame = table({"base": 1, "new": 1, "same": 1}, lift={"new": 0.25, "same": 0.0}, k=2)
     analysis, v = verdicts(frame)
     assert v.loc["new", "verdict"] == "better (eval-only)" and v.loc["new", "test"] == "eval_only"
     assert v.loc["same", "verdict"] in ("inconclusive (eval-only)", "equivalent (eval-only)")
@@ -135,6 +136,24 @@ def test_noise_by_source_shows_what_one_run_can_split():
 def test_seed_level_comparisons_are_unchanged_beside_an_eval_only_one():
     frame = table({"base": 3, "new": 3, "single": 1}, lift={"new": 0.25, "single": 0.25})
     _, v = verdicts(frame)
-    assert v.loc["new", "verdict"] == "better" and v.loc["new", "test"] == "seed_prompt_binary"  # 0/1 scores
+    assert v.loc["new", "verdict"] == "better" and v.loc["new", "test"] == "seed_prompt_binary"
+    # the control's per-prompt mean over its 3 runs is not 0/1: the t over prompts
     assert v.loc["single", "verdict"] == "better (eval-only)" and v.loc["single", "test"] == "eval_only"
     assert np.allclose(v["ci_level"], 1 - 0.05 / 2)  # both in the family of 2
+
+
+def test_one_run_per_arm_on_benchmarks_gets_eval_only_benchmark_and_overall_verdicts():
+    parts = [
+        table({"base": 1, "new": 1}, prompts=n, lift={"new": lift}).assign(benchmark=name)
+        for name, n, lift in (("(task)", 80, 0.25), ("gsm", 120, 0.3), ("aime", 30, 0.0))
+    ]
+    analysis, v = verdicts(pd.concat(parts, ignore_index=True))
+    b = analysis.benchmarks
+    assert v.loc["new", "test"] == "eval_only_binary" and list(b.verdicts["test"]) == ["eval_only_binary"] * 2
+    assert b.verdicts["verdict"].str.endswith("(eval-only)").all()
+    (overall,) = b.overall.to_dict(orient="records")
+    assert overall["test"] == "eval_only_benchmarks_mean" and overall["verdict"].endswith("(eval-only)")
+    assert overall["diff"] == pytest.approx(b.verdicts["diff"].mean())
+    assert "Mean of 2 eval-only benchmark differences" in overall["reason"]
+    assert "conditional on these checkpoints" in overall["reason"]
+    assert "overall (mean of the differences)" in render_markdown(analysis)

@@ -32,6 +32,7 @@ def study(*benchmarks, **extra):
         ),
         ([{**ADD3, "name": "Add3"}], r"^benchmarks\[0\]\.name: benchmark name .Add3. must match \[a-z\]\[a-z0-9_\]\*"),
         ([{**ADD3, "name": "add/3"}], r"must match"),
+        ([{**ADD3, "name": "overall"}], r"^benchmarks\[0\]\.name: benchmark name 'overall' is reserved"),
         ([{**ADD3, "task": {"name": "algebra"}}], r"^benchmarks\[0\]\.task\.name: unknown task 'algebra'; valid: "),
         ([{**ADD3, "metric": "pass_at_1"}], r"^benchmarks\[0\]\.metric: Input should be .accuracy. or .mean_reward."),
         ([{**ADD3, "min_effect": 0}], r"^benchmarks\[0\]\.min_effect: Input should be greater than 0"),

@@ -14,6 +14,7 @@ from harness.stats import (
     EVAL_ONLY_TEST,
     decide,
     eval_only_difference,
+    eval_only_mean,
     one_run_components,
 )
 
@@ -51,8 +52,10 @@ def test_a_side_with_several_runs_enters_with_its_mean_over_runs():
 def test_untestable_cases_say_why():
     one = eval_only_difference([[0.5]], [[0.2]])
     assert not one.testable and "at least 2 prompts" in one.reason and one.diff == pytest.approx(0.3)
-    flat = eval_only_difference([[1.0, 0.0, 1.0]], [[1.0, 0.0, 1.0]])
+    flat = eval_only_difference([[1.0, 0.5, 1.0]], [[1.0, 0.5, 1.0]])
     assert not flat.testable and "no interval" in flat.reason
+    same = eval_only_difference([[1.0, 0.0, 1.0]], [[1.0, 0.0, 1.0]])  # 0/1: the binary interval has one
+    assert same.testable and same.test == "eval_only_binary" and same.binary.arm_only == same.binary.control_only == 0
     with pytest.raises(ValueError, match="same prompts"):
         eval_only_difference([[1.0, 0.0]], [[1.0, 0.0, 1.0]])
     with pytest.raises(ValueError, match="non-finite"):
@@ -173,3 +176,41 @@ def test_one_run_components_recover_known_parts():
     assert c.eval_sampling == 0.0 and c.difference_split().prompt == pytest.approx(2 * c.arm_x_prompt)
     with pytest.raises(ValueError, match="at least 2"):
         one_run_components(np.zeros((1, 5)))
+
+
+# ----------------------------------------------------------------------------- across benchmarks
+
+
+def test_the_overall_eval_only_difference_is_the_mean_of_the_benchmarks_with_satterthwaite_df():
+    rng = np.random.default_rng(21)
+    diffs = [eval_only_difference(rng.random((1, P)) + 0.1, rng.random((1, P))) for P in (30, 60, 200)]
+    d = eval_only_mean(diffs)
+    assert d.test == "eval_only_benchmarks_mean" and d.testable and d.n_prompts == 290
+    assert d.diff == pytest.approx(np.mean([x.diff for x in diffs]))
+    var = np.array([x.se**2 for x in diffs]) / 9
+    assert d.se == pytest.approx(math.sqrt(var.sum()))
+    assert d.df == pytest.approx(var.sum() ** 2 / np.sum(var**2 / np.array([29, 59, 199])))
+    (v,) = decide([d], min_effect=0.5)
+    assert v.label.endswith("(eval-only)") and "conditional on these checkpoints" in v.reason
+    flat = eval_only_difference([[1.0, 0.5]], [[1.0, 0.5]])
+    assert not eval_only_mean([diffs[0], flat]).testable
+    assert "cannot be tested (the two sides score the same" in eval_only_mean([diffs[0], flat]).reason
+    same = eval_only_difference([[1.0, 0.0]], [[1.0, 0.0]])  # 0/1, no prompt changed: no spread to add
+    assert eval_only_mean([diffs[0], same]).testable and not eval_only_mean([same, same]).testable
+
+
+def test_the_overall_eval_only_interval_covers_by_simulation():
+    """Three benchmarks (40, 60, 30 prompts) of two fixed checkpoints scored with k = 4 samples:
+    95% intervals of the mean of their differences cover the mean of the true differences.
+    1500 replicates: MC sd 0.0056."""
+    rng = np.random.default_rng(22)
+    reps, k, sizes, deltas = 1500, 4, (40, 60, 30), (0.3, 0.0, 0.6)
+    truth = np.mean([_true_difference(delta, 0.5) for delta in deltas])
+    cover = 0
+    tables = [_checkpoints(rng, reps, P, delta, 0.5) for P, delta in zip(sizes, deltas)]
+    scored = [(rng.binomial(k, q_a) / k, rng.binomial(k, q_c) / k) for q_a, q_c in tables]
+    for r in range(reps):
+        d = eval_only_mean([eval_only_difference(a[r][None], c[r][None]) for a, c in scored])
+        half = special.stdtrit(d.df, 0.975) * d.se
+        cover += abs(d.diff - truth) <= half
+    assert 0.935 <= cover / reps <= 0.965, cover / reps

@@ -12,6 +12,7 @@ import pytest
 from harness.decide.analysis import analyze
 from harness.errors import ConfigError
 from harness.tracking.tidy_results import (
+    TASK_SET,
     JudgeSettings,
     load_mlflow,
     load_tidy,
@@ -86,6 +87,22 @@ def test_several_benchmarks_are_namespaced_and_listed_in_meta():
     assert set(res.prompts["metric"]) == {"eval/gsm8k/accuracy", "eval/math500/accuracy"}
     one = results_from_table(per_prompt(benchmarks=("gsm8k",)), SETTINGS)
     assert one.meta["primary_metric"] == "eval/accuracy" and one.meta["benchmarks"] == []
+
+
+def test_a_study_task_set_beside_benchmarks_is_the_primary_and_no_benchmark():
+    task = per_prompt().assign(benchmark=TASK_SET)
+    table = pd.concat([task, per_prompt(benchmarks=("gsm8k",))], ignore_index=True)
+    res = results_from_table(table, SETTINGS)
+    assert res.meta["primary_metric"] == "eval/accuracy" and res.meta["min_effect"] == 0.05
+    assert res.meta["benchmarks"] == [{"name": "gsm8k", "metric": "eval/gsm8k/accuracy", "min_effect": 0.05}]
+    assert {"eval/accuracy", "eval/gsm8k/accuracy"} <= set(res.trials.columns)
+    named = results_from_table(table, JudgeSettings(control="base", metric="eval/gsm8k/accuracy"))
+    assert named.meta["primary_metric"] == "eval/gsm8k/accuracy" and len(named.meta["benchmarks"]) == 1
+    assert "eval/accuracy" in named.trials.columns  # the (task) rows keep the plain name
+    back = tidy_frame(res)
+    pd.testing.assert_frame_equal(back[table.columns.tolist()], table)
+    only = results_from_table(task, SETTINGS)  # (task) alone: a plain single-metric table
+    assert only.meta["benchmarks"] == [] and only.meta["primary_metric"] == "eval/accuracy"
 
 
 def test_sampled_scores_carry_their_sample_variance():
@@ -191,6 +208,8 @@ def test_bad_benchmark_names_and_lonely_sample_columns(tmp_path):
     table = per_prompt(benchmarks=("gsm8k", "aime"))
     table.loc[2, "benchmark"] = "MATH-500"
     _fails(tmp_path, table, "line 4: benchmark 'MATH-500' is not a valid name")
+    table.loc[2, "benchmark"] = "overall"
+    _fails(tmp_path, table, "line 4: benchmark 'overall' is reserved for the overall verdict")
     _fails(tmp_path, per_prompt().assign(samples=4), "samples and sample_var come together")
     _fails(tmp_path, per_prompt().assign(samples=0, sample_var=0.1), "line 2: samples must be >= 1")
 
