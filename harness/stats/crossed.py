@@ -184,7 +184,11 @@ def seed_prompt_se(arm, control, *, paired: bool, sample_var=None, samples: int 
         extra = prompt_part > 0
         v = v_rows + np.where(extra, prompt_part, 0.0)
         den = den_rows + np.where(extra, v_cols**2 / (P - 1) + sum((t / P) ** 2 / d for t, d in res_terms), 0.0)
-        df = v**2 / den
+        # Satterthwaite's df of a sum with a difference in it (the arm x prompt part, v_cols - v_res)
+        # collapses below 1 when that part is small beside noisy mean squares (0/1 scores, seeds not
+        # matched): an interval wider than the metric's range. The part only adds variance to the
+        # trial-means terms, so the df is floored at theirs: Welch's lower bound, min(n - 1).
+        df = np.maximum(v**2 / den, min(d for _, d in row_terms))
     prompt = np.maximum(prompt_part, 0.0) * P
     return diff, np.sqrt(v), df, se_trial, _components(np.maximum(seed_var, 0.0), prompt, residual, sample_var, samples)
 
