@@ -33,7 +33,6 @@ writes a study's results as such a table.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,7 +40,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, ValidationError, field_validator
 
-from harness.engine.spec import OVERALL
+from harness.engine.spec import BENCHMARK_NAME, OVERALL
 from harness.errors import ConfigError, HarnessError
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import format_validation_error
@@ -51,7 +50,6 @@ from harness.tracking.results import CURVE_COLUMNS, PROMPT_COLUMNS, Results
 
 REQUIRED_COLUMNS = ("arm", "seed", "value")
 OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
-BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 #: the ``benchmark`` of a study's own task's held-out set (not a valid benchmark name: no clash)
 TASK_SET = "(task)"
 #: the tags (or params) of an MLflow run that name its arm and seed; ``harness sync`` sets both tags
@@ -241,7 +239,7 @@ def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataF
     if "benchmark" in frame:
         out["benchmark"] = _text_column(frame, "benchmark", rows)
         for i, name in enumerate(out["benchmark"]):
-            if name != TASK_SET and not BENCHMARK_NAME.match(name):
+            if name != TASK_SET and not BENCHMARK_NAME.fullmatch(name):
                 raise rows.error(
                     i,
                     f"benchmark {name!r} is not a valid name (lower case, digits, _; a letter first; "
