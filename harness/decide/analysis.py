@@ -72,6 +72,9 @@ class Analysis:
     pending: pd.DataFrame  # waiting / running trials
     config_diff: pd.DataFrame  # param rows x condition columns, only params that differ
     trials: pd.DataFrame  # the per-trial table (results.csv)
+    seed_values: dict[str, pd.Series] = field(
+        default_factory=dict
+    )  # per condition: the primary metric per seed, as compared
     curves: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)  # (metric, x) -> band
     components: pd.DataFrame = field(default_factory=pd.DataFrame)  # variance components of the primary metric
     budget: pd.DataFrame = field(default_factory=pd.DataFrame)  # predicted SE of a difference per design option
@@ -86,6 +89,12 @@ class Analysis:
 # ----------------------------------------------------------------------------- per-condition tables
 
 
+def primary_seed_values(results, metric: str) -> dict[str, pd.Series]:
+    """Per condition, each completed seed's ``metric`` as the comparisons read it: at the final
+    evaluation, or at the study's pre-registered compute point (``primary_at``)."""
+    return {cond: seed_values(at_point(results, metric, cond).trials, cond, metric) for cond in conditions_of(results)}
+
+
 def condition_table(results, metric: str, *, alpha: float = 0.05) -> pd.DataFrame:
     """Per condition: completed seeds, and the mean with its t-based CI.
 
@@ -94,8 +103,7 @@ def condition_table(results, metric: str, *, alpha: float = 0.05) -> pd.DataFram
     A condition with one seed gets its mean and no interval.
     """
     rows = []
-    for cond in conditions_of(results):
-        v = seed_values(at_point(results, metric, cond).trials, cond, metric)
+    for cond, v in primary_seed_values(results, metric).items():
         row = {"condition": cond, "n": len(v), "mean": np.nan, "ci_low": np.nan, "ci_high": np.nan}
         if len(v):
             mean, low, high = (float(np.asarray(a)[0]) for a in stats.curve_band(v.to_numpy()[:, None], alpha=alpha))
@@ -450,6 +458,7 @@ def analyze(
             tripwires=tripwire_state(calibration),
         ),
         conditions=condition_table(results, metric, alpha=alpha),
+        seed_values=primary_seed_values(results, metric),
         verdicts=verdicts,
         robustness=robustness,
         noise_floor=noise_floor_table(

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from harness.decide.analysis import Analysis
-from harness.decide.frames import completed, seed_values
+from harness.decide.frames import completed
 from harness.decide.overoptimisation import GOLD, KL, PROXY
 from harness.errors import ConfigError
 
@@ -190,13 +190,14 @@ def forest_plot(analysis: Analysis) -> go.Figure:
 
 
 def seed_plot(analysis: Analysis) -> go.Figure:
-    """Each completed trial's primary metric per condition, beside the condition's mean and CI.
+    """Each completed trial's primary metric per condition (as the comparisons read it: at the
+    final evaluation or at the study's compute point), beside the condition's mean and CI.
     In a seed-matched design a thin line joins one seed across conditions: parallel lines mean
     seed effects shared by the arms, which the paired test removes."""
     h = analysis.header
     metric, conds = h["primary_metric"], h["conditions"]
     colors = colors_for(conds)
-    values = {c: seed_values(analysis.trials, c, metric) for c in conds}
+    values = {c: analysis.seed_values.get(c, pd.Series(dtype=float)) for c in conds}
     seeds = sorted({s for v in values.values() for s in v.index})
     # one offset per seed, the same in every column, so the lines joining a seed stay straight
     offset = dict(zip(seeds, np.linspace(-0.2, 0.1, len(seeds)) if len(seeds) > 1 else [0.0]))

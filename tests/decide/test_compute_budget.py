@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.decide.analysis import condition_table
+from harness.decide.analysis import condition_table, primary_seed_values
 from harness.decide.comparisons import arm_scores, compare_values
 from harness.decide.compute_budget import at_point, point_line, read_curve, shortfall_notes
 from harness.study.sections import PrimaryAt
@@ -132,6 +132,10 @@ def test_each_seed_and_each_prompt_are_read_at_the_budget_and_a_short_trial_is_l
     conditions = condition_table(results, METRIC).set_index("condition")
     assert conditions.loc["ctl", "mean"] == pytest.approx(expected.to_numpy().mean())
     assert conditions.loc["arm", "n"] == 2
+    # the per-seed figure draws the values the verdict read, not the final evaluation's
+    drawn = primary_seed_values(results, METRIC)
+    assert drawn["ctl"].to_numpy() == pytest.approx(expected.mean(axis=1).to_numpy())
+    assert drawn["arm"].to_numpy() == pytest.approx(arm.values.to_numpy())
 
 
 def test_a_short_trial_is_left_out_under_failures_worst_too_and_a_failed_one_still_scores_worst():

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from harness.decide.analysis import Analysis
+from harness.decide.frames import seed_values
 
 METRIC = "eval/accuracy"
 CONDS = ["ctrl", "up", "same", "tiny"]
@@ -152,6 +153,7 @@ def make_analysis(**header) -> Analysis:
         pending=empty,
         config_diff=empty,
         trials=trial_rows(),
+        seed_values={c: seed_values(trial_rows(), c, METRIC) for c in h["conditions"]},
         curves=curves,
         components=components,
     )
