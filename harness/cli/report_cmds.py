@@ -133,7 +133,7 @@ def compare(
     """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
     from harness.decide.analysis import compare_pair
     from harness.decide.frames import check_correction, check_min_effect
-    from harness.report.tables import fmt, fmt_p, fmt_seeds, jsonable
+    from harness.report.cells import fmt, fmt_p, fmt_seeds, jsonable
 
     check_correction(correction)
     check_min_effect(min_effect)
@@ -182,7 +182,8 @@ def noise_floor(
     from harness.decide.analysis import analyze
     from harness.decide.frames import check_metric, check_min_effect
     from harness.decide.noise import noise_floor_table
-    from harness.report.tables import components_display, jsonable, noise_table_display
+    from harness.report.cells import jsonable
+    from harness.report.tables import components_display, noise_table_display
 
     check_min_effect(min_effect)
     results = _results(study, storage)

@@ -12,7 +12,8 @@ from pathlib import Path
 import plotly.offline
 
 from harness.decide.analysis import Analysis
-from harness.report.tables import Section, sections
+from harness.report.cells import Section
+from harness.report.tables import sections
 
 PLOTLY_JS = "plotly.min.js"
 

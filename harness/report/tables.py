@@ -3,94 +3,14 @@ terminal writers so that every output shows the same numbers formatted the same 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from harness.decide.analysis import Analysis
-from harness.decide.comparisons import SEEDS_SEARCH_LIMIT
 from harness.decide.overoptimisation import last_step_table
-
-DASH = "—"
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    table: pd.DataFrame  # all cells are strings
-    caption: str = ""
-    notes: list[str] = field(default_factory=list)  # shown as a list under the table
-
-
-def jsonable(x: Any) -> Any:
-    """A report value as plain JSON (what ``--json`` prints): frames become lists of rows, numpy
-    scalars Python ones, and a NaN, an infinity or a missing value ``None``."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, pd.DataFrame):
-        return jsonable(x.to_dict(orient="records"))
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return None if not math.isfinite(float(x)) else float(x)
-    if x is None or isinstance(x, (str, int)):
-        return x
-    if x is pd.NA or x is pd.NaT:
-        return None
-    return str(x)
-
-
-def fmt(x, digits: int = 4) -> str:
-    if x is None:
-        return DASH
-    if isinstance(x, str):  # a label (an arm may be called "nan"), never parsed as a number
-        return x or DASH
-    if isinstance(x, (bool, np.bool_)):
-        return "yes" if x else "no"
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    try:
-        xf = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if not np.isfinite(xf):
-        return DASH
-    if xf.is_integer() and abs(xf) < 1e15 and digits >= 4:
-        return str(int(xf))
-    return f"{xf:.{digits}g}"
-
-
-def fmt_p(p) -> str:
-    return fmt(p, 3)
-
-
-def fmt_seeds(n) -> str:
-    """Seeds per arm; past the planner's search limit, the limit itself ("> 10000")."""
-    if n is not None and np.isfinite(n) and n > SEEDS_SEARCH_LIMIT:
-        return f"> {SEEDS_SEARCH_LIMIT}"
-    return fmt(n)
-
-
-def _ci(lo, hi) -> str:
-    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
-        return DASH
-    return f"[{fmt(lo)}, {fmt(hi)}]"
-
-
-def _pct(alpha: float) -> str:
-    return f"{int(round((1 - alpha) * 100))}%"
-
-
-def _level(level) -> str:
-    return f"{float(level) * 100:.4g}%" if level is not None and np.isfinite(level) else DASH
+from harness.report.benchmark_tables import benchmark_sections
+from harness.report.cells import DASH, Section, fmt, fmt_ci, fmt_level, fmt_p, fmt_pct, fmt_seeds
+from harness.report.scaling_tables import scaling_caption, scaling_display, scaling_notes
 
 
 def verdict_display(analysis: Analysis) -> pd.DataFrame:
@@ -107,8 +27,8 @@ def verdict_display(analysis: Analysis) -> pd.DataFrame:
                 "mean": fmt(r["mean"]),
                 "control mean": fmt(r["mean_control"]),
                 "difference": fmt(r["diff"]),
-                "interval": _ci(r["ci_low"], r["ci_high"]),
-                "level": _level(r["ci_level"]),
+                "interval": fmt_ci(r["ci_low"], r["ci_high"]),
+                "level": fmt_level(r["ci_level"]),
                 "test": r["test"] if isinstance(r["test"], str) else DASH,
                 "p (adjusted)": fmt_p(r["p_adjusted"]),
                 "Hedges g": fmt(r["hedges_g"], 3),
@@ -167,14 +87,14 @@ def robustness_display(analysis: Analysis) -> pd.DataFrame:
 
 
 def conditions_display(analysis: Analysis) -> pd.DataFrame:
-    pct = _pct(analysis.header["alpha"])
+    pct = fmt_pct(analysis.header["alpha"])
     return pd.DataFrame(
         [
             {
                 "condition": r["condition"],
                 "completed seeds": fmt(r["n"]),
                 "mean": fmt(r["mean"]),
-                f"{pct} CI (t)": _ci(r["ci_low"], r["ci_high"]),
+                f"{pct} CI (t)": fmt_ci(r["ci_low"], r["ci_high"]),
             }
             for _, r in analysis.conditions.iterrows()
         ]
@@ -186,7 +106,7 @@ def noise_display(analysis: Analysis) -> pd.DataFrame:
 
 
 def noise_table_display(nf: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    pct = _pct(alpha)
+    pct = fmt_pct(alpha)
     return pd.DataFrame(
         [
             {
@@ -195,7 +115,7 @@ def noise_table_display(nf: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
                 "failed": fmt(r["failed"]),
                 "mean": fmt(r["mean"]),
                 "sd of trial means": fmt(r["std"]),
-                f"{pct} CI of that sd": _ci(r["std_ci_low"], r["std_ci_high"]),
+                f"{pct} CI of that sd": fmt_ci(r["std_ci_low"], r["std_ci_high"]),
                 "CI method": r["std_ci_method"] if isinstance(r["std_ci_method"], str) else DASH,
                 "normality p (Shapiro-Wilk)": fmt_p(r["normality_p"]),
                 "sem": fmt(r["sem"]),
@@ -299,7 +219,7 @@ def _verdict_caption(h: dict, labels: set[str] = frozenset()) -> str:
         "the repeated confidence interval of the look that decided it (or of its latest look; alpha "
         "spent across the looks, so stopping at any look keeps the error rates)"
         if h.get("sequential")
-        else f"at level {_level(h['ci_level'])}"
+        else f"at level {fmt_level(h['ci_level'])}"
     )
     return (
         f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "
@@ -322,206 +242,6 @@ def overoptimisation_display(analysis: Analysis) -> pd.DataFrame:
             "seeds": [fmt(int(s)) for s in last["seeds"]],
         },
         columns=["condition", "step", "proxy", "gold", "KL", "seeds"],
-    )
-
-
-def _verdict_cell(r) -> str:
-    """``+0.058 [0.044, 0.073] better``: a verdict row in one cell."""
-    label = r["verdict"] + (" (smaller than min_effect)" if r["smaller_than_min_effect"] else "")
-    return f"{fmt(r['diff'])} {_ci(r['ci_low'], r['ci_high'])} {label}"
-
-
-def benchmark_verdicts_display(analysis: Analysis) -> pd.DataFrame:
-    """Benchmarks (rows) x comparisons (columns): each cell the difference, its interval and
-    the verdict; the last row the overall verdict on the mean over benchmarks."""
-    b = analysis.benchmarks
-    columns = [f"{c} vs {k}" for c, k in zip(b.overall["condition"], b.overall["control"])]
-    rows = []
-    for bench in b.benchmarks:
-        v = b.verdicts[b.verdicts["benchmark"] == bench["name"]]
-        margin = v["min_effect"].iloc[0] if len(v) else None
-        rows.append(
-            {
-                "benchmark": bench["name"],
-                "metric": bench["metric"],
-                "min_effect": fmt(margin),
-                **{col: _verdict_cell(r) for col, (_, r) in zip(columns, v.iterrows())},
-            }
-        )
-    rows.append(
-        {
-            "benchmark": "overall (mean of the differences)",
-            "metric": "—",
-            "min_effect": fmt(analysis.header["min_effect"]),
-            **{col: _verdict_cell(r) for col, (_, r) in zip(columns, b.overall.iterrows())},
-        }
-    )
-    return pd.DataFrame(rows, columns=["benchmark", "metric", "min_effect", *columns])
-
-
-def benchmark_overall_display(analysis: Analysis) -> pd.DataFrame:
-    """Per comparison: the overall verdict, and beside it rliable's IQM of each side and the
-    probability of improvement, with their bootstrap intervals."""
-    b = analysis.benchmarks
-    aggregates = b.aggregates.set_index("condition")
-
-    def iqm(cond: str) -> str:
-        if cond not in aggregates.index:
-            return DASH
-        a = aggregates.loc[cond]
-        return f"{fmt(a['iqm'])} {_ci(a['iqm_low'], a['iqm_high'])}"
-
-    rows = []
-    for _, r in b.overall.iterrows():
-        poi = aggregates.loc[r["condition"]] if r["condition"] in aggregates.index else None
-        poi_text = (
-            DASH
-            if poi is None
-            else f"{fmt(poi['prob_improvement'], 3)} {_ci(poi['prob_improvement_low'], poi['prob_improvement_high'])}"
-        )
-        rows.append(
-            {
-                "condition": r["condition"],
-                "control": r["control"],
-                "mean difference": fmt(r["diff"]),
-                "interval": _ci(r["ci_low"], r["ci_high"]),
-                "level": _level(r["ci_level"]),
-                "verdict": r["verdict"] + (" (smaller than min_effect)" if r["smaller_than_min_effect"] else ""),
-                "IQM": iqm(r["condition"]),
-                "control IQM": iqm(r["control"]),
-                "P(improvement)": poi_text,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _benchmark_caption(analysis: Analysis) -> str:
-    b, h = analysis.benchmarks, analysis.header
-    return (
-        f"Each comparison on each held-out benchmark, with the study's primary test and the benchmark's "
-        f"min_effect (else the study's). Intervals at {_level(b.level)}: Bonferroni over the "
-        f"{b.family_size} testable comparisons x benchmarks, so all these verdicts hold together with "
-        f"probability at least {1 - h['alpha']:.0%}. The last row is the pre-registered overall verdict: the "
-        "mean of the benchmark differences, the benchmarks taken as fixed (each seed's scores averaged over "
-        f"the benchmarks, then the same paired test, plus each benchmark's arm x prompt term), at "
-        f"{_level(b.overall_level)} over the comparisons, against the study's min_effect."
-    )
-
-
-def benchmark_sections(analysis: Analysis) -> list[Section]:
-    """The held-out benchmarks' tables (none without benchmarks)."""
-    b = analysis.benchmarks
-    if b is None:
-        return []
-    reasons = [
-        f"{r['benchmark']}: {r['condition']} vs {r['control']}: {r['reason']}"
-        for _, r in pd.concat(
-            [b.verdicts.assign(benchmark=b.verdicts["benchmark"]), b.overall.assign(benchmark="overall")]
-        ).iterrows()
-        if not np.isfinite(r["p_value"])  # untested: the reason says why
-    ]
-    pct = _pct(analysis.header["alpha"])
-    return [
-        Section(
-            "benchmarks",
-            "Verdicts by benchmark",
-            benchmark_verdicts_display(analysis),
-            _benchmark_caption(analysis),
-            [*b.notes, *reasons],
-        ),
-        Section(
-            "benchmarks-overall",
-            "Overall verdicts and aggregates across benchmarks",
-            benchmark_overall_display(analysis),
-            "The overall verdict (as in the last row above) beside rliable's descriptive aggregates over each "
-            "condition's seeds x benchmarks scores: the interquartile mean (IQM) and the probability that a seed "
-            f"of the arm beats a seed of the control on a benchmark, averaged over benchmarks, each with its {pct} "
-            "stratified bootstrap interval (seeds resampled within each benchmark; too narrow to decide on at a "
-            "few seeds: the verdicts read the t intervals).",
-        ),
-    ]
-
-
-def _estimate(point, low, high) -> str:
-    return DASH if point is None or not np.isfinite(point) else f"{fmt(point)} {_ci(low, high)}"
-
-
-def scaling_display(analysis: Analysis) -> pd.DataFrame:
-    """Per condition: A, B and C_mid with their intervals, the fit's state, and its two verdicts
-    against the control (the difference or ratio, its interval and the label; or why none)."""
-    s = analysis.scaling
-    verdicts = {r["condition"]: r for r in s.verdicts.to_dict(orient="records")}
-    rows = []
-    for p in s.parameters.to_dict(orient="records"):
-        v = verdicts.get(p["condition"])
-        fit = "identified" if p["identified"] else p["reason"] or "not identified"
-        if p["identified"] and p["reason"]:
-            fit += f" ({p['reason']})"
-        row = {
-            "condition": p["condition"],
-            "seeds": fmt(p["seeds"]),
-            "A (ceiling)": _estimate(p["A"], p["A_low"], p["A_high"]),
-            "B": _estimate(p["B"], p["B_low"], p["B_high"]),
-            "C_mid": _estimate(p["C_mid"], p["C_mid_low"], p["C_mid_high"]),
-            "fit": fit,
-            "ceiling vs control": DASH,
-            "efficiency vs control (C_mid ratio)": DASH,
-        }
-        if v is not None:
-            for key, point in (("ceiling", "ceiling_diff"), ("efficiency", "efficiency_ratio")):
-                column = "ceiling vs control" if key == "ceiling" else "efficiency vs control (C_mid ratio)"
-                if v[f"{key}_reason"]:
-                    row[column] = v[f"{key}_verdict"]
-                else:
-                    interval = f"{_level(v[f'{key}_level'])} {_ci(v[f'{key}_low'], v[f'{key}_high'])}"
-                    row[column] = f"{v[f'{key}_verdict']}: {fmt(v[point])} {interval}"
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def scaling_notes(analysis: Analysis) -> list[str]:
-    """Why a comparison has no verdict, and each condition's extrapolation check in one line."""
-    s = analysis.scaling
-    notes = list(s.notes)
-    for v in s.verdicts.to_dict(orient="records"):
-        for key in ("ceiling", "efficiency"):
-            if v[f"{key}_reason"]:
-                notes.append(f"{v['condition']} vs {v['control']}, {key}: no verdict, {v[f'{key}_reason']}.")
-    for e in s.extrapolation.to_dict(orient="records"):
-        head = f"Extrapolation, {e['condition']}: fitted on {s.axis} up to {fmt(e['c_split'])}"
-        if e["within"] is None or (isinstance(e["within"], float) and np.isnan(e["within"])):
-            notes.append(f"{head}; no check: {e['reason']}.")
-            continue
-        verdict = "within the noise band" if e["within"] else "outside the noise band"
-        caveat = "" if e["first_half_identified"] else f" (the first half's fit is not identified: {e['reason']})"
-        notes.append(
-            f"{head}, the {fmt(e['points_checked'])} points past it predicted with RMSE {fmt(e['rmse'])} "
-            f"(largest error {fmt(e['max_abs_error'])}) against a band of +-{fmt(e['band'])} around the seeds' "
-            f"mean (its seed SE {fmt(e['noise_se'])}): {verdict}{caveat}."
-        )
-    return notes
-
-
-def _scaling_caption(analysis: Analysis) -> str:
-    s, h = analysis.scaling, analysis.header
-    margin = (
-        f"equivalent inside +-{fmt(h['min_effect'])} (min_effect)"
-        if h["min_effect"] is not None
-        else "no equivalence without min_effect"
-    )
-    tests = sorted(set(s.verdicts["test"]))
-    resampled = f"; the verdicts': {', '.join(tests)}" if tests else ""
-    return (
-        f"{s.metric} against {s.axis}, fitted per condition with R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) "
-        "(ScaleRL, Khatri et al. 2025; R0: the start evaluation's mean). A is the ceiling, C_mid the compute "
-        f"at half the gain, B the steepness; intervals at {_level(s.level)} by a seed jackknife (t, n - 1 df; "
-        "B and C_mid on the log scale), with a grouped prompt jackknife added where every evaluation recorded "
-        f"per-prompt scores (Satterthwaite df){resampled}. Ceiling: A minus the control's A, read like the "
-        f"verdicts above ({margin}). Efficiency: the C_mid ratio to the control; below 1 reaches half its gain "
-        "with less compute. More or less efficient when its interval excludes 1, equally efficient inside "
-        f"[1/{fmt(s.efficiency_margin)}, {fmt(s.efficiency_margin)}]. Each kind of verdict is one family "
-        "(Bonferroni over the comparisons). A fit that did not converge or whose ceiling and midpoint the data do "
-        "not determine gets no verdict."
     )
 
 
@@ -662,7 +382,7 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
                 "scaling",
                 "Ceilings and efficiency (fitted compute curves)",
                 scaling_display(analysis),
-                _scaling_caption(analysis),
+                scaling_caption(analysis),
                 scaling_notes(analysis),
             )
         )

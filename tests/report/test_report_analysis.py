@@ -358,7 +358,7 @@ def test_compare_pair_selects_the_pair_not_just_the_arm(results, vals):
 
 
 def test_labels_are_never_read_as_numbers():
-    from harness.report.tables import DASH, fmt
+    from harness.report.cells import DASH, fmt
 
     assert fmt("nan") == "nan" and fmt("1e-3") == "1e-3"
     assert fmt(float("nan")) == DASH and fmt(None) == DASH and fmt("") == DASH
@@ -367,7 +367,7 @@ def test_labels_are_never_read_as_numbers():
 
 def test_seeds_needed_past_the_search_limit_reads_as_more_than_it():
     from harness.decide.comparisons import SEEDS_SEARCH_LIMIT
-    from harness.report.tables import DASH, fmt_seeds
+    from harness.report.cells import DASH, fmt_seeds
 
     assert fmt_seeds(SEEDS_SEARCH_LIMIT + 1) == f"> {SEEDS_SEARCH_LIMIT}"
     assert fmt_seeds(17) == "17" and fmt_seeds(None) == DASH

@@ -15,6 +15,7 @@ from analysis_fakes import CONDS, METRIC, make_analysis, verdict_rows
 
 from harness.errors import ConfigError
 from harness.report import html_report, write_report
+from harness.report.cells import Section
 from harness.report.figures import (
     VERDICT_COLORS,
     all_figures,
@@ -25,7 +26,6 @@ from harness.report.figures import (
     moving_average,
     seed_plot,
 )
-from harness.report.tables import Section
 
 
 def traces(fig, name):

@@ -16,7 +16,8 @@ from scaling_fakes import AXIS, PRIMARY, make_scaling_results
 from harness.decide.analysis import analyze
 from harness.report import write_report
 from harness.report.figures import all_figures, scaling_plot
-from harness.report.tables import scaling_display, scaling_notes, sections
+from harness.report.scaling_tables import scaling_display, scaling_notes
+from harness.report.tables import sections
 
 
 def test_the_report_shows_the_fitted_curves_and_their_verdicts(tmp_path):
