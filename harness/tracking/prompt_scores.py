@@ -17,7 +17,7 @@ import zlib
 
 from pydantic import TypeAdapter, ValidationError
 
-from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, benchmark_metric, metric_name
+from harness.engine.spec import GREEDY_METRIC, SAMPLED_METRIC, PromptScores, metric_name
 from harness.errors import HarnessError, one_line
 
 FORMAT = "ps1"
@@ -76,26 +76,17 @@ def decode_scores(blob: str, where: str) -> list[PromptScores]:
         ) from err
 
 
-def prompt_metrics(benchmark: str | None) -> tuple[str, ...]:
-    """The long layout's metric names for the study's task (None) or a benchmark's
-    (``eval/<benchmark>/accuracy``, ...)."""
-    if benchmark is None:
-        return PROMPT_METRICS
-    return tuple(benchmark_metric(benchmark, m.removeprefix("eval/")) for m in PROMPT_METRICS)
-
-
 def long_columns(scores: list[PromptScores]) -> dict[str, list]:
     """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`, then any
-    pass@k / pass^k; a benchmark's named ``eval/<benchmark>/...``, :func:`prompt_metrics`), value;
-    rows by evaluation, then metric, then prompt (the task's eval order)."""
+    pass@k / pass^k; a benchmark's named ``eval/<benchmark>/...``), value; rows by evaluation, then
+    metric, then prompt (the task's eval order)."""
     cols: dict[str, list] = {c: [] for c in LONG_COLUMNS}
     for evaluation in scores:
         n = len(evaluation.prompt_ids)
         values = (evaluation.greedy, evaluation.sampled_mean, evaluation.sampled_var, [float(evaluation.samples)] * n)
-        rates = [(metric_name(name, evaluation.benchmark), v) for name, v in (evaluation.pass_rates or {}).items()]
-        for metric, column in [*zip(prompt_metrics(evaluation.benchmark), values), *rates]:
+        for name, column in [*zip(PROMPT_METRICS, values), *(evaluation.pass_rates or {}).items()]:
             cols["step"] += [evaluation.step] * n
             cols["prompt_id"] += evaluation.prompt_ids
-            cols["metric"] += [metric] * n
+            cols["metric"] += [metric_name(name, evaluation.benchmark)] * n
             cols["value"] += column
     return cols
