@@ -133,7 +133,7 @@ def compare(
     """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
     from harness.decide.analysis import compare_pair
     from harness.decide.frames import check_correction, check_min_effect
-    from harness.report.cells import fmt, fmt_p, fmt_seeds, jsonable
+    from harness.report.cells import fmt, fmt_p, fmt_seeds, jsonable, verdict_label
 
     check_correction(correction)
     check_min_effect(min_effect)
@@ -145,7 +145,6 @@ def compare(
         return
     design = f"paired over {row['n']} seeds" if row["paired"] else f"{row['n']} vs {row['n_control']} seeds"
     margin = fmt(row["min_effect"]) if row["min_effect"] is not None else "not set (no equivalence verdict)"
-    flag = " (real but smaller than min_effect)" if row["smaller_than_min_effect"] else ""
     lines = [
         f"{row['condition']} vs {row['control']} on {row['metric']} ({row['direction']}), {design}",
         f"  mean            {fmt(row['mean'])} vs {fmt(row['mean_control'])}",
@@ -156,7 +155,7 @@ def compare(
         f"  min_effect      {margin}",
         f"  failed trials   {row['failed']} vs {row['failed_control']}",
         f"  Hedges g        {fmt(row['hedges_g'], 3)}",
-        f"  verdict         {row['verdict']}{flag}",
+        f"  verdict         {verdict_label(row)}",
         f"  seeds to decide {fmt_seeds(row['seeds_needed_null'])} (true difference 0), "
         f"{fmt_seeds(row['seeds_needed_effect'])} (true difference at the planning effect)",
     ]

@@ -7,13 +7,12 @@ import numpy as np
 import pandas as pd
 
 from harness.decide.analysis import Analysis
-from harness.report.cells import DASH, Section, fmt, fmt_ci, fmt_level, fmt_pct
+from harness.report.cells import DASH, Section, fmt, fmt_ci, fmt_level, fmt_pct, verdict_label
 
 
 def _verdict_cell(r) -> str:
     """``+0.058 [0.044, 0.073] better``: a verdict row in one cell."""
-    label = r["verdict"] + (" (smaller than min_effect)" if r["smaller_than_min_effect"] else "")
-    return f"{fmt(r['diff'])} {fmt_ci(r['ci_low'], r['ci_high'])} {label}"
+    return f"{fmt(r['diff'])} {fmt_ci(r['ci_low'], r['ci_high'])} {verdict_label(r)}"
 
 
 def benchmark_verdicts_display(analysis: Analysis) -> pd.DataFrame:
@@ -71,7 +70,7 @@ def benchmark_overall_display(analysis: Analysis) -> pd.DataFrame:
                 "mean difference": fmt(r["diff"]),
                 "interval": fmt_ci(r["ci_low"], r["ci_high"]),
                 "level": fmt_level(r["ci_level"]),
-                "verdict": r["verdict"] + (" (smaller than min_effect)" if r["smaller_than_min_effect"] else ""),
+                "verdict": verdict_label(r),
                 "IQM": iqm(r["condition"]),
                 "control IQM": iqm(r["control"]),
                 "P(improvement)": poi_text,

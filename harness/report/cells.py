@@ -90,3 +90,8 @@ def fmt_pct(alpha: float) -> str:
 
 def fmt_level(level) -> str:
     return f"{float(level) * 100:.4g}%" if level is not None and np.isfinite(level) else DASH
+
+
+def verdict_label(row) -> str:
+    """A verdict row's label, flagged when its effect is real but smaller than min_effect."""
+    return row["verdict"] + (" (real but smaller than min_effect)" if row["smaller_than_min_effect"] else "")

@@ -9,7 +9,7 @@ import pandas as pd
 from harness.decide.analysis import Analysis
 from harness.decide.overoptimisation import last_step_table
 from harness.report.benchmark_tables import benchmark_sections
-from harness.report.cells import DASH, Section, fmt, fmt_ci, fmt_level, fmt_p, fmt_pct, fmt_seeds
+from harness.report.cells import DASH, Section, fmt, fmt_ci, fmt_level, fmt_p, fmt_pct, fmt_seeds, verdict_label
 from harness.report.scaling_tables import scaling_caption, scaling_display, scaling_notes
 
 
@@ -17,7 +17,7 @@ def verdict_display(analysis: Analysis) -> pd.DataFrame:
     rows = []
     for _, r in analysis.verdicts.iterrows():
         n = f"{int(r['n'])} pairs" if r["paired"] else f"{int(r['n'])} vs {int(r['n_control'])}"
-        label = r["verdict"] + (" (real but smaller than min_effect)" if r["smaller_than_min_effect"] else "")
+        label = verdict_label(r)
         rows.append(
             {
                 "condition": r["condition"],
