@@ -32,7 +32,7 @@ from pydantic import TypeAdapter
 
 from harness.algorithms.config import AlgorithmConfig
 from harness.engine.spec import ModelConfig, TaskConfig
-from harness.errors import ConfigError, HarnessError, one_line
+from harness.errors import ConfigError, HarnessError, one_line, squeeze
 from harness.ground.console import error, say
 from harness.trainers.trl_mapping import plan
 
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(argv[0])
     except HarnessError as err:
-        error(one_line(err))
+        error(squeeze(str(err)))
         return 2
     except Exception as err:  # noqa: BLE001 - the contract: any failure is one line and a non-zero exit
         error(one_line(err))

@@ -1,10 +1,12 @@
-"""A trial file written by hand, as the contract lays it out, over a tiny testbed model saved as a
-transformers folder (built the way ``harness.engine.models`` builds it, untrained)."""
+"""``write_trial``: a trial file written by hand, as the contract lays it out, over a tiny testbed
+model saved as a transformers folder (built the way ``harness.engine.models`` builds it, untrained)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.models import build_tiny_model, char_tokenizer
@@ -21,7 +23,7 @@ def tiny_start(folder: Path, task_config: TaskConfig) -> Path:
     return folder
 
 
-def write_trial(root: Path, *, algorithm: str = "grpo", overrides: dict | None = None, **train) -> Path:
+def _write_trial(root: Path, *, algorithm: str = "grpo", overrides: dict | None = None, **train) -> Path:
     """``root/trial.json`` and its prompt files for one short trial on the addition task."""
     task_config = TaskConfig(n_train=16, n_eval=8)
     task = build_task(task_config)
@@ -58,3 +60,8 @@ def write_trial(root: Path, *, algorithm: str = "grpo", overrides: dict | None =
     path = out / "trial.json"
     path.write_text(json.dumps(trial), encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def write_trial():
+    return _write_trial
