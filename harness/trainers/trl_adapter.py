@@ -184,6 +184,8 @@ def run(trial_path: str | Path) -> Path:
 
     import torch
 
+    if trial["train"].get("threads"):
+        torch.set_num_threads(int(trial["train"]["threads"]))
     on_gpu = bool(trial.get("devices")) and torch.cuda.is_available()
     trl_plan = plan(trial, algorithm, on_gpu=on_gpu)
     for note in trl_plan.notes:
