@@ -30,7 +30,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     "algorithms": set(),
     "stats": set(),
     "engine": {"algorithms", "stats.pass_at_k"},  # pass@k: the evaluation's metric, one implementation
-    "study": {"algorithms", "engine.spec", "engine.tasks", "engine.warmstart_key"},
+    "study": {
+        "algorithms",
+        "engine.spec",
+        "engine.tasks",
+        "engine.warmstart_key",
+        "engine.trainer_config",
+        "engine.trial_file",
+    },
     "tracking": {"study", "engine.spec", "harness"},
     "decide": {"stats", "tracking", "study"},
     "runner": {"decide", "study", "tracking", "engine.spec"},
