@@ -27,6 +27,7 @@ from pydantic import (
 
 from harness.algorithms.config import AlgorithmConfig, identity
 from harness.engine.reward_model.settings import RewardModelRecipe
+from harness.engine.trainer_config import TrainerConfig
 from harness.ground.strict import StrictModel
 
 
@@ -345,15 +346,20 @@ class TrialSpec(StrictModel):
     benchmarks: list[BenchmarkConfig] = Field(
         default_factory=list, description="held-out benchmarks every evaluation scores besides the task's own"
     )
+    trainer: TrainerConfig = Field(
+        TrainerConfig(), description="the program that trains the trial: the builtin loop or one under the contract"
+    )
     cache_dir: str = ".cache/harness"
 
     @model_serializer(mode="wrap")
-    def _without_empty_benchmarks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No benchmarks: the spec dumps (and hashes) as it did before benchmarks existed, so the
-        trial ids of studies without them are unchanged."""
+    def _without_defaults_added_later(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No benchmarks, the builtin trainer: the spec dumps (and hashes) as it did before those
+        existed, so the trial ids of studies without them are unchanged."""
         out = handler(self)
         if not self.benchmarks:
             out.pop("benchmarks", None)
+        if self.trainer == TrainerConfig():
+            out.pop("trainer", None)
         return out
 
     def config_hash(self) -> str:

@@ -10,7 +10,8 @@ ends that process only. Two ways to start it, same behaviour:
   interpreter; set ``HARNESS_TRIAL_START=exec``).
 
 Either way the child is the leader of its own process group (the worker kills the whole group).
-It loads the spec, calls the trial function and writes a small JSON result file:
+It loads the spec, names the trial's own folder in ``$HARNESS_TRIAL_DIR`` (``<stem>`` beside its
+spec file: where a program trainer's files go), calls the trial function and writes a small JSON result file:
 ``{"ok": true, "result": TrialResult}``, or ``{"ok": false, "error": {"type", "message"}}`` (an
 :class:`~harness.errors.ErrorRecord`, whose ``line()`` is the trial's failure reason); the worker
 turns that into the trial record and tells Optuna. stdout/stderr go to the trial's log file.
@@ -35,9 +36,11 @@ from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import ErrorRecord
 from harness.ground.dotted import resolve
 from harness.ground.files import atomic_write
+from harness.trainers.trial_dir import TRIAL_DIR_ENV
 
 THREADS_ENV = "HARNESS_TRIAL_THREADS"
-DEFAULT_TRIAL_FN = "harness.engine.trial:run_trial"
+DEFAULT_TRIAL_FN = "harness.trainers.dispatch:run_trial"
+SPEC_SUFFIX = ".spec.json"
 
 
 def process_gone(pid: int) -> bool:
@@ -98,6 +101,7 @@ def run(spec_path: Path, result_path: Path, trial_fn: str) -> int:
     (0 when the trial returned a result). Every failure, whatever it raised, becomes the
     result file's error record and a traceback in the log."""
     try:
+        os.environ[TRIAL_DIR_ENV] = str(spec_path.with_name(spec_path.name.removesuffix(SPEC_SUFFIX) + ".trial"))
         spec = TrialSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))
         fn = resolve(trial_fn, what="trial function")
         _set_threads()

@@ -37,6 +37,10 @@ def seed_check(study, study_dir, opts: RunOptions) -> str:
     if opts.trial_fn != DEFAULT_TRIAL_FN:
         return f"seed check: skipped (trials run by {opts.trial_fn}, not the engine's sampler)"
     spec = condition_spec(study, study.control, study.seeds[0])
+    if not spec.trainer.is_builtin:
+        return (
+            f"seed check: skipped (the control is trained by a {spec.trainer.kind} program, not the engine's sampler)"
+        )
     passed = study_dir / "checks" / f"seeds-{spec.config_hash()}.json"
     if passed.is_file():
         return f"seed check: passed before ({passed.name})"

@@ -75,6 +75,7 @@ def _spec(study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: in
         train=arm_train(study, arm, train, where),
         algorithm=resolve_arm(arm, algorithm, where),
         benchmarks=[b.model_copy(deep=True) for b in study.benchmarks],
+        trainer=study.arm_trainer(arm).model_copy(deep=True),
     )
 
 

@@ -36,6 +36,7 @@ from harness.algorithms.presets import PRESETS
 from harness.engine.tasks import TASKS, build_task
 from harness.engine.tasks.benchmarks import benchmark_task
 from harness.engine.tasks.coverage import check_testbed_characters
+from harness.engine.trial_file import check_templates
 from harness.errors import ConfigError
 from harness.study.expand import arm_train, condition_spec, resolve_arm, split_params
 from harness.study.field_errors import format_validation_error
@@ -477,6 +478,23 @@ def _check_resolves(study: Study) -> None:
                     )
                     resolve_arm(arm, algorithm, where)
                     arm_train(study, arm, train, where)
+    _check_trainer_templates(study)
+
+
+def _check_trainer_templates(study: Study) -> None:
+    """Every placeholder of a program trainer's command and env names a field of its trial file
+    (at each arm's first condition: the fields do not change with the cell or the seed)."""
+    checked: set[str] = set()
+    for condition in study.iter_conditions():
+        arm = study.arm(condition.arm)
+        if arm.name in checked or study.arm_trainer(arm).is_builtin:
+            continue
+        checked.add(arm.name)
+        where = f"arms[{study.arms.index(arm)}] ({arm.name})" if arm.trainer is not None else "study"
+        try:
+            check_templates(condition_spec(study, condition, study.seeds[0]))
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}") from None
 
 
 def check_task(study: Study) -> tuple[int, int]:

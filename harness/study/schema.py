@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from harness.engine.spec import BenchmarkConfig, ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
+from harness.engine.trainer_config import TrainerConfig
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
 from harness.study.overrides import (
@@ -126,6 +127,9 @@ class Arm(StrictModel):
     description: str = Field("", description="free text for the file's readers")
     set: dict[str, Any] = Field(default_factory=dict, description="algorithm config overrides")
     train: dict[str, Any] = Field(default_factory=dict, description="TrainConfig overrides")
+    trainer: TrainerConfig | None = Field(
+        None, description="the program that trains this arm's trials (see the study's `trainer`); default: the study's"
+    )
 
     @field_validator("name")
     @classmethod
@@ -186,6 +190,11 @@ class Study(StrictModel):
     )
     failures: Literal["drop", "worst"] = Field(
         "drop", description="drop failed trials (with a warning) or score them at the metric's worst value"
+    )
+    trainer: TrainerConfig = Field(
+        TrainerConfig(),
+        description="the program that trains every arm's trials unless the arm names its own: builtin, command or "
+        "trl (a bare kind, or {kind, command, env, scores, vllm}; docs/trainers.md)",
     )
     control: str | None = Field(None, description="required with more than one arm")
     seeds: list[int] = Field(
@@ -353,6 +362,12 @@ class Study(StrictModel):
                 f"(bounded: {', '.join(METRIC_RANGES)}); use 'drop'",
             )
 
+        if self.placebo != "none" and not self.arm_trainer(self.arm(self.control)).is_builtin:
+            raise FieldError(
+                ("placebo",),
+                f"needs the control on the builtin trainer: {self.control} runs a program, which does not read "
+                "train.placebo_reward; drop placebo or make the control builtin",
+            )
         for role, on in ((AA, self.calibration == "aa"), (PLACEBO, self.placebo != "none")):
             name = self.control + CALIBRATION_SUFFIX[role]
             if on and name in names:
@@ -411,6 +426,10 @@ class Study(StrictModel):
             if arm.name == name:
                 return arm
         raise KeyError(name)
+
+    def arm_trainer(self, arm: Arm) -> TrainerConfig:
+        """The trainer of ``arm``'s trials: its own, else the study's."""
+        return arm.trainer if arm.trainer is not None else self.trainer
 
     def grid_cells(self) -> list[dict[str, Any]]:
         """Every combination of grid values (keys sorted); ``[{}]`` without a grid."""

@@ -9,7 +9,9 @@ and ``report`` only draws and writes what ``decide`` worked out; the runner asks
 which looks of a sequential study are due, by a plain import. The engine is reached from outside
 only through its spec and its tasks (the study checks task names), its warm-start key (the plan
 says whether a study's warm start is cached; torch-free) and, by a ``module:function`` string in
-a child process, through ``harness.engine.trial``; ``harness reward-model train`` trains through
+a child process, through the trainers' dispatcher (``harness.trainers.dispatch``: the builtin
+loop of ``harness.engine.trial`` or a program under the trial-program contract; the trainers read
+the engine and the study's metric ranges); ``harness reward-model train`` trains through
 ``harness.engine.reward_model`` (imported inside the command, so the CLI starts without torch).
 """
 
@@ -30,10 +32,19 @@ MAY_IMPORT: dict[str, set[str]] = {
     "algorithms": set(),
     "stats": set(),
     "engine": {"algorithms", "stats.pass_at_k"},  # pass@k: the evaluation's metric, one implementation
-    "study": {"algorithms", "engine.spec", "engine.tasks", "engine.warmstart_key"},
+    "study": {
+        "algorithms",
+        "engine.spec",
+        "engine.tasks",
+        "engine.warmstart_key",
+        "engine.trainer_config",
+        "engine.trial_file",
+    },
     "tracking": {"study", "engine.spec", "harness"},
     "decide": {"stats", "tracking", "study"},
-    "runner": {"decide", "study", "tracking", "engine.spec"},
+    "runner": {"decide", "study", "tracking", "engine.spec", "trainers.trial_dir"},
+    # a program trial: the engine's policy, evaluator and trial file, the study's metric ranges
+    "trainers": {"engine", "study.schema"},
     "report": {"decide", "tracking"},  # tracking: the report is attached to the study's MLflow run
     # engine.reward_model: `harness reward-model train` trains in its own process (imported lazily, in the command)
     "cli": {
@@ -120,7 +131,7 @@ def test_the_rule_catches_a_backward_import():
 
 
 #: entry points a trial's child process imports by a ``module:function`` string (the process boundary)
-CHILD_ENTRY_POINTS = {"harness.engine.trial", "harness.engine.seed_check"}
+CHILD_ENTRY_POINTS = {"harness.trainers.dispatch", "harness.engine.seed_check"}
 DOTTED = re.compile(r"(harness(?:\.\w+)+):[\w.]+")
 
 

@@ -1,0 +1,45 @@
+"""The one judge: every arm's checkpoints scored by the engine's own evaluator on the study's
+held-out prompts and benchmarks, with the same decoding, as a builtin trial scores its policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.engine.evaluation import evaluate
+from harness.engine.models import LoadedModel
+from harness.engine.spec import PromptScores, TrainConfig, TrialSpec
+from harness.engine.tasks.base import Task
+from harness.engine.trial import evaluate_benchmarks
+from harness.trainers.checkpoints import load_checkpoint, periodic_checkpoints
+
+
+def judged_scores(lm: LoadedModel, task: Task, benchmarks: dict[str, Task], train: TrainConfig, step: int) -> list:
+    """The task's per-prompt scores at ``step``, then each benchmark's."""
+    return [evaluate(lm, task, train, step), *evaluate_benchmarks(lm, benchmarks, train, step)]
+
+
+def curve_checkpoints(spec: TrialSpec, document: dict) -> dict[int, Path]:
+    """The checkpoints the judge scores, by step: the final one at ``train.steps`` and, when
+    ``train.eval_every`` asks for a curve, the program's ``step-<N>`` ones at its multiples."""
+    every, last = spec.train.eval_every, spec.train.steps
+    periodic = periodic_checkpoints(Path(document["checkpoints_dir"]), last) if every else {}
+    return {
+        **{step: path for step, path in periodic.items() if step % every == 0},
+        last: Path(document["checkpoint_dir"]),
+    }
+
+
+def judge_checkpoints(
+    spec: TrialSpec, start: LoadedModel, document: dict, task: Task, benchmarks: dict[str, Task]
+) -> list[PromptScores]:
+    """Every checkpoint's scores, in step order; the final checkpoint is loaded first, so a
+    program that wrote none fails before any periodic one is scored."""
+    folders = curve_checkpoints(spec, document)
+    last = spec.train.steps
+    final = load_checkpoint(folders.pop(last), start, document["model"]["start"], spec.model)
+    scores = []
+    for step, folder in folders.items():
+        scores += judged_scores(
+            load_checkpoint(folder, start, document["model"]["start"], spec.model), task, benchmarks, spec.train, step
+        )
+    return scores + judged_scores(final, task, benchmarks, spec.train, last)
