@@ -42,6 +42,7 @@ from harness.study.expand import arm_train, condition_spec, resolve_arm, split_p
 from harness.study.field_errors import format_validation_error
 from harness.study.overrides import format_value, numeric_kind
 from harness.study.schema import Study
+from harness.trainers.trl_mapping import check_trl
 
 # --------------------------------------------------------------------------------------------
 # Reading YAML: safe, strict about duplicate keys, YAML 1.2 floats, bounded in size and time
@@ -482,19 +483,24 @@ def _check_resolves(study: Study) -> None:
 
 
 def _check_trainer_templates(study: Study) -> None:
-    """Every placeholder of a program trainer's command and env names a field of its trial file
-    (at each arm's first condition: the fields do not change with the cell or the seed)."""
+    """Every placeholder of a program trainer's command and env names a field of its trial file (at
+    each arm's first condition: the fields do not change with the cell or the seed), and every
+    condition of a TRL arm has only parts TRL has (``check_trl``; pure, so TRL need not be installed)."""
     checked: set[str] = set()
     for condition in study.iter_conditions():
         arm = study.arm(condition.arm)
-        if arm.name in checked or study.arm_trainer(arm).is_builtin:
+        if study.arm_trainer(arm).is_builtin:
             continue
-        checked.add(arm.name)
         where = f"arms[{study.arms.index(arm)}] ({arm.name})" if arm.trainer is not None else "study"
+        spec = condition_spec(study, condition, study.seeds[0])
         try:
-            check_templates(condition_spec(study, condition, study.seeds[0]))
+            if arm.name not in checked:
+                check_templates(spec)
+            if spec.trainer.kind == "trl":
+                check_trl(spec)
         except ConfigError as err:
             raise ConfigError(f"{where}: {err}") from None
+        checked.add(arm.name)
 
 
 def check_task(study: Study) -> tuple[int, int]:

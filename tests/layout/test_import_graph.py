@@ -39,12 +39,13 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.warmstart_key",
         "engine.trainer_config",
         "engine.trial_file",
+        "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)
     },
     "tracking": {"study", "engine.spec", "harness"},
     "decide": {"stats", "tracking", "study"},
     "runner": {"decide", "study", "tracking", "engine.spec", "trainers.trial_dir"},
     # a program trial: the engine's policy, evaluator and trial file, the study's metric ranges
-    "trainers": {"engine", "study.schema"},
+    "trainers": {"algorithms", "engine", "study.schema"},  # algorithms: the TRL mapping reads the arm's parts
     "report": {"decide", "tracking"},  # tracking: the report is attached to the study's MLflow run
     # engine.reward_model: `harness reward-model train` trains in its own process (imported lazily, in the command)
     "cli": {
