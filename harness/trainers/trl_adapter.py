@@ -34,7 +34,7 @@ from harness.algorithms.config import AlgorithmConfig
 from harness.engine.spec import ModelConfig, TaskConfig
 from harness.errors import ConfigError, HarnessError, one_line, squeeze
 from harness.ground.console import error, say
-from harness.trainers.trl_mapping import plan
+from harness.trainers.trl_mapping import no_grad_passes, plan
 
 CONTRACT = 1
 #: TRL's log key -> the harness's metric name
@@ -111,10 +111,13 @@ def task_reward(task):
 class HarnessMetrics:
     """TRL's log lines as the contract's ``{"step": N, metric: value}`` lines, with the cumulative
     compute: generated tokens (completion tokens sampled), trained tokens (prompt and completion
-    tokens the updates read, once per epoch) and the steps' wall seconds."""
+    tokens the updates read, once per epoch), the steps' wall seconds, and FLOPs estimated by the
+    builtin trainer's formula (``harness.engine.compute``) from the tokens TRL sampled, the no-grad
+    passes it runs over them (``no_grad_passes``) and the updates' epochs."""
 
-    def __init__(self, path: Path, *, updates_per_step: int, rows_per_step: int, epochs: int):
+    def __init__(self, path: Path, *, updates_per_step: int, rows_per_step: int, epochs: int, flops_per_token):
         self.path, self.updates, self.rows, self.epochs = path, updates_per_step, rows_per_step, epochs
+        self.flops_per_token = flops_per_token  # of one sampled token: its sampling, no-grad and update passes
         self.generated = 0.0
         self.wall = 0.0
         self.last = time.perf_counter()
@@ -137,7 +140,9 @@ class HarnessMetrics:
         self.generated += float(logs.get("completions/mean_length", 0.0)) * self.rows
         out["time/step_s"] = step_s
         out["compute/generated_tokens"] = self.generated
-        out["compute/trained_tokens"] = float(logs.get("num_tokens", 0.0)) * self.epochs
+        sampled = float(logs.get("num_tokens", 0.0))  # prompt and completion tokens of every row so far
+        out["compute/trained_tokens"] = sampled * self.epochs
+        out["compute/flops"] = sampled * self.flops_per_token
         out["compute/wall_s"] = self.wall
         return out
 
@@ -194,6 +199,7 @@ def run(trial_path: str | Path) -> Path:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 
+    from harness.engine.compute import StepTokens, model_size, step_flops
     from harness.engine.models import load_pretrained
     from harness.engine.tasks import build_task
 
@@ -210,8 +216,15 @@ def run(trial_path: str | Path) -> Path:
     metrics_file = Path(trial.get("metrics_file") or Path(trial["output_dir"]) / "metrics.jsonl")
     metrics_file.parent.mkdir(parents=True, exist_ok=True)
     metrics_file.unlink(missing_ok=True)  # a retried attempt starts its curve again
+    size = model_size(lm.model, checkpointed=bool(trl_plan.kwargs["gradient_checkpointing"]))
+    passes = no_grad_passes(trl_plan.trainer, trl_plan.kwargs)
+    per_token = StepTokens(sampled=1.0, forward=float(passes), updated=float(algorithm.epochs))
     metrics = HarnessMetrics(
-        metrics_file, updates_per_step=updates, rows_per_step=rows_per_step, epochs=algorithm.epochs
+        metrics_file,
+        updates_per_step=updates,
+        rows_per_step=rows_per_step,
+        epochs=algorithm.epochs,
+        flops_per_token=float(step_flops(per_token, size)),
     )
     trainer = trainer_type(
         model=lm.model,

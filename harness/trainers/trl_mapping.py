@@ -290,6 +290,19 @@ def vllm_kwargs(vllm: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def no_grad_passes(trainer: str, kwargs: Mapping[str, Any]) -> int:
+    """The no-grad passes TRL 1.16 runs over each sampled row besides sampling: the reference's when
+    ``beta`` is not 0, and the old log-probs' (RLOOTrainer always; GRPOTrainer when one generation
+    feeds several optimiser steps, or for vLLM's importance correction). The compute estimate counts
+    them as the builtin trainer counts its own."""
+    passes = int(kwargs.get("beta", 0.0) != 0.0)
+    if trainer == "rloo":
+        return passes + 1
+    reused = kwargs["gradient_accumulation_steps"] % (kwargs["steps_per_generation"] * kwargs["num_iterations"]) != 0
+    corrected = kwargs.get("use_vllm", False) and kwargs.get("vllm_importance_sampling_correction", True)
+    return passes + int(reused or corrected)
+
+
 def plan(trial: Mapping[str, Any], algorithm: RLConfig | DPOConfig, *, on_gpu: bool) -> TrlPlan:
     """The TRL trainer and config kwargs of the trial file ``trial`` (its algorithm already parsed)."""
     train = trial["train"]

@@ -51,6 +51,9 @@ def test_a_short_grpo_run_writes_loadable_checkpoints_and_harness_metrics(tmp_pa
     assert 0 < generated[0] < generated[1] <= 2 * 2 * 8 * 4  # 2 steps x 2 prompts x 8 samples x 4 tokens at most
     assert generated[1] < trained[1]  # the updates read the prompts too
     assert lines[1]["compute/wall_s"] >= lines[0]["compute/wall_s"]
+    flops = [line["compute/flops"] for line in lines]
+    assert 0 < flops[0] < flops[1]
+    assert flops[1] / flops[0] == pytest.approx(trained[1] / trained[0])  # a fixed cost per sampled token
 
 
 @pytest.mark.slow

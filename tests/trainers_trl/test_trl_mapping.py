@@ -9,7 +9,7 @@ import pytest
 
 from harness.algorithms.presets import resolve_algorithm
 from harness.errors import ConfigError
-from harness.trainers.trl_mapping import algorithm_kwargs, check_trl, plan, trainer_of, vllm_kwargs
+from harness.trainers.trl_mapping import algorithm_kwargs, check_trl, no_grad_passes, plan, trainer_of, vllm_kwargs
 
 COMMON = {"num_generations": 8, "learning_rate": 1e-4, "num_iterations": 1, "max_grad_norm": 1.0}
 CLIPPED = {"importance_sampling_level": "token", "epsilon": 0.2, "epsilon_high": 0.2}
@@ -191,3 +191,14 @@ def test_a_mismatch_correction_maps_to_trls_vllm_importance_sampling():
     kwargs = algorithm_kwargs(algorithm, use_vllm=True)
     assert kwargs["vllm_importance_sampling_mode"] == "token_mask"
     assert (kwargs["vllm_importance_sampling_clip_min"], kwargs["vllm_importance_sampling_clip_max"]) == (0.5, 5.0)
+
+
+def test_the_no_grad_passes_are_the_ones_trl_runs():
+    grpo = plan(_trial(), resolve_algorithm("grpo"), on_gpu=False)  # the reference, and old log-probs: 4 minibatches
+    assert no_grad_passes("grpo", grpo.kwargs) == 2
+    on_policy = plan(_trial(), resolve_algorithm("dapo", {"drop_degenerate": False, "minibatches": 1}), on_gpu=False)
+    assert no_grad_passes("grpo", on_policy.kwargs) == 0  # no KL, one optimiser step per generation
+    rloo = plan(
+        _trial(), resolve_algorithm("rloo", {"minibatches": 1, "aggregation": "seq_mean_token_sum"}), on_gpu=False
+    )
+    assert no_grad_passes("rloo", rloo.kwargs) == 2  # RLOOTrainer always computes the old log-probs
