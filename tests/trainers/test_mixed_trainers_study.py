@@ -9,7 +9,7 @@ import io
 import mlflow
 import pytest
 import yaml
-from conftest import PLAIN_LOOP
+from trainer_helpers import PLAIN_LOOP
 
 from harness.decide.analysis import analyze
 from harness.report.markdown import render_markdown

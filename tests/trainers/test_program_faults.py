@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from trainer_helpers import PREAMBLE, SAVE_START
 
 from harness.engine.trial_file import check_templates
 from harness.errors import ConfigError
@@ -16,20 +17,6 @@ from harness.runner.launch import run_trial_process
 from harness.trainers.dispatch import run_trial
 from harness.trainers.faults import ProgramTrialError
 from harness.trainers.trial_dir import TRIAL_DIR_ENV
-
-#: reads the trial file into ``trial`` (every program below starts with it)
-PREAMBLE = """
-import json, os, sys
-from pathlib import Path
-trial = json.loads(Path(sys.argv[1]).read_text())
-"""
-SAVE_START = (
-    PREAMBLE
-    + """
-from transformers import AutoModelForCausalLM
-model = AutoModelForCausalLM.from_pretrained(trial["model"]["start"])
-"""
-)
 
 
 def in_trial_process(spec, tmp_path: Path, timeout_s: float | None = None):
@@ -82,6 +69,10 @@ time.sleep(600)
     assert outcome.result is None and outcome.reason.startswith("timeout")
     program, grandchild = json.loads(pids.read_text())
     assert process_gone(program) and process_gone(grandchild)
+
+
+def test_a_program_that_cannot_start_fails_with_its_name(program_spec):
+    assert "'/no/such/trainer' cannot start" in failure(program_spec(["/no/such/trainer", "{trial_file}"]))
 
 
 def test_a_program_that_writes_no_checkpoint_fails(program_spec, script):
