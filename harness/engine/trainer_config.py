@@ -45,8 +45,8 @@ class TrainerConfig(StrictModel):
     command: list[str] | None = Field(
         None,
         description="kind: command only: the program's argument list; each {dotted.name} is replaced by that "
-        "field of the trial file, e.g. [python, train.py, '{trial_file}', --lr, '{algorithm.lr}']; run without a "
-        "shell",
+        "field of the trial file, e.g. ['{python}', train.py, '{trial_file}', --lr, '{algorithm.lr}'] ({python}: the "
+        "harness's interpreter); run without a shell",
     )
     env: dict[str, str] = Field(
         default_factory=dict,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ def trial_document(spec: TrialSpec, output_dir: Path, start: str, devices: list[
         "output_dir": str(output_dir),
         **{field: str(output_dir / name) for field, name in OUTPUT_PATHS.items()},
         "devices": devices,
+        "python": sys.executable,  # the harness's own interpreter: `command: [{python}, train.py, ...]`
         "mlflow": None,  # the program's metrics reach the trial's MLflow run through its record
     }
 

@@ -50,6 +50,7 @@ _SECTION_READERS = {
     "checks": "harness.runner (before the first trial)",
     "primary_at": "harness.decide (compute_budget)",
     "scaling": "harness.decide (scaling)",
+    "trainer": "harness.trainers (the trial process; templates checked by harness.study)",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {
@@ -68,6 +69,7 @@ _READ_BY = {
     "calibration": "harness.study, harness.decide (calibration)",
     "placebo": "harness.study, harness.decide (calibration)",
     "arms[].description": "nothing: a note for the file's readers",
+    "arms[].trainer": "harness.study (expand), harness.trainers",
 }
 #: How a model reads as a type.
 _MODEL_TYPES = {Arm: "arm", SearchParam: "range or choices"}

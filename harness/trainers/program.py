@@ -1,6 +1,7 @@
 """Run a trial's program: its argument list filled from the trial file, no shell, in the trial's
-own folder and process group (the worker's timeout and kill end it with every process it
-started), its output copied line by line into the trial's log, its environment the contract's
+process group (the worker's timeout and kill end it with every process it started) and the
+harness's working folder (a relative path in the command reads as the study's other paths do),
+its output copied line by line into the trial's log, its environment the contract's
 (docs/trainers.md) with every ``HARNESS_*`` variable of the trial process left out: the storage
 and tracking URLs, which may carry passwords, never reach a program.
 """
@@ -74,7 +75,6 @@ def run_program(trainer: TrainerConfig, document: dict[str, Any]) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=document["output_dir"],
             env=program_env(trainer, document),
         )
     except OSError as err:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,6 @@ import torch
 from harness.algorithms import resolve_algorithm
 from harness.engine.spec import TrialSpec
 
-REPO = Path(__file__).resolve().parents[2]
-PLAIN_LOOP = REPO / "docs" / "trainers" / "plain_loop.py"
 TINY = {
     "task": {"name": "addition", "max_digits": 1, "n_train": 40, "n_eval": 8},
     "model": {"name": "tiny", "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64}},
@@ -62,7 +59,3 @@ def script(tmp_path):
         return [sys.executable, str(path), "{trial_file}"]
 
     return write
-
-
-def plain_loop_command() -> list[str]:
-    return [sys.executable, str(PLAIN_LOOP), "{trial_file}"]

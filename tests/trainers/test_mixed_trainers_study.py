@@ -1,0 +1,71 @@
+"""A study mixing the builtin trainer and a command arm (docs/trainers/plain_loop.py) runs end to
+end through the real runner: both arms' trials complete, judged alike, the program's metrics
+reach the curves and the trial's MLflow run, and the study reports and decides."""
+
+from __future__ import annotations
+
+import io
+
+import mlflow
+import pytest
+import yaml
+from trainer_helpers import PLAIN_LOOP
+
+from harness.decide.analysis import analyze
+from harness.report.markdown import render_markdown
+from harness.runner.options import RunOptions
+from harness.runner.run import run_study
+from harness.tracking.mlflow_mirror import default_tracking_uri
+from harness.tracking.results import load_results
+
+pytestmark = pytest.mark.slow
+SEEDS = 2
+
+
+def test_a_study_with_a_builtin_and_a_command_arm_runs_reports_and_decides(tmp_path):
+    out = tmp_path / "mixed"
+    plain_loop = {"kind": "command", "command": ["{python}", str(PLAIN_LOOP), "{trial_file}"]}
+    study = {
+        "name": "mixed",
+        "output_dir": str(out),
+        "control": "builtin",
+        "seeds": SEEDS,
+        "min_effect": 0.1,
+        "primary_metric": "eval/mean_reward",
+        "task": {"name": "addition", "max_digits": 1, "n_train": 60, "n_eval": 12, "reward": "partial_match"},
+        "model": {"name": "tiny", "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64}},
+        "warmstart": {"steps": 20, "batch_size": 16, "lr": 3e-3},
+        "train": {"steps": 2, "prompts_per_step": 2, "max_new_tokens": 3, "eval_every": 1, "eval_samples": 2},
+        "arms": [
+            {"name": "builtin", "algorithm": "grpo", "set": {"group_size": 2}},
+            {"name": "plain", "algorithm": "grpo", "set": {"group_size": 2}, "trainer": plain_loop},
+        ],
+    }
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    stream = io.StringIO()
+    summary = run_study(path, RunOptions(workers=1, tracking=True, stream=stream, gpus=[]))
+    assert summary.exit_code == 0, stream.getvalue()
+
+    results = load_results(path)
+    trials = results.trials
+    assert sorted(trials["arm"]) == ["builtin"] * SEEDS + ["plain"] * SEEDS
+    assert set(trials["status"]) == {"completed"}
+    plain = results.curves[results.curves["arm"] == "plain"]
+    for _, curve in plain.groupby("trial_id"):
+        reward = curve[curve["metric"] == "train/reward_mean"]
+        accuracy = curve[curve["metric"] == "eval/accuracy"]
+        assert sorted(reward["step"]) == [1, 2]  # the program's own metrics, by step
+        assert sorted(accuracy["step"]) == [0, 1, 2]  # the judge: the start, step-1 and the final checkpoint
+
+    trial_id = plain["trial_id"].iloc[0]
+    mlflow.set_tracking_uri(default_tracking_uri(out))
+    [run] = mlflow.search_runs(
+        search_all_experiments=True, filter_string=f"tags.trial_id = '{trial_id}'", output_format="list"
+    )
+    assert len(mlflow.MlflowClient().get_metric_history(run.info.run_id, "train/reward_mean")) == 2
+
+    analysis = analyze(results, n_permutations=100, curve_metrics=[])
+    [verdict] = analysis.verdicts.to_dict(orient="records")
+    assert verdict["condition"] == "plain" and verdict["test"] == "seed_prompt"
+    assert "plain" in render_markdown(analysis)
