@@ -71,6 +71,24 @@ time.sleep(600)
     assert process_gone(program) and process_gone(grandchild)
 
 
+@pytest.mark.slow
+def test_what_a_program_leaves_running_is_ended_with_it(program_spec, script, tmp_path):
+    pids = tmp_path / "pids.json"
+    body = (
+        SAVE_START
+        + f"""
+import subprocess
+server = subprocess.Popen([sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(600)"])
+Path({str(pids)!r}).write_text(json.dumps([server.pid]))
+model.save_pretrained(trial["checkpoint_dir"])
+"""
+    )
+    outcome = in_trial_process(program_spec(script(body), warmstart={"enabled": False}), tmp_path, timeout_s=120)
+    assert outcome.result is not None, outcome.reason
+    [server] = json.loads(pids.read_text())
+    assert process_gone(server)
+
+
 def test_a_program_that_cannot_start_fails_with_its_name(program_spec):
     assert "'/no/such/trainer' cannot start" in failure(program_spec(["/no/such/trainer", "{trial_file}"]))
 
