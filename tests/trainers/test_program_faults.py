@@ -16,7 +16,7 @@ from harness.runner.child import DEFAULT_TRIAL_FN, process_gone
 from harness.runner.launch import run_trial_process
 from harness.trainers.dispatch import run_trial
 from harness.trainers.faults import ProgramTrialError
-from harness.trainers.trial_dir import TRIAL_DIR_ENV
+from harness.trainers.trial_dir import TRIAL_DIR_ENV, fresh_trial_dir
 
 
 def in_trial_process(spec, tmp_path: Path, timeout_s: float | None = None):
@@ -195,3 +195,17 @@ model.save_pretrained(trial["checkpoint_dir"])
     assert env["HARNESS_SEED"] == "0" and env["HARNESS_ARM"] == spec.arm and env["MY_LR"] == str(spec.algorithm.lr)
     assert {"HARNESS_CHECKPOINT_DIR", "HARNESS_METRICS_FILE", "HARNESS_SCORES_FILE", "CUDA_VISIBLE_DEVICES"} <= set(env)
     assert os.environ["HARNESS_STORAGE"] == secret  # the trial process's own environment is left as it was
+
+
+def test_a_trial_folder_is_emptied_only_when_it_is_a_trials(monkeypatch, tmp_path):
+    mine = tmp_path / "mine"
+    monkeypatch.setenv(TRIAL_DIR_ENV, str(mine))
+    (fresh_trial_dir("t") / "checkpoint").mkdir()  # an earlier attempt's leftovers
+    assert [p.name for p in fresh_trial_dir("t").iterdir()] == [".harness-trial"]
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("keep me")
+    monkeypatch.setenv(TRIAL_DIR_ENV, str(theirs))
+    with pytest.raises(ProgramTrialError, match="is left as it is"):
+        fresh_trial_dir("t")
+    assert (theirs / "notes.txt").read_text() == "keep me"
