@@ -355,6 +355,13 @@ class Study(StrictModel):
                 f"{self.primary_metric} is scored only when train.eval_pass_k includes {pass_k[1]} "
                 f"(it is {self.train.eval_pass_k}); add it there",
             )
+        handed_in = [a.name for a in self.arms if self.arm_trainer(a).scores == "program"]
+        if pass_k and handed_in:
+            raise FieldError(
+                ("primary_metric",),
+                f"{self.primary_metric} is not among the scores a program hands in (arm {handed_in[0]} has "
+                "trainer.scores: program); decide on eval/accuracy or eval/mean_reward, or let the harness judge",
+            )
         if self.failures == "worst" and self.primary_metric not in METRIC_RANGES:
             raise FieldError(
                 ("failures",),

@@ -6,7 +6,9 @@ checkpoint whose vocabulary is not the start model's was not trained from it, an
 
 from __future__ import annotations
 
+import gc
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -26,6 +28,27 @@ def vocabulary(model) -> int:
     return model.get_input_embeddings().weight.shape[0]
 
 
+@dataclass(frozen=True)
+class Reader:
+    """How the judge reads every checkpoint: the start model's tokenizer, device, prompt format and
+    vocabulary, kept without the start model itself (which would hold the program's memory)."""
+
+    tokenizer: object
+    device: torch.device
+    use_chat_template: bool
+    vocabulary: int
+
+    @classmethod
+    def released(cls, start: LoadedModel) -> Reader:
+        """The reader of ``start``, whose model is let go (and its GPU memory with it)."""
+        reader = cls(start.tokenizer, start.device, start.use_chat_template, vocabulary(start.model))
+        start.model = None
+        gc.collect()
+        if reader.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return reader
+
+
 def _load_model(folder: Path, start: str, dtype: torch.dtype):
     adapter = folder / ADAPTER_CONFIG
     if not adapter.is_file():
@@ -36,7 +59,7 @@ def _load_model(folder: Path, start: str, dtype: torch.dtype):
     return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), folder)
 
 
-def load_checkpoint(folder: Path, start: LoadedModel, start_folder: str, config: ModelConfig) -> LoadedModel:
+def load_checkpoint(folder: Path, reader: Reader, start_folder: str, config: ModelConfig) -> LoadedModel:
     """The checkpoint in ``folder`` with the start model's tokenizer, on the start model's device;
     a ``ProgramTrialError`` when there is none, it does not load, or its vocabulary differs."""
     if not folder.is_dir() or not any(folder.iterdir()):
@@ -45,16 +68,16 @@ def load_checkpoint(folder: Path, start: LoadedModel, start_folder: str, config:
             "(save_pretrained: a transformers folder, or a peft adapter)"
         )
     try:
-        model = _load_model(folder, start_folder, pick_dtype(config, start.device))
+        model = _load_model(folder, start_folder, pick_dtype(config, reader.device))
     except Exception as err:  # noqa: BLE001 - whatever the loaders raise, the checkpoint is unusable
         raise ProgramTrialError(f"the checkpoint {folder} does not load ({one_line(err, 300)})") from None
-    expected, found = vocabulary(start.model), vocabulary(model)
+    expected, found = reader.vocabulary, vocabulary(model)
     if found != expected:
         raise ProgramTrialError(
             f"the checkpoint {folder} reads {found} token ids, but the start model (model.start) and the task's "
             f"tokenizer have {expected}: train from model.start and keep its tokenizer"
         )
-    return LoadedModel(model.to(start.device), start.tokenizer, start.device, start.use_chat_template)
+    return LoadedModel(model.to(reader.device), reader.tokenizer, reader.device, reader.use_chat_template)
 
 
 def periodic_checkpoints(folder: Path, last_step: int) -> dict[int, Path]:

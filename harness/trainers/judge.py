@@ -10,7 +10,7 @@ from harness.engine.models import LoadedModel
 from harness.engine.spec import PromptScores, TrainConfig, TrialSpec
 from harness.engine.tasks.base import Task
 from harness.engine.trial import evaluate_benchmarks
-from harness.trainers.checkpoints import load_checkpoint, periodic_checkpoints
+from harness.trainers.checkpoints import Reader, load_checkpoint, periodic_checkpoints
 
 
 def judged_scores(lm: LoadedModel, task: Task, benchmarks: dict[str, Task], train: TrainConfig, step: int) -> list:
@@ -30,16 +30,23 @@ def curve_checkpoints(spec: TrialSpec, document: dict) -> dict[int, Path]:
 
 
 def judge_checkpoints(
-    spec: TrialSpec, start: LoadedModel, document: dict, task: Task, benchmarks: dict[str, Task]
+    spec: TrialSpec, reader: Reader, document: dict, task: Task, benchmarks: dict[str, Task]
 ) -> list[PromptScores]:
-    """Every checkpoint's scores, in step order; the final checkpoint is loaded first, so a
-    program that wrote none fails before any periodic one is scored."""
+    """Every checkpoint's scores, in step order, one checkpoint in memory at a time; the final
+    one is scored first, so a program that wrote none (or a broken one) fails before any periodic
+    one is."""
     folders = curve_checkpoints(spec, document)
     last = spec.train.steps
-    final = load_checkpoint(folders.pop(last), start, document["model"]["start"], spec.model)
-    scores = []
-    for step, folder in folders.items():
-        scores += judged_scores(
-            load_checkpoint(folder, start, document["model"]["start"], spec.model), task, benchmarks, spec.train, step
+    order = [last, *(step for step in folders if step != last)]
+    scores = [
+        score
+        for step in order
+        for score in judged_scores(
+            load_checkpoint(folders[step], reader, document["model"]["start"], spec.model),
+            task,
+            benchmarks,
+            spec.train,
+            step,
         )
-    return scores + judged_scores(final, task, benchmarks, spec.train, last)
+    ]
+    return sorted(scores, key=lambda one: one.step)  # stable: the task's first at each step

@@ -8,11 +8,14 @@ and tracking URLs, which may carry passwords, never reach a program.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from harness.engine.trainer_config import RESERVED_ENV_PREFIX, TrainerConfig
@@ -64,6 +67,20 @@ def _copy_output(stream, tail: deque[str]) -> None:
             tail.append(raw.decode("utf-8", "replace").strip())
 
 
+def end_stragglers() -> None:
+    """End what the program left running in this trial process's group (a server it started, a
+    child that outlived it): only when this process leads the group, as a trial process does, so
+    that nothing outside the trial is ever touched."""
+    group = os.getpgid(0)
+    if group != os.getpid():
+        return
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if pid != group and os.getpgid(pid) == group:
+                os.kill(pid, signal.SIGKILL)
+
+
 def run_program(trainer: TrainerConfig, document: dict[str, Any]) -> None:
     """Run the trial's program to its end; a ``ProgramTrialError`` quoting the tail of its output
     when it cannot start or exits non-zero."""
@@ -83,6 +100,7 @@ def run_program(trainer: TrainerConfig, document: dict[str, Any]) -> None:
     copier = threading.Thread(target=_copy_output, args=(proc.stdout, tail), name="program-output", daemon=True)
     copier.start()
     code = proc.wait()
+    end_stragglers()
     copier.join(DRAIN_S)
     if code != 0:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"

@@ -14,6 +14,7 @@ from harness.engine.tasks.base import prompt_ids
 from harness.engine.trial import benchmark_tasks, start_policy
 from harness.engine.trial_file import check_templates
 from harness.ground.console import warn
+from harness.trainers.checkpoints import Reader
 from harness.trainers.handed_scores import read_scores
 from harness.trainers.judge import judge_checkpoints, judged_scores
 from harness.trainers.program import run_program
@@ -57,12 +58,13 @@ def run_program_trial(spec: TrialSpec) -> TrialResult:
     document = write_inputs(spec, task, benchmarks, lm, fresh_trial_dir(spec.trial_id))
     judging = spec.trainer.scores == "judge"
     scores = judged_scores(lm, task, benchmarks, spec.train, 0) if judging else []
+    reader = Reader.released(lm)  # the program gets the memory the start model held
     clock = time.perf_counter()
     run_program(spec.trainer, document)
     program_s = time.perf_counter() - clock
     metrics = read_metrics(Path(document["metrics_file"]))
     if judging:
-        scores += judge_checkpoints(spec, lm, document, task, benchmarks)
+        scores += judge_checkpoints(spec, reader, document, task, benchmarks)
     else:
         expected = {None: prompt_ids(held_out_items(task, spec))}
         expected |= {name: prompt_ids(held_out_items(bench, spec)) for name, bench in benchmarks.items()}

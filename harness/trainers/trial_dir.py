@@ -1,6 +1,9 @@
 """Where a program trial's files go: the folder the trial process names in ``$HARNESS_TRIAL_DIR``
-(the runner's child sets it, one per attempt), emptied first so a retry starts clean; a fresh
-temporary folder when the trial function is called outside a trial process."""
+(the runner's child sets it beside the trial's spec file), emptied first so a retry starts clean;
+a fresh temporary folder when the trial function is called outside a trial process.
+
+Only a folder this module made is ever emptied (it holds ``MARKER``): a variable pointing at
+anything else is refused, never deleted."""
 
 from __future__ import annotations
 
@@ -9,15 +12,23 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from harness.trainers.faults import ProgramTrialError
+
 TRIAL_DIR_ENV = "HARNESS_TRIAL_DIR"
+MARKER = ".harness-trial"
 
 
 def fresh_trial_dir(trial_id: str) -> Path:
-    """An empty folder for the trial's files, as an absolute path (the program runs in it)."""
+    """An empty folder for the trial's files (bar its marker), as an absolute path."""
     given = os.environ.get(TRIAL_DIR_ENV)
-    if not given:
-        return Path(tempfile.mkdtemp(prefix=f"{trial_id}-")).resolve()
-    folder = Path(given).resolve()
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    folder = Path(given).resolve() if given else Path(tempfile.mkdtemp(prefix=f"{trial_id}-")).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        if not (folder / MARKER).is_file():
+            raise ProgramTrialError(
+                f"${TRIAL_DIR_ENV} is {folder}, a folder with files that is not a trial's (no {MARKER}): "
+                "it is left as it is; unset the variable or point it at a new folder"
+            )
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).touch()
     return folder

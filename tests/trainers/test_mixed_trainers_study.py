@@ -69,3 +69,28 @@ def test_a_study_with_a_builtin_and_a_command_arm_runs_reports_and_decides(tmp_p
     [verdict] = analysis.verdicts.to_dict(orient="records")
     assert verdict["condition"] == "plain" and verdict["test"] == "seed_prompt"
     assert "plain" in render_markdown(analysis)
+
+
+def test_a_failing_program_is_a_failed_trial_with_its_reason_and_nothing_complete(tmp_path):
+    program = tmp_path / "broken.py"
+    program.write_text("import sys\nprint('CUDA out of memory', file=sys.stderr)\nsys.exit(3)\n")
+    study = {
+        "name": "broken",
+        "output_dir": str(tmp_path / "broken"),
+        "seeds": 1,
+        "task": {"name": "addition", "max_digits": 1, "n_train": 40, "n_eval": 8},
+        "model": {"name": "tiny", "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64}},
+        "warmstart": {"enabled": False},
+        "train": {"steps": 1, "prompts_per_step": 2, "max_new_tokens": 3, "eval_every": 0, "eval_samples": 2},
+        "trainer": {"kind": "command", "command": ["{python}", str(program), "{trial_file}"]},
+        "arms": [{"name": "prog", "algorithm": "grpo", "set": {"group_size": 2}}],
+    }
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    stream = io.StringIO()
+    summary = run_study(path, RunOptions(workers=1, tracking=False, stream=stream, gpus=[], retries=1))
+    assert summary.exit_code == 1
+    assert "seed check: skipped" in stream.getvalue()  # the control is a program: no engine sampler to check
+    [trial] = load_results(path, phase=None).trials.to_dict(orient="records")
+    assert trial["status"] == "failed"
+    assert "exited with code 3: CUDA out of memory" in trial["error"]

@@ -16,7 +16,7 @@ from harness.runner.child import DEFAULT_TRIAL_FN, process_gone
 from harness.runner.launch import run_trial_process
 from harness.trainers.dispatch import run_trial
 from harness.trainers.faults import ProgramTrialError
-from harness.trainers.trial_dir import TRIAL_DIR_ENV
+from harness.trainers.trial_dir import TRIAL_DIR_ENV, fresh_trial_dir
 
 
 def in_trial_process(spec, tmp_path: Path, timeout_s: float | None = None):
@@ -69,6 +69,24 @@ time.sleep(600)
     assert outcome.result is None and outcome.reason.startswith("timeout")
     program, grandchild = json.loads(pids.read_text())
     assert process_gone(program) and process_gone(grandchild)
+
+
+@pytest.mark.slow
+def test_what_a_program_leaves_running_is_ended_with_it(program_spec, script, tmp_path):
+    pids = tmp_path / "pids.json"
+    body = (
+        SAVE_START
+        + f"""
+import subprocess
+server = subprocess.Popen([sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(600)"])
+Path({str(pids)!r}).write_text(json.dumps([server.pid]))
+model.save_pretrained(trial["checkpoint_dir"])
+"""
+    )
+    outcome = in_trial_process(program_spec(script(body), warmstart={"enabled": False}), tmp_path, timeout_s=120)
+    assert outcome.result is not None, outcome.reason
+    [server] = json.loads(pids.read_text())
+    assert process_gone(server)
 
 
 def test_a_program_that_cannot_start_fails_with_its_name(program_spec):
@@ -177,3 +195,17 @@ model.save_pretrained(trial["checkpoint_dir"])
     assert env["HARNESS_SEED"] == "0" and env["HARNESS_ARM"] == spec.arm and env["MY_LR"] == str(spec.algorithm.lr)
     assert {"HARNESS_CHECKPOINT_DIR", "HARNESS_METRICS_FILE", "HARNESS_SCORES_FILE", "CUDA_VISIBLE_DEVICES"} <= set(env)
     assert os.environ["HARNESS_STORAGE"] == secret  # the trial process's own environment is left as it was
+
+
+def test_a_trial_folder_is_emptied_only_when_it_is_a_trials(monkeypatch, tmp_path):
+    mine = tmp_path / "mine"
+    monkeypatch.setenv(TRIAL_DIR_ENV, str(mine))
+    (fresh_trial_dir("t") / "checkpoint").mkdir()  # an earlier attempt's leftovers
+    assert [p.name for p in fresh_trial_dir("t").iterdir()] == [".harness-trial"]
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("keep me")
+    monkeypatch.setenv(TRIAL_DIR_ENV, str(theirs))
+    with pytest.raises(ProgramTrialError, match="is left as it is"):
+        fresh_trial_dir("t")
+    assert (theirs / "notes.txt").read_text() == "keep me"

@@ -98,3 +98,9 @@ def test_a_nested_placeholder_lists_the_fields_at_its_level():
 def test_the_placebo_needs_a_builtin_control():
     with pytest.raises(ConfigError, match="placebo: needs the control on the builtin trainer"):
         study(trainer={"kind": "command", "command": COMMAND}, placebo="random_reward")
+
+
+def test_handed_in_scores_cannot_decide_on_pass_at_k():
+    trainer = {"kind": "command", "command": COMMAND, "scores": "program"}
+    with pytest.raises(ConfigError, match="primary_metric: eval/pass@2 is not among the scores a program hands in"):
+        study(trainer=trainer, primary_metric="eval/pass@2", train={"eval_samples": 2, "eval_pass_k": [2]})
