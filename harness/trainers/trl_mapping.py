@@ -82,8 +82,9 @@ def trainer_of(algorithm: RLConfig | DPOConfig) -> str:
     """``grpo`` or ``rloo``: the TRL trainer that runs ``algorithm`` (a ``ConfigError`` for DPO)."""
     if isinstance(algorithm, DPOConfig):
         raise ConfigError(
-            "algorithm kind dpo: the TRL adapter maps RL algorithms only (TRL's DPOTrainer reads a fixed "
-            "preference set, the harness's DPO samples its pairs every step); run DPO on the builtin trainer"
+            "algorithm kind dpo: the TRL adapter maps RL algorithms only (TRL's DPOTrainer takes a preference set "
+            "built beforehand, with a fixed number of pairs per optimiser step; the harness's DPO samples a group "
+            "per prompt each step and keeps the prompts whose samples differ); run DPO on the builtin trainer"
         )
     return "rloo" if algorithm.advantage == "leave_one_out" else "grpo"
 
