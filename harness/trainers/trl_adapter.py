@@ -115,7 +115,7 @@ class HarnessMetrics:
     builtin trainer's formula (``harness.engine.compute``) from the tokens TRL sampled, the no-grad
     passes it runs over them (``no_grad_passes``) and the updates' epochs."""
 
-    def __init__(self, path: Path, *, updates_per_step: int, rows_per_step: int, epochs: int, flops_per_token):
+    def __init__(self, path: Path, *, updates_per_step: int, rows_per_step: int, epochs: int, flops_per_token: float):
         self.path, self.updates, self.rows, self.epochs = path, updates_per_step, rows_per_step, epochs
         self.flops_per_token = flops_per_token  # of one sampled token: its sampling, no-grad and update passes
         self.generated = 0.0
@@ -178,6 +178,26 @@ def _callbacks(trial: dict[str, Any], metrics: HarnessMetrics, tokenizer, *, upd
     return [Relay()]
 
 
+def _harness_metrics(trial: dict[str, Any], trl_plan, algorithm, model) -> HarnessMetrics:
+    """The writer of ``metrics_file`` (emptied: a retried attempt starts its curve again), with the
+    FLOPs of one sampled token as the builtin trainer would count TRL's passes over it."""
+    from harness.engine.compute import StepTokens, model_size, step_flops
+
+    path = Path(trial.get("metrics_file") or Path(trial["output_dir"]) / "metrics.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    size = model_size(model, checkpointed=bool(trl_plan.kwargs["gradient_checkpointing"]))
+    passes = no_grad_passes(trl_plan.trainer, trl_plan.kwargs)
+    per_token = StepTokens(sampled=1.0, forward=float(passes), updated=float(algorithm.epochs))
+    return HarnessMetrics(
+        path,
+        updates_per_step=algorithm.minibatches * algorithm.epochs,
+        rows_per_step=trial["train"]["prompts_per_step"] * algorithm.group_size,
+        epochs=algorithm.epochs,
+        flops_per_token=float(step_flops(per_token, size)),
+    )
+
+
 def run(trial_path: str | Path) -> Path:
     """Train as the trial file says; returns the final checkpoint's folder."""
     trial = read_trial(trial_path)
@@ -199,7 +219,6 @@ def run(trial_path: str | Path) -> Path:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 
-    from harness.engine.compute import StepTokens, model_size, step_flops
     from harness.engine.models import load_pretrained
     from harness.engine.tasks import build_task
 
@@ -212,20 +231,7 @@ def run(trial_path: str | Path) -> Path:
     except TypeError as err:  # a trainer.vllm key TRL does not have
         raise ConfigError(f"TRL {config_type.__name__}: {one_line(err)}; check trainer.vllm's keys") from None
     updates = algorithm.minibatches * algorithm.epochs
-    rows_per_step = trial["train"]["prompts_per_step"] * algorithm.group_size
-    metrics_file = Path(trial.get("metrics_file") or Path(trial["output_dir"]) / "metrics.jsonl")
-    metrics_file.parent.mkdir(parents=True, exist_ok=True)
-    metrics_file.unlink(missing_ok=True)  # a retried attempt starts its curve again
-    size = model_size(lm.model, checkpointed=bool(trl_plan.kwargs["gradient_checkpointing"]))
-    passes = no_grad_passes(trl_plan.trainer, trl_plan.kwargs)
-    per_token = StepTokens(sampled=1.0, forward=float(passes), updated=float(algorithm.epochs))
-    metrics = HarnessMetrics(
-        metrics_file,
-        updates_per_step=updates,
-        rows_per_step=rows_per_step,
-        epochs=algorithm.epochs,
-        flops_per_token=float(step_flops(per_token, size)),
-    )
+    metrics = _harness_metrics(trial, trl_plan, algorithm, lm.model)
     trainer = trainer_type(
         model=lm.model,
         reward_funcs=task_reward(task),

@@ -69,6 +69,17 @@ def test_lora_writes_the_adapter_with_its_base_named(tmp_path, write_trial):
     assert not (trial_file.parent / "checkpoints").exists()
 
 
+@pytest.mark.slow
+def test_leave_one_out_runs_trls_rloo_trainer(tmp_path, write_trial):
+    overrides = {"minibatches": 1, "aggregation": "seq_mean_token_sum"}
+    trial_file = write_trial(tmp_path, algorithm="rloo", overrides=overrides, steps=1, eval_every=0)
+    done = _run(trial_file)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (trial_file.parent / "checkpoint" / "model.safetensors").is_file()
+    [line] = [json.loads(line) for line in (trial_file.parent / "metrics.jsonl").read_text().splitlines()]
+    assert line["step"] == 1 and "train/reward_mean" in line
+
+
 def test_a_part_trl_lacks_fails_the_program_in_one_line(tmp_path, write_trial):
     trial_file = write_trial(tmp_path, algorithm="ppo")
     done = _run(trial_file)
