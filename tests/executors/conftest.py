@@ -1,8 +1,9 @@
 """Real schedulers for the executor tests: a single-host Slurm and a two-node Ray cluster.
 
-Both run on loopback, on free ports, in short temporary folders (a munge socket path must fit in
-a Unix socket name), for the whole session; every process they start is the test session's own
-and is stopped by its id (never ``ray stop``, which would stop any Ray on the machine).
+Both run on this machine only (Slurm on loopback; Ray turns 127.0.0.1 into the machine's own
+address), on free ports, in short temporary folders (a munge socket path must fit in a Unix
+socket name), for the whole session; every process they start is the test session's own and is
+stopped by its process group (never ``ray stop``, which would stop any Ray on the machine).
 
 - **Slurm** (Debian: ``apt-get install slurm-wlm munge``; CI's ``.ci/run`` installs them): a
   munged with its own key and socket, ``slurmctld -D`` and ``slurmd -D`` on a ``slurm.conf``
@@ -15,7 +16,8 @@ and is stopped by its id (never ``ray stop``, which would stop any Ray on the ma
   carrying the custom resource ``second_node``, each ``ray start --block`` in a process group of
   its own, so ``kill_second_node()`` kills that node (raylet, agents, the workers running its
   tasks) with one signal. ``ray_cluster`` brings a killed second node back before each test and
-  puts ``RAY_ADDRESS`` in the test's environment.
+  puts ``RAY_ADDRESS`` (the GCS address) in the test's environment; ``client_address`` is the
+  ``ray://`` one, ``dashboard_url`` the state API's.
 
 Missing binaries, or a cluster that does not come up within ``STARTUP_TIMEOUT_S``, skip the tests
 that need it with the reason (and the daemons' log tail).
@@ -297,6 +299,7 @@ class RayCluster:
     second_node_resource: str = SECOND_NODE_RESOURCE  # what a task asks for to run on the second node
     port: int = field(default_factory=free_port)
     dashboard_port: int = field(default_factory=free_port)
+    client_port: int = field(default_factory=free_port)
     head: subprocess.Popen | None = None
     second: subprocess.Popen | None = None
     second_starts: int = 0
@@ -304,6 +307,13 @@ class RayCluster:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def client_address(self) -> str:
+        """The Ray Client address (``ray://``), on the head's IP: Ray binds its servers to the
+        machine's own address even when told 127.0.0.1."""
+        head = next(node for node in self.alive() if node.get("is_head_node"))
+        return f"ray://{head['node_ip']}:{self.client_port}"
 
     @property
     def dashboard_url(self) -> str:
@@ -367,7 +377,7 @@ class RayCluster:
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={self.dashboard_port}",
-            f"--ray-client-server-port={free_port()}",
+            f"--ray-client-server-port={self.client_port}",
             *self._node_args(self.root / "head"),
         ]
         self.head = _start(head, self.root / "head.out", self._env(), self.root)
