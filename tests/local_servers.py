@@ -140,7 +140,8 @@ class Postgres:
     def url(self, database: str, password: str = PG_PASSWORD) -> str:
         return f"postgresql://{PG_USER}:{password}@127.0.0.1:{self.port}/{database}"
 
-    def create_db(self, name: str) -> str:
+    def create_db(self, name: str, template: str | None = None) -> str:
+        """A new database (a copy of database ``template``, when given: nothing may be connected to it)."""
         import psycopg
 
         with psycopg.connect(
@@ -151,5 +152,6 @@ class Postgres:
             dbname="postgres",
             autocommit=True,
         ) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            copy = f' TEMPLATE "{template}"' if template else ""
+            conn.execute(f'CREATE DATABASE "{name}"{copy}')
         return self.url(name)
