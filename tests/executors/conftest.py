@@ -16,8 +16,9 @@ stopped by its process group (never ``ray stop``, which would stop any Ray on th
   carrying the custom resource ``second_node``, each ``ray start --block`` in a process group of
   its own, so ``kill_second_node()`` kills that node (raylet, agents, the workers running its
   tasks) with one signal. ``ray_cluster`` brings a killed second node back before each test and
-  puts ``RAY_ADDRESS`` (the GCS address) in the test's environment; ``client_address`` is the
-  ``ray://`` one, ``dashboard_url`` the state API's.
+  puts ``RAY_ADDRESS`` (the GCS address) in the test's environment; ``dashboard_url`` serves the
+  state API. (Ray Client, ``ray://``, is left out: its per-client server starts too slowly for a
+  test on a busy machine.)
 
 Missing binaries, or a cluster that does not come up within ``STARTUP_TIMEOUT_S``, skip the tests
 that need it with the reason (and the daemons' log tail).
@@ -299,7 +300,6 @@ class RayCluster:
     second_node_resource: str = SECOND_NODE_RESOURCE  # what a task asks for to run on the second node
     port: int = field(default_factory=free_port)
     dashboard_port: int = field(default_factory=free_port)
-    client_port: int = field(default_factory=free_port)
     head: subprocess.Popen | None = None
     second: subprocess.Popen | None = None
     second_starts: int = 0
@@ -307,13 +307,6 @@ class RayCluster:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    @property
-    def client_address(self) -> str:
-        """The Ray Client address (``ray://``), on the head's IP: Ray binds its servers to the
-        machine's own address even when told 127.0.0.1."""
-        head = next(node for node in self.alive() if node.get("is_head_node"))
-        return f"ray://{head['node_ip']}:{self.client_port}"
 
     @property
     def dashboard_url(self) -> str:
@@ -377,7 +370,7 @@ class RayCluster:
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={self.dashboard_port}",
-            f"--ray-client-server-port={self.client_port}",
+            f"--ray-client-server-port={free_port()}",
             *self._node_args(self.root / "head"),
         ]
         self.head = _start(head, self.root / "head.out", self._env(), self.root)

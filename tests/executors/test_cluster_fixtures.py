@@ -87,16 +87,3 @@ def test_ray_runs_on_the_second_node_and_sees_it_killed(ray_cluster, tmp_path):
             ray.get(held, timeout=60)
     finally:
         ray.shutdown()
-
-
-@pytest.mark.slow  # the cluster's start, when this test is the first to ask for it
-def test_ray_client_address_reaches_the_second_node(ray_cluster):
-    ray = pytest.importorskip("ray")
-    resource = ray_cluster.second_node_resource
-    with ray.init(address=ray_cluster.client_address, logging_level="ERROR"):
-
-        @ray.remote(num_cpus=1, resources={resource: 1}, max_retries=0)
-        def resources_here() -> list[str]:
-            return sorted(ray.get_runtime_context().get_assigned_resources())
-
-        assert resource in ray.get(resources_here.remote(), timeout=60)
