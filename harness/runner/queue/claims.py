@@ -17,8 +17,18 @@ import optuna
 from optuna.trial import TrialState
 
 from harness.runner.queue import optuna_tables as tables
-from harness.runner.queue.jobs import Job, jobs
+from harness.runner.queue.jobs import Job
 from harness.tracking.storage import REASON, WORKER
+
+
+def _claim_row(conn, row: int, owner: str | None) -> bool:
+    """In the caller's transaction: WAITING to RUNNING if still waiting, first heartbeat, owner."""
+    if not tables.change_state(conn, row, TrialState.WAITING, TrialState.RUNNING):
+        return False
+    tables.first_beat(conn, row)
+    if owner is not None:
+        tables.put_user_attr(conn, row, WORKER, owner)
+    return True
 
 
 def claim(study: optuna.Study, job: Job, owner: str | None = None) -> bool:
@@ -28,23 +38,30 @@ def claim(study: optuna.Study, job: Job, owner: str | None = None) -> bool:
     True when this process now owns the job; False when another process claimed it first.
     """
     with tables.engine(study).begin() as conn:
-        if not tables.change_state(conn, job.optuna_id, TrialState.WAITING, TrialState.RUNNING):
+        if not _claim_row(conn, job.optuna_id, owner):
             return False
-        tables.first_beat(conn, job.optuna_id)
-        if owner is not None:
-            tables.put_user_attr(conn, job.optuna_id, WORKER, owner)
     if owner is not None:
         job.attrs[WORKER] = owner
     return True
 
 
 def claim_next(study: optuna.Study, owner: str | None = None) -> Job | None:
-    """Claim the oldest waiting job of the queue, or None when nothing is waiting."""
-    for job in jobs(study, states=(TrialState.WAITING,)):
-        if claim(study, job, owner):
-            job.state = TrialState.RUNNING
-            return job
-    return None
+    """Claim the oldest waiting job of the queue, or None when nothing is waiting.
+
+    One indexed read of one row, then the claim, in one transaction: the cost does not grow with
+    the queue (reading every waiting job to pick the first took seconds a claim at 10,000 jobs).
+    Processes claiming at once skip each other's rows (:func:`~.optuna_tables.oldest_waiting`);
+    one that lost a row to another process anyway (SQLite) tries the next oldest.
+    """
+    engine = tables.engine(study)
+    while True:
+        with engine.begin() as conn:
+            row = tables.oldest_waiting(conn, study)
+            if row is None:
+                return None
+            claimed = _claim_row(conn, row, owner)
+        if claimed:
+            return Job.from_frozen(tables.load_trial(study, row))
 
 
 def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: TrialState) -> bool:

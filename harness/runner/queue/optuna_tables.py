@@ -209,6 +209,11 @@ def trial_row(trial: optuna.trial.FrozenTrial) -> int:
     return trial._trial_id
 
 
+def load_trial(study: optuna.Study, row: int) -> optuna.trial.FrozenTrial:
+    """One trial of the queue, read alone (``study.get_trials`` reads every trial of the study)."""
+    return study._storage.get_trial(row)
+
+
 def set_user_attr(study: optuna.Study, row: int, key: str, value: Any) -> bool:
     """Optuna's own write of a user attribute; False when the trial is finished (its attributes
     are frozen: Optuna raises ``UpdateFinishedTrialError``, a ``RuntimeError``; 4.0 raised a
@@ -317,6 +322,21 @@ def user_attrs(conn: sa.Connection, row: int, keys: tuple[str, ...]) -> dict[str
     user = _tables().trial_user_attributes
     found = conn.execute(sa.select(user.key, user.value_json).where(user.trial_id == row, user.key.in_(keys))).all()
     return {key: json.loads(value) for key, value in found}
+
+
+def oldest_waiting(conn: sa.Connection, study: optuna.Study) -> int | None:
+    """The row of the queue's oldest WAITING trial that no other transaction holds, locked for
+    this one (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so processes claiming at once each get a
+    different trial instead of queueing on the same row; SQLite, which has no row locks, reads
+    it plainly and the conditional update of :func:`change_state` decides). None: none is free."""
+    trials = _tables().trials
+    return conn.execute(
+        sa.select(trials.trial_id)
+        .where(trials.study_id == study._study_id, trials.state == TrialState.WAITING)
+        .order_by(trials.number)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    ).scalar()
 
 
 def change_state(conn: sa.Connection, row: int, from_state: TrialState, to_state: TrialState) -> bool:
