@@ -4,8 +4,10 @@ its node is lost (``max_retries``; the one-trial entry waits for the lost attemp
 stale, then runs the trial once).
 
 The task runs the one-trial entry as a subprocess (an argument list) with its output in a log file
-on the node. The storage URL is an argument of the task, put into the subprocess's environment
-only: Ray shows a task's runtime environment in its dashboard, never its arguments. Ray tasks
+on the node, in the node's environment plus the storage URL and the variables that
+``$HARNESS_FORWARD_ENV`` names (comma-separated, e.g. ``HF_HOME,PYTHONPATH``) from the runner's.
+Those are arguments of the task, put into the subprocess's environment only: Ray shows a task's
+runtime environment in its dashboard, never its arguments. Ray tasks
 belong to the driver that submitted them, so ``harness cancel`` asks that driver (the running
 ``harness run``) to cancel them, through the study database.
 """
@@ -22,17 +24,26 @@ from harness.errors import ConfigError
 from harness.runner.executors.base import GONE, Executor, JobHandle, JobRequest, too_many_gpus
 from harness.study.resources import Resources
 
+#: names the variables (comma-separated) that the runner copies into every trial task's environment
+FORWARD_ENV = "HARNESS_FORWARD_ENV"
 #: how often Ray runs a task again after its node (or worker process) died
 NODE_LOSS_RETRIES = 3
 
 
-def run_logged(argv: list[str], secret_env: Mapping[str, str], log: str, cwd: str) -> int:
-    """The task's body: the one-trial entry as a subprocess, its output appended to ``log``."""
+def run_logged(argv: list[str], env: Mapping[str, str], log: str, cwd: str) -> int:
+    """The task's body: the one-trial entry as a subprocess (``env`` over the node's environment),
+    its output appended to ``log``."""
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         return subprocess.run(
-            argv, env={**os.environ, **secret_env}, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, check=False
+            argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, check=False
         ).returncode
+
+
+def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The runner's variables that ``$HARNESS_FORWARD_ENV`` names (those it has)."""
+    names = [name.strip() for name in environ.get(FORWARD_ENV, "").split(",") if name.strip()]
+    return {name: environ[name] for name in names if name in environ}
 
 
 def task_options(request: JobRequest) -> dict:
@@ -80,7 +91,7 @@ class RayExecutor(Executor):
     def submit(self, request: JobRequest) -> JobHandle:
         log = self.log_dir / f"{request.name.replace('/', '.')}.log"
         ref = self.remote.options(**task_options(request)).remote(
-            list(request.argv), dict(request.secret_env), str(log), os.getcwd()
+            list(request.argv), {**forwarded_env(os.environ), **request.secret_env}, str(log), os.getcwd()
         )
         task_id = ref.task_id().hex()
         self.refs[task_id] = ref
