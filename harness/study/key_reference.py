@@ -32,6 +32,7 @@ from harness.engine.tasks import TASKS, TOOLS, jsonl
 from harness.engine.tasks.rewards import REWARDS
 from harness.study.load import INCLUDE_MEANING
 from harness.study.overrides import algorithm_keys
+from harness.study.resources import Resources
 from harness.study.schema import FINAL_METRICS, Arm, Study
 from harness.study.sections import SearchParam
 
@@ -50,6 +51,7 @@ _SECTION_READERS = {
     "checks": "harness.runner (before the first trial)",
     "primary_at": "harness.decide (compute_budget)",
     "scaling": "harness.decide (scaling)",
+    "resources": "harness.runner.executors",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {
@@ -68,6 +70,9 @@ _READ_BY = {
     "calibration": "harness.study, harness.decide (calibration)",
     "placebo": "harness.study, harness.decide (calibration)",
     "arms[].description": "nothing: a note for the file's readers",
+    "executor": "harness.runner.executors",
+    "arms[].resources": "harness.runner.executors",
+    **{f"arms[].resources.{name}": "harness.runner.executors" for name in Resources.model_fields},
 }
 #: How a model reads as a type.
 _MODEL_TYPES = {Arm: "arm", SearchParam: "range or choices"}

@@ -10,6 +10,7 @@ watches those jobs; :mod:`.cancel` is ``harness cancel``.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from harness.runner.executors.base import Executor
@@ -32,3 +33,18 @@ def make_executor(name: str, *, study_dir: Path, opts: RunOptions) -> Executor:
 
         return RayExecutor(study_dir / "logs" / "ray", address=opts.address)
     raise ValueError(f"no scheduler executor {name!r}")
+
+
+def check_resources(study) -> None:
+    """``harness validate``: a trial asking for more GPUs than any node has is a ``ConfigError``
+    where this machine can tell: the study's executor is local (its visible GPUs) or Slurm with
+    ``sinfo`` here. A Ray cluster is asked when ``harness run`` connects to it."""
+    needs = {arm.name: study.resources_of(arm.name) for arm in study.arms}
+    if study.executor == "local":
+        from harness.runner.executors.local import local_slots
+
+        local_slots(study, RunOptions())
+    elif study.executor == "slurm" and shutil.which("sinfo") is not None:
+        from harness.runner.executors.slurm import SlurmExecutor
+
+        SlurmExecutor(Path(".")).check(needs)
