@@ -1,5 +1,6 @@
 """The executor flags and commands as a user meets them: ``harness run --executor``, ``harness
-cancel``, the resources lines of ``harness plan`` and ``harness validate``; bad input is one line and exit 2, before anything starts."""
+cancel``, the resources lines of ``harness plan`` and ``harness validate``; bad input is one line
+and exit 2, before anything starts."""
 
 from __future__ import annotations
 
