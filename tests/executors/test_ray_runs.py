@@ -3,7 +3,8 @@ one Ray task per trial, named ``study/arm/seedN`` in the dashboard, the study da
 
 - a study runs to completion through the cluster;
 - the second node killed while its trial runs: Ray runs the task again, the new attempt waits
-  for the lost claim to go stale, runs the trial, and it is recorded once.
+  for the lost claim to go stale, runs the trial, and it is recorded once;
+- ``harness cancel`` asks the runner that owns the tasks to cancel them; a re-run finishes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from executors_helpers import (
     Background,
     calls,
     completed_records,
+    latest_jobs,
     options,
     started,
     trial_env_fixture,  # noqa: F401  (the fixture trial_env)
@@ -21,6 +23,7 @@ from executors_helpers import (
     write_study,
 )
 
+from harness.runner.executors.cancel import cancel_study
 from harness.runner.run import run_study
 
 pytestmark = pytest.mark.slow
@@ -61,3 +64,19 @@ def test_the_second_node_killed_mid_trial_is_retried_and_recorded_once(tmp_path,
     records = completed_records(study_dir)
     for trial_id in ids.values():
         assert calls(trial_env, trial_id, "done") == 1 and len(records[trial_id]) == 1
+
+
+def test_harness_cancel_stops_the_ray_tasks_and_a_rerun_finishes(tmp_path, trial_env, ray_cluster, monkeypatch):
+    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "60")
+    path = write_study(tmp_path, ["slowfirst"], resources={"cpus": 1})
+    study_dir = tmp_path / "out" / "t"
+    run = Background(path, ray_options())
+    wait_for(lambda: started(trial_env, "slowfirst"), 60, "the trial's start")
+    lines = "\n".join(cancel_study(study_dir).lines())
+    assert "asked the `harness run` that owns them to cancel 1 Ray task(s)" in lines
+    assert run.wait(RUN_S).exit_code == 130
+    (job,) = latest_jobs(study_dir, "t").values()
+    assert job.status == "waiting" and not completed_records(study_dir)
+    summary = run_study(path, ray_options())
+    assert summary.exit_code == 0, summary.format()
+    assert started(trial_env, "slowfirst") == 2 and len(completed_records(study_dir)[job.key]) == 1

@@ -29,6 +29,7 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from harness.ground.console import say
+from harness.ground.files import atomic_write
 from harness.runner import queue
 from harness.runner.executors.base import GONE, Executor, JobHandle, JobRequest
 from harness.runner.executors.cancel import CancelReport, cancel_jobs
@@ -84,13 +85,15 @@ class Scheduled:
         self.submits: Counter = Counter()
         self.stuck: set[tuple[str, str, int]] = set()
         self.config_dir = study_dir / "tmp" / "jobs"
+        self.written: set[Path] = set()
 
     # ---- one job per trial -------------------------------------------------------------------
 
     def config_file(self, queue_name: str, device: str) -> Path:
-        """The job's :class:`WorkerConfig` (no URLs in it), one per queue and device kind."""
+        """The job's :class:`WorkerConfig` (no URLs in it), one per queue and device kind, written
+        once per run with this run's options (atomically: a job of an earlier run may be reading it)."""
         path = self.config_dir / f"{queue_name}.{device}.json"
-        if not path.exists():
+        if path not in self.written:
             config = WorkerConfig(
                 name=f"{self.executor.name} job",
                 device=device,
@@ -100,7 +103,8 @@ class Scheduled:
                 run=self.run_opts,
             )
             self.config_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(config.to_json(), encoding="utf-8")
+            atomic_write(path, config.to_json())
+            self.written.add(path)
         return path
 
     def request(self, q, job: queue.Job) -> JobRequest:
