@@ -7,8 +7,10 @@
    (default ``sqlite:///<study_dir>/optuna.db``) before any worker opens it;
 3. queue the design idempotently: a trial id already queued, running or completed is not added
    again; one whose last attempt failed is queued again (a re-run retries failures);
-4. start the workers (:mod:`harness.runner.worker`): one per GPU, or ``--workers`` CPU workers, each
-   a process that runs every trial in a child process of its own;
+4. start the workers (:mod:`harness.runner.worker`): one per GPU (per set of ``resources.gpus``
+   GPUs), or ``--workers`` CPU workers, each a process that runs every trial in a child process of
+   its own; or, with ``--executor slurm|ray``, submit one scheduler job per trial, each running
+   that trial through the same worker machinery (:mod:`harness.runner.executors`);
 5. print one progress line on stderr whenever the counts change (and every 30 s);
 6. return a :class:`RunSummary` whose ``exit_code`` is 0 (all completed), 1 (some failed or
    not run) or 130 (interrupted; re-running resumes).
