@@ -94,6 +94,8 @@ def _finish(run: Callable[[], object]) -> None:
 
 @app.command("run")
 @run_options(
+    "executor",
+    "address",
     "workers",
     "storage",
     "tracking_uri",
@@ -152,3 +154,15 @@ def status_cmd(study: StudyArg, *, opts: RunOptions) -> None:
     if opts.storage and report.started:
         bring_records(where, opts.storage)
     typer.echo(report.format())
+
+
+@app.command("cancel")
+@run_options("storage")
+def cancel_cmd(study: StudyArg, *, opts: RunOptions) -> None:
+    """Cancel the study's Slurm jobs and Ray tasks and put their running trials back in the queue
+    (resumable: `harness run` on the study runs what is left)."""
+    from harness.cli.results_cmds import named_study
+    from harness.runner.executors.cancel import cancel_study
+
+    report = cancel_study(str(named_study(study).path), opts.storage)
+    typer.echo("\n".join(report.lines()))

@@ -29,6 +29,7 @@ from harness.study.plan import (
     format_duration,
     plan_study,
 )
+from harness.study.resources import Resources
 from harness.study.sections import AA, AA_SEED_OFFSET
 from harness.tracking.records import read_records
 
@@ -84,6 +85,19 @@ def _summary(study) -> list[str]:
     ]
     if extra:
         lines.append(f"calibration: {' and '.join(extra)}, reported apart from the verdicts")
+    return lines
+
+
+def resource_lines(study) -> list[str]:
+    """Each arm's resources per trial and the study's executor, when the study names any."""
+    given = study.executor is not None or any(
+        r != Resources() for r in (study.resources, *(arm.resources for arm in study.arms))
+    )
+    if not given:
+        return []
+    lines = [f"executor {study.executor or 'local'} (harness run --executor overrides it); resources per trial:"]
+    width = max(len(arm.name) for arm in study.arms)
+    lines += [f"  {arm.name:<{width}}  {study.resources_of(arm.name).describe()}" for arm in study.arms]
     return lines
 
 
@@ -145,6 +159,8 @@ def validate(
     name as module:function and calls each tool factory, as a trial would. Validate only study
     files whose code you trust.
     """
+    from harness.runner.executors import check_resources
+
     failed = 0
     for path in study_files:
         try:
@@ -159,6 +175,7 @@ def validate(
             study = load_study(path)
             n_train, n_eval = check_task(study)
             check_arms_differ(study)
+            check_resources(study)
             warnings = study_warnings(study)
         except HarnessError as err:
             failed += 1
@@ -166,7 +183,7 @@ def validate(
             error(f"{prefix}{err}")
             continue
         typer.echo(f"ok: {path}")
-        for line in _summary(study):
+        for line in [*_summary(study), *resource_lines(study)]:
             typer.echo(f"  {line}")
         typer.echo(f"  task {study.task.name}: {n_train} train / {n_eval} held-out prompts; model {study.model.name}")
         for warning in warnings:
@@ -312,3 +329,5 @@ def plan(
         typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
         typer.echo(render_plan(result))
+        for line in resource_lines(study):
+            typer.echo(line)

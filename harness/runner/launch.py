@@ -213,6 +213,12 @@ class LogFollower:
                 self.show(line)
 
 
+#: seconds a trial process that ended without a result gives its worker's stop to arrive: Slurm
+#: signals every process of a job (scancel, preemption), so the trial may die of the signal that
+#: stops its worker a moment before the worker's handler runs; that trial was interrupted, not failed
+STOP_RACE_S = 2.0
+
+
 def run_trial_process(
     spec_json: str,
     *,
@@ -264,6 +270,8 @@ def run_trial_process(
                 payload = None
         if payload is not None and payload.get("ok"):
             return Outcome(result=payload["result"], wall_time_s=wall)  # finished, even if stopped
+        if not interrupted and payload is None and stop is not None and stop.wait(STOP_RACE_S):
+            interrupted = True  # killed by the signal that stops its worker too (a scheduler's scancel)
         if interrupted:
             return Outcome(interrupted=True, wall_time_s=wall)
         if timed_out:

@@ -18,7 +18,7 @@ import sys
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, TextIO, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TextIO, Union, get_args, get_origin
 
 from pydantic import ConfigDict, Field, SkipValidation, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
@@ -29,6 +29,7 @@ from harness.ground.dotted import check_findable
 from harness.ground.strict import StrictModel
 from harness.runner.child import DEFAULT_TRIAL_FN
 from harness.runner.slots import usable_cores, visible_gpus
+from harness.study.resources import EXECUTORS
 
 GRACE_PERIOD_S = 60  # the least grace period by default (and at least 3 heartbeats)
 
@@ -120,6 +121,17 @@ class RunOptions(StrictModel):
     progress_every: Seconds = Field(30.0, description="seconds between progress lines while nothing changes")
     shutdown_timeout: Seconds = Field(
         60.0, description="seconds after a stop (Ctrl-C) before workers that have not exited are killed"
+    )
+    executor: Literal[EXECUTORS] | None = Field(  # type: ignore[valid-type]
+        None,
+        json_schema_extra=FLAG,
+        description="where trials run: local (this machine's workers), slurm (one Slurm job per trial) or ray "
+        "(one Ray task per trial); default: the study's `executor:`, else local",
+    )
+    address: str | None = Field(
+        None,
+        json_schema_extra={**FLAG, "env": "RAY_ADDRESS"},
+        description="--executor ray: the Ray cluster's address (default: $RAY_ADDRESS, else the local cluster)",
     )
     gpus: list[str] | None = Field(None, description="the GPUs to run on (default: the visible ones)")
     min_free_mb: float | None = Field(

@@ -36,6 +36,16 @@ class TrialOutcome:
     worker: str | None = None
     spec: Any = None  # the queued trial spec (comparison trials)
     earlier: str | None = None  # why the current design does not use it, if it does not
+    job: dict[str, str] | None = None  # the scheduler job of its latest attempt (executor, id, name, logs)
+    job_state: str | None = None  # that job's state as the scheduler tells it (`harness status`)
+
+    def job_line(self) -> str:
+        """``; slurm job 123 RUNNING (logs: ...)`` for a trial a scheduler runs, else nothing."""
+        if not self.job:
+            return ""
+        state = f" {self.job_state}" if self.job_state else ""
+        logs = f" (logs: {self.job['logs']})" if self.job.get("logs") else ""
+        return f"; {self.job['executor']} job {self.job['id']}{state}{logs}"
 
     @property
     def reason(self) -> str | None:
@@ -109,6 +119,7 @@ def trial_outcomes(q, phase: str, keys: list[str] | None = None, label=None) -> 
                 reasons=reasons,
                 worker=last.attrs.get(study_db.WORKER),
                 spec=last.attrs.get(study_db.SPEC),
+                job=last.attrs.get(study_db.EXECUTOR_JOB),
             )
         )
     return out
@@ -176,7 +187,9 @@ class StatusReport:
             lines.append(f"{name}: {len(trials)} trials: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
             for t in trials:
                 if t.status == "running":
-                    lines.append(f"  running  {t.key} (attempt {t.attempts}) on {t.worker or '?'}")
+                    lines.append(f"  running  {t.key} (attempt {t.attempts}) on {t.worker or '?'}{t.job_line()}")
+                elif t.status == "waiting" and t.job:
+                    lines.append(f"  waiting  {t.key} (attempt {t.attempts}){t.job_line()}")
             for t in trials:
                 if t.status == "failed":
                     lines.append(f"  failed   {t.key} (attempt {t.attempts}): {t.reason}")
@@ -212,4 +225,17 @@ def study_status(study_ref: str | Path, storage: str | None = None) -> StatusRep
             t.earlier = earlier_design_of(study, t.spec, t.key.rsplit("-s", 1)[0])
     if study.sequential is not None:
         report.looks = look_lines(due_looks(study_file, url))
+    scheduler_states(report.trials)
     return report
+
+
+def scheduler_states(trials: list[TrialOutcome]) -> None:
+    """Ask Slurm (``squeue``) for the state of the jobs of waiting and running trials; a Ray
+    task's state is its driver's to know (the runner prints it), so it stays unset."""
+    from harness.runner.executors.slurm import slurm_states
+
+    asked = [t for t in trials if t.job and t.job.get("executor") == "slurm" and t.status in ("waiting", "running")]
+    if asked:
+        states = slurm_states([t.job["id"] for t in asked])
+        for t in asked:
+            t.job_state = states.get(t.job["id"])

@@ -84,7 +84,7 @@ class Progress:
 # the worker pool
 
 
-class _Interrupt:
+class Interrupt:
     """SIGINT/SIGTERM while the pool runs: the first stops workers cleanly, a second kills."""
 
     def __init__(self) -> None:
@@ -92,7 +92,7 @@ class _Interrupt:
         self.wake = threading.Event()
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> _Interrupt:
+    def __enter__(self) -> Interrupt:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
@@ -107,7 +107,7 @@ class _Interrupt:
             signal.signal(sig, old)
 
 
-def _watch(procs, interrupt: _Interrupt, progress, on_tick, opts: RunOptions) -> None:
+def _watch(procs, interrupt: Interrupt, progress, on_tick, opts: RunOptions) -> None:
     """Until every worker has exited: queue phases, show progress, relay Ctrl-C."""
     out = opts.out()
     signalled_at: float | None = None
@@ -160,7 +160,7 @@ def run_pool(
     config_dir.mkdir(parents=True, exist_ok=True)
     procs: list[tuple[Slot, subprocess.Popen]] = []
     out = opts.out()
-    with _Interrupt() as interrupt:
+    with Interrupt() as interrupt:
         run = opts.model_copy(update={"storage": storage})  # the URL the workers open
         for slot in slots:
             config = WorkerConfig(

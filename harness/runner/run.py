@@ -7,8 +7,10 @@
    (default ``sqlite:///<study_dir>/optuna.db``) before any worker opens it;
 3. queue the design idempotently: a trial id already queued, running or completed is not added
    again; one whose last attempt failed is queued again (a re-run retries failures);
-4. start the workers (:mod:`harness.runner.worker`): one per GPU, or ``--workers`` CPU workers, each
-   a process that runs every trial in a child process of its own;
+4. start the workers (:mod:`harness.runner.worker`): one per GPU (per set of ``resources.gpus``
+   GPUs), or ``--workers`` CPU workers, each a process that runs every trial in a child process of
+   its own; or, with ``--executor slurm|ray``, submit one scheduler job per trial, each running
+   that trial through the same worker machinery (:mod:`harness.runner.executors`);
 5. print one progress line on stderr whenever the counts change (and every 30 s);
 6. return a :class:`RunSummary` whose ``exit_code`` is 0 (all completed), 1 (some failed or
    not run) or 130 (interrupted; re-running resumes).
@@ -34,6 +36,7 @@ processes lives in :mod:`harness.runner.pool`, summaries and ``study_status`` in
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -44,6 +47,9 @@ from optuna.trial import TrialState
 from harness.ground.console import say
 from harness.ground.files import atomic_write, file_lock
 from harness.runner import queue
+from harness.runner.executors import executor_name, make_executor
+from harness.runner.executors.local import local_slots
+from harness.runner.executors.scheduled import Scheduled
 from harness.runner.looks import Looks, check_rule, due_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
@@ -60,7 +66,6 @@ from harness.runner.outcomes import (
 from harness.runner.output_dir import check_output_dir, make_output_dir
 from harness.runner.pool import Progress, run_pool
 from harness.runner.seed_check import seed_check
-from harness.runner.slots import plan_slots
 from harness.study.expand import apply_best, expand, study_dir
 from harness.study.load import dump_study, load_study
 from harness.study.noop import check_arms_differ
@@ -86,8 +91,9 @@ class _Setup:
 QUEUE_LOCK = ".queue.lock"  # in the study folder: one runner queues at a time (two `harness run` at once)
 
 
-def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
-    """Check everything, then create the study folder, the storage (once) and its snapshot.
+def prepare(study_path: str | Path, opts: RunOptions, check: Callable[[Any], None] | None = None) -> _Setup:
+    """Check everything (``check(study)`` too: the executor's), then create the study folder, the
+    storage (once) and its snapshot.
 
     A sequential study whose file changes the rule fixed at its first look is refused before
     the snapshot is written (``opts.new_version``: its next version is fixed instead)."""
@@ -96,6 +102,8 @@ def prepare(study_path: str | Path, opts: RunOptions) -> _Setup:
     if study.tuning is None:
         expand(study)  # every trial must build (raises ConfigError)
     check_arms_differ(study)  # a no-op arm would spend its seeds measuring noise
+    if check is not None:
+        check(study)
     opts.warn_over_capacity()
     folder = study_dir(study)
     check_output_dir(folder, min_free_mb=opts.min_free_mb)  # a full disk fails before anything starts
@@ -262,22 +270,53 @@ class _Phases:
 
 def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSummary:
     """``harness run``: queue the study's design and run it to the end (see the module doc);
-    ``opts.new_version``: a sequential study whose file changes its rule starts the rule's next version."""
+    ``opts.new_version``: a sequential study whose file changes its rule starts the rule's next version.
+    ``opts.executor`` (else the study's ``executor:``) says where the trials run
+    (:mod:`harness.runner.executors`)."""
     opts = opts or RunOptions()
-    setup = prepare(study_path, opts)
+    chosen: dict[str, Any] = {}
+
+    def check_executor(study) -> None:  # before anything is created: resources that cannot fit
+        where = executor_name(study, opts)
+        if where == "local":
+            chosen["slots"] = local_slots(study, opts)
+            return
+        executor = make_executor(where, study_dir=study_dir(study), opts=opts)
+        chosen["executor"] = executor
+        executor.check({arm.name: study.resources_of(arm.name) for arm in study.arms})
+
+    try:
+        setup = prepare(study_path, opts, check=check_executor)
+    except BaseException:
+        if "executor" in chosen:
+            chosen["executor"].close()
+        raise
     study, out = setup.study, opts.out()
-    slots = plan_slots(opts.workers, gpus=opts.gpus)
-    say(
-        f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} "
-        f"| {len(slots)} worker(s) on {', '.join(s.device for s in slots)}",
-        stream=out,
+    executor, slots = chosen.get("executor"), chosen.get("slots", [])
+    where = (
+        f"{len(slots)} worker(s) on {', '.join(s.device for s in slots)}"
+        if executor is None
+        else f"executor {executor.name}: one job per trial"
     )
+    say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} | {where}", stream=out)
     say(seed_check(study, setup.study_dir, opts), stream=out)
     summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
-    phases = _Phases(setup, opts, len(slots))
+    phases = _Phases(setup, opts, len(slots) if executor is None else len(study.conditions()) * len(study.seeds))
     try:
         phases.start()
-        if phases.pending():
+        if phases.pending() and executor is not None:
+            summary.interrupted = Scheduled(
+                executor,
+                study=study,
+                study_file=setup.study_file,
+                study_dir=setup.study_dir,
+                storage=setup.storage_url,
+                queues=phases.queues,
+                opts=opts,
+                progress=phases.progress,
+                on_tick=phases.tick,
+            ).run()
+        elif phases.pending():
             summary.interrupted = run_pool(
                 study_file=setup.study_file,
                 study_dir=setup.study_dir,
@@ -300,6 +339,8 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
             phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
     finally:
         phases.close()
+        if executor is not None:
+            executor.close()
     for arm, q in phases.tune.items():
         summary.trials += trial_outcomes(q, "tune", phases.slot_keys, label=slot_label(arm))
     summary.notes += phases.notes
@@ -332,7 +373,7 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     if not found:
         raise study_db.StorageError(f"no study {study.name!r} in {redact_url(url)}; start it with `harness run` first")
     make_output_dir(folder)
-    slots = plan_slots(opts.workers, gpus=opts.gpus)
+    slots = local_slots(study, opts)
     out = opts.out()
     check_rule(study, storage, folder, say=partial(say, stream=out))
     say(

@@ -49,21 +49,28 @@ def visible_gpus() -> list[str]:
     return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
 
 
-def plan_slots(workers: int | None = None, *, gpus: list[str] | None = None, cores: int | None = None) -> list[Slot]:
+def plan_slots(
+    workers: int | None = None, *, gpus: list[str] | None = None, cores: int | None = None, gpus_per_trial: int = 1
+) -> list[Slot]:
     """One worker per GPU when there are GPUs (``workers`` > GPUs shares them round-robin),
-    else ``workers`` CPU workers (default 1) that split the cores evenly."""
+    else ``workers`` CPU workers (default 1) that split the cores evenly.
+
+    ``gpus_per_trial`` > 1 (a study's ``resources.gpus``) groups the GPUs: each worker gets its own
+    set of that many (``CUDA_VISIBLE_DEVICES=0,1``), one worker per set; GPUs left over are idle."""
     gpus = visible_gpus() if gpus is None else gpus
     cores = usable_cores() if cores is None else cores
     if workers is not None and workers < 1:
         raise ValueError("--workers must be at least 1")
     if gpus:
-        n = workers or len(gpus)
+        per = max(1, gpus_per_trial)
+        sets = [gpus[i : i + per] for i in range(0, len(gpus) - per + 1, per)]
+        n = workers or len(sets)
         threads = max(1, cores // n)
         return [
             Slot(
-                name=f"gpu{gpus[i % len(gpus)]}" + (f".{i // len(gpus)}" if n > len(gpus) else ""),
-                device=f"cuda:{gpus[i % len(gpus)]}",
-                env={"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)], **{v: str(threads) for v in THREAD_VARS}},
+                name=f"gpu{'+'.join(sets[i % len(sets)])}" + (f".{i // len(sets)}" if n > len(sets) else ""),
+                device=f"cuda:{','.join(sets[i % len(sets)])}",
+                env={"CUDA_VISIBLE_DEVICES": ",".join(sets[i % len(sets)]), **{v: str(threads) for v in THREAD_VARS}},
                 threads=threads,
             )
             for i in range(n)

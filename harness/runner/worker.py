@@ -179,29 +179,13 @@ class Worker:
         or a record that cannot be written, ends the loop with one line on stderr and
         ``stats.stopped`` saying why (its claimed job, if any, stays claimed for another worker to
         take over). A job that breaks the harness itself fails that job only."""
+        return self._guarded(self._work)
+
+    def _guarded(self, work) -> WorkerStats:
+        """Run ``work()``; a storage outage past its bound, or a record that cannot be written,
+        ends it with one line on stderr and ``stats.stopped`` saying why."""
         try:
-            self._mirror_missing()
-            while not self.stop.is_set():
-                self._check_stale()
-                claimed = None
-                for q in self.queues:
-                    job = self._db("claiming a trial", queue.claim_next, q, self.identity)
-                    if job is not None:
-                        claimed = (q, job)
-                        break
-                if claimed is not None:
-                    self._run_job(*claimed)
-                    continue
-                if self._looks is not None and self._db("working out the next look", self._looks.advance):
-                    continue  # this worker queued a look: claim its trials
-                held = self.config.hold_file is not None and Path(self.config.hold_file).exists()
-                if (
-                    not held
-                    and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues)
-                    and self._finished()
-                ):
-                    break  # nothing waiting, nothing running anywhere, nothing more coming: done
-                self.stop.wait(self.opts.poll_interval)  # others still run: one may fail and retry
+            work()
         except outages.StorageUnavailable as err:
             left = ""
             if self._job is not None:
@@ -215,6 +199,30 @@ class Worker:
             self.stats.stopped = str(err)
             self._say(str(err))
         return self.stats
+
+    def _work(self) -> None:
+        self._mirror_missing()
+        while not self.stop.is_set():
+            self._check_stale()
+            claimed = None
+            for q in self.queues:
+                job = self._db("claiming a trial", queue.claim_next, q, self.identity)
+                if job is not None:
+                    claimed = (q, job)
+                    break
+            if claimed is not None:
+                self._run_job(*claimed)
+                continue
+            if self._looks is not None and self._db("working out the next look", self._looks.advance):
+                continue  # this worker queued a look: claim its trials
+            held = self.config.hold_file is not None and Path(self.config.hold_file).exists()
+            if (
+                not held
+                and not any(self._db("polling the queue", queue.has_work, q) for q in self.queues)
+                and self._finished()
+            ):
+                break  # nothing waiting, nothing running anywhere, nothing more coming: done
+            self.stop.wait(self.opts.poll_interval)  # others still run: one may fail and retry
 
     def _finished(self) -> bool:
         """Whether the study is over, once no job is waiting or running anywhere (see the module
@@ -528,6 +536,7 @@ class Worker:
             started_at=started_at,
             device=self.config.device,
             study=self.study.name,
+            scheduler_job=self._job.attrs.get(study_db.EXECUTOR_JOB) if self._job is not None else None,
         )
         return record, False
 

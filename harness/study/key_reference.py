@@ -32,6 +32,7 @@ from harness.engine.tasks import TASKS, TOOLS, jsonl
 from harness.engine.tasks.rewards import REWARDS
 from harness.study.load import INCLUDE_MEANING
 from harness.study.overrides import algorithm_keys
+from harness.study.resources import Resources
 from harness.study.schema import FINAL_METRICS, Arm, Study
 from harness.study.sections import SearchParam
 
@@ -51,6 +52,7 @@ _SECTION_READERS = {
     "primary_at": "harness.decide (compute_budget)",
     "scaling": "harness.decide (scaling)",
     "trainer": "harness.trainers (the trial process; templates checked by harness.study)",
+    "resources": "harness.runner.executors",
 }
 #: ... and each key that is not in a section.
 _READ_BY = {
@@ -70,6 +72,9 @@ _READ_BY = {
     "placebo": "harness.study, harness.decide (calibration)",
     "arms[].description": "nothing: a note for the file's readers",
     "arms[].trainer": "harness.study (expand), harness.trainers",
+    "executor": "harness.runner.executors",
+    "arms[].resources": "harness.runner.executors",
+    **{f"arms[].resources.{name}": "harness.runner.executors" for name in Resources.model_fields},
 }
 #: How a model reads as a type.
 _MODEL_TYPES = {Arm: "arm", SearchParam: "range or choices"}

@@ -40,6 +40,7 @@ from harness.study.overrides import (
     split_key,
     train_keys,
 )
+from harness.study.resources import EXECUTORS, Resources
 from harness.study.sections import (
     AA,
     AA_SEED_OFFSET,
@@ -130,6 +131,9 @@ class Arm(StrictModel):
     trainer: TrainerConfig | None = Field(
         None, description="the program that trains this arm's trials (see the study's `trainer`); default: the study's"
     )
+    resources: Resources = Field(
+        default_factory=Resources, description="this arm's resources per trial, over the study-wide `resources`"
+    )
 
     @field_validator("name")
     @classmethod
@@ -205,6 +209,14 @@ class Study(StrictModel):
         default_factory=dict, description="override key -> values; every arm runs at every combination"
     )
     tuning: Tuning | None = Field(None, description="tune each arm with Optuna before the comparison")
+    executor: Literal[EXECUTORS] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="where trials run: local (this machine's pool, the default), slurm or ray; "
+        "`harness run --executor` overrides it",
+    )
+    resources: Resources = Field(
+        default_factory=Resources, description="every trial's resources (an arm's own `resources` overrides them)"
+    )
     checks: SelfChecks = Field(SelfChecks(), description="self-checks run with the study (each can be switched off)")
     calibration: Literal["none", "aa"] = Field(
         "none",
@@ -437,6 +449,10 @@ class Study(StrictModel):
     def arm_trainer(self, arm: Arm) -> TrainerConfig:
         """The trainer of ``arm``'s trials: its own, else the study's."""
         return arm.trainer if arm.trainer is not None else self.trainer
+
+    def resources_of(self, arm: str) -> Resources:
+        """What each trial of ``arm`` asks for: its own resources over the study-wide ones."""
+        return self.arm(arm).resources.over(self.resources)
 
     def grid_cells(self) -> list[dict[str, Any]]:
         """Every combination of grid values (keys sorted); ``[{}]`` without a grid."""

@@ -62,16 +62,20 @@ class TrialRecord(BaseModel):
     prompt_scores: str | None = None
     # the trial's warnings, one line each ("<code>: ...", harness.engine.spec.TrialResult.warnings)
     warnings: list[str] = []
+    # the scheduler's job that ran it (executor, id, name, log files); None: run by a local worker
+    scheduler_job: dict[str, str] | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_fields(self, handler):
-        """A record without per-prompt scores or warnings dumps as before those fields existed, so
+        """A record without per-prompt scores, warnings or a scheduler job dumps as before those fields existed, so
         its file and fingerprint (what MLflow and the shared storage match on) stay the same."""
         data = handler(self)
         if data.get("prompt_scores") is None:
             data.pop("prompt_scores", None)
         if not data.get("warnings"):
             data.pop("warnings", None)
+        if data.get("scheduler_job") is None:
+            data.pop("scheduler_job", None)
         return data
 
     def fingerprint(self) -> str:
@@ -157,6 +161,7 @@ def make_record(
     device: str = "cpu",
     study: str | None = None,
     finished_at: _dt.datetime | str | float | None = None,
+    scheduler_job: dict[str, str] | None = None,
 ) -> TrialRecord:
     """The record of one finished (or failed) trial; provenance is filled in here.
 
@@ -186,6 +191,7 @@ def make_record(
         phase=phase,
         prompt_scores=encode_scores(result.prompts),
         warnings=list(result.warnings),
+        scheduler_job=scheduler_job,
     )
 
 

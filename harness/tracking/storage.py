@@ -34,6 +34,7 @@ MAX_ATTEMPT = "max_attempt"  # a failure is re-queued while attempt < max_attemp
 REASON = "reason"  # why the job failed (or was re-queued)
 WORKER = "worker"  # who ran it: host/pid and device
 TRIAL_IDS = "trial_ids"  # tune jobs: the trial ids of its per-seed runs
+EXECUTOR_JOB = "executor_job"  # Slurm or Ray: the scheduler's job of the current attempt (id, name, logs)
 
 STATE_NAMES = {
     TrialState.COMPLETE: "completed",

@@ -60,7 +60,8 @@ def _flags(command: str) -> set[str]:
 def test_every_runner_flag_is_a_field_of_the_options_under_the_same_name():
     fields = {name for name, field in RunOptions.model_fields.items() if (field.json_schema_extra or {}).get("flag")}
     assert _flags("run") == fields
-    assert _flags("worker") == fields - {"retries", "kill_grace", "new_version"}  # run alone starts a version
+    # run alone starts a version, and chooses an executor (a worker is the hand-started local pool)
+    assert _flags("worker") == fields - {"retries", "kill_grace", "new_version", "executor", "address"}
     group = typer.main.get_command(app)
     run = {p.name: p for p in group.commands["run"].params}  # type: ignore[attr-defined]
     for name in fields:

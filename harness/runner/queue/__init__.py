@@ -27,10 +27,19 @@ modules.
 from harness.runner.queue.claims import claim, claim_next, complete, release, set_attr, set_reason, transition
 from harness.runner.queue.enqueue import EnqueueReport, enqueue_missing, enqueue_slots, enqueue_specs
 from harness.runner.queue.jobs import Counts, Job, attempts, count, has_work, jobs, latest, slot_key
-from harness.runner.queue.queues import COMPARE_QUEUED, RETRIES, create_queue, load_queue, queue_attr, set_queue_attr
+from harness.runner.queue.queues import (
+    CANCEL_REQUESTED,
+    COMPARE_QUEUED,
+    RETRIES,
+    create_queue,
+    load_queue,
+    queue_attr,
+    set_queue_attr,
+)
 from harness.runner.queue.retries import SUPERSEDED, StaleJob, fail, fail_stale, requeue, stale_jobs
 
 __all__ = [
+    "CANCEL_REQUESTED",
     "COMPARE_QUEUED",
     "RETRIES",
     "Counts",

@@ -20,6 +20,16 @@ class Either:
     def is_set(self) -> bool:
         return any(e.is_set() for e in self.events)
 
+    def wait(self, timeout: float, poll_s: float = 0.05) -> bool:
+        """Whether either event is set within ``timeout`` seconds (polled, as ``Event.wait`` is not
+        composable)."""
+        deadline = time.monotonic() + timeout
+        while not self.is_set():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+        return True
+
 
 class Heartbeat:
     """Records fenced heartbeats for one job while it runs (in a thread of the worker).

@@ -22,6 +22,9 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 RETRIES = "retries"
 #: a tuned study: the comparison phase is decided (its trials queued, or none will be)
 COMPARE_QUEUED = "compare_queued"
+#: ``harness cancel`` was run: the runner that submits this study's scheduler jobs stops submitting
+#: and cancels its own (a Ray driver's tasks can be cancelled by it alone); ``harness run`` clears it
+CANCEL_REQUESTED = "cancel_requested"
 
 
 def create_queue(storage: RDBStorage, name: str, direction: str) -> optuna.Study:

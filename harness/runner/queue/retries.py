@@ -23,14 +23,14 @@ from harness.runner.queue.claims import set_reason, transition
 from harness.runner.queue.enqueue import enqueue_due
 from harness.runner.queue.jobs import Job, jobs
 from harness.runner.queue.outages import retried
-from harness.tracking.storage import ATTEMPT, MAX_ATTEMPT, REASON, TRIAL_IDS, WORKER
+from harness.tracking.storage import ATTEMPT, EXECUTOR_JOB, MAX_ATTEMPT, REASON, TRIAL_IDS, WORKER
 
 
 @retried("queueing the next attempt", nested=True)  # after the FAIL: the retry must not get lost
 def requeue(study: optuna.Study, job: Job, *, fresh_budget: bool = False) -> None:
     """Queue the next attempt of a failed job (same key, same spec, same tuning parameters),
     unless the queue holds a later attempt already (a re-run retried it first)."""
-    attrs = {k: v for k, v in job.attrs.items() if k not in (REASON, WORKER, TRIAL_IDS)}
+    attrs = {k: v for k, v in job.attrs.items() if k not in (REASON, WORKER, TRIAL_IDS, EXECUTOR_JOB)}
     attrs[ATTEMPT] = job.attempt + 1
     attrs[MAX_ATTEMPT] = job.max_attempt + 1 if fresh_budget else job.max_attempt
     enqueue_due(study, lambda held: [] if held[job.key].attempt > job.attempt else [(attrs, job.params)])
