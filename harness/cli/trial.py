@@ -161,8 +161,8 @@ def trial(
     """Run one training trial, print its final metrics and keep its record."""
     spec = build_spec(algorithm, task, steps, seed, assignments, name)
     from harness.engine.spec import TrialResult
-    from harness.engine.trial import run_trial
     from harness.tracking.records import now_iso
+    from harness.trainers.dispatch import run_trial
 
     started_at = now_iso()
     try:

@@ -59,6 +59,14 @@ def process_gone(pid: int) -> bool:
     return state in (b"Z", b"X")
 
 
+def _end_trial() -> None:
+    """Exit at once, taking along every process of the trial's group when this process leads it
+    (a trainer's program and whatever it started must not outlive a worker that is gone)."""
+    if os.getpgid(0) == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(1)
+
+
 def _die_with_parent(worker_pid: int | None = None) -> None:
     """End this process when the worker that started it is gone (never leave orphans running).
 
@@ -82,11 +90,11 @@ def _die_with_parent(worker_pid: int | None = None) -> None:
     def watch() -> None:
         while True:
             if dead():
-                os._exit(1)
+                _end_trial()
             time.sleep(0.5)
 
     if dead():  # the parent (or the worker) died before prctl took effect
-        os._exit(1)
+        _end_trial()
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 

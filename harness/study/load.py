@@ -479,13 +479,14 @@ def _check_resolves(study: Study) -> None:
                     )
                     resolve_arm(arm, algorithm, where)
                     arm_train(study, arm, train, where)
-    _check_trainer_templates(study)
+    _check_trainers(study)
 
 
-def _check_trainer_templates(study: Study) -> None:
+def _check_trainers(study: Study) -> None:
     """Every placeholder of a program trainer's command and env names a field of its trial file (at
     each arm's first condition: the fields do not change with the cell or the seed), and every
-    condition of a TRL arm has only parts TRL has (``check_trl``; pure, so TRL need not be installed)."""
+    condition of a TRL arm has only parts TRL has (``check_trl``; pure, so TRL need not be installed).
+    A tool-calling task is the builtin trainer's only: the trial file does not describe the tools."""
     checked: set[str] = set()
     for condition in study.iter_conditions():
         arm = study.arm(condition.arm)
@@ -494,6 +495,11 @@ def _check_trainer_templates(study: Study) -> None:
         where = f"arms[{study.arms.index(arm)}] ({arm.name})" if arm.trainer is not None else "study"
         spec = condition_spec(study, condition, study.seeds[0])
         try:
+            if spec.task.tools:
+                raise ConfigError(
+                    f"trainer {spec.trainer.kind}: a tool-calling task (task.tools) is trained by the builtin "
+                    "trainer only (the trial file does not describe the tools); use trainer: builtin"
+                )
             if arm.name not in checked:
                 check_templates(spec)
             if spec.trainer.kind == "trl":

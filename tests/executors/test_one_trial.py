@@ -5,19 +5,21 @@ task: it runs its trial exactly once whatever it finds in the queue.
 - a stale claim (the earlier attempt's job died): queued again by the stale check, then run here;
 - a live claim (another attempt is running and beating): left alone.
 
-The entry runs in this process; its trial processes come from a fork server that keeps the
-environment of the test that started it, so the tests count runs by records and attempts, not by
-the fake trials' call files.
+The entry runs in this process. Its trial processes are exec'd (``HARNESS_TRIAL_START=exec``): a
+fork server started by an earlier test would keep that test's environment, without this test's
+fake-trial settings. The tests count runs by records and attempts.
 """
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from executors_helpers import options, trial_env_fixture, write_study  # noqa: F401  (the fixture trial_env)
 from optuna.trial import TrialState
 
 from harness.runner import queue
+from harness.runner.launch import START_ENV
 from harness.runner.one_trial import OneTrial, main
 from harness.runner.queue.heartbeat import Heartbeat
 from harness.runner.run import prepare
@@ -26,6 +28,11 @@ from harness.study.expand import expand
 from harness.tracking.records import read_records
 
 BEAT_S, GRACE_S = 0.2, 1.0
+
+
+@pytest.fixture(autouse=True)
+def _exec_trials(monkeypatch):
+    monkeypatch.setenv(START_ENV, "exec")
 
 
 def queued(tmp_path):

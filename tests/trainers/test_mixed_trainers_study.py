@@ -1,6 +1,6 @@
-"""A study mixing the builtin trainer and a command arm (docs/trainers/plain_loop.py) runs end to
-end through the real runner: both arms' trials complete, judged alike, the program's metrics
-reach the curves and the trial's MLflow run, and the study reports and decides."""
+"""A study mixing the builtin trainer, the TRL adapter and a command arm (docs/trainers/plain_loop.py)
+runs end to end through the real runner: every arm's trials complete, judged alike, the programs'
+metrics reach the curves and the trial's MLflow run, and the study reports and decides."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 SEEDS = 2
 
 
-def test_a_study_with_a_builtin_and_a_command_arm_runs_reports_and_decides(tmp_path):
+def test_a_study_with_builtin_trl_and_command_arms_runs_reports_and_decides(tmp_path):
     out = tmp_path / "mixed"
     plain_loop = {"kind": "command", "command": ["{python}", str(PLAIN_LOOP), "{trial_file}"]}
     study = {
@@ -39,6 +39,7 @@ def test_a_study_with_a_builtin_and_a_command_arm_runs_reports_and_decides(tmp_p
         "arms": [
             {"name": "builtin", "algorithm": "grpo", "set": {"group_size": 2}},
             {"name": "plain", "algorithm": "grpo", "set": {"group_size": 2}, "trainer": plain_loop},
+            {"name": "trl", "algorithm": "grpo", "set": {"group_size": 2}, "trainer": "trl"},
         ],
     }
     path = tmp_path / "mixed.yaml"
@@ -49,10 +50,11 @@ def test_a_study_with_a_builtin_and_a_command_arm_runs_reports_and_decides(tmp_p
 
     results = load_results(path)
     trials = results.trials
-    assert sorted(trials["arm"]) == ["builtin"] * SEEDS + ["plain"] * SEEDS
+    assert sorted(trials["arm"]) == ["builtin"] * SEEDS + ["plain"] * SEEDS + ["trl"] * SEEDS
     assert set(trials["status"]) == {"completed"}
     plain = results.curves[results.curves["arm"] == "plain"]
-    for _, curve in plain.groupby("trial_id"):
+    programs = results.curves[results.curves["arm"].isin(["plain", "trl"])]
+    for _, curve in programs.groupby("trial_id"):
         reward = curve[curve["metric"] == "train/reward_mean"]
         accuracy = curve[curve["metric"] == "eval/accuracy"]
         assert sorted(reward["step"]) == [1, 2]  # the program's own metrics, by step
@@ -66,9 +68,11 @@ def test_a_study_with_a_builtin_and_a_command_arm_runs_reports_and_decides(tmp_p
     assert len(mlflow.MlflowClient().get_metric_history(run.info.run_id, "train/reward_mean")) == 2
 
     analysis = analyze(results, n_permutations=100, curve_metrics=[])
-    [verdict] = analysis.verdicts.to_dict(orient="records")
-    assert verdict["condition"] == "plain" and verdict["test"] == "seed_prompt"
-    assert "plain" in render_markdown(analysis)
+    verdicts = {row["condition"]: row for row in analysis.verdicts.to_dict(orient="records")}
+    assert sorted(verdicts) == ["plain", "trl"]
+    assert {row["test"] for row in verdicts.values()} == {"seed_prompt"}
+    report = render_markdown(analysis)
+    assert "| trainer.kind |" in report and "trl" in report
 
 
 def test_a_failing_program_is_a_failed_trial_with_its_reason_and_nothing_complete(tmp_path):

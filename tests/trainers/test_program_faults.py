@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -209,3 +212,40 @@ def test_a_trial_folder_is_emptied_only_when_it_is_a_trials(monkeypatch, tmp_pat
     with pytest.raises(ProgramTrialError, match="is left as it is"):
         fresh_trial_dir("t")
     assert (theirs / "notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.slow
+def test_a_program_is_ended_when_its_worker_is_killed(program_spec, script, tmp_path):
+    """A worker killed with SIGKILL takes its trial's program along (the trial process ends its
+    whole group when it sees the worker gone), so nothing keeps a GPU busy for a dead worker."""
+    pids = tmp_path / "pids.json"
+    command = script(
+        PREAMBLE + f"import time\nPath({str(pids)!r}).write_text(json.dumps([os.getpid()]))\ntime.sleep(600)"
+    )
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(program_spec(command, warmstart={"enabled": False}).model_dump_json())
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from harness.runner.launch import run_trial_process;"
+            "from harness.runner.child import DEFAULT_TRIAL_FN;"
+            "run_trial_process(Path(sys.argv[1]).read_text(), trial_fn=DEFAULT_TRIAL_FN, work_dir=Path(sys.argv[2]),"
+            " log_path=Path(sys.argv[3]), stem='trial', timeout_s=300, kill_grace_s=2.0)",
+            str(spec_file),
+            str(tmp_path / "tmp"),
+            str(tmp_path / "trial.log"),
+        ],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    deadline = time.monotonic() + 120
+    while not pids.exists() and time.monotonic() < deadline and worker.poll() is None:
+        time.sleep(0.2)
+    assert pids.exists(), (tmp_path / "trial.log").read_text() if (tmp_path / "trial.log").exists() else "no log"
+    [program] = json.loads(pids.read_text())
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 10
+    while not process_gone(program) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process_gone(program)

@@ -104,3 +104,15 @@ def test_handed_in_scores_cannot_decide_on_pass_at_k():
     trainer = {"kind": "command", "command": COMMAND, "scores": "program"}
     with pytest.raises(ConfigError, match="primary_metric: eval/pass@2 is not among the scores a program hands in"):
         study(trainer=trainer, primary_metric="eval/pass@2", train={"eval_samples": 2, "eval_pass_k": [2]})
+
+
+def test_a_tool_calling_task_is_refused_for_a_program_trainer():
+    with pytest.raises(ConfigError, match=r"arms\[1\] \(prog\): trainer command: a tool-calling task") as caught:
+        study(
+            task={"name": "multiplication", "tools": ["calculator"], "n_train": 40, "n_eval": 8},
+            arms=[
+                {"name": "own", "algorithm": "grpo"},
+                {"name": "prog", "algorithm": "grpo", "trainer": {"kind": "command", "command": COMMAND}},
+            ],
+        )
+    assert "\n" not in str(caught.value)
