@@ -52,8 +52,8 @@ MAY_IMPORT: dict[str, set[str]] = {
         "algorithms",
         "decide",
         "engine.spec",
-        "engine.trial",
         "engine.reward_model",
+        "trainers.dispatch",  # `harness trial`: one trial in this process, by its trainer
         "report",
         "runner",
         "study",
