@@ -247,3 +247,29 @@ def test_the_worker_reads_an_edited_arm_as_left_the_design(tmp_path):
     data["arms"][0]["set"] = {"eps_high": 0.28}  # the arm edited while its worker was dead
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     assert left_design(load_study(path), job) == "from an earlier version of arm ok_a"
+
+
+def test_a_database_lost_while_claiming_leaves_no_claim_behind(q, monkeypatch):
+    """The job is read before its claim commits: an outage in that read claims nothing, so no
+    trial is left RUNNING under a claim its worker never learnt it holds."""
+    from sqlalchemy.exc import OperationalError
+
+    from harness.runner.queue import optuna_tables
+
+    study, _ = q
+    queue.enqueue_specs(study, [_Spec("a-s0")], phase="compare", retries=0)
+
+    def unreachable(*_args):
+        raise OperationalError("SELECT", {}, Exception("server closed the connection unexpectedly"))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(optuna_tables, "load_trial", unreachable)
+        with pytest.raises(OperationalError):
+            queue.claim_next(study, owner="host:1 cpu")
+    [waiting] = queue.jobs(study)
+    assert waiting.state == TrialState.WAITING
+    job = queue.claim_next(study, owner="host:1 cpu")
+    assert job is not None and job.key == "a-s0" and job.state == TrialState.RUNNING
+    assert job.attrs["worker"] == "host:1 cpu"
+    [claimed] = queue.jobs(study)
+    assert claimed.state == TrialState.RUNNING

@@ -52,6 +52,10 @@ def claim_next(study: optuna.Study, owner: str | None = None) -> Job | None:
     the queue (reading every waiting job to pick the first took seconds a claim at 10,000 jobs).
     Processes claiming at once skip each other's rows (:func:`~.optuna_tables.oldest_waiting`);
     one that lost a row to another process anyway (SQLite) tries the next oldest.
+
+    The job is read before the claim commits, never after: a database that stops answering between
+    the two would otherwise leave a claim no worker knows it holds (its trial run again, as a new
+    attempt, once its heartbeat went stale). An error before the commit claims nothing.
     """
     engine = tables.engine(study)
     while True:
@@ -59,9 +63,13 @@ def claim_next(study: optuna.Study, owner: str | None = None) -> Job | None:
             row = tables.oldest_waiting(conn, study)
             if row is None:
                 return None
+            job = Job.from_frozen(tables.load_trial(study, row))
             claimed = _claim_row(conn, row, owner)
         if claimed:
-            return Job.from_frozen(tables.load_trial(study, row))
+            job.state = TrialState.RUNNING
+            if owner is not None:
+                job.attrs[WORKER] = owner
+            return job
 
 
 def transition(study: optuna.Study, job: Job, from_state: TrialState, to_state: TrialState) -> bool:
