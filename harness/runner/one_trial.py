@@ -22,7 +22,6 @@ start or the storage stayed unreachable.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -32,12 +31,11 @@ from optuna.trial import TrialState
 
 from harness.errors import HarnessError
 from harness.ground.console import say
-from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
+from harness.ground.exit_codes import EXIT_BAD_INPUT
 from harness.runner import queue
-from harness.runner.launch import prestart_forkserver
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig
-from harness.runner.worker_process import install_stop_handlers
+from harness.runner.worker_process import serve
 from harness.tracking import storage as study_db
 
 
@@ -93,19 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     except (HarnessError, OSError) as err:
         say(f"error: {err}", prefix="[trial]")
         return EXIT_BAD_INPUT
-    for var in config.run.secret_env_vars():  # trial processes never see the URLs
-        os.environ.pop(var, None)
-    prestart_forkserver()
-    stop = threading.Event()
-    install_stop_handlers(stop)  # scancel, preemption: the trial is stopped and put back
-    try:
-        stats = OneTrial(config, argv[1], stop).run()
-    except Exception as err:
-        if not isinstance(err, HarnessError):
-            raise
-        say(f"error: {err}", prefix=f"[trial {argv[1]}]")
-        return EXIT_BAD_INPUT
-    return EXIT_BAD_INPUT if stats.stopped else EXIT_OK
+    # scancel, preemption: the stop handlers stop the trial and put it back in the queue
+    return serve(config, lambda stop: OneTrial(config, argv[1], stop).run(), label=f"[trial {argv[1]}]")
 
 
 if __name__ == "__main__":

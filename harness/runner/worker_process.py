@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -19,7 +20,7 @@ from harness.ground.console import say
 from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 from harness.runner.launch import prestart_forkserver
 from harness.runner.worker import Worker
-from harness.runner.worker_config import WorkerConfig
+from harness.runner.worker_config import WorkerConfig, WorkerStats
 
 
 def install_stop_handlers(stop: threading.Event) -> None:
@@ -61,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as err:
         say(f"error: {err}", prefix="[worker]")
         return EXIT_BAD_INPUT
+    return serve(config, lambda stop: Worker(config, stop).run(), label=f"[worker {config.name}]")
+
+
+def serve(config: WorkerConfig, work: Callable[[threading.Event], WorkerStats], *, label: str) -> int:
+    """What a worker process and a scheduler's one-trial job do around their work: take the URLs
+    out of the environment (no trial process sees them), boot the fork server, stop cleanly on
+    SIGINT and SIGTERM (and when the runner is gone, if ``config.watch_parent``), then run
+    ``work(stop)``. Exit code 0, or 2 when it stopped early or could not start (one line on
+    stderr, prefixed ``label``)."""
     for var in config.run.secret_env_vars():  # trial processes never see the URLs
         os.environ.pop(var, None)
     prestart_forkserver()
@@ -69,11 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     if config.watch_parent:
         watch_parent(stop)
     try:
-        stats = Worker(config, stop).run()
-    except Exception as err:
-        if not isinstance(err, HarnessError):
-            raise
-        say(f"error: {err}", prefix=f"[worker {config.name}]")
+        stats = work(stop)
+    except HarnessError as err:
+        say(f"error: {err}", prefix=label)
         return EXIT_BAD_INPUT
     return EXIT_BAD_INPUT if stats.stopped else EXIT_OK  # stopped early: 2, like a worker that cannot start
 
