@@ -21,6 +21,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from harness.engine.model_prepare import local_model
 from harness.engine.spec import ModelConfig
 from harness.engine.tasks.base import Task
 from harness.engine.tasks.coverage import refuse_lost_characters, task_texts
@@ -56,12 +57,14 @@ def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>")
 
 
-def task_tokenizer(config: ModelConfig, task: Task) -> PreTrainedTokenizerFast:
-    """The tokenizer a trial of ``config`` on ``task`` uses, loaded without the model."""
+def task_tokenizer(config: ModelConfig, task: Task, cache_dir: str) -> PreTrainedTokenizerFast:
+    """The tokenizer a trial of ``config`` on ``task`` uses, loaded without the model (a GGUF
+    model's from its prepared folder under ``cache_dir``, prepared now when it is not there)."""
     if config.name == "tiny":
         return char_tokenizer(task.alphabet)
+    source = local_model(config.name, cache_dir)
     try:
-        return AutoTokenizer.from_pretrained(config.name)
+        return AutoTokenizer.from_pretrained(source)
     except OSError as err:
         raise _unloadable(config.name, err) from err
 
@@ -89,11 +92,10 @@ def lost_characters(tokenizer, texts: list[str]) -> tuple[list[str], float]:
     return lost, sum(counts[c] for c in lost) / max(sum(counts.values()), 1)
 
 
-def check_tokenizer(config: ModelConfig, task: Task, tokenizer=None) -> None:
-    """Refuse, before any work, a task whose characters the tokenizer (``task_tokenizer``'s, unless
-    given) cannot encode: a model that reads every prompt as padding learns nothing (the tiny model
-    has tokens for the task's ``alphabet`` only, and a natural-language task has none)."""
-    tokenizer = tokenizer or task_tokenizer(config, task)
+def check_tokenizer(config: ModelConfig, task: Task, tokenizer) -> None:
+    """Refuse, before any work, a task whose characters the tokenizer (``task_tokenizer``'s)
+    cannot encode: a model that reads every prompt as padding learns nothing (the tiny model has
+    tokens for the task's ``alphabet`` only, and a natural-language task has none)."""
     lost, share = lost_characters(tokenizer, task_texts(task))
     refuse_lost_characters(task, config.name, lost, share)
 

@@ -97,9 +97,37 @@ TaskReward = Annotated[
 ]
 
 
+class ReasoningGymConfig(StrictModel):
+    """A reasoning-gym dataset as the task (``harness.engine.tasks.reasoning_gym``)."""
+
+    dataset: str = Field(description="the reasoning-gym dataset's name (chain_sum, basic_arithmetic, countdown, ...)")
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the dataset's own settings (min_terms, max_digits, ...), as its config takes them",
+    )
+    answer: Literal["tag", "tag_or_last_number"] = Field(
+        "tag",
+        description="how the answer is read from a completion: tag, the last <answer>...</answer> (what the prompt "
+        "asks for); tag_or_last_number, that or else the completion's last number",
+    )
+    train_seed: NonNegativeInt = Field(1, description="the dataset seed of the training prompts")
+    eval_seed: NonNegativeInt = Field(2, description="the dataset seed of the held-out prompts (must differ)")
+
+    @model_validator(mode="after")
+    def _seeds_differ(self) -> ReasoningGymConfig:
+        if self.train_seed == self.eval_seed:
+            raise ValueError("train_seed and eval_seed are equal: the held-out prompts would be the training prompts")
+        return self
+
+
 class TaskConfig(StrictModel):
     name: str = Field(
-        "addition", description="the task: synthetic (addition, sorting) or a JSONL file of problems (gsm8k_jsonl)"
+        "addition",
+        description="the task: synthetic (addition, sorting), a JSONL file of problems (gsm8k_jsonl), or "
+        "reasoning_gym (set by the reasoning_gym block)",
+    )
+    reasoning_gym: ReasoningGymConfig | None = Field(
+        None, description="a reasoning-gym dataset as the task: {dataset, config, answer, train_seed, eval_seed}"
     )
     n_train: PositiveInt = Field(2000, description="training prompts (at most; a JSONL file may hold fewer)")
     n_eval: PositiveInt = Field(128, description="held-out prompts every evaluation scores")
@@ -136,6 +164,23 @@ class TaskConfig(StrictModel):
         "directly), which sets how often the warm-started policy calls a tool",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _reasoning_gym_names_the_task(cls, data: Any) -> Any:
+        """``task: {reasoning_gym: {...}}`` is the reasoning_gym task without saying its name."""
+        if isinstance(data, dict) and data.get("reasoning_gym") is not None and "name" not in data:
+            return {**data, "name": REASONING_GYM_TASK}
+        return data
+
+    @model_validator(mode="after")
+    def _reasoning_gym_block_with_its_name(self) -> TaskConfig:
+        if (self.name == REASONING_GYM_TASK) != (self.reasoning_gym is not None):
+            raise ValueError(
+                "task.reasoning_gym and task.name: reasoning_gym go together; give the block "
+                "{reasoning_gym: {dataset: chain_sum, config: {...}}} and leave out task.name"
+            )
+        return self
+
     @model_validator(mode="after")
     def _tool_keys_need_tools(self) -> TaskConfig:
         """A tool setting changed from its default without tools would be read by nothing."""
@@ -153,6 +198,8 @@ class TaskConfig(StrictModel):
         return self
 
 
+#: the task a ``task.reasoning_gym`` block names
+REASONING_GYM_TASK = "reasoning_gym"
 #: the task keys only tool-calling episodes read
 TOOL_KEYS = ("max_turns", "tool_timeout_s", "describe_tools", "tool_reward", "demo_share")
 
@@ -356,6 +403,8 @@ class TrialSpec(StrictModel):
         """No benchmarks, the builtin trainer: the spec dumps (and hashes) as it did before those
         existed, so the trial ids of studies without them are unchanged."""
         out = handler(self)
+        if self.task.reasoning_gym is None:
+            out["task"].pop("reasoning_gym", None)
         if not self.benchmarks:
             out.pop("benchmarks", None)
         if self.trainer == TrainerConfig():

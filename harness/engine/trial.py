@@ -105,7 +105,7 @@ def start_policy(spec: TrialSpec):
     if spec.train.threads:
         torch.set_num_threads(spec.train.threads)
     task = build_task(spec.task, cache_dir=spec.cache_dir)
-    tokenizer = task_tokenizer(spec.model, task)  # loaded once for the checks, before the model
+    tokenizer = task_tokenizer(spec.model, task, spec.cache_dir)  # loaded once for the checks, before the model
     check_tokenizer(spec.model, task, tokenizer)
     check_turn_format(spec.model, task, tokenizer)
     task = with_built_reward_model(spec, task)  # task.reward.train: built once, here, as the warm start is

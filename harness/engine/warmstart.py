@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from harness.engine.episodes import demonstration, format_of
 from harness.engine.evaluation import greedy_accuracy
 from harness.engine.learner import make_optimizer
+from harness.engine.model_prepare import local_model
 from harness.engine.models import (
     LoadedModel,
     build_tiny_model,
@@ -79,12 +80,12 @@ class WarmStartCacheWarning(UserWarning):
     """A cached warm start failed its checks (or would not load) and is being rebuilt."""
 
 
-def initial_model(inputs: WarmStartInputs, task: Task, adapter_seed: int) -> LoadedModel:
+def initial_model(inputs: WarmStartInputs, task: Task, adapter_seed: int, cache_dir: str) -> LoadedModel:
     """The policy before any warm start: a fresh tiny model (no adapter: built from scratch, its
     warm start trains every weight), or the pretrained one with its LoRA adapter, when configured,
-    initialised from ``adapter_seed``."""
+    initialised from ``adapter_seed``; a GGUF model loads from its prepared folder under ``cache_dir``."""
     if inputs.model.name != "tiny":
-        return load_pretrained(inputs.model.name, inputs.model, adapter_seed=adapter_seed)
+        return load_pretrained(local_model(inputs.model.name, cache_dir), inputs.model, adapter_seed=adapter_seed)
     tokenizer = char_tokenizer(task.alphabet)
     model = build_tiny_model(inputs.model, len(tokenizer), tokenizer, seed=inputs.warmstart.seed)
     device = pick_device(inputs.model)
@@ -96,7 +97,7 @@ def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, flo
     adapter on it is initialised from the trial seed (the warm start's own, from its seed)."""
     inputs = WarmStartInputs.of(spec)
     if not inputs.warmstart.enabled:
-        lm = initial_model(inputs, task, spec.seed)
+        lm = initial_model(inputs, task, spec.seed, spec.cache_dir)
         if inputs.model.name == "tiny" and inputs.model.lora is not None:  # no warm start: on the fresh model
             lm.model = with_lora(lm.model, inputs.model, spec.seed)
         return lm, {}, []
@@ -112,7 +113,7 @@ def load_policy(spec: TrialSpec, task: Task) -> tuple[LoadedModel, dict[str, flo
             f"{len(_validation(task))} train-validation prompts reaches {inputs.warmstart.target_accuracy:g}",
             prefix=SAYS,
         )
-        lm = initial_model(inputs, task, inputs.warmstart.seed)
+        lm = initial_model(inputs, task, inputs.warmstart.seed, spec.cache_dir)
         return lm, supervised_fine_tune(lm, task, inputs)
 
     entry = get_or_build(

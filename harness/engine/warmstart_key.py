@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import ConfigDict, PositiveInt
 
+from harness.engine.model_source import content_key
 from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec, WarmStartConfig
 from harness.ground.checked_cache import MANIFEST_FILE  # noqa: F401 - re-exported: the plan's "is it cached"
 from harness.ground.strict import StrictModel
@@ -62,6 +63,7 @@ def auto_dtype(device_type: str) -> str:
 def cache_key(inputs: WarmStartInputs) -> str:
     payload = {"format": WARMSTART_FORMAT, **inputs.model_dump(mode="json")}
     payload["model"]["dtype"] = keyed_dtype(inputs.model)
+    payload["model"]["name"] = content_key(inputs.model.name)  # a GGUF file by its bytes, not its path
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine.models import char_tokenizer, check_tokenizer
+from harness.engine.models import char_tokenizer, check_tokenizer, task_tokenizer
 from harness.engine.spec import NO_LEARNING_SIGNAL, ModelConfig, TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.coverage import MAX_LOST_SHARE
@@ -46,7 +46,8 @@ def test_the_tiny_model_on_a_task_without_an_alphabet_is_refused_before_any_work
 
 @pytest.mark.parametrize("task", ["addition", "sorting"])
 def test_the_tiny_model_covers_the_tasks_with_an_alphabet(task):
-    check_tokenizer(ModelConfig(), build_task(TaskConfig(name=task, n_train=200, n_eval=20)))
+    task = build_task(TaskConfig(name=task, n_train=200, n_eval=20))
+    check_tokenizer(ModelConfig(), task, task_tokenizer(ModelConfig(), task, "unused"))
 
 
 def _tokenizer_folder(tmp_path: Path, alphabet: str) -> str:
@@ -57,10 +58,12 @@ def _tokenizer_folder(tmp_path: Path, alphabet: str) -> str:
 
 def test_a_real_tokenizer_is_checked_too(tmp_path, gsm_file):
     task = build_task(TaskConfig(name="gsm8k_jsonl", path=gsm_file, n_train=30, n_eval=4))
-    check_tokenizer(ModelConfig(name=_tokenizer_folder(tmp_path / "full", string.printable)), task)
+    config = ModelConfig(name=_tokenizer_folder(tmp_path / "full", string.printable))
+    check_tokenizer(config, task, task_tokenizer(config, task, tmp_path))
     digits_only = _tokenizer_folder(tmp_path / "digits", string.digits + " ")
+    digits_config = ModelConfig(name=digits_only)
     with pytest.raises(ConfigError, match="use a model whose tokenizer covers the task's text"):
-        check_tokenizer(ModelConfig(name=digits_only), task)
+        check_tokenizer(digits_config, task, task_tokenizer(digits_config, task, tmp_path))
 
 
 def test_a_few_unknown_characters_are_tolerated(tmp_path):
@@ -70,7 +73,8 @@ def test_a_few_unknown_characters_are_tolerated(tmp_path):
     task = build_task(TaskConfig(name="gsm8k_jsonl", path=str(path), n_train=400, n_eval=50))
     text = "".join(t for item in (*task.train, *task.eval) for t in (item.prompt, item.target))
     assert 0 < text.count("é") / len(text) < MAX_LOST_SHARE
-    check_tokenizer(ModelConfig(name=_tokenizer_folder(tmp_path, string.printable)), task)
+    config = ModelConfig(name=_tokenizer_folder(tmp_path, string.printable))
+    check_tokenizer(config, task, task_tokenizer(config, task, tmp_path))
 
 
 def _history(frac_degenerate: list[float], rewards: list[float] | None = None, spread: float = 0.0) -> list[dict]:

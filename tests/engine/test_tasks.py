@@ -203,7 +203,8 @@ def test_no_verifier_credits_an_empty_reference_or_an_empty_answer(name):
 def test_every_task_has_answers_and_pays_nothing_for_an_empty_completion(name, tmp_path):
     path = tmp_path / "gsm.jsonl"
     path.write_text(_lines(*({"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(20))))
-    task = build_task(TaskConfig(name=name, n_train=40, n_eval=10, path=str(path)))
+    extra = {"reasoning_gym": {"dataset": "chain_sum"}} if name == "reasoning_gym" else {"path": str(path)}
+    task = build_task(TaskConfig(name=name, n_train=40, n_eval=10, **extra))
     for item in (*task.train, *task.eval):
         assert item.answer.strip(), item
         assert all(task.reward(item, completion) == 0.0 for completion in EMPTY_COMPLETIONS), item

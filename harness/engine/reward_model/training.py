@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from harness.engine.learner import make_optimizer
+from harness.engine.model_prepare import local_model
 from harness.engine.models import (
     LoadedModel,
     build_tiny_model,
@@ -218,7 +219,8 @@ def _base_model(inputs: RewardModelInputs, spec: TrialSpec, task: Task, pairs: l
         return load_policy(spec, task)[0]
     name = spec.model.name if inputs.base == "model" else inputs.base
     if name != "tiny":
-        return load_pretrained(name, spec.model.model_copy(update={"name": name}), adapter_seed=inputs.training.seed)
+        source = local_model(name, spec.cache_dir)
+        return load_pretrained(source, spec.model.model_copy(update={"name": name}), adapter_seed=inputs.training.seed)
     alphabet = set(task.alphabet) | {c for p in pairs for text in (p.prompt, p.chosen, p.rejected) for c in text}
     tokenizer = char_tokenizer("".join(sorted(alphabet)))
     model = build_tiny_model(spec.model, len(tokenizer), tokenizer, seed=inputs.training.seed)

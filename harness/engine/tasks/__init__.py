@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.algorithms.registry import Registry
+from harness.engine.spec import REASONING_GYM_TASK
 from harness.engine.tasks.base import Item, Task, ToolUse
 from harness.engine.tasks.jsonl import gsm8k_jsonl
+from harness.engine.tasks.reasoning_gym import reasoning_gym_task
 from harness.engine.tasks.rewards import resolve_reward
 from harness.engine.tasks.synthetic import addition, sorting
 from harness.engine.tasks.tool_tasks import lookup, multiplication
@@ -19,6 +21,7 @@ TASKS.register("sorting")(sorting)
 TASKS.register("gsm8k_jsonl")(gsm8k_jsonl)
 TASKS.register("multiplication")(multiplication)
 TASKS.register("lookup")(lookup)
+TASKS.register(REASONING_GYM_TASK)(reasoning_gym_task)
 
 
 def build_task(config, *, cache_dir: str | None = None) -> Task:
