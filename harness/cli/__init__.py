@@ -5,6 +5,7 @@ Each module below registers its commands on the shared ``app``.
 
 from harness.cli import (  # noqa: F401
     judge_cmds,
+    model_cmds,
     report_cmds,
     results_cmds,
     reward_model_cmds,
