@@ -316,7 +316,7 @@ BENCHMARK_METRICS = ("accuracy", "mean_reward")
 
 
 #: the task keys a benchmark may set: a benchmark is scored by its verifier on single-turn completions
-BENCHMARK_TASK_KEYS = ("name", "n_train", "n_eval", "min_digits", "max_digits", "path", "eval_path")
+BENCHMARK_TASK_KEYS = ("name", "reasoning_gym", "n_train", "n_eval", "min_digits", "max_digits", "path", "eval_path")
 
 BenchmarkTaskConfig = create_model(
     "BenchmarkTaskConfig",
@@ -361,8 +361,8 @@ class BenchmarkConfig(StrictModel):
         return v
 
     def task_config(self) -> TaskConfig:
-        """Its task as the task builder reads it."""
-        return TaskConfig(**self.task.model_dump())
+        """Its task as the task builder reads it (a reasoning_gym block names its task, as in the study's)."""
+        return TaskConfig(**self.task.model_dump(exclude_unset=self.task.reasoning_gym is not None))
 
     def primary_metric(self, study_primary: str) -> str:
         """The full name of the metric its verdicts are decided on (``eval/<name>/accuracy``):
@@ -400,11 +400,12 @@ class TrialSpec(StrictModel):
 
     @model_serializer(mode="wrap")
     def _without_defaults_added_later(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No benchmarks, the builtin trainer: the spec dumps (and hashes) as it did before those
-        existed, so the trial ids of studies without them are unchanged."""
+        """No benchmarks, the builtin trainer, no reasoning-gym task: the spec dumps (and hashes) as
+        it did before those existed, so the trial ids of studies without them are unchanged."""
         out = handler(self)
-        if self.task.reasoning_gym is None:
-            out["task"].pop("reasoning_gym", None)
+        for task in (out["task"], *(benchmark["task"] for benchmark in out.get("benchmarks", ()))):
+            if task.get("reasoning_gym", False) is None:  # none: dumped (and hashed) as before it existed
+                del task["reasoning_gym"]
         if not self.benchmarks:
             out.pop("benchmarks", None)
         if self.trainer == TrainerConfig():

@@ -38,7 +38,7 @@ def study(*benchmarks, **extra):
         ([{**ADD3, "min_effect": 0}], r"^benchmarks\[0\]\.min_effect: Input should be greater than 0"),
         (
             [{**ADD3, "task": {"name": "addition", "tools": ["calculator"]}}],
-            r"^benchmarks\[0\]\.task\.tools: unknown key; valid: name, n_train",
+            r"^benchmarks\[0\]\.task\.tools: unknown key; valid: name, reasoning_gym, n_train",
         ),
         ([{"name": "x"}], r"^benchmarks\[0\]: required field missing: task$"),
         ([{**ADD3, "size": 3}], r"^benchmarks\[0\]\.size: unknown key; valid: name, task, metric, min_effect$"),
