@@ -240,6 +240,13 @@ class ModelConfig(StrictModel):
         "(a tokenizer without one is an error); false, never (the tiny model has none and ignores this)",
     )
 
+    @field_validator("chat_template", mode="before")
+    @classmethod
+    def _auto_true_or_false(cls, v: Any) -> Any:
+        if v == "auto" or isinstance(v, bool):
+            return v
+        raise ValueError(f"{v!r} is not one of auto, true, false")
+
     def keyed(self) -> dict[str, Any]:
         """The settings as trial ids and cache keys hash them: ``chat_template: auto`` as ``true``,
         the default of the bool this key was before ``auto`` existed. The two run alike wherever

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from harness.cli.app import app, main
@@ -161,6 +162,13 @@ def test_gguf_names_and_local_paths_are_told_from_hub_ids(tmp_path, monkeypatch)
 
 # --------------------------------------------------------------------------------------------
 # model.chat_template: auto (the default), true, false
+
+
+def test_chat_template_is_auto_true_or_false():
+    assert ModelConfig().chat_template == "auto"
+    for wrong in ("maybe", "yes", 1, None):
+        with pytest.raises(ValidationError, match=f"{wrong!r} is not one of auto, true, false"):
+            ModelConfig(chat_template=wrong)
 
 
 def test_auto_hashes_as_true_did_and_false_differs(make_spec):
