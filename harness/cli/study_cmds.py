@@ -20,6 +20,7 @@ from harness.study.load import (
     read_study_data,
     study_warnings,
 )
+from harness.study.model_check import check_model
 from harness.study.noop import check_arms_differ
 from harness.study.plan import (
     SFT_STEP_S,
@@ -150,10 +151,12 @@ def validate(
 ) -> None:
     """Check study files without running a trial.
 
-    Checks schema, presets, overrides, grid, tuning and task (its files, and that the tiny model
-    can read it), and that arms which differ in the file compute different losses; prints a
-    summary per file. An include-only fragment (fragment: true, e.g. studies/common/*.yaml) is
-    checked as one: its keys and values. A bad file prints one line naming the field and exits with 2.
+    Checks schema, presets, overrides, grid, tuning, the model as far as it can be read here (a
+    GGUF file's header, a local folder's config.json, a chat template asked for; a hub id is left
+    to the trial), the task (its files, and that the tiny model can read it), and that arms which
+    differ in the file compute different losses; prints a summary per file. An include-only
+    fragment (fragment: true, e.g. studies/common/*.yaml) is checked as one: its keys and values. A
+    bad file prints one line naming the field and exits with 2.
 
     Building the task runs code: validate imports the modules that task.tools and task.reward
     name as module:function and calls each tool factory, as a trial would. Validate only study
@@ -173,6 +176,7 @@ def validate(
                 )
                 continue
             study = load_study(path)
+            check_model(study.model)
             n_train, n_eval = check_task(study)
             check_arms_differ(study)
             check_resources(study)

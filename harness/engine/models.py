@@ -22,11 +22,12 @@ from transformers import (
 )
 
 from harness.engine.model_prepare import local_model
+from harness.engine.model_source import missing_chat_template
 from harness.engine.spec import ModelConfig
 from harness.engine.tasks.base import Task
 from harness.engine.tasks.coverage import refuse_lost_characters, task_texts
 from harness.engine.warmstart_key import auto_dtype
-from harness.errors import ConfigError
+from harness.errors import ConfigError, one_line
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>"]
 
@@ -65,7 +66,7 @@ def task_tokenizer(config: ModelConfig, task: Task, cache_dir: str) -> PreTraine
     source = local_model(config.name, cache_dir)
     try:
         return AutoTokenizer.from_pretrained(source)
-    except OSError as err:
+    except (OSError, ValueError) as err:
         raise _unloadable(config.name, err) from err
 
 
@@ -93,9 +94,11 @@ def lost_characters(tokenizer, texts: list[str]) -> tuple[list[str], float]:
 
 
 def check_tokenizer(config: ModelConfig, task: Task, tokenizer) -> None:
-    """Refuse, before any work, a task whose characters the tokenizer (``task_tokenizer``'s)
-    cannot encode: a model that reads every prompt as padding learns nothing (the tiny model has
-    tokens for the task's ``alphabet`` only, and a natural-language task has none)."""
+    """Refuse, before any work, ``chat_template: true`` on a tokenizer (``task_tokenizer``'s)
+    without a template, and a task whose characters it cannot encode: a model that reads every
+    prompt as padding learns nothing (the tiny model has tokens for the task's ``alphabet`` only,
+    and a natural-language task has none)."""
+    uses_chat_template(config, tokenizer)
     lost, share = lost_characters(tokenizer, task_texts(task))
     refuse_lost_characters(task, config.name, lost, share)
 
@@ -138,7 +141,7 @@ def load_pretrained(source: str, config: ModelConfig, *, adapter_seed: int = 0) 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=pick_dtype(config, device))
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: a config transformers has no causal LM class for
         raise _unloadable(source, err) from err
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -150,15 +153,21 @@ def load_pretrained(source: str, config: ModelConfig, *, adapter_seed: int = 0) 
 
 
 def uses_chat_template(config: ModelConfig, tokenizer) -> bool:
-    """Whether prompts go through the tokenizer's chat template: it has one and the config wants it
-    (the testbed model never does: its warm start saves a tokenizer with no template)."""
-    return config.name != "tiny" and config.chat_template and getattr(tokenizer, "chat_template", None) is not None
+    """Whether prompts go through the tokenizer's chat template: it has one and ``chat_template``
+    is auto or true (the testbed model never does: its warm start saves a tokenizer with no
+    template); ``true`` on a tokenizer without one is a one-line ``ConfigError``."""
+    if config.name == "tiny" or config.chat_template is False:
+        return False
+    has_template = getattr(tokenizer, "chat_template", None) is not None
+    if config.chat_template is True and not has_template:
+        raise missing_chat_template(config.name)
+    return has_template
 
 
-def _unloadable(source: str, err: OSError) -> ConfigError:
+def _unloadable(source: str, err: Exception) -> ConfigError:
     return ConfigError(
-        f"model.name {source!r}: cannot load it ({err}); give 'tiny', a local folder with "
-        "config.json and weights, or a hub id reachable from this machine"
+        f"model.name {source!r}: cannot load it ({one_line(err, limit=300)}); give 'tiny', a local folder with "
+        "config.json and weights, a .gguf file, package:NAME, or a hub id reachable from this machine"
     )
 
 

@@ -234,7 +234,28 @@ class ModelConfig(StrictModel):
         description="null trains every weight; a LoRA block trains a peft adapter only (the reference is the "
         "base model with the adapter off)",
     )
-    chat_template: bool = Field(True, description="wrap prompts in the tokenizer's chat template")
+    chat_template: Literal["auto"] | bool = Field(
+        "auto",
+        description="wrap prompts in the tokenizer's chat template: auto, when the tokenizer has one; true, always "
+        "(a tokenizer without one is an error); false, never (the tiny model has none and ignores this)",
+    )
+
+    @field_validator("chat_template", mode="before")
+    @classmethod
+    def _auto_true_or_false(cls, v: Any) -> Any:
+        if v == "auto" or isinstance(v, bool):
+            return v
+        raise ValueError(f"{v!r} is not one of auto, true, false")
+
+    def keyed(self) -> dict[str, Any]:
+        """The settings as trial ids and cache keys hash them: ``chat_template: auto`` as ``true``,
+        the default of the bool this key was before ``auto`` existed. The two run alike wherever
+        both run (``true`` only refuses a tokenizer without a template), so the trials and warm
+        starts of existing studies keep their ids and cache keys."""
+        out = self.model_dump(mode="json")
+        if out["chat_template"] == "auto":
+            out["chat_template"] = True
+        return out
 
 
 class WarmStartConfig(StrictModel):
@@ -415,6 +436,7 @@ class TrialSpec(StrictModel):
     def config_hash(self) -> str:
         """Hash of everything that changes the result (not where it is written)."""
         payload = self.model_dump(mode="json", exclude={"cache_dir", "study", "algorithm"})
+        payload["model"] = self.model.keyed()
         if not self.train.eval_pass_k:  # added later: trials that do not ask keep their ids
             del payload["train"]["eval_pass_k"]
         payload["algorithm"] = identity(self.algorithm)

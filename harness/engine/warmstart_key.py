@@ -62,6 +62,7 @@ def auto_dtype(device_type: str) -> str:
 
 def cache_key(inputs: WarmStartInputs) -> str:
     payload = {"format": WARMSTART_FORMAT, **inputs.model_dump(mode="json")}
+    payload["model"] = inputs.model.keyed()
     payload["model"]["dtype"] = keyed_dtype(inputs.model)
     payload["model"]["name"] = content_key(inputs.model.name)  # a GGUF file by its bytes, not its path
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -110,8 +110,8 @@ def _type(annotation: Any, metadata: Sequence[Any] = ()) -> str:
     if origin in (typing.Union, types.UnionType):
         shown = [_type(a, metadata) for a in args if a is not type(None)]
         return " | ".join(shown + ["null"] * (type(None) in args))
-    if origin is Literal:
-        return "one of " + ", ".join(map(str, args))
+    if origin is Literal:  # a single value is shown alone: auto | bool
+        return "one of " + ", ".join(map(str, args)) if len(args) > 1 else str(args[0])
     if origin is list:
         return f"list of {_type(args[0])}"
     if origin is dict:

@@ -10,6 +10,7 @@ import string
 from pathlib import Path
 
 import pytest
+from transformers import LlamaConfig
 
 from harness.engine.models import char_tokenizer, check_tokenizer, task_tokenizer
 from harness.engine.spec import NO_LEARNING_SIGNAL, ModelConfig, TaskConfig
@@ -51,8 +52,12 @@ def test_the_tiny_model_covers_the_tasks_with_an_alphabet(task):
 
 
 def _tokenizer_folder(tmp_path: Path, alphabet: str) -> str:
+    """A model folder as far as the tokenizer check reads it: its tokenizer and config.json (a
+    model folder without one is refused before its tokenizer is read); no weights."""
     folder = tmp_path / "tok"
-    char_tokenizer(alphabet).save_pretrained(folder)
+    tokenizer = char_tokenizer(alphabet)
+    tokenizer.save_pretrained(folder)
+    LlamaConfig(vocab_size=len(tokenizer)).save_pretrained(folder)
     return str(folder)
 
 

@@ -8,7 +8,8 @@ Deciding and drawing are two parts: ``decide`` turns records into verdicts and n
 and ``report`` only draws and writes what ``decide`` worked out; the runner asks ``decide``
 which looks of a sequential study are due, by a plain import. The engine is reached from outside
 only through its spec and its tasks (the study checks task names), its warm-start key (the plan
-says whether a study's warm start is cached; torch-free) and, by a ``module:function`` string in
+says whether a study's warm start is cached; torch-free), its model sources (validate reads a GGUF
+header or a model folder; torch-free) and, by a ``module:function`` string in
 a child process, through the trainers' dispatcher (``harness.trainers.dispatch``: the builtin
 loop of ``harness.engine.trial`` or a program under the trial-program contract; the trainers read
 the engine and the study's metric ranges); ``harness reward-model train`` trains through
@@ -37,6 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.spec",
         "engine.tasks",
         "engine.warmstart_key",
+        "engine.model_source",  # validate reads a GGUF header or a model folder (torch-free)
         "engine.trainer_config",
         "engine.trial_file",
         "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)

@@ -81,7 +81,7 @@ def test_the_real_model_keys_say_what_they_take():
     assert keys["model.lora.target_modules"].type == "list of str | str"
     assert keys["model.lora.target_modules"].default == "all-linear"
     assert keys["model.lora"].type == "section | null" and keys["model.lora"].default is None
-    assert (keys["model.chat_template"].type, keys["model.chat_template"].default) == ("bool", True)
+    assert (keys["model.chat_template"].type, keys["model.chat_template"].default) == ("auto | bool", "auto")
     assert keys["model.dtype"].type == "one of auto, float32, bfloat16, float16"
     assert keys["model.device"].type == "one of auto, cpu, cuda"
     assert keys["task.path"].type == "str | null" and "gsm8k_jsonl" in keys["task.path"].meaning

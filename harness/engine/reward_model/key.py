@@ -86,6 +86,7 @@ class RewardModelInputs(StrictModel):
 
 def cache_key(inputs: RewardModelInputs) -> str:
     payload = {"format": FORMAT_VERSION, **inputs.model_dump(mode="json")}
+    payload["model"] = inputs.model.keyed()
     payload["model"]["dtype"] = keyed_dtype(inputs.model)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
