@@ -221,7 +221,11 @@ class LoraConfig(StrictModel):
 
 
 class ModelConfig(StrictModel):
-    name: str = Field("tiny", description="'tiny' (built offline), a hub id, or a local folder")
+    name: str = Field(
+        "tiny",
+        description="'tiny' (built offline), a hub id, a local folder, a .gguf file, or package:<distribution> for "
+        "the one .gguf an installed package ships (a GGUF is converted once into <cache_dir>/models/)",
+    )
     tiny: TinyModelConfig = Field(
         TinyModelConfig(), description="the built-in model's size; read only when model.name is tiny"
     )

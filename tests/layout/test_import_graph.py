@@ -55,6 +55,8 @@ MAY_IMPORT: dict[str, set[str]] = {
         "decide",
         "engine.spec",
         "engine.reward_model",
+        "engine.model_source",  # `harness prepare-model`: the GGUF source it names
+        "engine.model_prepare",  # `harness prepare-model`: its conversion into the cache, in the command
         "trainers.dispatch",  # `harness trial`: one trial in this process, by its trainer
         "report",
         "runner",
