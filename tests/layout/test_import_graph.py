@@ -12,7 +12,8 @@ says whether a study's warm start is cached; torch-free) and, by a ``module:func
 a child process, through the trainers' dispatcher (``harness.trainers.dispatch``: the builtin
 loop of ``harness.engine.trial`` or a program under the trial-program contract; the trainers read
 the engine and the study's metric ranges); ``harness reward-model train`` trains through
-``harness.engine.reward_model`` (imported inside the command, so the CLI starts without torch).
+``harness.engine.reward_model`` (imported inside the command, so the CLI starts without torch),
+and ``harness plan`` prices a real model's trial by ``harness.engine.cost_probe`` (the same way).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "decide",
         "engine.spec",
         "engine.reward_model",
+        "engine.cost_probe",  # `harness plan` of a real model: its trial's costs, probed (imported in the command)
         "trainers.dispatch",  # `harness trial`: one trial in this process, by its trainer
         "report",
         "runner",
