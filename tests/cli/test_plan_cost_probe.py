@@ -6,6 +6,7 @@ without importing torch; completed records still win, and a tiny-model study nev
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -89,6 +90,9 @@ def test_a_real_model_is_priced_by_its_probe_and_the_plan_says_so(monkeypatch, c
     assert f"costs from a probe of {MODEL} (135M parameters) on this machine, cached from an earlier plan" in out
     run_main(monkeypatch, capsys, "plan", str(path), "--reprobe")
     assert probes[-1][1] is True
+    code, out, _ = run_main(monkeypatch, capsys, "plan", str(path), "--json")
+    plan = json.loads(out)
+    assert plan["costs"]["probe"]["parameters"] == 135_000_000 and plan["probed"]["step_s"] == pytest.approx(10.0)
 
 
 def test_a_probe_on_a_busy_machine_is_warned_about(monkeypatch, capsys):
