@@ -46,7 +46,7 @@ from harness.engine.model_source import content_key
 from harness.engine.spec import TrialSpec
 from harness.errors import one_line
 from harness.ground.checked_cache import Unusable, get_or_build
-from harness.ground.console import say
+from harness.ground.console import say, warn
 from harness.ground.files import file_lock
 
 PROBE_FOLDER = "cost_probe"  # under a trial spec's cache_dir, beside the warm starts and the models
@@ -167,7 +167,12 @@ def _measure(spec: TrialSpec) -> CostProbe:
     probe = _probe_spec(spec)
     local_model(spec.model.name, spec.cache_dir)  # a GGUF source converted once: not a trial's cost
     say(f"plan: probing the costs of {spec.model.name} on this machine (one step and one evaluation, cached after)")
-    load_average = os.getloadavg()[0]
+    load_average, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    if load_average > cpus:  # threads that wait for a core: each pass takes many times its own time
+        warn(
+            f"plan: the machine is busy (load average {load_average:.1f} on {cpus} CPUs): the probe measures "
+            "that work too and takes longer; --no-probe skips it"
+        )
     began = time.perf_counter()
     task, lm, _, _ = start_policy(probe)
     learner = make_learner(probe, lm)
@@ -192,7 +197,7 @@ def _measure(spec: TrialSpec) -> CostProbe:
         eval_s=done - stepped,
         probe_s=done - began,
         load_average=load_average,
-        cpus=os.cpu_count() or 1,
+        cpus=cpus,
     )
 
 

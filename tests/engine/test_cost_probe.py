@@ -69,6 +69,15 @@ def test_the_plan_scales_a_probe_by_rows_budget_and_epochs():
     assert probed_trial(probe, spec({"eval_samples": 5})).eval_s == pytest.approx(8 * 1.5 * 6 / 3)
 
 
+def test_a_probe_on_a_busy_machine_says_so_before_it_starts(make_spec, tmp_path, monkeypatch, capsys):
+    spec = make_spec(train=SHAPE).model_copy(update={"cache_dir": str(tmp_path)})
+    monkeypatch.setattr(cost_probe.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    monkeypatch.setattr(cost_probe.os, "cpu_count", lambda: 2)
+    probe = probe_costs(spec)
+    assert (probe.load_average, probe.cpus) == (64.0, 2)
+    assert "plan: the machine is busy (load average 64.0 on 2 CPUs)" in capsys.readouterr().err
+
+
 def test_a_second_probe_reads_the_cache_and_measures_nothing(make_spec, tmp_path, monkeypatch):
     spec = make_spec(train=SHAPE).model_copy(update={"cache_dir": str(tmp_path)})
     first = probe_costs(spec)
