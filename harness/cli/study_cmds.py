@@ -11,7 +11,7 @@ from harness.cli.app import app
 from harness.errors import HarnessError
 from harness.ground.console import error, warn
 from harness.ground.exit_codes import EXIT_BAD_INPUT
-from harness.study.expand import comparisons, study_dir
+from harness.study.expand import comparisons, condition_spec, study_dir, tuning_specs
 from harness.study.fragments import check_fragment
 from harness.study.load import (
     check_task,
@@ -25,9 +25,11 @@ from harness.study.noop import check_arms_differ
 from harness.study.plan import (
     SFT_STEP_S,
     TRIAL_TURNOVER_S,
+    ProbedCosts,
     StudyPlan,
     describe_overrides,
     format_duration,
+    measured_costs,
     plan_study,
 )
 from harness.study.resources import Resources
@@ -286,11 +288,18 @@ def estimate_lines(plan: StudyPlan) -> list[str]:
         lines = [f"estimate: about {format_duration(plan.est_wall_s)} on {workers} = {' + '.join(parts)}"]
     else:
         lines = ["estimate: nothing left to run"]
-    costs = plan.costs
-    lines.append(
-        f"  per trial: {_s(costs.start_s)} to start its process + tokens/trial x {costs.overall:.2g} s/token "
-        f"(model, warm-start load, rollouts, updates, evaluations) + {TRIAL_TURNOVER_S:g}s to the next trial"
-    )
+    costs, probed = plan.costs, plan.probed
+    if probed is not None:
+        lines.append(
+            f"  per trial: {_s(costs.start_s)} to start its process + {_s(probed.load_s)} to load the model + "
+            f"{probed.steps} steps x {_s(probed.step_s)} + {probed.evaluations} evaluations x {_s(probed.eval_s)} "
+            f"+ {TRIAL_TURNOVER_S:g}s to the next trial (its first condition: {_s(costs.start_s + probed.total_s)})"
+        )
+    else:
+        lines.append(
+            f"  per trial: {_s(costs.start_s)} to start its process + tokens/trial x {costs.overall:.2g} s/token "
+            f"(model, warm-start load, rollouts, updates, evaluations) + {TRIAL_TURNOVER_S:g}s to the next trial"
+        )
     lines.append(f"  {plan.rate_source}")
     for w in plan.warmstarts:
         if w.cached:
@@ -310,23 +319,56 @@ def estimate_lines(plan: StudyPlan) -> list[str]:
     return lines
 
 
+def _cost_probe(study, cache_dir: str | None, again: bool) -> ProbedCosts | None:
+    """The cost probe of the study's first control trial (``harness.engine.cost_probe``, imported
+    here: a tiny-model plan never loads torch), for a real model trained by the builtin loop;
+    None for the tiny model, a trainer program, or a model the probe cannot load (said in one line)."""
+    first = (
+        tuning_specs(study, study.control, {}, study.tuning.seeds[0])
+        if study.tuning is not None
+        else condition_spec(study, next(c for c in study.iter_conditions() if c.arm == study.control), study.seeds[0])
+    )
+    if first.model.name == "tiny" or first.trainer.kind != "builtin":
+        return None
+    from harness.engine.cost_probe import probe_costs
+
+    try:
+        spec = first if cache_dir is None else first.model_copy(update={"cache_dir": cache_dir})
+        return probe_costs(spec, again=again)
+    except HarnessError as err:
+        warn(f"plan: no cost probe of {first.model.name} ({err}); the estimate uses the testbed defaults")
+        return None
+
+
 @app.command()
 def plan(
     study_file: Path = typer.Argument(..., help="study YAML file", metavar="STUDY.yaml"),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="trials run at once"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON"),
+    probe: bool = typer.Option(
+        True, "--probe/--no-probe", help="a real model without records: price its trials by a short probe"
+    ),
+    reprobe: bool = typer.Option(False, "--reprobe", help="probe again, whatever an earlier plan kept"),
+    cache_dir: str | None = typer.Option(
+        None, "--cache-dir", help="where the probe's result (and a converted model) is kept; default: the trials'"
+    ),
 ) -> None:
     """Print a study's design and estimated run time without running it.
 
     Estimate: the run's start, each warm start not cached yet, and per trial its process start
     plus tokens (steps x prompts_per_step x group_size x max_new_tokens, plus evaluation) x a
     rate; the start and the rate are measured from completed records in the study folder, or
-    else the defaults of harness.study.plan. After a run, it shows what the records measured.
+    else the defaults of harness.study.plan. A real model without records is priced instead by
+    a short probe on this machine (its load, one step, one evaluation; cached, so the next plan
+    is instant). After a run, it shows what the records measured.
     """
     try:
         study = load_study(study_file)
         check_arms_differ(study)
-        result = plan_study(study, workers=workers, records=read_records(study_dir(study)))
+        records = read_records(study_dir(study))
+        measured = measured_costs(r for r in records if r.status == "completed").measured_from
+        probed = _cost_probe(study, cache_dir, reprobe) if probe and not measured else None
+        result = plan_study(study, workers=workers, records=records, probe=probed)
     except HarnessError as err:
         _fail(str(err))
     if as_json:

@@ -7,6 +7,10 @@ limit x ``SFT_STEP_S``); and the trials, shared among the workers, each costing 
 cached warm start, rollouts, updates, evaluations) and the turnover to the next trial
 (``TRIAL_TURNOVER_S``). Completed records in the study folder replace the start and the rate by
 what they measured, and the plan shows them beside what the defaults would have said.
+
+The defaults are the tiny testbed model's. For a real model without records the CLI hands in a
+short probe measured on this machine (``harness.engine.cost_probe``: the model's load, one step
+and one evaluation at a small shape), and each trial is priced from it (``probed_trial``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -55,18 +59,85 @@ RUN_START_S = 10.0
 SFT_STEP_S = 0.02
 
 
+def row_tokens(spec: TrialSpec) -> int:
+    """A sampled row's token budget: max_new_tokens, times task.max_turns for tool-calling episodes."""
+    return spec.train.max_new_tokens * (spec.task.max_turns if spec.task.tools else 1)
+
+
+def evaluations(spec: TrialSpec) -> int:
+    """How many held-out evaluations a trial runs: at the start, every eval_every steps and after the last."""
+    t = spec.train
+    return (t.steps // t.eval_every + 1) if t.eval_every else 1
+
+
+def eval_prompts(spec: TrialSpec) -> int:
+    """The prompts of one evaluation: the task's and every benchmark's (at most max_eval_prompts each)."""
+    sizes = [spec.task.n_eval, *(b.task.n_eval for b in spec.benchmarks)]
+    return sum(min(n, spec.train.max_eval_prompts or n) for n in sizes)
+
+
 def trial_tokens(spec: TrialSpec) -> int:
     """The trial's token budget: training rollouts (steps x prompts_per_step x group_size x a
     row's budget) plus evaluation (evals x eval prompts, the task's and every benchmark's, x
-    eval_samples x a row's budget); a row's budget is max_new_tokens, times task.max_turns for
-    tool-calling episodes."""
+    eval_samples x a row's budget); a row's budget is ``row_tokens``."""
     t, a = spec.train, spec.algorithm
-    per_row = t.max_new_tokens * (spec.task.max_turns if spec.task.tools else 1)
-    rollouts = t.steps * t.prompts_per_step * a.group_size * per_row
-    n_evals = (t.steps // t.eval_every + 1) if t.eval_every else 1
-    sizes = [spec.task.n_eval, *(b.task.n_eval for b in spec.benchmarks)]
-    eval_prompts = sum(min(n, t.max_eval_prompts or n) for n in sizes)
-    return rollouts + n_evals * eval_prompts * t.eval_samples * per_row
+    rollouts = t.steps * t.prompts_per_step * a.group_size * row_tokens(spec)
+    return rollouts + evaluations(spec) * eval_prompts(spec) * t.eval_samples * row_tokens(spec)
+
+
+class ProbedCosts(Protocol):
+    """What a short measured probe of a real model's trial gave (``harness.engine.cost_probe``,
+    run by the CLI: this layer does not import the engine): its seconds and the shape they were
+    measured at."""
+
+    model: str
+    parameters: int
+    load_s: float
+    step_rows: int
+    row_tokens: int
+    sample_s: float
+    update_s: float
+    epochs: int
+    eval_prompts: int
+    eval_samples: int
+    eval_s: float
+    probe_s: float
+    load_average: float
+    cpus: int
+    cached: bool
+
+
+@dataclass(frozen=True)
+class ProbedTrial:
+    """One trial priced from a probe: its model load, its steps and its evaluations."""
+
+    load_s: float
+    steps: int
+    step_s: float
+    evaluations: int
+    eval_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.load_s + self.steps * self.step_s + self.evaluations * self.eval_s
+
+
+def probed_trial(probe: ProbedCosts, spec: TrialSpec) -> ProbedTrial:
+    """``spec``'s trial priced from ``probe``: each phase's seconds scaled by its rows and its
+    rows' token budget against the probe's (with one model, a phase's FLOPs grow with its tokens:
+    ``harness.engine.compute``), the updates by their epochs too."""
+    t, a = spec.train, spec.algorithm
+    budget = row_tokens(spec) / probe.row_tokens
+    rows = t.prompts_per_step * a.group_size / probe.step_rows
+    epochs = a.epochs / probe.epochs
+    eval_rows = eval_prompts(spec) * (1 + t.eval_samples) / (probe.eval_prompts * (1 + probe.eval_samples))
+    return ProbedTrial(
+        load_s=probe.load_s,
+        steps=t.steps,
+        step_s=rows * budget * (probe.sample_s + probe.update_s * epochs),
+        evaluations=evaluations(spec),
+        eval_s=eval_rows * budget * probe.eval_s,
+    )
 
 
 @dataclass
@@ -109,9 +180,12 @@ class Costs:
     start_s: float
     per_token: dict[str, float]  # condition -> s/token; conditions without records use `overall`
     overall: float
-    measured_from: int  # completed records; 0: the defaults
+    measured_from: int  # completed records; 0: the defaults (or the probe)
+    probe: ProbedCosts | None = None  # a real model's probe, without records: it prices the trial instead of the rate
 
     def trial_s(self, spec: TrialSpec) -> float:
+        if self.probe is not None:
+            return self.start_s + probed_trial(self.probe, spec).total_s + TRIAL_TURNOVER_S
         return self.start_s + trial_tokens(spec) * self.per_token.get(spec.arm, self.overall) + TRIAL_TURNOVER_S
 
 
@@ -154,6 +228,7 @@ class StudyPlan:
     warmstarts: list[WarmStartPlan] = field(default_factory=list)  # those the remaining trials use
     measured: Measured | None = None
     warnings: list[str] = field(default_factory=list)
+    probed: ProbedTrial | None = None  # the first condition with trials to run, priced from the probe
     earlier_design: list[str] = field(default_factory=list)  # records the current design does not use
     sequential: dict[str, Any] | None = None  # looks (seeds per arm), spending; the totals above are its maximum
     control_sd: float | None = (
@@ -260,12 +335,16 @@ def _overrides(arm: Arm, cell: Mapping[str, Any]) -> dict[str, Any]:
     return {**arm.set, **{f"train.{k}": v for k, v in arm.train.items()}, **cell}
 
 
-def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -> StudyPlan:
+def plan_study(
+    study: Study, *, workers: int = 1, records: Iterable[Any] = (), probe: ProbedCosts | None = None
+) -> StudyPlan:
     """The design of ``study`` and an estimate of its run time, without running anything.
 
     ``records`` are the study folder's trial records (``harness.tracking.records.read_records``):
     their completed ones count as done, measure the costs (``measured_costs``) and are compared
-    with the defaults (``measured_run``). See the module for what the estimate adds up.
+    with the defaults (``measured_run``). ``probe``: a real model's measured probe, which prices
+    each trial (``probed_trial``) when no completed record does. See the module for what the
+    estimate adds up.
     """
     if workers < 1:
         raise ConfigError(f"workers: must be at least 1, got {workers}")
@@ -279,11 +358,20 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
     )
     records = [r for r in records if r.status == "completed"]
     costs = measured_costs(records)
+    if not costs.measured_from and probe is not None:
+        costs = Costs(TRIAL_START_S, {}, SECONDS_PER_TOKEN, 0, probe)
     done_ids = {r.trial_id for r in records if r.phase == "compare"}
     if costs.measured_from:
         rate_source = (
             f"costs measured from {costs.measured_from} completed record(s) in {folder / 'records'} "
             "(medians, per condition where it has records)"
+        )
+    elif probe is not None:
+        how = "cached from an earlier plan" if probe.cached else f"measured now ({probe.probe_s:.0f}s)"
+        rate_source = (
+            f"costs from a probe of {probe.model} ({probe.parameters / 1e6:.0f}M parameters) on this machine, {how}: "
+            f"its load, one step of {probe.step_rows} rows and one evaluation of {probe.eval_prompts} prompts, "
+            f"scaled to each trial's rows; completed records in {folder / 'records'} will replace it"
         )
     else:
         rate_source = (
@@ -387,7 +475,8 @@ def plan_study(study: Study, *, workers: int = 1, records: Iterable[Any] = ()) -
         rate_source=rate_source,
         warmstarts=warm_starts(waiting),
         measured=measured_run(records),
-        warnings=study_warnings(study) + _default_cost_warnings(study, costs),
+        warnings=study_warnings(study) + _cost_warnings(study, costs),
+        probed=probed_trial(costs.probe, waiting[0]) if costs.probe is not None and waiting else None,
         earlier_design=earlier,
         sequential=(
             {"looks": study.sequential.schedule(), "spending": study.sequential.spending}
@@ -408,8 +497,14 @@ def _control_sd(study: Study, records: list[Any]) -> dict[str, Any]:
     return {"control_sd": statistics.stdev(values), "control_sd_from": len(values)}
 
 
-def _default_cost_warnings(study: Study, costs: Costs) -> list[str]:
-    if costs.measured_from or study.model.name == "tiny":
+def _cost_warnings(study: Study, costs: Costs) -> list[str]:
+    probe = costs.probe
+    if probe is not None and not costs.measured_from and probe.load_average > probe.cpus:
+        return [
+            f"the cost probe of {probe.model} ran while the machine was busy (load average {probe.load_average:.1f} "
+            f"on {probe.cpus} CPUs): its estimate is too high; plan again with --reprobe when the machine is idle"
+        ]
+    if costs.measured_from or probe is not None or study.model.name == "tiny":
         return []
     return [
         f"model {study.model.name}: the default costs are the tiny testbed model's, and a real model's trials "

@@ -13,7 +13,8 @@ header or a model folder; torch-free) and, by a ``module:function`` string in
 a child process, through the trainers' dispatcher (``harness.trainers.dispatch``: the builtin
 loop of ``harness.engine.trial`` or a program under the trial-program contract; the trainers read
 the engine and the study's metric ranges); ``harness reward-model train`` trains through
-``harness.engine.reward_model`` (imported inside the command, so the CLI starts without torch).
+``harness.engine.reward_model`` (imported inside the command, so the CLI starts without torch),
+and ``harness plan`` prices a real model's trial by ``harness.engine.cost_probe`` (the same way).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.reward_model",
         "engine.model_source",  # `harness prepare-model`: the GGUF source it names
         "engine.model_prepare",  # `harness prepare-model`: its conversion into the cache, in the command
+        "engine.cost_probe",  # `harness plan` of a real model: its trial's costs, probed (imported in the command)
         "trainers.dispatch",  # `harness trial`: one trial in this process, by its trainer
         "report",
         "runner",
