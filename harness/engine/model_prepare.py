@@ -40,12 +40,13 @@ def local_model(name: str, cache_dir: str | Path) -> str:
         if looks_local(name):
             check_folder(name)
         return name
-    source = read_gguf(name)
     folder = prepared_folder(name, cache_dir)
     entry = get_or_build(
         folder,
         key_fields={"source": content_key(name)},
-        work=lambda: _convert(source),
+        # the header is read (and checked) to convert only: parsing it takes seconds (its
+        # vocabulary is thousands of fields), and a trial finds the folder prepared twice
+        work=lambda: _convert(read_gguf(name)),
         save=_save,
         load=lambda path, manifest: path,
         on_unusable=lambda line: warnings.warn(

