@@ -110,14 +110,14 @@ class ReasoningGymConfig(StrictModel):
         description="how the answer is read from a completion: tag, the last <answer>...</answer> (what the prompt "
         "asks for); tag_or_last_number, that or else the completion's last number",
     )
-    train_seed: NonNegativeInt = Field(1, description="the dataset seed of the training prompts")
-    eval_seed: NonNegativeInt = Field(2, description="the dataset seed of the held-out prompts (must differ)")
-
-    @model_validator(mode="after")
-    def _seeds_differ(self) -> ReasoningGymConfig:
-        if self.train_seed == self.eval_seed:
-            raise ValueError("train_seed and eval_seed are equal: the held-out prompts would be the training prompts")
-        return self
+    train_seed: NonNegativeInt = Field(
+        0, description="the first seed of the training prompts: reasoning-gym draws problem i from seed + i"
+    )
+    eval_seed: NonNegativeInt = Field(
+        1_000_000,
+        description="the first seed of the held-out prompts; seeds train_seed..+n_train and eval_seed..+n_eval must "
+        "not overlap",
+    )
 
 
 class TaskConfig(StrictModel):
@@ -178,6 +178,23 @@ class TaskConfig(StrictModel):
             raise ValueError(
                 "task.reasoning_gym and task.name: reasoning_gym go together; give the block "
                 "{reasoning_gym: {dataset: chain_sum, config: {...}}} and leave out task.name"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _reasoning_gym_draws_apart(self) -> TaskConfig:
+        """reasoning-gym draws problem i of a dataset from the seed ``seed + i``, so held-out seeds
+        inside the training range would redraw training problems (then dropped from training)."""
+        gym = self.reasoning_gym
+        if gym is None:
+            return self
+        train = range(gym.train_seed, gym.train_seed + self.n_train)
+        held_out = range(gym.eval_seed, gym.eval_seed + self.n_eval)
+        if train.start < held_out.stop and held_out.start < train.stop:
+            raise ValueError(
+                f"task.reasoning_gym: the held-out prompts' seeds {held_out.start}..{held_out.stop - 1} overlap "
+                f"the training prompts' seeds {train.start}..{train.stop - 1} (reasoning-gym draws problem i from "
+                f"seed + i); set eval_seed to {train.stop} or more"
             )
         return self
 

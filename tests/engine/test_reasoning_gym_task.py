@@ -21,7 +21,7 @@ from cli_main import run_main  # noqa: E402
 from reasoning_gym.factory import DATASETS  # noqa: E402
 from reasoning_gym.utils import extract_answer  # noqa: E402
 
-#: a small space of problems (two one-digit terms): the train and held-out seeds draw some alike
+#: a small space of problems (two one-digit terms): the train and held-out draws hold some alike
 SMALL_CHAIN_SUM = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 
 
@@ -48,7 +48,7 @@ def test_prompts_are_the_questions_with_the_answer_format_and_no_held_out_one_is
     assert [i.prompt for i in task.eval] == [e["question"] + INSTRUCTION for e in held]
     held_prompts = {i.prompt for i in task.eval}
     kept = [e for e in drawn if e["question"] + INSTRUCTION not in held_prompts]
-    assert len(kept) < len(drawn)  # this small space draws some held-out problems at the train seed too
+    assert len(kept) < len(drawn)  # this small space draws some held-out problems among the training ones too
     assert [i.prompt for i in task.train] == [e["question"] + INSTRUCTION for e in kept]
     assert not {i.prompt for i in task.train} & held_prompts
     for item, entry in zip((*task.train, *task.eval), (*kept, *held)):
@@ -57,10 +57,22 @@ def test_prompts_are_the_questions_with_the_answer_format_and_no_held_out_one_is
         assert item.target == f"<answer>{entry['answer']}</answer>"  # the warm start's target: that format
 
 
-def test_equal_train_and_eval_seeds_are_refused():
-    with pytest.raises(ValidationError, match="train_seed and eval_seed are equal"):
+def test_held_out_seeds_inside_the_training_seeds_are_refused():
+    """reasoning-gym draws problem i from seed + i: held-out seeds 4.. would redraw the training
+    problems drawn from seeds 3..62, shifted by one."""
+    with pytest.raises(ValidationError, match=r"seeds 4\.\.23 overlap the training prompts' seeds 3\.\.62"):
+        _config(train_seed=3, eval_seed=4)
+    with pytest.raises(ValidationError, match="set eval_seed to 63 or more"):
         _config(train_seed=3, eval_seed=3)
-    assert build_task(_config(train_seed=3, eval_seed=4)).eval  # any two different seeds are fine
+    with pytest.raises(ValidationError, match="overlap"):
+        _config(train_seed=10, eval_seed=0)  # held-out 0..19 reaches into training 10..69
+    assert build_task(_config(train_seed=3, eval_seed=63)).eval  # adjacent ranges share no draw
+    assert build_task(_config(train_seed=20, eval_seed=0)).eval
+
+
+def test_the_default_seeds_draw_apart_and_the_held_out_set_does_not_move_with_n_train():
+    small, large = build_task(_config(n_train=50)), build_task(_config(n_train=500))
+    assert [i.prompt for i in small.eval] == [i.prompt for i in large.eval]
 
 
 def _completions(answer: str) -> list[tuple[str, str | None, str | None]]:
@@ -209,10 +221,10 @@ def test_validate_counts_the_prompts_of_a_study_on_a_reasoning_gym_task(tmp_path
     assert f"task reasoning_gym: {len(task.train)} train / 8 held-out prompts" in out
 
 
-def test_validate_refuses_equal_seeds_in_one_line(tmp_path, monkeypatch, capsys):
+def test_validate_refuses_overlapping_seeds_in_one_line(tmp_path, monkeypatch, capsys):
     study = _study(tmp_path, "HuggingFaceTB/SmolLM2-135M-Instruct", train_seed=4, eval_seed=4)
     code, out, err = run_main(monkeypatch, capsys, "validate", study)
-    assert code == 2 and "train_seed and eval_seed are equal" in err
+    assert code == 2 and "overlap the training prompts' seeds 4..53" in err
     assert len(err.strip().splitlines()) == 1
 
 

@@ -1,11 +1,14 @@
 """A reasoning-gym dataset as the task: its procedural problems, and its own ``score_answer`` as
 the verifier.
 
-``task: {reasoning_gym: {dataset: chain_sum, config: {min_terms: 2, ...}}}``. The training prompts
-come from the dataset at ``train_seed`` and the held-out prompts at ``eval_seed``; a training
-prompt whose text is also held out is dropped, so the two sets are disjoint (checked again by
-``Task``). Each prompt is the dataset's question followed by ``INSTRUCTION``, the answer format
-the reader expects: reasoning-gym's own ``<answer>...</answer>`` tag. A chat model gets the prompt
+``task: {reasoning_gym: {dataset: chain_sum, config: {min_terms: 2, ...}}}``. reasoning-gym draws
+problem i of a dataset from the seed ``seed + i``: the training prompts are drawn from the seeds
+``train_seed`` to ``train_seed + n_train - 1`` and the held-out ones from ``eval_seed`` on, ranges
+that must not overlap (``TaskConfig`` refuses it), so no draw is shared. A small problem space can
+still draw the same problem twice: a training prompt whose text is also held out is dropped, so
+the two sets are disjoint (checked again by ``Task``). Each prompt is the dataset's question
+followed by ``INSTRUCTION``, the answer format the reader expects: reasoning-gym's own
+``<answer>...</answer>`` tag. A chat model gets the prompt
 through its chat template, as every task does (``LoadedModel.format_prompt``).
 
 The verifier reads the answer (``answer: tag``: the last tag's content, reasoning-gym's
