@@ -114,7 +114,9 @@ def start_policy(spec: TrialSpec):
     return task, lm, warm_info, warnings
 
 
-def _learner(spec: TrialSpec, lm) -> Learner:
+def trial_learner(spec: TrialSpec, lm) -> Learner:
+    """The learner of a trial's policy ``lm``: its optimiser, reference, critic and generator,
+    as ``run_trial`` steps it (a benchmark steps the same one)."""
     cfg = spec.algorithm
     groups = [{"params": [p for p in lm.model.parameters() if p.requires_grad], "lr": cfg.lr}]
     critic = build_critic(cfg, lm.model) if isinstance(cfg, RLConfig) else None
@@ -180,7 +182,7 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     started = time.perf_counter()
     task, lm, warm_info, warnings = start_policy(spec)
     _warn(warnings)
-    learner = _learner(spec, lm)
+    learner = trial_learner(spec, lm)
     step_fn = STEPS[spec.algorithm.kind]
 
     benchmarks = benchmark_tasks(spec, task, lm.tokenizer)
