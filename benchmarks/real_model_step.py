@@ -37,6 +37,7 @@ process's own peak is printed too. ``--no-rss`` skips the separate processes. Th
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -45,6 +46,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -218,21 +220,20 @@ def peak_rss_mb() -> float:
 
 
 def measure_rss(args) -> None:
-    """One side alone in this process: its peak RSS once loaded, after one RL step and (ours)
-    after one evaluation, printed on one ``RSS_MARK`` line for the parent."""
+    """One side alone in this process: its peak RSS after the imports and the task, after one RL
+    step and (ours) after one evaluation, printed on one ``RSS_MARK`` line for the parent. (The
+    weights are memory-mapped: they count once a pass has read them, not at the load.)"""
     prompts = trial_prompts(trial_spec(args), 1)
-    out = {"start": peak_rss_mb()}
+    out = {"imports": peak_rss_mb()}
     if args.rss_of == "ours":
         ours = build_ours(prompts)
-        out["loaded"] = peak_rss_mb()
         ours.step(0)
         out["step"] = peak_rss_mb()
         ours.evaluate()
         out["evaluation"] = peak_rss_mb()
     else:
         torch.set_num_threads(prompts.spec.train.threads or torch.get_num_threads())
-        trainer = build_trl(prompts)
-        out["loaded"] = peak_rss_mb()
+        trainer = build_trl(prompts)  # imports trl and datasets
         trainer.train()
         out["step"] = peak_rss_mb()
     print(RSS_MARK + json.dumps(out))
@@ -351,7 +352,7 @@ def report(args, ours: Ours, trl_rows, trl_extra_pass: bool, peaks: tuple[float,
         f"\nTRL / ours, median step time: {_median(trl_rows, 'step') / _median(steps, 'step'):.2f}"
         + ("; TRL's reference phase includes its old-log-prob pass (counted in its FLOPs)" if trl_extra_pass else "")
     )
-    print("\npeak RSS, MB (each side alone in a fresh process: once loaded, after one RL step, after one evaluation)")
+    print("\npeak RSS (VmHWM), MB, each side alone in a fresh process: after imports, one RL step, one evaluation")
     for side, numbers in rss.items():
         if isinstance(numbers, str):
             print(f"  {side}: {numbers}")
@@ -378,27 +379,24 @@ def main() -> None:
     args = parser.parse_args()
     if args.warmup < 0 or args.steps < 1 or not 1 <= args.evals <= args.steps:
         parser.error("need --warmup >= 0, --steps >= 1 and 1 <= --evals <= --steps")
-    try:
-        import trl
-    except ImportError:
-        raise SystemExit("trl is not installed: `pip install trl` to compare with TRL's GRPOTrainer") from None
+    if importlib.util.find_spec("trl") is None:
+        raise SystemExit("trl is not installed: `pip install trl` to compare with TRL's GRPOTrainer")
     try:
         if args.rss_of:
             measure_rss(args)
         else:
-            run(args, trl.__version__)
+            run(args)
     except HarnessError as err:
         raise SystemExit(one_line(err)) from None
 
 
-def run(args, trl_version: str) -> None:
-    import transformers
-
+def run(args) -> None:
+    """The interleaved run, the matmul peak around it, the RSS processes, and the report."""
     spec = trial_spec(args)
     print(f"command: python benchmarks/real_model_step.py {' '.join(sys.argv[1:])}")
     print(
-        f"machine: {_machine()}; torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"trl {trl_version}; "
+        f"machine: {_machine()}; torch {torch.__version__}, transformers {version('transformers')}, "
+        f"trl {version('trl')}; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.2f}"
     )
     prompts = trial_prompts(spec, args.warmup + args.steps)
