@@ -52,7 +52,7 @@ from pathlib import Path
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import torch
-from trl_match import grpo_config, interleave, suppress_eos
+from trl_match import grpo_config, interleave, quiet, suppress_eos
 
 from harness.engine.compute import ModelSize, StepTokens, model_size, step_flops
 from harness.engine.evaluation import evaluate
@@ -188,6 +188,7 @@ def build_trl(prompts: Prompts):
     )
     assert trainer.ref_model is None, "TRL built a second copy of the model as its reference"
     suppress_eos(trainer.model, trainer.processing_class.eos_token_id)
+    quiet(trainer)
     return trainer
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import torch
-from trl_match import grpo_config, interleave, suppress_eos
+from trl_match import grpo_config, interleave, quiet, suppress_eos
 
 from harness.algorithms import resolve_algorithm
 from harness.engine.learner import Learner, make_optimizer
@@ -147,6 +147,7 @@ def run_cell(cell: Cell, task, steps: int, warmup: int) -> None:
     eos = trainer.processing_class.eos_token_id
     suppress_eos(trainer.model, eos)
     suppress_eos(trainer.ref_model, eos)
+    quiet(trainer)
     interleave(trainer, 1, after)
     trainer.train()
 

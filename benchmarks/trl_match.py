@@ -131,3 +131,10 @@ def interleave(trainer, minibatches: int, after: Callable[[int, dict[str, float]
             after(self.trainer_steps // minibatches - 1, phases)
 
     trainer.add_callback(Interleave())
+
+
+def quiet(trainer) -> None:
+    """Drop the Trainer's printer, whose dict of training metrics would land among the timings."""
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
