@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import torch
+from trl_match import grpo_config, interleave, quiet, suppress_eos
 
 from harness.algorithms import resolve_algorithm
 from harness.engine.learner import Learner, make_optimizer
@@ -71,19 +72,6 @@ def _parse_model(text: str) -> tuple[int, int]:
     return int(layers), int(width)
 
 
-def _suppress_eos(model, eos_id: int) -> None:
-    """Give the LM head a frozen bias of -1e4 on EOS (the tied weight is kept), so no completion
-    ends before the budget, in sampling and in every log-prob pass alike."""
-    head = model.get_output_embeddings()
-    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
-    biased.weight = head.weight
-    with torch.no_grad():
-        biased.bias.zero_()
-        biased.bias[eos_id] = -1e4
-    biased.bias.requires_grad_(False)
-    model.set_output_embeddings(biased)
-
-
 def _model_folder(task, layers: int, width: int) -> str:
     folder = tempfile.mkdtemp(prefix="bench-model-")
     tokenizer = char_tokenizer(task.alphabet)
@@ -98,7 +86,7 @@ def _our_stepper(folder: str, cell: Cell):
     from harness.engine.models import load_pretrained
 
     lm: LoadedModel = load_pretrained(folder, ModelConfig(name=folder, device="cpu", dtype="float32"))
-    _suppress_eos(lm.model, lm.tokenizer.eos_token_id)
+    suppress_eos(lm.model, lm.tokenizer.eos_token_id)
     algorithm = resolve_algorithm("grpo", {"minibatches": 1, "kl_coef": KL_COEF, "group_size": cell.group, "lr": LR})
     learner = Learner(
         lm=lm,
@@ -120,33 +108,10 @@ def _our_stepper(folder: str, cell: Cell):
     return step
 
 
-class _PhaseClock:
-    """Time spent in named methods of one object, per step."""
-
-    def __init__(self, owner, names: tuple[str, ...]):
-        self.spent = dict.fromkeys(names, 0.0)
-        for name in names:
-            setattr(owner, name, self._timed(name, getattr(owner, name)))
-
-    def _timed(self, name, method):
-        def timed(*args, **kwargs):
-            clock = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                self.spent[name] += time.perf_counter() - clock
-
-        return timed
-
-    def take(self) -> dict[str, float]:
-        spent, self.spent = self.spent, dict.fromkeys(self.spent, 0.0)
-        return spent
-
-
 def run_cell(cell: Cell, task, steps: int, warmup: int) -> None:
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOTrainer
 
     folder = _model_folder(task, cell.layers, cell.width)
     ours = _our_stepper(folder, cell)
@@ -157,75 +122,33 @@ def run_cell(cell: Cell, task, steps: int, warmup: int) -> None:
     def reward(prompts, completions, **_):
         return [task.reward(by_prompt[p], c) for p, c in zip(prompts, completions)]
 
-    class Interleave(TrainerCallback):
-        def __init__(self):
-            self.step, self.started = 0, 0.0
-
-        def on_step_begin(self, *args, **kwargs):
-            phases.take()
-            self.started = time.perf_counter()
-
-        def on_step_end(self, *args, **kwargs):
-            whole = time.perf_counter() - self.started
-            spent = phases.take()
-            ours_row = ours(task, items[self.step * PROMPTS : (self.step + 1) * PROMPTS])
-            if self.step >= warmup:
-                inner = spent["_generate_and_score_completions"]
-                cell.trl.append(
-                    {
-                        "generate": spent["_generate"],
-                        "score": spent["_calculate_rewards"],
-                        "reference": inner - spent["_generate"] - spent["_calculate_rewards"],
-                        "update": whole - inner,
-                        "step": whole,
-                    }
-                )
-                cell.ours.append(ours_row)
-            self.step += 1
+    def after(step: int, trl_row: dict[str, float]) -> None:
+        ours_row = ours(task, items[step * PROMPTS : (step + 1) * PROMPTS])
+        if step >= warmup:
+            cell.trl.append(trl_row)
+            cell.ours.append(ours_row)
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="bench-trl-"),
-        per_device_train_batch_size=PROMPTS * cell.group,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,
-        num_iterations=1,
-        num_generations=cell.group,
-        max_completion_length=cell.new_tokens,
-        max_steps=total,
-        beta=KL_COEF,
-        loss_type="grpo",
-        scale_rewards="group",
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        learning_rate=LR,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        optim="adamw_torch_fused",
-        bf16=False,
-        fp16=False,
-        gradient_checkpointing=False,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_strategy="no",
-        log_level="error",
-        disable_tqdm=True,
-        shuffle_dataset=False,
-        seed=0,
+    config = grpo_config(
+        rows=PROMPTS * cell.group,
+        group=cell.group,
+        new_tokens=cell.new_tokens,
+        rl_steps=total,
+        minibatches=1,
+        lr=LR,
+        kl_coef=KL_COEF,
     )
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward,
         args=config,
         train_dataset=Dataset.from_list([{"prompt": item.prompt} for item in items]),
-        callbacks=[Interleave()],
     )
     eos = trainer.processing_class.eos_token_id
-    _suppress_eos(trainer.model, eos)
-    _suppress_eos(trainer.ref_model, eos)
-    phases = _PhaseClock(trainer, ("_generate", "_calculate_rewards", "_generate_and_score_completions"))
+    suppress_eos(trainer.model, eos)
+    suppress_eos(trainer.ref_model, eos)
+    quiet(trainer)
+    interleave(trainer, 1, after)
     trainer.train()
 
 

@@ -186,17 +186,25 @@ def with_lora(model: PreTrainedModel, config: ModelConfig, seed: int) -> PreTrai
     A matrices from torch's global generator) comes from ``seed`` alone, whatever that generator
     held before, and leaves it as it was: without this, every seed of a study started from the
     same adapter, and a trial that built its warm start first from a different one than a re-run."""
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
+
+    peft_config = lora_config(config)
+    cuda = sorted({p.device.index for p in model.parameters() if p.device.type == "cuda"})
+    with torch.random.fork_rng(devices=cuda):  # the generators of wherever the weights are
+        torch.manual_seed(seed)
+        return get_peft_model(model, peft_config)
+
+
+def lora_config(config: ModelConfig):
+    """peft's ``LoraConfig`` of ``model.lora`` (what ``with_lora`` applies; a benchmark hands the
+    same adapter to another trainer)."""
+    from peft import LoraConfig
 
     lora = config.lora
-    peft_config = LoraConfig(
+    return LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=lora.target_modules,
         task_type="CAUSAL_LM",
     )
-    cuda = sorted({p.device.index for p in model.parameters() if p.device.type == "cuda"})
-    with torch.random.fork_rng(devices=cuda):  # the generators of wherever the weights are
-        torch.manual_seed(seed)
-        return get_peft_model(model, peft_config)
