@@ -13,6 +13,7 @@ import pytest
 import yaml
 from cli_main import run_main
 
+import harness.engine.trial as trial_module
 from harness.errors import ConfigError, NonFiniteError
 from harness.runner.options import RunOptions
 
@@ -80,14 +81,20 @@ def test_results_csv_into_an_existing_folder_still_works(study_folder, tmp_path,
 
 
 def test_trial_that_fails_at_run_time_is_one_line_exit_1(tmp_path, monkeypatch, capsys):
-    """A folder that is not a model: the trial starts, then fails; no traceback."""
+    """The trial starts, then its RL step fails (a model that cannot be loaded is refused before
+    any work, exit 2: tests/engine/test_model_source.py); no traceback."""
     monkeypatch.chdir(tmp_path)
+
+    def failing_step(*args, **kwargs):
+        raise RuntimeError("the step went wrong")
+
+    monkeypatch.setitem(trial_module.STEPS, "rl", failing_step)
     code, out, err = run_main(
-        monkeypatch, capsys, "trial", "--algorithm", "grpo", "--set", "model.name=/etc", "--steps", "1"
+        monkeypatch, capsys, "trial", "--algorithm", "grpo", "--steps", "1", "--set", "warmstart.enabled=false"
     )
     assert code == 1, (out, err)
     line = one_error_line(err)
-    assert line.startswith("error: trial grpo-s0-") and " failed: " in line
+    assert line.startswith("error: trial grpo-s0-") and " failed: " in line and "the step went wrong" in line
 
 
 @pytest.mark.parametrize(

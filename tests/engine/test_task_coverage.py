@@ -10,7 +10,7 @@ import string
 
 import pytest
 
-from harness.engine.models import char_tokenizer, check_tokenizer, lost_characters
+from harness.engine.models import char_tokenizer, check_tokenizer, lost_characters, task_tokenizer
 from harness.engine.spec import ModelConfig, TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.coverage import check_testbed_characters
@@ -40,7 +40,10 @@ def gsm_file(tmp_path) -> str:
 def test_validate_and_the_trial_refuse_the_same_tasks_with_the_same_line(name, gsm_file):
     task = build_task(TaskConfig(name=name, n_train=30, n_eval=4, path=gsm_file))
     by_alphabet = _refusal(check_testbed_characters, "tiny", task)
-    assert by_alphabet == _refusal(check_tokenizer, ModelConfig(), task)
+    by_tokenizer = _refusal(
+        lambda model, t: check_tokenizer(model, t, task_tokenizer(model, t, "unused")), ModelConfig(), task
+    )
+    assert by_alphabet == by_tokenizer
     assert (by_alphabet is not None) == (name == "gsm8k_jsonl"), by_alphabet
 
 
