@@ -24,7 +24,11 @@ def test_slurm_runs_a_submitit_job(slurm_cluster, tmp_path):
         assert time.monotonic() < deadline, f"job {job.job_id} did not finish in 60s: {slurm_cluster.jobs()}"
         time.sleep(0.3)
     assert job.result() == (49, job.job_id, slurm_cluster.partition)
-    assert job.job_id not in slurm_cluster.jobs() or slurm_cluster.jobs()[job.job_id] == "COMPLETED"
+    # the result file is written before the job step ends: Slurm may list the job as RUNNING a moment longer
+    while slurm_cluster.jobs().get(job.job_id, "COMPLETED") == "RUNNING":
+        assert time.monotonic() < deadline, f"job {job.job_id} still running after its result: {slurm_cluster.jobs()}"
+        time.sleep(0.3)
+    assert slurm_cluster.jobs().get(job.job_id, "COMPLETED") == "COMPLETED"
 
 
 def test_slurm_fixture_cancels_what_a_test_left(slurm_cluster, tmp_path):
