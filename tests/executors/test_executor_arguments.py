@@ -124,6 +124,9 @@ def fake_sbatch(tmp_path, monkeypatch):
         'echo "Submitted batch job 4242"\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    srun = bindir / "srun"  # submitit refuses to submit unless an srun is on PATH (it is never run here)
+    srun.write_text("#!/bin/sh\nexit 1\n")
+    srun.chmod(srun.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("HARNESS_WORKER_STORAGE", raising=False)
     return tmp_path
