@@ -80,6 +80,7 @@ def test_results_csv_into_an_existing_folder_still_works(study_folder, tmp_path,
 # ------------------------------------------------------------------ harness trial that fails
 
 
+@pytest.mark.slow
 def test_trial_that_fails_at_run_time_is_one_line_exit_1(tmp_path, monkeypatch, capsys):
     """The trial starts, then its RL step fails (a model that cannot be loaded is refused before
     any work, exit 2: tests/engine/test_model_source.py); no traceback."""

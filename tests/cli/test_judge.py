@@ -210,6 +210,7 @@ def test_judge_reads_an_mlflow_experiment(monkeypatch, capsys, tmp_path):
     assert "| new | base | 2 pairs |" in row and "paired_t" in row
 
 
+@pytest.mark.slow
 def test_judge_and_tidy_import_no_torch_and_no_mlflow():
     """Like the commands of ``test_startup``: judging a file trains nothing and talks to no MLflow."""
     stored_study(2)

@@ -29,6 +29,7 @@ def write_task_files(studies: list[Path]) -> None:
                 Path(task[key]).write_text((line + "\n") * 10)
 
 
+@pytest.mark.slow
 def test_validate_passes_every_shipped_study_and_fragment(monkeypatch, capsys):
     studies, fragments = sorted(STUDIES.glob("*.yaml")), sorted((STUDIES / "common").glob("*.yaml"))
     assert fragments, "the shared testbed is a fragment in studies/common/"

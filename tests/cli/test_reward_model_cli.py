@@ -145,6 +145,7 @@ STUDY = {
 }
 
 
+@pytest.mark.slow
 def test_a_study_names_the_model_the_command_built(monkeypatch, capsys):
     """validate says how to build a missing model; the command run with the study prints the id
     to name; then the study validates, and ``harness validate`` stays torch-free."""

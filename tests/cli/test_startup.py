@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from stored_study import write_records, write_study
 
 from harness.study.load import load_study
@@ -45,6 +46,7 @@ for args in json.loads(sys.argv[1]):
 """
 
 
+@pytest.mark.slow
 def test_commands_that_do_not_train_import_no_torch_and_no_mlflow():
     study = write_study()
     write_records(study)

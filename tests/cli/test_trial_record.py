@@ -66,6 +66,7 @@ def test_a_trial_writes_its_record_and_mirrors_it(tmp_path, monkeypatch, capsys)
     assert read_record(folder / "records" / "superseded" / f"{record.trial_id}.1.json") == record
 
 
+@pytest.mark.slow
 def test_a_failed_trial_is_recorded_as_failed(monkeypatch, capsys):
     import harness.engine.trial as engine_trial
 

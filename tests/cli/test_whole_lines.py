@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from stored_study import write_study
 
 REAL_MODEL = textwrap.dedent("""\
@@ -43,6 +44,7 @@ def assert_whole(lines: list[str]) -> None:
         assert inside is None, f"a message starts inside another's line: {line!r}"
 
 
+@pytest.mark.slow
 def test_plan_prints_its_warnings_as_whole_lines():
     path = write_study(REAL_MODEL, name="big")
     records = Path("runs/big/records")
@@ -56,6 +58,7 @@ def test_plan_prints_its_warnings_as_whole_lines():
     assert any("unreadable trial record" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_validate_prints_warnings_and_errors_as_whole_lines():
     warned = write_study(REAL_MODEL, name="big")
     bad = write_study("name: bad\narms: 3\n", name="bad")

@@ -50,6 +50,7 @@ def test_a_benchmark_with_only_training_prompts_or_a_bad_task_is_refused_naming_
         benchmark_task(big, study)
 
 
+@pytest.mark.slow
 def test_a_trial_records_each_benchmarks_per_prompt_scores_and_its_metrics(make_spec):
     plain = run_trial(make_spec("grpo", seed=0, train={"eval_every": 1}))
     spec = make_spec("grpo", seed=0, train={"eval_every": 1}, benchmarks=BENCHMARKS)

@@ -86,6 +86,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_problem(args, message, tmp_p
     assert not any(tmp_path.iterdir()), "nothing is started or written on bad input"
 
 
+@pytest.mark.slow
 def test_trial_prints_final_metrics_as_json(tmp_path):
     sets = [arg for s in TINY_SETS for arg in ("--set", s)]
     out = harness("trial", "--algorithm", "rloo", "--steps", "1", "--seed", "2", "--json", *sets, cwd=tmp_path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import gc
 
+import pytest
 import torch
 
 from harness.engine.learner import make_optimizer
@@ -52,6 +53,7 @@ def _weight_bytes(model: torch.nn.Module) -> int:
     return sum(t.untyped_storage().nbytes() for t in (*model.parameters(), *model.buffers()))
 
 
+@pytest.mark.slow
 def test_the_lora_reference_adds_no_copy_of_the_weights_where_a_full_model_gets_one():
     lm, _ = _policy(lora=True)
     before = _live_tensor_bytes()

@@ -176,6 +176,7 @@ def test_sigkilled_worker_trial_is_found_stale_and_completed_by_another(tmp_path
     assert all(r.status == "completed" for r in records)
 
 
+@pytest.mark.slow
 def test_completed_record_is_never_run_again(tmp_path, fault_env, pg_url, monkeypatch):
     """Two workers died after writing a completed record but before telling Optuna, one on this
     machine (the record is here) and one elsewhere (the record is only in the shared storage):
@@ -223,6 +224,7 @@ def test_completed_record_is_never_run_again(tmp_path, fault_env, pg_url, monkey
         assert stored[record.trial_id].fingerprint() == record.fingerprint()
 
 
+@pytest.mark.slow
 def test_machines_opening_a_fresh_database_at_once_all_get_in(postgres):
     """`harness run` creating the schema while `harness worker`s elsewhere open the same new
     database: opening writes Optuna's version tables, so they race on PostgreSQL's unique

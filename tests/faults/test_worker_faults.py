@@ -100,6 +100,7 @@ def mirrored(setup) -> dict[str, list]:
 # 6. killed between the record and the MLflow run
 
 
+@pytest.mark.slow
 def test_record_left_without_its_mlflow_run_is_mirrored_by_the_next_run(tmp_path, inproc, monkeypatch, capfd):
     """A worker dies right after its record and its commit, before the MLflow mirror: the trial
     is complete, its record is here, MLflow lacks the run. The next `harness run` (its workers,
@@ -146,6 +147,7 @@ def test_a_run_with_nothing_left_to_run_mirrors_what_mlflow_lacks(tmp_path, inpr
     assert len(calls(inproc, tid)) == 1
 
 
+@pytest.mark.slow
 def test_worker_killed_right_after_its_record_is_completed_and_mirrored_from_it(tmp_path, inproc, monkeypatch):
     """Killed between the local record and the commit: the trial is still RUNNING, its claim
     goes stale. The next worker re-queues it, completes it from the record (not run again) and

@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 
 #: part -> the parts it may import (besides itself and harness.errors)
@@ -163,6 +165,7 @@ def test_no_module_shadows_the_standard_library():
     assert [p for p in MODULES if p.stem in stdlib and p.stem != "__init__"] == []
 
 
+@pytest.mark.slow
 def test_every_module_imports_first_in_a_fresh_interpreter():
     """Import each module with no other harness module loaded: a cycle fails here whichever
     module a process happens to import first. One interpreter, harness modules dropped between."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from harness.decide.analysis import analyze
 from harness.report import MIRRORED_FILES, mirror_report, verdict_tags
@@ -54,6 +55,7 @@ def test_benchmark_and_overall_verdicts_are_tagged_with_their_notes():
     assert len([k for k in tags if k.startswith("verdict.")]) == 2 * 4  # primary, 2 benchmarks, overall
 
 
+@pytest.mark.slow
 def test_they_land_on_the_study_s_parent_run(tmp_path):
     analysis = analyze(results_from_table(table(), SETTINGS), n_permutations=100)
     study_dir = tmp_path / "study"

@@ -87,6 +87,7 @@ def test_failures_are_isolated_and_recorded(tmp_path, fake_env, capfd):
     assert "NonFiniteError: loss is nan at step 3" in report
 
 
+@pytest.mark.slow
 def test_rerun_is_idempotent_and_never_reruns_completed(tmp_path, fake_env):
     path = write_study(tmp_path, ["ok_a", "ok_b"], seeds=2)
     opts = options(workers=2)
@@ -124,6 +125,7 @@ def test_timeout_retries_and_crashes(tmp_path, fake_env):
     assert "Traceback" in next((folder / "logs").glob("flaky-*.log")).read_text()
 
 
+@pytest.mark.slow
 def test_stale_and_half_finished_trials_are_recovered_by_a_joining_worker(tmp_path, fake_env):
     """A dead worker left one trial RUNNING (heartbeat goes stale: re-queued and run) and one
     RUNNING with its completed record written (Optuna is told, the trial is not run again)."""
@@ -203,6 +205,7 @@ def test_sigkill_then_rerun_resumes_without_rerunning_completed(tmp_path, fake_e
     assert all(r.status == "completed" for r in records)
 
 
+@pytest.mark.slow
 def test_sigint_stops_cleanly_and_requeues_running_trials(tmp_path, fake_env, monkeypatch):
     """Ctrl-C (SIGINT to the runner, here this process) stops workers and re-queues trials."""
     import threading

@@ -106,6 +106,7 @@ EDITS = {
 
 
 @pytest.mark.parametrize("case", list(EDITS))
+@pytest.mark.slow
 def test_an_edited_rule_is_refused_by_every_reader_in_one_line_and_nothing_is_queued_or_run(tmp_path, fake_env, case):
     as_run, edited, named = EDITS[case]
     path = study_file(tmp_path, **as_run)
@@ -132,6 +133,7 @@ def test_an_edited_rule_is_refused_by_every_reader_in_one_line_and_nothing_is_qu
     assert all(f"  {arm}" in status and state in status for arm, state in before_states.items())
 
 
+@pytest.mark.slow
 def test_a_study_file_that_drops_its_sequential_section_is_refused(tmp_path, fake_env):
     path = study_file(tmp_path)
     setup, _ = drive(path)
@@ -230,6 +232,7 @@ def test_concurrent_first_looks_fix_one_rule_and_a_different_study_file_queues_n
     assert rule["version"] == 1 and rule["min_effect"] == (0.02, 0.05)[winners[0] % 2]
 
 
+@pytest.mark.slow
 def test_new_version_starts_the_looks_over_on_fresh_seeds_and_keeps_the_earlier_trials_apart(tmp_path, fake_env):
     path = study_file(tmp_path)
     setup, _ = drive(path)
@@ -259,6 +262,7 @@ def test_new_version_starts_the_looks_over_on_fresh_seeds_and_keeps_the_earlier_
     assert "min_effect 0.015 -> 0.02" in refusal(lambda: study_status(path))
 
 
+@pytest.mark.slow
 def test_the_commands_refuse_the_edit_with_one_line_and_exit_2(tmp_path, fake_env, monkeypatch, capsys):
     from cli_main import run_main
 

@@ -72,6 +72,7 @@ def test_sat_math_one_change_is_far_wider_than_t():
     assert high - low > 1.5 * 2 * t_half and low < -t_half  # and it does not sit on the observed flip
 
 
+@pytest.mark.slow
 def test_p_value_and_interval_agree():
     rng = np.random.default_rng(3)
     for _ in range(200):

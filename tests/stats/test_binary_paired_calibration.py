@@ -21,6 +21,7 @@ def _tolerance(reps: int) -> float:
 
 
 @pytest.mark.parametrize("prompts", [30, 40])
+@pytest.mark.slow
 def test_one_seed_coverage_with_one_to_six_discordant_prompts(prompts):
     """A 2 x 2 table of prompts: expected discordant prompts 1-6, all or most one way or balanced,
     at several concordant rates."""

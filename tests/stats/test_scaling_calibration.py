@@ -49,7 +49,7 @@ def draw(rng: np.random.Generator, reps: int, n: int, heavy: bool) -> np.ndarray
 
 
 @pytest.mark.parametrize("heavy", [False, True], ids=["normal", "t3"])
-@pytest.mark.parametrize("n", [3, 5, 10])
+@pytest.mark.parametrize("n", [3, pytest.param(5, marks=pytest.mark.slow), pytest.param(10, marks=pytest.mark.slow)])
 def test_intervals_of_a_and_c_mid_cover_at_nominal(n, heavy):
     curves = draw(np.random.default_rng(100 + n + 50 * heavy), REPS, n, heavy)
     fits = [fit_scaling([C] * n, list(rep), alpha=ALPHA, a_bounds=(0.0, 1.0)) for rep in curves]
@@ -62,7 +62,8 @@ def test_intervals_of_a_and_c_mid_cover_at_nominal(n, heavy):
     assert cover_m >= floor, f"C_mid: coverage {cover_m:.3f} at {n} seeds"
 
 
-@pytest.mark.parametrize("n", [3, pytest.param(5, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [3, 5])
 def test_with_per_prompt_scores_the_interval_covers_for_the_prompts_too(n):
     """Each of 40 prompts has its own ceiling (A + w_p, sd 0.1) and each score its own noise (sd
     0.05): the prompts drawn move A_hat by sd 0.1 / sqrt(40) = 0.016, more than the seeds do. The
@@ -87,7 +88,8 @@ def test_with_per_prompt_scores_the_interval_covers_for_the_prompts_too(n):
     assert cover_seeds / reps < 0.9, f"seeds only {cover_seeds / reps:.3f}: the simulation's prompts should matter"
 
 
-@pytest.mark.parametrize("n", [3, pytest.param(5, marks=pytest.mark.slow)])  # 5 seeds: 20 s on 2 loaded cores
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [3, 5])
 def test_false_better_ceiling_and_efficiency_at_equal_curves_within_alpha(n):
     """Two arms and a control with the same true curve, decided as a family of two (Bonferroni):
     a study with any 'better' ceiling is a false positive, as is any efficiency verdict other than

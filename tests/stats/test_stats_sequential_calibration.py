@@ -119,7 +119,7 @@ def test_naive_peeking_is_what_the_boundaries_prevent():
 R_SP = 4_000  # SE at 0.05: 0.0034
 
 
-@pytest.mark.parametrize("arms", [1, 6])
+@pytest.mark.parametrize("arms", [1, pytest.param(6, marks=pytest.mark.slow)])
 def test_family_wise_rate_at_zero_on_seed_prompt_tables(arms):
     rng = np.random.default_rng(900 + arms)
     label, _ = sequential_labels(crossed_tables(rng, R_SP, arms), arms, "obrien_fleming")
@@ -129,7 +129,7 @@ def test_family_wise_rate_at_zero_on_seed_prompt_tables(arms):
 
 
 @pytest.mark.parametrize("spending", ["obrien_fleming", "pocock"])
-@pytest.mark.parametrize("arms", [1, 6])
+@pytest.mark.parametrize("arms", [1, pytest.param(6, marks=pytest.mark.slow)])
 def test_equivalent_is_rare_at_a_true_difference_of_min_effect(arms, spending):
     # the margin lets a true 0 be declared equivalent often by the last look; at a true
     # difference of exactly the margin, "equivalent" is wrong

@@ -166,6 +166,7 @@ def copy_task_files(root: Path) -> None:
     shutil.copytree(EXAMPLE.parent / "data", root / "studies" / "data")
 
 
+@pytest.mark.slow
 def test_the_real_model_example_validates_and_plans_on_a_saved_model(tmp_path, tiny_model_dir, monkeypatch, capsys):
     data = yaml.safe_load(EXAMPLE.read_text())
     assert data["task"]["name"] == "gsm8k_jsonl" and data["model"]["lora"] and data["model"]["chat_template"]

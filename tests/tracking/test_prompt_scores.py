@@ -95,6 +95,7 @@ def test_a_record_without_scores_dumps_as_before_the_field(tmp_path, make_record
     assert back.prompt_scores is None and back.fingerprint() == record.fingerprint()
 
 
+@pytest.mark.slow
 def test_a_thousand_prompt_study_of_a_hundred_trials_stays_under_20_mb(tmp_path, make_spec):
     total = 0
     for seed in range(100):

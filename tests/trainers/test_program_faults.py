@@ -175,6 +175,7 @@ def test_a_template_naming_no_field_is_refused_before_anything_runs(program_spec
         check_templates(program_spec([*script(PREAMBLE), "{out_dir}"]))
 
 
+@pytest.mark.slow
 def test_the_program_never_sees_the_storage_password(program_spec, script, monkeypatch, tmp_path):
     secret = "postgresql://harness:s3cret-pw@db.example/harness"
     monkeypatch.setenv("HARNESS_STORAGE", secret)

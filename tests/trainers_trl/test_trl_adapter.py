@@ -80,6 +80,7 @@ def test_leave_one_out_runs_trls_rloo_trainer(tmp_path, write_trial):
     assert line["step"] == 1 and "train/reward_mean" in line
 
 
+@pytest.mark.slow
 def test_a_part_trl_lacks_fails_the_program_in_one_line(tmp_path, write_trial):
     trial_file = write_trial(tmp_path, algorithm="ppo")
     done = _run(trial_file)

@@ -33,6 +33,7 @@ def test_a_trl_arm_with_a_part_trl_lacks_fails_validation_naming_the_arm(tmp_pat
         load_study(_study(tmp_path, {"algorithm": "grpo", "set": {"kl_estimator": "k2"}}))
 
 
+@pytest.mark.slow
 def test_a_trl_arm_whose_parts_all_map_loads(tmp_path):
     study = load_study(_study(tmp_path, {"algorithm": "dr_grpo"}))
     assert study.arm_trainer(study.arm("trl")).kind == "trl"
