@@ -1,0 +1,20 @@
+"""How busy the machine is, for the tests that wait on something or give it a time limit (tests
+import it by name: the tests folder is on the path because its conftest is there)."""
+
+from __future__ import annotations
+
+import os
+
+#: the most :func:`slowness` stretches a wait: a hang is still caught in a bounded time
+MAX_SLOWNESS = 20.0
+
+
+def slowness() -> float:
+    """How many times slower than an idle machine this one runs now, measured as the one-minute
+    load average per core (1 on an idle or lightly used machine, at most ``MAX_SLOWNESS``).
+
+    A test's waits for an event and the time limits it gives a healthy process are multiplied by
+    it: a busy machine gets more time, never a different verdict."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    per_core = os.getloadavg()[0] / cores
+    return min(max(1.0, per_core), MAX_SLOWNESS)
