@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 from runner_helpers import FAKE
+from slowness import slowness
 
 HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
 # fast timings: a dead worker's trial is stale after 3 s without a heartbeat
@@ -61,7 +62,9 @@ class Machine:
         return proc
 
     def run(self, *args: str, label: str, env: dict[str, str] | None = None, timeout: float = 180):
-        """Run a harness command to its end: (exit code, stdout, stderr)."""
+        """Run a harness command to its end: (exit code, stdout, stderr). ``timeout`` (seconds on
+        an idle machine, stretched by :func:`slowness`) only bounds a hang."""
+        timeout *= slowness()
         proc = self.start(*args, label=label, env=env)
         try:
             code = proc.wait(timeout=timeout)
@@ -69,7 +72,7 @@ class Machine:
             proc.kill()
             proc.wait()
             raise AssertionError(
-                f"`harness {' '.join(args)}` on {self.name} ran past {timeout}s:\n{self.output(label)[1][-3000:]}"
+                f"`harness {' '.join(args)}` on {self.name} ran past {timeout:g}s:\n{self.output(label)[1][-3000:]}"
             ) from None
         return (code, *self.output(label))
 
@@ -86,11 +89,20 @@ class Machine:
                 proc.wait(timeout=30)
 
 
-def wait_for(predicate, timeout: float, what: str, poll: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
+def wait_for(predicate, timeout: float, what: str, poll: float = 0.2, *, unless_ended=None) -> None:
+    """Wait until ``predicate()`` holds. ``timeout`` (seconds on an idle machine, stretched by
+    :func:`slowness`) only bounds a hang; ``unless_ended`` (a process) fails the wait at once
+    when that process ends first, since what it was to bring about can no longer come."""
+    limit = timeout * slowness()
+    deadline = time.monotonic() + limit
     while not predicate():
+        if unless_ended is not None and unless_ended.poll() is not None:
+            if predicate():
+                return
+            code = unless_ended.returncode
+            raise AssertionError(f"{what}: the process that was to bring it about ended (exit code {code})")
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+            raise AssertionError(f"timed out after {limit:g}s waiting for {what}")
         time.sleep(poll)
 
 

@@ -15,6 +15,7 @@ import yaml
 from faults_helpers import Machine, queue_jobs, record_files, wait_for
 from optuna.trial import TrialState
 from runner_helpers import at_once
+from slowness import slowness
 
 from harness.decide.look_trials import look_specs
 from harness.errors import HarnessError
@@ -26,17 +27,14 @@ from harness.tracking import sequential_rules
 from harness.tracking import storage as study_db
 
 PLANTED = "fake_trials:planted"  # big* arms: a large effect; the others: equal
-FAST = [
-    "--trial-fn",
-    PLANTED,
-    "--poll-interval",
-    "0.2",
-    "--heartbeat-interval",
-    "1",
-    "--grace-period",
-    "3",
-    "--no-tracking",
-]
+
+
+def fast() -> list[str]:
+    """Fast timings; a live trial's heartbeat is stale after 3 s (on an idle machine: stretched by
+    :func:`slowness`, so a busy machine's late heartbeat does not make a live trial look dead)."""
+    grace = f"{3 * slowness():g}"
+    timings = ["--poll-interval", "0.2", "--heartbeat-interval", "1", "--grace-period", grace]
+    return ["--trial-fn", PLANTED, *timings, "--no-tracking"]
 
 
 def write_sequential(folder, name: str = "seq"):
@@ -102,23 +100,25 @@ def test_machines_finding_the_first_look_due_at_once_fix_one_rule(tmp_path, pg_u
 def test_a_worker_on_another_machine_runs_the_next_looks_when_the_runner_machine_dies(tmp_path, fault_env, pg_url):
     a, b = Machine(tmp_path, "machine_a"), Machine(tmp_path, "machine_b")
     study_a, study_b = write_sequential(a.dir), write_sequential(b.dir)  # the same file, copied
-    env = {"FAKE_TRIAL_SLEEP": "1"}  # look 2 (4 trials) takes A's one worker 4 s or more
+    # look 2 (4 trials) takes A's one worker 4 s or more (on an idle machine; stretched on a busy
+    # one, where this test's polling runs late): A dies while it runs
+    env = {"FAKE_TRIAL_SLEEP": f"{slowness():g}"}
 
     def completed() -> list:
         return [j for j in queue_jobs(pg_url, "seq") if j.state == TrialState.COMPLETE]
 
     try:
-        runner = a.start("run", study_a.name, "--storage", pg_url, "--workers", "1", *FAST, label="run", env=env)
-        wait_for(lambda: len(completed()) >= 9, 120, "the first look's 9 trials")
+        runner = a.start("run", study_a.name, "--storage", pg_url, "--workers", "1", *fast(), label="run", env=env)
+        wait_for(lambda: len(completed()) >= 9, 120, "the first look's 9 trials", unless_ended=runner)
         runner.kill()  # the `harness run` machine dies; its orphaned worker puts its trial back and stops
-        runner.wait(timeout=30)
+        runner.wait(timeout=30 * slowness())
         wait_for(
             lambda: not any(j.state == TrialState.RUNNING for j in queue_jobs(pg_url, "seq")),
             60,
             "machine A's worker to stop",
         )
         code, _, err = b.run(
-            "worker", study_b.name, "--storage", pg_url, "--workers", "1", *FAST, label="worker", env=env, timeout=240
+            "worker", study_b.name, "--storage", pg_url, "--workers", "1", *fast(), label="worker", env=env, timeout=240
         )
     finally:
         a.stop_all()
