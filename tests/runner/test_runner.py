@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from optuna.trial import TrialState
 from runner_helpers import calls, options, write_study
+from slowness import slowness
 
 from harness.runner import queue
 from harness.runner.run import prepare, run_study, run_worker, study_status
@@ -36,7 +37,9 @@ def _ids(study_path: Path) -> list[str]:
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    """Wait until ``predicate()`` holds; ``timeout`` (seconds on an idle machine, stretched by the
+    measured slowness) only bounds a hang."""
+    deadline = time.monotonic() + timeout * slowness()
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
@@ -109,13 +112,15 @@ def test_rerun_is_idempotent_and_never_reruns_completed(tmp_path, fake_env):
 @pytest.mark.slow
 def test_timeout_retries_and_crashes(tmp_path, fake_env):
     path = write_study(tmp_path, ["flaky", "hang", "die"])
-    # 5 s: a loaded 2-core machine can take 2 s to start a healthy trial process
-    summary = run_study(path, options(trial_timeout=5, retries=1))
+    # 5 s on an idle machine (a loaded 2-core machine can take 2 s to start a healthy trial
+    # process), stretched by the measured slowness so no healthy trial meets it on a busy one
+    limit = round(5 * slowness())
+    summary = run_study(path, options(trial_timeout=limit, retries=1))
     by_arm = {t.key.split("-")[0]: t for t in summary.trials}
     assert by_arm["flaky"].status == "completed" and by_arm["flaky"].attempts == 2
     assert by_arm["flaky"].reasons == [(1, "RuntimeError: transient failure")]
     assert by_arm["hang"].status == "failed" and by_arm["hang"].attempts == 2
-    assert by_arm["hang"].reason == "timeout: exceeded --trial-timeout 5s"
+    assert by_arm["hang"].reason == f"timeout: exceeded --trial-timeout {limit}s"
     assert by_arm["die"].status == "failed"
     assert by_arm["die"].reason.startswith("trial process killed by SIGKILL")
     assert summary.exit_code == 1
