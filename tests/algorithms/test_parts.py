@@ -1,6 +1,8 @@
 """Each part declares the fields it reads; a field no chosen part reads cannot be set."""
 
 import pkgutil
+import subprocess
+import sys
 from importlib import import_module
 
 import pytest
@@ -78,6 +80,21 @@ def _marked_functions() -> dict[tuple[str, str], object]:
                 key = (mark.kind, mark.name)
                 assert found.setdefault(key, value) is value, f"{key} is stated by two functions"
     return found
+
+
+def test_the_parts_listing_imports_no_torch():
+    # `harness algorithms --parts` reads the declarations only; the functions' modules need torch
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from harness.cli import app\n"
+        "out = CliRunner().invoke(app, ['algorithms', '--parts'])\n"
+        "assert out.exit_code == 0 and 'policy_loss=clipped' in out.output, out.output\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_each_part_is_one_function_carrying_its_declared_name_and_citation():
