@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
 from harness.store import open_storage
-from harness.store import records as table
+from harness.store import records as record_table
 from harness.tracking.records import (
     TrialRecord,
     archive_failed,
@@ -68,11 +68,11 @@ class RecordStore:
 
     def put(self, record: TrialRecord) -> None:
         """Store ``record`` (replaces a stored copy of the same attempt)."""
-        table.put(self.engine, self.study, record)
+        record_table.put(self.engine, self.study, record)
 
     def _select(self, **where) -> list[TrialRecord]:
         out = []
-        for text in table.texts(self.engine, self.study, **where):
+        for text in record_table.texts(self.engine, self.study, **where):
             try:
                 out.append(TrialRecord.model_validate_json(text))
             except ValueError:
@@ -97,7 +97,7 @@ class RecordStore:
         return out
 
     def fingerprints(self) -> set[tuple[str, int, str]]:
-        return table.fingerprints(self.engine, self.study)
+        return record_table.fingerprints(self.engine, self.study)
 
 
 def merge(local: list[TrialRecord], stored: dict[str, TrialRecord]) -> list[TrialRecord]:
