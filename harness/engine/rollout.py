@@ -105,14 +105,20 @@ def pad_rows(
     return values.to(device), mask.to(device)
 
 
-def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded token ids and attention mask, with BOS when the tokenizer defines one."""
+def prompt_token_ids(lm: LoadedModel, prompts: list[str]) -> list[list[int]]:
+    """Each prompt's token ids as the model reads them: through the chat template when it uses
+    one, else with BOS when the tokenizer defines one. Every backend's prompts are these."""
     tok = lm.tokenizer
     texts = [lm.format_prompt(p) for p in prompts]
     encoded = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     if tok.bos_token_id is not None and not lm.use_chat_template:
         encoded = [[tok.bos_token_id] + ids for ids in encoded]
-    return pad_rows(encoded, tok.pad_token_id, left=True, device=lm.device)
+    return encoded
+
+
+def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded token ids (``prompt_token_ids``) and attention mask."""
+    return pad_rows(prompt_token_ids(lm, prompts), lm.tokenizer.pad_token_id, left=True, device=lm.device)
 
 
 def position_ids_of(mask: torch.Tensor) -> torch.Tensor:
