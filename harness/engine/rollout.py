@@ -113,8 +113,8 @@ def pad_rows(
 
 
 def prompt_token_ids(lm: LoadedModel, prompts: list[str]) -> list[list[int]]:
-    """Each prompt's token ids as the policy reads it (its chat template, or BOS when the tokenizer
-    defines one and there is no template), unpadded: what every sampler is given."""
+    """Each prompt's token ids as the model reads them: through the chat template when it uses
+    one, else with BOS when the tokenizer defines one. Every backend's prompts are these."""
     tok = lm.tokenizer
     texts = [lm.format_prompt(p) for p in prompts]
     encoded = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -124,7 +124,7 @@ def prompt_token_ids(lm: LoadedModel, prompts: list[str]) -> list[list[int]]:
 
 
 def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded token ids and attention mask, with BOS when the tokenizer defines one."""
+    """Left-padded token ids (``prompt_token_ids``) and attention mask."""
     return pad_rows(prompt_token_ids(lm, prompts), lm.tokenizer.pad_token_id, left=True, device=lm.device)
 
 

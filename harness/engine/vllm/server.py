@@ -1,0 +1,278 @@
+"""One vLLM server on loopback, started with the trial and gone with it, whatever ends the trial.
+
+The harness starts a small watchdog, not vLLM itself: the watchdog (run by the vLLM
+environment's Python, a few lines, no vLLM import) leads a process group of its own, arms
+``PR_SET_PDEATHSIG`` (``prctl`` through ctypes) so the kernel sends it SIGTERM when the harness's
+process dies, kill -9 included, and starts the vLLM API server in its group. vLLM's engine core
+and workers are further children; when the API server alone is killed they live on (seen with
+0.32), so every way out of the watchdog ends the whole group: on SIGTERM it passes SIGTERM on,
+waits the grace period, then SIGKILLs the group, itself included; when the server exits on its
+own it logs the exit code and does the same. ``stop`` sends SIGTERM to the group, waits, then
+SIGKILL. The death signal fires when the *thread* that started the server ends: start it from
+the thread that lives as long as the trial (its main thread).
+
+Readiness is polled: ``/health`` every ``POLL_S`` while the process is alive, until a deadline;
+a process that exits first, or a deadline passed, is a ``VllmStartError`` that names the log.
+The server's output goes to a log file under the trial's folder. The server runs with the
+settings ``client.VllmClient`` relies on: ``--logprobs-mode processed_logprobs`` (the sampler's
+log-probs after temperature, as the ``hf`` backend's), ``--generation-config vllm`` (the model
+folder's generation defaults are not applied), ``--seed`` (a per-request seed fails on the CPU
+backend: "CPU Generator does not use offset"), runtime LoRA loading, and
+``VLLM_SERVER_DEV_MODE=1`` for the in-place weight reload (``/collective_rpc``) and the prefix
+cache reset; it listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections import deque
+from pathlib import Path
+
+from harness.engine.vllm.client import VllmClient
+from harness.engine.vllm.environment import API_KEY_ENV, vllm_child_env
+from harness.engine.vllm.errors import VllmDiedError, VllmStartError
+from harness.errors import squeeze
+
+HOST = "127.0.0.1"
+POLL_S = 0.5
+#: the LoRA ranks vLLM 0.32 accepts for --max-lora-rank (``vllm.config.lora.MaxLoRARanks``)
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+#: the KV cache the CPU backend reserves: explicit, so it does not claim 92% of the machine's memory
+DEFAULT_KV_CACHE_BYTES = 1 << 30
+LOG_TAIL_LINES = 3
+
+#: the watchdog, run as ``python -c WATCHDOG <harness pid> <grace s> <server argv...>``
+WATCHDOG = r"""
+import ctypes, os, signal, subprocess, sys, time
+parent, grace, argv = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+if os.getppid() != parent:  # the harness died before the death signal was armed
+    sys.exit(1)
+server = None
+def end_group(*_):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(0, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while server is not None and server.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    sys.stderr.flush()
+    os.killpg(0, signal.SIGKILL)
+signal.signal(signal.SIGTERM, end_group)
+server = subprocess.Popen(argv)
+code = server.wait()
+print(f"[harness] vLLM server exited with code {code}", file=sys.stderr, flush=True)
+end_group()
+"""
+
+
+def lora_rank_slot(rank: int) -> int:
+    """The smallest ``--max-lora-rank`` vLLM accepts that holds adapters of rank ``rank``."""
+    fits = [r for r in LORA_RANKS if r >= rank]
+    if not fits:
+        raise ValueError(f"LoRA rank {rank} is over vLLM's largest, {LORA_RANKS[-1]}")
+    return fits[0]
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the OS picks it); the server binds it a moment later."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+class VllmServer:
+    """A vLLM OpenAI-compatible server of ``model_folder`` on 127.0.0.1, started by ``start``
+    (or ``with``) and ended by ``stop`` (or leaving the ``with``).
+
+    ``lora_rank``: serve LoRA adapters up to this rank (``max_loras`` of them in one batch);
+    None serves the base model only. ``model_name`` is the name requests give for the base."""
+
+    def __init__(
+        self,
+        python: str,
+        model_folder: str | Path,
+        *,
+        log_path: str | Path,
+        seed: int = 0,
+        lora_rank: int | None = None,
+        max_loras: int = 1,
+        dtype: str = "float32",
+        model_name: str = "base",
+        max_model_len: int | None = None,
+        kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES,
+        start_timeout_s: float = 600.0,
+        stop_grace_s: float = 15.0,
+    ):
+        self.python, self.model_folder = str(python), str(model_folder)
+        self.log_path = Path(log_path)
+        self.seed, self.lora_rank, self.max_loras, self.dtype = seed, lora_rank, max_loras, dtype
+        self.model_name, self.max_model_len, self.kv_cache_bytes = model_name, max_model_len, kv_cache_bytes
+        self.start_timeout_s, self.stop_grace_s = start_timeout_s, stop_grace_s
+        self.port: int | None = None
+        self.process: subprocess.Popen | None = None
+
+    # ---- what is started --------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the vLLM server has not been started")
+        return f"http://{HOST}:{self.port}"
+
+    def server_argv(self, port: int) -> list[str]:
+        """The vLLM server's command line (an argument list: never a shell string)."""
+        argv = [
+            self.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.model_folder,
+            "--served-model-name",
+            self.model_name,
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--dtype",
+            self.dtype,
+            "--seed",
+            str(self.seed),
+            "--logprobs-mode",
+            "processed_logprobs",
+            "--generation-config",
+            "vllm",
+            "--kv-cache-memory-bytes",
+            str(self.kv_cache_bytes),
+        ]
+        if self.max_model_len is not None:
+            argv += ["--max-model-len", str(self.max_model_len)]
+        if self.lora_rank is not None:
+            argv += ["--enable-lora", "--max-lora-rank", str(lora_rank_slot(self.lora_rank))]
+            argv += ["--max-loras", str(self.max_loras)]
+        return argv
+
+    def server_env(self) -> dict[str, str]:
+        """The server's environment: the harness's, less ``PYTHONPATH`` and the API key, with
+        runtime LoRA loading, the weight-reload routes, no usage reports and no hub look-ups."""
+        env = vllm_child_env()
+        env.update(
+            VLLM_ALLOW_RUNTIME_LORA_UPDATING="True",
+            VLLM_SERVER_DEV_MODE="1",
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+            HF_HUB_OFFLINE="1",
+        )
+        assert API_KEY_ENV not in env
+        return env
+
+    # ---- life -------------------------------------------------------------------------------
+
+    def start(self) -> VllmServer:
+        """Start the server and wait until ``/health`` answers; a VllmStartError (and nothing
+        left running) when the process exits first or the deadline passes."""
+        if self.process is not None:
+            raise RuntimeError("the vLLM server is already started")
+        self.port = free_port()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = [self.python, "-c", WATCHDOG, str(os.getpid()), str(self.stop_grace_s), *self.server_argv(self.port)]
+        with open(self.log_path, "ab") as log:
+            try:
+                self.process = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.server_env(),
+                    start_new_session=True,  # its own process group: stopped as one
+                )
+            except OSError as err:
+                raise VllmStartError(f"cannot run the vLLM environment's Python {self.python}: {err}") from None
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        probe = VllmClient(self.base_url, vocab_size=1)
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            if self.process.poll() is not None:
+                raise VllmStartError(
+                    f"the vLLM server of {self.model_folder} exited with code {self.process.returncode} "
+                    f"before it was ready ({self._log_tail()})"
+                )
+            if probe.healthy(timeout_s=POLL_S * 4):
+                return
+            if time.monotonic() > deadline:
+                raise VllmStartError(
+                    f"the vLLM server of {self.model_folder} did not answer /health within "
+                    f"{self.start_timeout_s:g} s ({self._log_tail()})"
+                )
+            time.sleep(POLL_S)
+
+    def died(self) -> VllmDiedError | None:
+        """The error to fail with when the server's process has exited, else None."""
+        if self.process is None or self.process.poll() is None:
+            return None
+        return VllmDiedError(
+            f"the vLLM server at {self.base_url} stopped running (its watchdog's exit code "
+            f"{self.process.returncode}; {self._log_tail()})"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after the grace period; idempotent."""
+        if self.process is None:
+            return
+        pgid = self.process.pid  # the watchdog leads the group (start_new_session)
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=self.stop_grace_s + 5)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(pgid, signal.SIGKILL)  # whatever is left of the group (the watchdog ends it too)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.process = None
+
+    def restart(self, model_folder: str | Path | None = None) -> VllmServer:
+        """Stop and start again, on ``model_folder`` when given (a fresh engine on a saved
+        checkpoint: the fallback where an in-place ``reload_weights`` is not wanted)."""
+        self.stop()
+        if model_folder is not None:
+            self.model_folder = str(model_folder)
+        return self.start()
+
+    def client(self, *, vocab_size: int, timeout_s: float = 600.0) -> VllmClient:
+        """A client of this server whose failures to answer name the server's death, if it died."""
+        return VllmClient(self.base_url, vocab_size=vocab_size, timeout_s=timeout_s, on_unreachable=self.died)
+
+    def __enter__(self) -> VllmServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _log_tail(self) -> str:
+        """The log's last lines, on one line, and where the log is."""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                tail = [line.strip() for line in deque(f, maxlen=LOG_TAIL_LINES) if line.strip()]
+        except OSError:
+            tail = []
+        last = squeeze(" | ".join(tail), 300) if tail else "no output"
+        return f"last log lines: {last}; log: {self.log_path}"
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
