@@ -514,8 +514,8 @@ class TrialSpec(StrictModel):
         refused = (
             "tool-calling episodes (task.tools) are sampled in the trial process only"
             if self.task.tools
-            else "the built-in tiny model has no model folder a server can load"
-            if self.model.name == "tiny"
+            else "the built-in tiny model without a warm start has no model folder a server can load"
+            if self.model.name == "tiny" and not self.warmstart.enabled
             else f"a {self.algorithm.kind} arm samples its pairs in the trial process"
             if self.algorithm.kind != "rl"
             else f"trainer {self.trainer.kind} samples with its own program"
