@@ -82,4 +82,4 @@ class VllmSampler:
         return self.sync.publish(lm, version)
 
     def close(self) -> None:
-        pass
+        self.sync.close()
