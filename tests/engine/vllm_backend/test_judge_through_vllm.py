@@ -82,7 +82,9 @@ def test_judge_through_vllm_gives_the_hf_judges_greedy_scores(vllm_server, smoll
     reader = Reader(start.tokenizer, start.device, start.use_chat_template, vocabulary(start.model))
     hf = [evaluate(start, task, spec.train, 0), *judge_checkpoints(spec, reader, document, task, {})]
     hf_read, read[:] = list(read), []
-    served = judge_through_vllm(spec, reader, document, task, {}, log_path=tmp_path / "vllm.log", url=vllm_server.base_url)
+    served = judge_through_vllm(
+        spec, reader, document, task, {}, log_path=tmp_path / "vllm.log", url=vllm_server.base_url
+    )
     assert [s.step for s in served] == [s.step for s in hf] == [0, 1]
     n = len(task.eval)
     per_evaluation = n * (1 + spec.train.eval_samples)  # the greedy texts, then the samples'
