@@ -57,11 +57,14 @@ def judge_through_vllm(
     *,
     log_path: Path,
     dtype: str = "float32",
-    **server,
+    python: str | None = None,
+    url: str | None = None,
+    start_timeout_s: float = 600.0,
+    request_timeout_s: float = 600.0,
 ) -> list[PromptScores]:
     """The start model's scores (step 0) and every checkpoint's, in step order, through one vLLM
-    server; ``server``: ``python``, ``url``, ``start_timeout_s``, ``request_timeout_s`` as
-    ``harness.engine.vllm.serving.served`` takes them."""
+    server: the user's at ``url``, else one started from ``python``'s environment, its log at
+    ``log_path`` (``harness.engine.vllm.serving.served``)."""
     start = document["model"]["start"]
     folders = curve_checkpoints(spec, document)
     checkpoints = [_checkpoint(step, folder, start, reader) for step, folder in folders.items()]
@@ -71,7 +74,16 @@ def judge_through_vllm(
     rank = max((c.lora_rank for c in adapters), default=None)
     scores: list[PromptScores] = []
     with served(
-        start, vocab_size=reader.vocabulary, log_path=log_path, seed=spec.seed, lora_rank=rank, dtype=dtype, **server
+        start,
+        vocab_size=reader.vocabulary,
+        log_path=log_path,
+        python=python,
+        url=url,
+        seed=spec.seed,
+        lora_rank=rank,
+        dtype=dtype,
+        start_timeout_s=start_timeout_s,
+        request_timeout_s=request_timeout_s,
     ) as on:
         scores += served_scores(on.client, on.base_model, lm, task, benchmarks, spec, 0)
         for c in adapters:  # on the start model's weights: before any full reload

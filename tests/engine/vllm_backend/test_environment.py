@@ -77,3 +77,30 @@ def test_lora_ranks_round_up_to_what_vllm_accepts():
     assert [lora_rank_slot(r) for r in (1, 2, 8, 9, 64, 300)] == [1, 8, 8, 16, 64, 320]
     with pytest.raises(ValueError, match="over vLLM's largest"):
         lora_rank_slot(1024)
+
+
+def _study(folder, rollout: str):
+    path = folder / "study.yaml"
+    path.write_text(
+        "name: served\nseeds: 3\ncontrol: grpo\n"
+        "arms: [{name: grpo, algorithm: grpo}, {name: rloo, algorithm: rloo}]\n"
+        f"task: {{n_train: 50, n_eval: 8}}\nrollout: {rollout}\n"
+    )
+    return str(path)
+
+
+def test_validate_refuses_a_missing_vllm_environment_in_one_line(monkeypatch, capsys, tmp_path):
+    from cli_main import run_main
+
+    monkeypatch.delenv(URL_ENV, raising=False)
+    missing = tmp_path / "nowhere" / "python"
+    code, out, err = run_main(
+        monkeypatch, capsys, "validate", _study(tmp_path, f"{{backend: vllm, vllm: {{python: {missing}}}}}")
+    )
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"no vLLM environment at {missing}" in err and "pip install" in err
+    # a server of the user's needs no environment here
+    code, out, err = run_main(
+        monkeypatch, capsys, "validate", _study(tmp_path, "{backend: vllm, vllm: {url: 'http://127.0.0.1:1'}}")
+    )
+    assert code == 0 and out.startswith("ok:"), err
