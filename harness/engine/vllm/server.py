@@ -33,7 +33,7 @@ from collections import deque
 from pathlib import Path
 
 from harness.engine.vllm.client import VllmClient
-from harness.engine.vllm.environment import API_KEY_ENV, vllm_child_env
+from harness.engine.vllm.environment import vllm_child_env
 from harness.engine.vllm.errors import VllmDiedError, VllmStartError
 from harness.errors import squeeze
 
@@ -171,7 +171,6 @@ class VllmServer:
             DO_NOT_TRACK="1",
             HF_HUB_OFFLINE="1",
         )
-        assert API_KEY_ENV not in env
         return env
 
     # ---- life -------------------------------------------------------------------------------
@@ -252,14 +251,6 @@ class VllmServer:
         except subprocess.TimeoutExpired:
             pass
         self.process = None
-
-    def restart(self, model_folder: str | Path | None = None) -> VllmServer:
-        """Stop and start again, on ``model_folder`` when given (a fresh engine on a saved
-        checkpoint: the fallback where an in-place ``reload_weights`` is not wanted)."""
-        self.stop()
-        if model_folder is not None:
-            self.model_folder = str(model_folder)
-        return self.start()
 
     def client(self, *, vocab_size: int, timeout_s: float = 600.0) -> VllmClient:
         """A client of this server whose failures to answer name the server's death, if it died."""
