@@ -26,7 +26,15 @@ from pydantic import (
     model_validator,
 )
 
-from harness.engine.spec import METRIC_RANGES, BenchmarkConfig, ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
+from harness.engine.spec import (
+    METRIC_RANGES,
+    BenchmarkConfig,
+    ModelConfig,
+    RolloutConfig,
+    TaskConfig,
+    TrainConfig,
+    WarmStartConfig,
+)
 from harness.engine.trainer_config import TrainerConfig
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
@@ -173,6 +181,11 @@ class Study(StrictModel):
         WarmStartConfig(), description="supervised fine-tuning before RL, shared by every trial (cached)"
     )
     train: TrainConfig = Field(TrainConfig(), description="the RL budget and evaluation schedule of every trial")
+    rollout: RolloutConfig = Field(
+        RolloutConfig(),
+        description="what samples every trial's training rollouts: hf (in the trial process) or a vLLM server, "
+        "and how many steps stale a sample may be",
+    )
     primary_metric: str = Field("eval/accuracy", description="the final metric the comparisons are decided on")
     direction: Literal["maximize", "minimize"] = Field("maximize", description="whether more of the metric is better")
     min_effect: float | None = Field(
