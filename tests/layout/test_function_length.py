@@ -23,7 +23,6 @@ STILL_LONG: dict[str, str] = {
     "runner/run.py:run_study": "being split with the sequential-decision package",
     "engine/rollout.py:sample": "being reworked for the vLLM engine",
     "engine/rl_step.py:rl_step": "being reworked for the vLLM engine",
-    "report/figures.py:seed_plot": "to split",
 }
 
 
