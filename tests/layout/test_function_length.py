@@ -21,8 +21,6 @@ STILL_LONG: dict[str, str] = {
     "decide/looks.py:replay": "being split with the sequential-decision package",
     "decide/noise.py:noise_split": "being split with the sequential-decision package",
     "runner/run.py:run_study": "being split with the sequential-decision package",
-    "engine/rollout.py:sample": "being reworked for the vLLM engine",
-    "engine/rl_step.py:rl_step": "being reworked for the vLLM engine",
 }
 
 
