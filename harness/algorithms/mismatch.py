@@ -40,6 +40,11 @@ from harness.algorithms.parts import MISMATCH
 
 #: a token's (or a sequence's) log-weight is clamped to +-this before ``exp`` (verl: 20)
 LOG_WEIGHT_BOUND = 20.0
+_TIS = "TIS: Yao et al. 2025, Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"
+_MIS = (
+    "MIS: Liu, Li et al. 2025, When Speed Kills Stability; IcePop: Ling Team 2025, Every Step Evolves "
+    "(Ring-1T), band [0.5, 5]"
+)
 
 
 def mismatch_weights(
@@ -49,6 +54,7 @@ def mismatch_weights(
     return MISMATCH.get(cfg.mismatch)(old_logprobs, sampler_logprobs, mask, cfg)
 
 
+@MISMATCH.implements("none", cites="no correction")
 def no_correction(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -94,6 +100,7 @@ def _mask(
     return weights, _metrics(weights, outside, token, mask)
 
 
+@MISMATCH.implements("token_truncate", cites=f"{_TIS}; verl rollout_is=token, TRL token_truncate")
 def token_truncate(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -101,6 +108,7 @@ def token_truncate(
     return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
 
 
+@MISMATCH.implements("sequence_truncate", cites=f"{_TIS}; verl rollout_is=sequence, TRL sequence_truncate")
 def sequence_truncate(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -108,6 +116,7 @@ def sequence_truncate(
     return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
 
 
+@MISMATCH.implements("token_mask", cites=f"{_MIS}; TRL token_mask")
 def token_mask(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -115,8 +124,33 @@ def token_mask(
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
 
 
+@MISMATCH.implements("sequence_mask", cites=f"{_MIS}; TRL sequence_mask (its default)")
 def sequence_mask(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The row's ``prod_t pi_old/mu`` inside ``[floor, C]`` on each of its tokens, else 0 on all."""
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
+
+
+#: the quantiles of the token ratio pi/mu the step logs (``mismatch/ratio_p05`` ...)
+RATIO_QUANTILES = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
+
+
+def mismatch_measure(trainer_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor) -> dict[str, Tensor]:
+    """How far the sampler's log-probs ``mu`` are from the trainer's ``pi`` on the same tokens
+    (``mask``), whatever the correction: the mean and max of ``|log pi - log mu|``, the k3
+    estimate of KL(mu || pi) (the mean of ``r - 1 - log r`` with ``r = pi/mu``: the tokens were
+    drawn from ``mu``; never negative) and quantiles of ``r``. All 0 (the ratios 1) without tokens."""
+    on = mask.bool()
+    log_ratio = torch.where(on, trainer_logprobs - sampler_logprobs, 0.0).detach().float()
+    bounded = torch.clamp(log_ratio, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)
+    n = on.sum().clamp(min=1)
+    tokens = bounded[on]
+    ratios = tokens.exp() if tokens.numel() else tokens.new_ones(1)
+    quantiles = torch.quantile(ratios.double(), ratios.new_tensor(list(RATIO_QUANTILES.values()), dtype=torch.float64))
+    return {
+        "mismatch/abs_logp_mean": log_ratio.abs().sum() / n,
+        "mismatch/abs_logp_max": log_ratio.abs().max() if log_ratio.numel() else log_ratio.new_zeros(()),
+        "mismatch/kl_k3": torch.where(on, torch.expm1(bounded) - bounded, 0.0).sum() / n,
+        **{f"mismatch/ratio_{name}": q for name, q in zip(RATIO_QUANTILES, quantiles)},
+    }

@@ -49,6 +49,7 @@ from harness.decide.scaling import Scaling, scaling_analysis
 from harness.decide.sequential_rule import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
+from harness.version import __version__
 
 #: Spec keys that name a trial rather than configure it (left out of the config-diff table).
 IDENTITY_PARAMS = ("param/arm", "param/seed", "param/study", "param/cache_dir")
@@ -263,8 +264,6 @@ def build_header(
     rule: str = "",
     tripwires: list[str] | None = None,
 ) -> dict[str, Any]:
-    import harness
-
     meta = meta_of(results)
     trials = results.trials
     status = trials["status"].value_counts() if len(trials) else pd.Series(dtype=int)
@@ -342,7 +341,7 @@ def build_header(
         "metric_ranges": dict(meta.get("metric_ranges") or {}),
         "harness_version": meta.get("harness_version") or "unknown",
         "git_commit": meta.get("git_commit") or "unknown",
-        "report_harness_version": harness.__version__,
+        "report_harness_version": __version__,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "n_trials": n_total,
         "n_completed": n_done,

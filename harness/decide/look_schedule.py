@@ -21,8 +21,8 @@ from harness.decide.frames import conditions_of
 from harness.decide.looks import replay
 from harness.decide.sequential_rule import ALPHA, CORRECTION, Rules
 from harness.errors import ConfigError
+from harness.store import StorageError
 from harness.tracking.results import load_results
-from harness.tracking.storage import StorageError
 
 #: how load_results says it could not read the storage (it goes on with the local records only)
 _UNREAD = "cannot read the"

@@ -7,7 +7,7 @@ looks read and every condition's configuration. A
 look read again under another rule is a look that never happened: a stricter ``min_effect``
 re-opens an arm that stopped, a looser one hides trials that ran, other looks move the stops.
 So the rule is fixed once, when the study's first look is queued, and stored with the study
-(:mod:`harness.tracking.sequential_rules`: in the study database, exactly once across machines,
+(:mod:`harness.store.rules`: in the study database, exactly once across machines,
 and copied into the study folder); every reader (``harness run``, ``harness worker`` and its
 look replay, ``harness status``, ``harness report``) compares the study file's rule with the
 stored one, and a difference is refused with one line naming each change and the way out

@@ -15,7 +15,7 @@ brings another replay, so no look that falls due is left unqueued.
 
 The looks are read under the rule fixed at the first look
 (:mod:`harness.decide.sequential_rule`). It is fixed here, just before the first look is queued,
-in the study database (:func:`harness.tracking.sequential_rules.fix`: exactly once across
+in the study database (:func:`harness.store.rules.fix`: exactly once across
 machines; a process that finds another's rule there and a different one in its study file
 queues nothing). :func:`check_rule` refuses a changed study file before ``harness run`` writes
 anything and before ``harness worker`` starts (or, with ``--new-version``, fixes the next
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness import store as study_db
 from harness.decide.look_trials import due_trials
 from harness.decide.sequential_rule import (
     SequentialRule,
@@ -45,10 +46,9 @@ from harness.decide.sequential_rule import (
 )
 from harness.errors import HarnessError, one_line
 from harness.runner import queue
+from harness.store import StorageError
+from harness.store import rules as rule_store
 from harness.study.expand import study_dir
-from harness.tracking import sequential_rules as rule_store
-from harness.tracking import storage as study_db
-from harness.tracking.storage import StorageError
 
 
 class LookError(HarnessError):
@@ -103,7 +103,7 @@ def check_rule(study, storage, folder: Path, *, new_version: bool = False, say: 
 
 def fix_first_rule(current: SequentialRule, storage_url: str, study_name: str, folder: Path) -> SequentialRule:
     """Fix ``current`` as the study's rule v1 unless a rule is fixed already (exactly once across
-    machines: :func:`harness.tracking.sequential_rules.fix`); the rule fixed, which a process
+    machines: :func:`harness.store.rules.fix`); the rule fixed, which a process
     that got there first may have fixed otherwise (then ``RuleChanged``, and nothing queued)."""
     rdb = study_db.open_storage(storage_url, create=False)
     try:

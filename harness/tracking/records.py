@@ -2,7 +2,7 @@
 
 A trial writes ``<study_dir>/records/<trial_id>.json`` atomically (temporary file, fsync,
 rename) *before* it tells MLflow or Optuna, so a crashed mirror never loses a result and can be
-replayed with ``harness sync``. A retried trial keeps only its latest attempt there; the failed
+replayed with ``harness mirror-to-mlflow``. A retried trial keeps only its latest attempt there; the failed
 records of earlier attempts are archived as ``records/failed/<trial_id>.<attempt>.json``.
 """
 
@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
-from harness import __version__
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError, one_line
 from harness.ground.files import atomic_write
 from harness.tracking.prompt_scores import encode_scores
+from harness.version import __version__
 
 RECORDS_DIR = "records"
 FAILED_DIR = "failed"
