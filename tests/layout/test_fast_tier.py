@@ -182,10 +182,12 @@ def test_a_file_is_fast_when_a_test_of_it_is_not_marked_slow(source, fast):
 
 
 def test_re_exports_attributes_and_commands_are_followed():
+    assert cli_commands()["report"] == "harness.cli.report_cmds"
     source = (
         "from harness import stats\nfrom harness.stats import decide\nfrom cli_main import run_main\n"
-        "def test_a(): stats.noise_floor; run_main(None, None, 'judge')"
+        "def test_a(): stats.noise_floor; run_main(None, None, 'report')"
     )
     found = reached(ast.parse(source))
-    assert {"harness.stats", "harness.stats.verdict", "harness.stats.noise", "harness.cli.judge_cmds"} <= found
+    assert {"harness.stats", "harness.stats.verdict", "harness.stats.noise", "harness.cli.report_cmds"} <= found
     assert "harness.stats.power" not in found
+    assert "harness.cli.report_cmds" not in reached(ast.parse("def test_a(): 'report'"))  # no CLI run: a plain word
