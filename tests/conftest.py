@@ -20,6 +20,11 @@ from pathlib import Path
 
 import pytest
 
+# submitit configures logging when it is first imported (logging.config.dictConfig: every handler
+# there is then closed, pytest's own among them, and its new ones write to the sys.stdout and
+# sys.stderr of that moment, a test's captured streams): in the tests it leaves logging as it is.
+os.environ.setdefault("SUBMITIT_LOG_LEVEL", "NOCONFIG")
+
 REPO = Path(__file__).resolve().parents[1]
 GUARDED = ("runs", "reports", ".cache")
 UNGUARDED = {Path("reports") / "README.md"}  # tracked in git: the folder's description
