@@ -42,11 +42,11 @@ from harness.decide.frames import (
     seed_values,
     study_name,
 )
-from harness.decide.looks import design_line, final_pairs, replay
 from harness.decide.noise import noise_floor_table, noise_split, typical_plan
 from harness.decide.overoptimisation import overoptimisation_frame
 from harness.decide.scaling import Scaling, scaling_analysis
-from harness.decide.sequential_rule import versions_line
+from harness.decide.sequential.replay import design_line, final_pairs, replay
+from harness.decide.sequential.versions import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
 

@@ -26,8 +26,8 @@ from harness.decide.comparisons import (
     verdict_rows,
 )
 from harness.decide.frames import comparisons_of, meta_of
-from harness.decide.look_trials import look_pool
-from harness.decide.looks import on_pool
+from harness.decide.sequential.pools import look_pool
+from harness.decide.sequential.replay import on_pool
 
 CALIBRATION_COLUMNS = ["role", *VERDICT_COLUMNS]
 ROLE_NAMES = {"aa": "A/A tripwire", "placebo": "placebo"}

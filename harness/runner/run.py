@@ -44,13 +44,14 @@ from typing import Any
 
 from optuna.trial import TrialState
 
+from harness.decide.sequential.versions import check_study_rule
 from harness.ground.console import say
 from harness.ground.files import atomic_write, file_lock
 from harness.runner import queue
 from harness.runner.executors import executor_name, make_executor
 from harness.runner.executors.local import local_slots
 from harness.runner.executors.scheduled import Scheduled
-from harness.runner.looks import Looks, check_rule, due_looks, look_lines
+from harness.runner.looks import Looks
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
     RunSummary,
@@ -114,7 +115,7 @@ def prepare(study_path: str | Path, opts: RunOptions, check: Callable[[Any], Non
     url = opts.storage or study_db.default_storage_url(folder)
     if storage is None:
         storage = study_db.open_storage(url, create=True)
-    check_rule(study, storage, folder, new_version=opts.new_version, say=partial(say, stream=opts.out()))
+    check_study_rule(study, storage, folder, new_version=opts.new_version, say=partial(say, stream=opts.out()))
     snapshot = folder / "study.yaml"
     atomic_write(snapshot, dump_study(study))
     ensure_table(storage.engine)  # the shared copy of the records (harness.tracking.shared_records)
@@ -349,7 +350,7 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
     elif not summary.interrupted:
         summary.notes.append("the comparison trials were not queued (tuning did not finish)")
     if phases.looks is not None:
-        summary.looks = look_lines(phases.looks.due) if phases.looks.due is not None else []
+        summary.looks = phases.looks.state.lines() if phases.looks.state is not None else []
         if not phases.looks.finished and not summary.interrupted:
             summary.notes.append("the sequential study is not finished: run the same command again to go on")
     return summary
@@ -375,7 +376,7 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     make_output_dir(folder)
     slots = local_slots(study, opts)
     out = opts.out()
-    check_rule(study, storage, folder, say=partial(say, stream=out))
+    check_study_rule(study, storage, folder, say=partial(say, stream=out))
     say(
         f"worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
         f"{', '.join(s.device for s in slots)}",
@@ -397,7 +398,9 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     for phase, q in found:
         summary.trials += queue_outcomes(q, phase)
     if study.sequential is not None and not summary.interrupted:
-        summary.looks = look_lines(due_looks(study_file, url))
+        from harness.decide.sequential.schedule import look_state  # the replay: sequential studies only
+
+        summary.looks = look_state(study_file, url).lines()
     return summary
 
 

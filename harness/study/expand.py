@@ -110,7 +110,7 @@ def expand(study: Study) -> list[TrialSpec]:
 
 def specs_at_positions(study: Study, conditions: Sequence[Condition], positions: Sequence[int]) -> list[TrialSpec]:
     """The trials of ``conditions`` at the given positions of each one's seed list, seed-major
-    (a sequential study's look takes some positions: ``harness.decide.look_trials``)."""
+    (a sequential study's look takes some positions: ``harness.decide.sequential.pools``)."""
     first = [(condition_spec(study, c, study.seeds[0]), study.condition_seeds(c)) for c in conditions]
     return [spec.model_copy(update={"seed": seeds[i]}, deep=True) for i in positions for spec, seeds in first]
 
@@ -118,7 +118,7 @@ def specs_at_positions(study: Study, conditions: Sequence[Condition], positions:
 def condition_configs(study: Study) -> dict[str, str | None]:
     """Each condition's configuration, hashed as its trials' specs hash it
     (``TrialSpec.config_hash``) with the seed left out (taken at seed 0): what a sequential
-    study's rule fixes of its conditions (``harness.decide.sequential_rule``); None for a
+    study's rule fixes of its conditions (``harness.decide.sequential.rule``); None for a
     condition whose trials no longer build."""
     out: dict[str, str | None] = {}
     for condition in study.iter_conditions():

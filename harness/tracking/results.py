@@ -42,7 +42,17 @@ from harness.tracking.records import (
 )
 from harness.tracking.sequential_rules import read_rules
 from harness.tracking.shared_records import merge, open_store
-from harness.tracking.storage import ARM, PHASE, REASON, SEED, SPEC, TRIAL_ID, default_storage_url, open_storage
+from harness.tracking.storage import (
+    ARM,
+    PHASE,
+    REASON,
+    SEED,
+    SPEC,
+    TRIAL_ID,
+    StorageUnreadable,
+    default_storage_url,
+    open_storage,
+)
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 from harness.tracking.urls import redact_text, redact_url
 
@@ -110,14 +120,15 @@ def _ours(optuna_study: str, name: str | None) -> bool:
 
 
 def optuna_trials(
-    study_dir: str | os.PathLike, *, storage: str | None = None, study: str | None = None
+    study_dir: str | os.PathLike, *, storage: str | None = None, study: str | None = None, strict: bool = False
 ) -> dict[str, dict[str, Any]]:
     """``trial_id -> {status, arm, seed, phase, spec, error}`` from the Optuna storage.
 
     ``storage`` is any storage URL (PostgreSQL shared by many machines, ...); default: the
     study's ``<study_dir>/optuna.db``. With ``study``, only that study's queues are read (a
     shared database holds many studies). Empty when there is no storage or it cannot be read
-    (a warning says why, without credentials). Read through Optuna's public storage API only
+    (a warning says why, without credentials; ``strict``: ``StorageUnreadable`` instead). Read
+    through Optuna's public storage API only
     (the queue's own statements are the runner's, :mod:`harness.runner.queue.optuna_tables`).
     """
     url = _storage_url(study_dir, storage)
@@ -153,29 +164,37 @@ def optuna_trials(
         rdb.engine.dispose()
         return out
     except Exception as err:  # noqa: BLE001 - a broken queue must not hide the records
-        warnings.warn(
-            f"cannot read the Optuna storage {redact_url(url)}: {type(err).__name__}: "
-            f"{redact_text(str(err), url)}; showing local records only",
-            stacklevel=2,
-        )
+        _unread(StorageUnreadable(f"cannot read the Optuna storage {_cause(url, err)}"), strict)
         return {}
 
 
-def stored_records(study_dir: str | os.PathLike, *, storage: str | None, study: str) -> dict[str, TrialRecord]:
+def stored_records(
+    study_dir: str | os.PathLike, *, storage: str | None, study: str, strict: bool = False
+) -> dict[str, TrialRecord]:
     """Each trial's current record as stored in the shared storage by any machine
-    (:mod:`harness.tracking.shared_records`); empty without a storage (a warning when it cannot be read)."""
+    (:mod:`harness.tracking.shared_records`); empty without a storage (a warning when it cannot be
+    read; ``strict``: ``StorageUnreadable`` instead)."""
     url = _storage_url(study_dir, storage)
     if url is None:
         return {}
     try:
         return open_store(url, study).latest()
     except Exception as err:  # noqa: BLE001
-        warnings.warn(
-            f"cannot read the records stored in {redact_url(url)}: {type(err).__name__}: "
-            f"{redact_text(str(err), url)}; showing local records only",
-            stacklevel=2,
-        )
+        _unread(StorageUnreadable(f"cannot read the records stored in {_cause(url, err)}"), strict)
         return {}
+
+
+def _cause(url: str, err: Exception) -> str:
+    """``<url>: <Error>: <message>``, without credentials."""
+    return f"{redact_url(url)}: {type(err).__name__}: {redact_text(str(err), url)}"
+
+
+def _unread(err: StorageUnreadable, strict: bool) -> None:
+    """Raise ``err`` (``strict``: the caller wants all the trials or none), or warn and go on
+    with the local records only."""
+    if strict:
+        raise err
+    warnings.warn(f"{err}; showing local records only", stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,7 +482,9 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
     }
 
 
-def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: str | None = None) -> Results:
+def load_results(
+    study_or_dir: Any, *, phase: str | None = "compare", storage: str | None = None, strict_storage: bool = False
+) -> Results:
     """The study's results: trials (records + Optuna states), curves and meta.
 
     ``phase="compare"`` (default) keeps the comparison trials, ``"tune"`` the tuning trials,
@@ -471,6 +492,9 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
     (default: ``<study_dir>/optuna.db``); the records other machines stored there complete the
     local ones (a later attempt wins), so a study run on many machines reads whole anywhere.
     Nothing is written: ``harness results --storage`` also copies them into the local folder.
+    A storage that cannot be read is a warning, and the local records stand in; with
+    ``strict_storage`` it raises ``StorageUnreadable`` (a sequential study's replay must see
+    every trial or none).
     """
     ref = resolve_study(study_or_dir)
     name = study_name(ref)
@@ -478,8 +502,9 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
     # state, so every trial read here as finished has its record in what is read next. The other
     # way round, a trial finishing in between reads as finished without a result (a failure),
     # and a sequential study's replay would take a look for complete too early.
-    queued = optuna_trials(ref.dir, storage=storage, study=name)
-    records = merge(read_records(ref.dir), stored_records(ref.dir, storage=storage, study=name))
+    queued = optuna_trials(ref.dir, storage=storage, study=name, strict=strict_storage)
+    shared = stored_records(ref.dir, storage=storage, study=name, strict=strict_storage)
+    records = merge(read_records(ref.dir), shared)
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
     earlier = earlier_trials(ref.study, records, queued, trials)
@@ -487,8 +512,8 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
         trials = trials[~trials["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
         curves = curves[~curves["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
     meta = {**_meta(ref, records, trials), "earlier_design": summary_lines(earlier["reason"])}
-    if meta["sequential"]:  # the rule versions fixed at its looks (harness.decide.sequential_rule)
-        meta["sequential_rules"] = read_rules(ref.dir, _storage_url(ref.dir, storage), name)
+    if meta["sequential"]:  # the rule versions fixed at its looks (harness.decide.sequential.versions)
+        meta["sequential_rules"] = read_rules(ref.dir, _storage_url(ref.dir, storage), name, strict=strict_storage)
     earlier_ids = set(earlier["trial_id"])
     current = [r for r in records if r.trial_id not in earlier_ids]
     prompts = functools.partial(prompts_frame, current, ref.dir, phase=phase)

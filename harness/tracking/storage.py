@@ -49,6 +49,12 @@ class StorageError(HarnessError):
     """The Optuna storage cannot be opened, or holds no such study."""
 
 
+class StorageUnreadable(StorageError):
+    """The study's storage could not be read while loading its results (its message names the
+    storage and the cause, without credentials); raised where the read fails, and a warning
+    instead unless the caller asked for all or nothing (``load_results(strict_storage=True)``)."""
+
+
 def compare_study_name(study_name: str) -> str:
     return study_name
 

@@ -16,7 +16,7 @@ from faults_helpers import Machine, queue_jobs, record_files, wait_for
 from optuna.trial import TrialState
 from runner_helpers import at_once
 
-from harness.decide.look_trials import look_specs
+from harness.decide.sequential.pools import look_specs
 from harness.errors import HarnessError
 from harness.runner import queue
 from harness.runner.looks import Looks

@@ -5,7 +5,7 @@ from report_fakes import CONDITIONS, PRIMARY, make_results
 
 from harness import stats
 from harness.decide.comparisons import arm_scores
-from harness.decide.looks import replay
+from harness.decide.sequential.replay import replay
 
 LOOKS = [3, 5, 8]
 

@@ -112,7 +112,7 @@ def test_an_edited_rule_is_refused_by_every_reader_in_one_line_and_nothing_is_qu
     setup, looks = drive(path)
     assert looks.finished
     before_queue, before_runs = queue_state(setup), started(fake_env)
-    before_states = dict(looks.due.arms)
+    before_states = dict(looks.state.arms)
     snapshot = setup.study_file.read_text()
     edit(path, **edited)
 
@@ -151,8 +151,8 @@ def test_a_study_file_that_drops_its_sequential_section_is_refused(tmp_path, fak
 def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_each_look(tmp_path, fake_env):
     path = study_file(tmp_path)
     setup, looks = drive(path)
-    assert looks.due.arms == {"big": "stopped at look 1: better", "equal": "stopped at look 2: equivalent"}
-    [rule] = looks.due.rules.versions
+    assert looks.state.arms == {"big": "stopped at look 1: better", "equal": "stopped at look 2: equivalent"}
+    [rule] = looks.state.rules.versions
     assert (rule.version, rule.looks, rule.min_effect, rule.spending, rule.control) == (
         1,
         [3, 5, 8],
@@ -242,9 +242,9 @@ def test_new_version_starts_the_looks_over_on_fresh_seeds_and_keeps_the_earlier_
     edit(path, min_effect=0.015, seeds=list(range(8, 16)))
     setup = prepare(path, options(trial_fn=PLANTED, new_version=True))
     looks = run_looks(setup)
-    v1, v2 = looks.due.rules.versions
+    v1, v2 = looks.state.rules.versions
     assert (v1.version, v1.min_effect, v2.version, v2.min_effect, v2.seeds) == (1, 0.02, 2, 0.015, list(range(8, 16)))
-    assert looks.finished and looks.due.rules.in_force == v2
+    assert looks.finished and looks.state.rules.in_force == v2
     assert first_trials < {key for key, _, _ in queue_state(setup)}  # the earlier version's trials are kept
 
     results = load_results(path)

@@ -1,23 +1,17 @@
-"""The decision rule of a sequential study, fixed at its first look.
+"""The decision rule of a sequential study: what its looks are read under.
 
 A sequential study reads its looks under one rule: the looks (seeds per arm), the spending
 function, alpha and its correction, ``min_effect``, the primary test, metric and direction, where
 the comparison reads each trial (``primary_at``), the failure policy, the control, the seeds the
-looks read and every condition's configuration. A
-look read again under another rule is a look that never happened: a stricter ``min_effect``
-re-opens an arm that stopped, a looser one hides trials that ran, other looks move the stops.
-So the rule is fixed once, when the study's first look is queued, and stored with the study
-(:mod:`harness.tracking.sequential_rules`: in the study database, exactly once across machines,
-and copied into the study folder); every reader (``harness run``, ``harness worker`` and its
-look replay, ``harness status``, ``harness report``) compares the study file's rule with the
-stored one, and a difference is refused with one line naming each change and the way out
-(:class:`RuleChanged`).
+looks read and every condition's configuration. A look read again under another rule is a look
+that never happened: a stricter ``min_effect`` re-opens an arm that stopped, a looser one hides
+trials that ran, other looks move the stops. So the rule is fixed once, when the study's first
+look is queued, and every reader compares the study file's rule with the one fixed
+(:mod:`.versions`: fixing, checking, and the versions ``harness run --new-version`` starts).
 
-The way out is a new study, or, asked for explicitly (``harness run --new-version``), a new
-version of this one: the edited rule is fixed as the next version, on seeds no earlier version
-read (the same seeds would repeat the same trials, bit for bit, and re-read what was seen). The
-looks start over on those seeds, and the earlier versions' trials are kept and listed as an
-earlier design, never pooled (:mod:`harness.study.design`).
+This module is the rule itself: its fields, its fingerprint, the changes between two rules,
+and the rule a study file (:func:`rule_of_study`) or a study's results meta
+(:func:`rule_of_meta`) sets.
 """
 
 from __future__ import annotations
@@ -26,13 +20,10 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ConfigDict, Field, PositiveInt
 
-from harness.decide.frames import meta_of, study_name
-from harness.errors import ConfigError
 from harness.ground.strict import StrictModel
 from harness.study.expand import condition_configs
 from harness.study.schema import Study
@@ -40,11 +31,6 @@ from harness.study.sections import PrimaryAt
 
 #: the level and correction every look is read at (the runner's; the plan and report assume them)
 ALPHA, CORRECTION = 0.05, "bonferroni"
-
-
-class RuleChanged(ConfigError):
-    """The study file (or a command's options) would read the looks under another rule than the
-    one fixed at the first look."""
 
 
 class SequentialRule(StrictModel):
@@ -100,7 +86,7 @@ class SequentialRule(StrictModel):
         mine["primary_at"], theirs["primary_at"] = self.primary_point(), other.primary_point()
         same = {"configs", *(["seeds"] if _one_starts_the_other(self.seeds, other.seeds) else [])}
         out = [
-            f"{key} {_show(key, mine[key])} -> {_show(key, theirs[key])}"
+            f"{key} {shown(key, mine[key])} -> {shown(key, theirs[key])}"
             for key in mine
             if key not in same and mine[key] != theirs[key]
         ]
@@ -118,13 +104,14 @@ class SequentialRule(StrictModel):
         read_at = "" if self.primary_at is None else f", read as {self.primary_point()}"
         return (
             f"rule {self.label}, fixed {self.when}: looks at {', '.join(map(str, self.looks))} seeds per arm "
-            f"(seeds {_show('seeds', self.seeds)}), {self.spending.replace('_', '-')} spending, alpha "
+            f"(seeds {shown('seeds', self.seeds)}), {self.spending.replace('_', '-')} spending, alpha "
             f"{self.alpha:g} ({self.correction}), min_effect {margin}, test {self.test} on {self.primary_metric} "
             f"({self.direction}){read_at}, failures {self.failures}, control {self.control}"
         )
 
 
-def _show(key: str, value: Any) -> str:
+def shown(key: str, value: Any) -> str:
+    """A rule field's value in a refusal or header line (a run of seeds as ``first..last``)."""
     if value is None:
         return "none"
     if isinstance(value, float):
@@ -149,7 +136,7 @@ def _config_changes(old: Mapping[str, str | None], new: Mapping[str, str | None]
     return out + [f"condition {c} added" for c in new if c not in old]
 
 
-def _now() -> dt.datetime:
+def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
@@ -157,7 +144,7 @@ def rule_of_study(study: Study, *, alpha: float = ALPHA, correction: str = CORRE
     """The rule ``study``'s file sets (the runner's alpha and correction), as it would be fixed now."""
     looks = study.sequential.schedule()
     return SequentialRule(
-        fixed_at=_now(),
+        fixed_at=now(),
         looks=looks,
         spending=study.sequential.spending,
         alpha=alpha,
@@ -186,7 +173,7 @@ def rule_of_meta(meta: Mapping[str, Any], *, alpha: float, correction: str, min_
     ``alpha``, ``correction`` and ``min_effect`` (the study's, or a command's options)."""
     looks = list(meta["sequential"]["looks"])
     return SequentialRule(
-        fixed_at=_now(),
+        fixed_at=now(),
         looks=looks,
         spending=meta["sequential"]["spending"],
         alpha=alpha,
@@ -201,111 +188,3 @@ def rule_of_meta(meta: Mapping[str, Any], *, alpha: float, correction: str, min_
         configs=meta.get("configs"),
         primary_at=_primary_at(meta.get("primary_at")),
     )
-
-
-def stored_rules(meta: Mapping[str, Any]) -> list[SequentialRule]:
-    """The versions of the rule stored with the study, oldest first (``meta["sequential_rules"]``)."""
-    return [SequentialRule.model_validate(rule) for rule in meta.get("sequential_rules") or []]
-
-
-#: how to go on after an edit of a fixed rule: a new study, on seeds that are new to it
-NEW_STUDY = (
-    "start a new study (give it a new name: and seeds: this one has not run, or the same trials repeat bit for bit)"
-)
-
-
-def _way_out() -> str:
-    return (
-        f"{NEW_STUDY}, or keep the name: give it such seeds and run `harness run --new-version` (the looks "
-        "start over on them; the trials so far are kept and listed, never pooled)"
-    )
-
-
-def check_file(current: SequentialRule, versions: list[SequentialRule], *, study: str) -> SequentialRule | None:
-    """The stored rule in force (the latest version; None before the first look), when the
-    study file's rule ``current`` is the same; otherwise raise :class:`RuleChanged`."""
-    if not versions:
-        return None
-    fixed = versions[-1]
-    changes = fixed.changes_to(current)
-    if changes:
-        raise RuleChanged(
-            f"study {study!r}: the study file changes the sequential rule fixed at its first look (rule "
-            f"{fixed.label}, fixed {fixed.when}): {'; '.join(changes)}; a look is read only under the rule it was "
-            f"queued under: {_way_out()}"
-        )
-    return fixed
-
-
-def check_dropped(versions: list[SequentialRule], *, study: str) -> None:
-    """Refuse a study file without a ``sequential:`` section for a study whose looks were read
-    under a rule: read as a fixed design, its trials would be re-read all at once."""
-    if versions:
-        fixed = versions[-1]
-        raise RuleChanged(
-            f"study {study!r}: the study file drops its sequential: section, but its looks were read under the "
-            f"sequential rule {fixed.label} (fixed {fixed.when}); a look is read only under the rule it was queued "
-            f"under: {NEW_STUDY}"
-        )
-
-
-@dataclass(frozen=True)
-class Rules:
-    """A sequential study's rules as a reader sees them."""
-
-    current: SequentialRule  # the study file's, at the reader's alpha, correction and min_effect
-    versions: list[SequentialRule]  # stored, oldest first
-    in_force: (
-        SequentialRule | None
-    )  # the latest version (None: not fixed yet, or a study from before rules were stored)
-
-
-def read_rules(results, *, alpha: float, correction: str, min_effect: float | None) -> Rules:
-    """The rule ``results``' looks are read under, checked against the study file and against
-    the reader's ``alpha``, ``correction`` and ``min_effect`` (a report's options): a difference
-    raises :class:`RuleChanged`."""
-    meta = meta_of(results)
-    name = study_name(results)
-    versions = stored_rules(meta)
-    fixed = versions[-1] if versions else None
-    in_file = rule_of_meta(
-        meta,
-        alpha=fixed.alpha if fixed else alpha,
-        correction=fixed.correction if fixed else correction,
-        min_effect=meta.get("min_effect"),
-    )
-    in_force = check_file(in_file, versions, study=name)
-    current = rule_of_meta(meta, alpha=alpha, correction=correction, min_effect=min_effect)
-    if in_force is not None:
-        changes = in_force.changes_to(current)
-        if changes:
-            raise RuleChanged(
-                f"study {name!r}: its looks were read under the sequential rule {in_force.label} (fixed "
-                f"{in_force.when}), and the options change it: {'; '.join(changes)}; leave those options out "
-                "(a look is read only under the rule it was queued under)"
-            )
-    return Rules(current, versions, in_force)
-
-
-def next_version(current: SequentialRule, versions: list[SequentialRule], *, study: str) -> SequentialRule:
-    """``current`` as the study's next rule version (``harness run --new-version``): its looks
-    must read seeds no earlier version read, or it would re-read what was seen."""
-    read = sorted({seed for rule in versions for seed in rule.seeds})
-    overlap = sorted(set(current.seeds) & set(read))
-    if overlap:
-        start = read[-1] + 1
-        fresh = _show("seeds", list(range(start, start + len(current.seeds))))
-        raise ConfigError(
-            f"study {study!r}: --new-version starts the looks over, so they need seeds no earlier version read; "
-            f"seeds {_show('seeds', overlap)} were read under rule {versions[-1].label}: give seeds: the study "
-            f"has not run (e.g. {fresh}) and run again"
-        )
-    return current.model_copy(update={"version": versions[-1].version + 1, "fixed_at": _now()})
-
-
-def versions_line(rules: Rules) -> str:
-    """A report's header line on the rule: the one in force and the versions it replaced."""
-    if rules.in_force is None:
-        return "not recorded: the study's looks were queued before rules were stored (read under the study file's)"
-    earlier = [f"{r.label} (fixed {r.when}; its trials are kept and listed, not used)" for r in rules.versions[:-1]]
-    return rules.in_force.line() + (f"; replaces {', '.join(earlier)}" if earlier else "")

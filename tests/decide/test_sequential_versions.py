@@ -5,14 +5,12 @@ import datetime as dt
 
 import pytest
 
-from harness.decide.sequential_rule import (
+from harness.decide.sequential.rule import SequentialRule, rule_of_meta, rule_of_study
+from harness.decide.sequential.versions import (
     RuleChanged,
-    SequentialRule,
-    check_file,
     next_version,
     read_rules,
-    rule_of_meta,
-    rule_of_study,
+    rule_in_force,
     versions_line,
 )
 from harness.errors import ConfigError
@@ -87,7 +85,7 @@ def test_a_change_names_each_field_old_to_new_on_one_line(tmp_path):
     )
     assert len(changes) == 5  # the looks read fewer of the same seeds: that is the looks' change, not the seeds'
     with pytest.raises(RuleChanged) as caught:
-        check_file(after, [before], study="seq")
+        rule_in_force(after, [before], study="seq")
     line = str(caught.value)
     assert "\n" not in line and "; ".join(changes) in line
     assert line.startswith(
@@ -104,8 +102,8 @@ def test_other_seeds_are_a_change_and_the_same_rule_is_in_force(tmp_path):
         "seeds 0..7 -> [1, 0, 2, 3, 4, 5, 6, 7]"
     ]
     assert before.changes_to(rule_of_study(study(tmp_path, seeds=20))) == []  # a longer pool: the looks read the same
-    assert check_file(rule_of_study(study(tmp_path)), [before], study="seq") == before
-    assert check_file(rule_of_study(study(tmp_path)), [], study="seq") is None  # not fixed yet
+    assert rule_in_force(rule_of_study(study(tmp_path)), [before], study="seq") == before
+    assert rule_in_force(rule_of_study(study(tmp_path)), [], study="seq") is None  # not fixed yet
 
 
 def test_options_that_change_the_rule_are_refused_apart_from_the_study_file(tmp_path):
@@ -161,12 +159,12 @@ def test_where_the_comparison_reads_each_trial_is_part_of_the_rule(tmp_path):
         "evaluations)"
     ]
     with pytest.raises(RuleChanged, match="primary_at eval/accuracy at the final evaluation -> "):
-        check_file(moved, [final], study="seq")
+        rule_in_force(moved, [final], study="seq")
     fixed_at_budget = fixed(moved)
     other_budget = rule_of_study(study(tmp_path, primary_at={**at_budget, "budget": 3e9}))
     with pytest.raises(RuleChanged, match=r"at 2\.0e9 FLOPs .* -> eval/accuracy at 3\.0e9 FLOPs"):
-        check_file(other_budget, [fixed_at_budget], study="seq")
-    assert check_file(rule_of_study(study(tmp_path, primary_at=at_budget)), [fixed_at_budget], study="seq")
+        rule_in_force(other_budget, [fixed_at_budget], study="seq")
+    assert rule_in_force(rule_of_study(study(tmp_path, primary_at=at_budget)), [fixed_at_budget], study="seq")
     assert "read as eval/accuracy at 2.0e9 FLOPs" in fixed_at_budget.line()
     s = study(tmp_path, primary_at=at_budget)
     meta = load_results(s).meta

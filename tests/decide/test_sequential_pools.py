@@ -1,7 +1,7 @@
 """The seeds a look reads and the trials it adds come from one module: the replay reads each look
 on the seeds the runner queued for it, and the runner queues every look a condition needs."""
 
-from harness.decide.look_trials import due_trials, look_pool, look_specs
+from harness.decide.sequential.pools import due_trials, look_pool, look_specs
 from harness.study.load import parse_study
 from harness.study.sections import AA_SEED_OFFSET
 

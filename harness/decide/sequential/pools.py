@@ -4,9 +4,9 @@ A condition's seeds are its pool (``study.condition_seeds``: the study's seeds, 
 own), and a look at n seeds per arm reads the pool's first n. The looks are therefore nested:
 each adds the pool's next seeds, in order, and keeps every seed of the looks before it, which
 is what the boundaries of :mod:`harness.stats.sequential` assume (independent increments). The
-replay (:mod:`harness.decide.looks`) reads each look on :func:`look_pool`; the runner queues the
-trials :func:`due_trials` lists; both take the pool's first seeds (tests/decide/test_look_trials.py
-holds the two in step).
+replay (:mod:`.replay`) reads each look on :func:`look_pool`; the schedule (:mod:`.schedule`)
+hands the runner the trials :func:`due_trials` lists; both take the pool's first seeds
+(tests/decide/sequential/test_pools.py holds the two in step).
 
 Light on purpose (no pandas, no results loader): a runner process imports it at start.
 """

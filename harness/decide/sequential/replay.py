@@ -9,11 +9,12 @@ is decided gives its verdict, and its arm stops there; the control goes on while
 it. A look whose seeds bring no new information (every new trial failed) spends no alpha.
 
 Every look is read under the rule fixed at the study's first look
-(:mod:`harness.decide.sequential_rule`): a study file or options that would read them under
+(:mod:`.versions`): a study file or options that would read them under
 another are refused before anything is read, and the Looks table names the rule of each row.
 
 The replay is a pure function of the stored trials, so every machine computes the same looks:
-the runner asks it which conditions need which look next (``Replay.wanted``). Failed trials at
+the runner asks it which conditions need which look next (``Replay.wanted``, through
+:mod:`.schedule`). The boundaries are :mod:`harness.stats.sequential`'s (``stats.Look``). Failed trials at
 the last look leave its information short of the maximum, so some alpha stays unspent there
 (conservative).
 """
@@ -28,8 +29,8 @@ import pandas as pd
 from harness import stats
 from harness.decide.comparisons import ArmScores, PairResult, compare_scores
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
-from harness.decide.look_trials import look_pool
-from harness.decide.sequential_rule import Rules, read_rules
+from harness.decide.sequential.pools import look_pool
+from harness.decide.sequential.versions import Rules, read_rules
 
 #: trial states after which a trial's result will not change (a retried failure is "waiting")
 FINISHED = ("completed", "failed")
@@ -94,10 +95,6 @@ class Replay:
         """The 1-based look the study is at: the furthest any comparison has reached or waits for."""
         marks = [s.waiting if s.waiting is not None else s.reached for s in self.states.values()]
         return max(marks, default=-1) + 1
-
-
-def sequential_of(results) -> dict | None:
-    return meta_of(results).get("sequential")
 
 
 def _look_trials(trials: pd.DataFrame, condition: str, seeds: list[int]) -> tuple[bool, bool]:
