@@ -11,6 +11,7 @@ failed without a record), matched by the ``trial_id`` user attribute of each Opt
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -53,6 +54,7 @@ from harness.tracking.storage import (
     default_storage_url,
     open_storage,
 )
+from harness.tracking.study_meta import BenchmarkMeta, LookDesign, StudyMeta
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 from harness.tracking.urls import redact_text, redact_url
 
@@ -72,14 +74,14 @@ PROMPT_COLUMNS = ["trial_id", "arm", "seed", *LONG_COLUMNS]
 @dataclass
 class Results:
     """``trials``: one row per trial of the current design; ``curves``: long per-step frame;
-    ``meta``: the study's frame; ``earlier``: trials of an earlier design of the study (kept on
+    ``meta``: the study's metadata (:class:`StudyMeta`); ``earlier``: trials of an earlier design of the study (kept on
     disk, listed, never analysed), with the ``reason``; ``prompts``: long per-prompt evaluation
     frame of the same trials as ``curves`` (:func:`prompts_frame`), built by ``prompt_source``
     on first access, since a big study's scores are large and most reports never look."""
 
     trials: pd.DataFrame
     curves: pd.DataFrame
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: StudyMeta = field(default_factory=StudyMeta)
     earlier: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EARLIER_COLUMNS))
     prompt_source: Callable[[], pd.DataFrame] = field(default=lambda: prompts_frame([], "."), repr=False)
 
@@ -360,18 +362,18 @@ def _seed_list(seeds: Any) -> list[int]:
     return []
 
 
-def _sequential_meta(section: Any) -> dict[str, Any] | None:
-    """``{"looks": [...], "spending": ...}`` of a sequential study (from its model or raw YAML)."""
+def _sequential_meta(section: Any) -> LookDesign | None:
+    """The looks of a sequential study (from its model or raw YAML)."""
     if section is None:
         return None
     try:
         section = section if isinstance(section, Sequential) else Sequential.model_validate(section)
     except ValidationError:
         return None
-    return {"looks": section.schedule(), "spending": section.spending}
+    return LookDesign(looks=section.schedule(), spending=section.spending)
 
 
-def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[dict[str, Any]]:
+def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[BenchmarkMeta]:
     """The study's held-out benchmarks as the decisions read them: name, the full name of the
     metric decided on (``eval/<name>/accuracy``) and min_effect (None: the study's)."""
     out = []
@@ -380,13 +382,7 @@ def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[dict[str, Any
             config = entry if isinstance(entry, BenchmarkConfig) else BenchmarkConfig.model_validate(entry)
         except ValidationError:
             continue
-        out.append(
-            {
-                "name": config.name,
-                "metric": config.primary_metric(primary or "eval/accuracy"),
-                "min_effect": config.min_effect,
-            }
-        )
+        out.append(BenchmarkMeta(config.name, config.primary_metric(primary or "eval/accuracy"), config.min_effect))
     return out
 
 
@@ -405,7 +401,7 @@ def _provenance(values: list[str | None]) -> str | None:
     return ", ".join(distinct) if distinct else None
 
 
-def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> dict[str, Any]:
+def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame, **more: Any) -> StudyMeta:
     study, raw = ref.study, ref.raw
 
     def pick(name: str, default: Any = None) -> Any:
@@ -451,35 +447,36 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         seed_matched = all(v == sorted(pool[: len(v)]) for v in matched.values())
     else:
         seed_matched = len({tuple(v) for v in matched.values()}) <= 1
-    return {
-        "study": name,
-        "description": pick("description") or "",
-        "study_dir": str(ref.dir),
-        "primary_metric": pick("primary_metric"),
-        "direction": direction,
-        "min_effect": pick("min_effect"),
-        "test": pick("test", "auto"),
-        "failures": pick("failures", "drop"),
-        "metric_ranges": dict(METRIC_RANGES),
-        "control": control,
-        "conditions": conditions,
-        "comparisons": comparisons,
-        "calibration": calibration,
-        "seed_pools": pools,
-        "mirrors": mirrors,  # calibration condition -> the control condition whose seeds it follows
-        "seeds": pool,
-        "seed_matched": seed_matched,
-        "sequential": sequential,
-        "primary_at": _section_fields(pick("primary_at"), PrimaryAt),  # {point, axis, budget}
-        "scaling": _section_fields(pick("scaling"), Scaling),  # {fit, efficiency_margin}
+    return StudyMeta(
+        study=name,
+        description=pick("description") or "",
+        study_dir=str(ref.dir),
+        primary_metric=pick("primary_metric"),
+        direction=direction,
+        min_effect=pick("min_effect"),
+        test=pick("test", "auto"),
+        failures=pick("failures", "drop"),
+        metric_ranges=dict(METRIC_RANGES),
+        control=control,
+        conditions=conditions,
+        comparisons=comparisons,
+        calibration=calibration,
+        seed_pools=pools,
+        mirrors=mirrors,  # calibration condition -> the control condition whose seeds it follows
+        seeds=pool,
+        seed_matched=seed_matched,
+        sequential=sequential,
+        primary_at=_section_fields(pick("primary_at"), PrimaryAt),  # {point, axis, budget}
+        scaling=_section_fields(pick("scaling"), Scaling),  # {fit, efficiency_margin}
         # a sequential study's rule: each condition's config as the study file sets it now (None unknown)
-        "configs": condition_configs(study) if sequential and study is not None else None,
-        "seeds_by_condition": seeds_by_condition,
-        "benchmarks": _benchmarks_meta(pick("benchmarks", []), pick("primary_metric")),
-        "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
-        "harness_version": _provenance([r.harness_version for r in records]),
-        "git_commit": _provenance([r.git_commit for r in records]),
-    }
+        configs=condition_configs(study) if sequential and study is not None else None,
+        seeds_by_condition=seeds_by_condition,
+        benchmarks=_benchmarks_meta(pick("benchmarks", []), pick("primary_metric")),
+        status_counts={k: int(v) for k, v in trials["status"].value_counts().items()},
+        harness_version=_provenance([r.harness_version for r in records]),
+        git_commit=_provenance([r.git_commit for r in records]),
+        **more,
+    )
 
 
 def load_results(
@@ -511,9 +508,10 @@ def load_results(
     if len(earlier):
         trials = trials[~trials["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
         curves = curves[~curves["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
-    meta = {**_meta(ref, records, trials), "earlier_design": summary_lines(earlier["reason"])}
-    if meta["sequential"]:  # the rule versions fixed at its looks (harness.decide.sequential.versions)
-        meta["sequential_rules"] = read_rules(ref.dir, _storage_url(ref.dir, storage), name, strict=strict_storage)
+    meta = _meta(ref, records, trials, earlier_design=summary_lines(earlier["reason"]))
+    if meta.sequential:  # the rule versions fixed at its looks (harness.decide.sequential.versions)
+        rules = read_rules(ref.dir, _storage_url(ref.dir, storage), name, strict=strict_storage)
+        meta = dataclasses.replace(meta, sequential_rules=rules)
     earlier_ids = set(earlier["trial_id"])
     current = [r for r in records if r.trial_id not in earlier_ids]
     prompts = functools.partial(prompts_frame, current, ref.dir, phase=phase)

@@ -17,6 +17,7 @@ from fake_trials import planted
 from runner_helpers import options, write_study
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError, HarnessError
 from harness.report.markdown import render_markdown
@@ -121,7 +122,7 @@ def test_an_edited_rule_is_refused_by_every_reader_in_one_line_and_nothing_is_qu
     assert line.startswith("study 'seq': the study file changes the sequential rule fixed at its first look (rule v1 ")
     assert refusal(lambda: run_worker(path, options(trial_fn=PLANTED))) == line  # harness worker
     assert refusal(lambda: study_status(path)) == line  # harness status: no look that never happened
-    assert refusal(lambda: analyze(load_results(path), n_permutations=50)) == line  # harness report
+    assert refusal(lambda: analyze(load_results(path), ReadOptions(n_permutations=50))) == line  # harness report
     q = queue.load_queue(setup.storage, "seq")  # a worker's look replay, with the edited file
     assert refusal(lambda: Looks(load_study(path), path, setup.storage_url, q, say=print).advance(True)) == line
 
@@ -162,7 +163,7 @@ def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_ea
     )
     assert set(rule.configs) == set(ARMS)
 
-    analysis = analyze(load_results(path), n_permutations=50)
+    analysis = analyze(load_results(path), ReadOptions(n_permutations=50))
     assert list(analysis.looks["rule"]) == [rule.label] * len(analysis.looks) and len(analysis.looks) == 3
     header = analysis.header["rule"]
     assert header.startswith(
@@ -173,7 +174,7 @@ def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_ea
     assert f"- **Sequential rule:** {header}" in text and rule.label in text.split("## Looks")[1]
 
     (setup.study_dir / "optuna.db").rename(setup.study_dir / "elsewhere.db")  # offline: the folder's copy
-    offline = analyze(load_results(path), n_permutations=50)
+    offline = analyze(load_results(path), ReadOptions(n_permutations=50))
     assert offline.header["rule"] == header and list(offline.looks["rule"]) == [rule.label] * 3
 
 
@@ -181,10 +182,12 @@ def test_report_options_that_would_reread_the_looks_are_refused(tmp_path, fake_e
     path = study_file(tmp_path)
     drive(path)
     results = load_results(path)
-    line = refusal(lambda: analyze(results, min_effect=0.05, n_permutations=50))
+    line = refusal(lambda: analyze(results, ReadOptions(min_effect=0.05, n_permutations=50)))
     assert "the options change it: min_effect 0.02 -> 0.05; leave those options out" in line
-    assert "alpha 0.05 -> 0.1" in refusal(lambda: analyze(results, alpha=0.1, n_permutations=50))
-    assert len(analyze(results, min_effect=0.02, n_permutations=50).looks) == 3  # the rule's own value reads
+    assert "alpha 0.05 -> 0.1" in refusal(lambda: analyze(results, ReadOptions(alpha=0.1, n_permutations=50)))
+    assert (
+        len(analyze(results, ReadOptions(min_effect=0.02, n_permutations=50)).looks) == 3
+    )  # the rule's own value reads
 
 
 def test_concurrent_first_looks_fix_one_rule_and_a_different_study_file_queues_nothing(tmp_path, fake_env):
@@ -226,7 +229,7 @@ def test_concurrent_first_looks_fix_one_rule_and_a_different_study_file_queues_n
     assert all("the study file changes the sequential rule" in str(outcome[i]) for i in losers)
     assert sorted(outcome[i] for i in winners) == [0, 9]  # look 1 queued once, by one of them
     assert len(queue_state(setup)) == 9
-    [rule] = load_results(path).meta["sequential_rules"]  # one rule, the winners'
+    [rule] = load_results(path).meta.sequential_rules  # one rule, the winners'
     assert rule["version"] == 1 and rule["min_effect"] == (0.02, 0.05)[winners[0] % 2]
 
 
@@ -250,7 +253,7 @@ def test_new_version_starts_the_looks_over_on_fresh_seeds_and_keeps_the_earlier_
     results = load_results(path)
     assert set(results.trials["seed"]) <= set(range(8, 16))  # never pooled with version 1's
     assert set(results.earlier["trial_id"]) == first_trials  # listed as an earlier design
-    analysis = analyze(results, n_permutations=50)
+    analysis = analyze(results, ReadOptions(n_permutations=50))
     assert set(analysis.looks["rule"]) == {v2.label} and analysis.looks["look"].min() == 1  # the looks start over
     assert analysis.header["rule"].endswith(
         f"replaces {v1.label} (fixed {v1.when}; its trials are kept and listed, not used)"

@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from harness.errors import ConfigError
 from harness.study.expand import specs_at_positions
 from harness.study.schema import Study
+from harness.tracking.study_meta import StudyMeta
 
 
-def look_pool(meta: Mapping, condition: str, n: int) -> list[int]:
+def look_pool(meta: StudyMeta, condition: str, n: int) -> list[int]:
     """The seeds a look at ``n`` seeds per arm reads of ``condition``: the first ``n`` of its own
     pool (an A/A copy's seeds are its own), from the results' meta."""
-    pools = meta.get("seed_pools") or {}
-    return list(pools.get(condition) or meta.get("seeds") or [])[:n]
+    return list(meta.seed_pools.get(condition) or meta.seeds)[:n]
 
 
 def look_positions(study: Study, look: int) -> range:

@@ -29,8 +29,10 @@ import pandas as pd
 from harness import stats
 from harness.decide.comparisons import ArmScores, PairResult, compare_scores
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
+from harness.decide.rules import DecisionRules
 from harness.decide.sequential.pools import look_pool
-from harness.decide.sequential.versions import Rules, read_rules
+from harness.decide.sequential.versions import RuleVersions, read_rules
+from harness.tracking.study_meta import StudyMeta
 
 #: trial states after which a trial's result will not change (a retried failure is "waiting")
 FINISHED = ("completed", "failed")
@@ -81,7 +83,7 @@ class Replay:
     looks: list[int]
     spending: str
     table: pd.DataFrame
-    rules: Rules
+    rules: RuleVersions
     states: dict[tuple[str, str], PairState] = field(default_factory=dict)
     #: condition -> the 0-based look whose trials it needs next (enqueue them if missing)
     wanted: dict[str, int] = field(default_factory=dict)
@@ -111,27 +113,15 @@ def on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
     return dataclasses.replace(scores, values=scores.values[keep], table=table)
 
 
-def replay(
-    results,
-    scores: dict[str, ArmScores],
-    *,
-    metric: str,
-    alpha: float,
-    correction: str,
-    direction: str,
-    min_effect: float | None,
-    failures: str,
-    test: str,
-) -> Replay:
-    """Every comparison of a sequential study, look by look (see the module docstring); a rule
-    other than the one fixed at the first look raises ``RuleChanged``."""
+def replay(results, scores: dict[str, ArmScores], rules: DecisionRules) -> Replay:
+    """Every comparison of a sequential study, look by look (see the module docstring), under
+    ``rules``; a rule other than the one fixed at the first look raises ``RuleChanged``."""
     meta = meta_of(results)
-    rules = read_rules(results, alpha=alpha, correction=correction, min_effect=min_effect)
-    rule = rules.in_force.label if rules.in_force is not None else UNRECORDED
-    design = meta["sequential"]
-    looks, spending = list(design["looks"]), design["spending"]
+    rules_read = read_rules(results, rules)
+    rule = rules_read.in_force.label if rules_read.in_force is not None else UNRECORDED
+    looks, spending = list(meta.sequential.looks), meta.sequential.spending
     pairs = comparisons_of(results)
-    family = len(pairs) if correction == "bonferroni" else 1
+    family = len(pairs) if rules.correction == "bonferroni" else 1
     trials = results.trials
     rows, states, wanted = [], {}, {}
     for condition, control in pairs:
@@ -150,10 +140,10 @@ def replay(
                 on_pool(scores[control], look_pool(meta, control, n_k)),
                 condition,
                 control,
-                metric,
-                seed_matched=bool(meta.get("seed_matched")),
-                test=test,
-                failures=failures,
+                rules.metric,
+                seed_matched=meta.seed_matched,
+                test=rules.test,
+                failures=rules.failures,
                 robustness=False,
             )
             count = min(pair.difference.n_arm, pair.difference.n_control)
@@ -163,10 +153,10 @@ def replay(
             state.pair, state.look, state.tested_at = pair, stats.Look(state.seen, looks[-1], spending), k
             [verdict] = stats.decide(
                 [pair.difference],
-                alpha=alpha,
-                direction=direction,
-                min_effect=min_effect,
-                correction=correction,
+                alpha=rules.alpha,
+                direction=rules.direction,
+                min_effect=rules.min_effect,
+                correction=rules.correction,
                 looks=[state.look],
                 family_size=family,
             )
@@ -193,13 +183,13 @@ def replay(
                 state.verdict, state.stopped_at = verdict.label, k
                 break
     _follow_controls(meta, trials, looks, wanted)
-    return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), rules, states, wanted)
+    return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), rules_read, states, wanted)
 
 
-def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:
+def _follow_controls(meta: StudyMeta, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:
     """A calibration condition (A/A copy, placebo) takes the seeds its control has, look by look;
     it never asks for seeds of its own."""
-    for condition, control in (meta.get("mirrors") or {}).items():
+    for condition, control in meta.mirrors.items():
         has = [k for k, n in enumerate(looks) if _look_trials(trials, control, look_pool(meta, control, n))[0]]
         target = max([*has, wanted.get(control, -1)])
         if target >= 0 and not _look_trials(trials, condition, look_pool(meta, condition, looks[target]))[0]:
@@ -207,15 +197,7 @@ def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted:
 
 
 def final_pairs(
-    rep: Replay,
-    results,
-    scores: dict[str, ArmScores],
-    *,
-    metric: str,
-    failures: str,
-    test: str,
-    n_permutations: int,
-    seed: int,
+    rep: Replay, results, scores: dict[str, ArmScores], rules: DecisionRules
 ) -> tuple[list[PairResult], list[stats.Look | None]]:
     """Each comparison on the seeds of the look that decided it (or of its latest look), with its
     robustness checks, and that look; one not yet tested at any look is untestable, saying why."""
@@ -228,12 +210,12 @@ def final_pairs(
             on_pool(scores[control], look_pool(meta, control, n)),
             condition,
             control,
-            metric,
-            seed_matched=bool(meta.get("seed_matched")),
-            test=test,
-            failures=failures,
-            n_permutations=n_permutations,
-            seed=seed,
+            rules.metric,
+            seed_matched=meta.seed_matched,
+            test=rules.test,
+            failures=rules.failures,
+            n_permutations=rules.n_permutations,
+            seed=rules.seed,
             robustness=state.tested_at is not None,
         )
         if state.tested_at is None:

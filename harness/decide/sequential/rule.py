@@ -28,6 +28,7 @@ from harness.ground.strict import StrictModel
 from harness.study.expand import condition_configs
 from harness.study.schema import Study
 from harness.study.sections import PrimaryAt
+from harness.tracking.study_meta import StudyMeta
 
 #: the level and correction every look is read at (the runner's; the plan and report assume them)
 ALPHA, CORRECTION = 0.05, "bonferroni"
@@ -168,23 +169,23 @@ def _primary_at(fields: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return dict(fields)
 
 
-def rule_of_meta(meta: Mapping[str, Any], *, alpha: float, correction: str, min_effect: float | None) -> SequentialRule:
+def rule_of_meta(meta: StudyMeta, *, alpha: float, correction: str, min_effect: float | None) -> SequentialRule:
     """The same rule from a study's results meta (``harness.tracking.results``), read at
     ``alpha``, ``correction`` and ``min_effect`` (the study's, or a command's options)."""
-    looks = list(meta["sequential"]["looks"])
+    looks = list(meta.sequential.looks)
     return SequentialRule(
         fixed_at=now(),
         looks=looks,
-        spending=meta["sequential"]["spending"],
+        spending=meta.sequential.spending,
         alpha=alpha,
         correction=correction,
         min_effect=min_effect,
-        test=meta.get("test") or "auto",
-        primary_metric=meta["primary_metric"],
-        direction=meta.get("direction") or "maximize",
-        failures=meta.get("failures") or "drop",
-        control=meta["control"],
-        seeds=list(meta.get("seeds") or [])[: looks[-1]],
-        configs=meta.get("configs"),
-        primary_at=_primary_at(meta.get("primary_at")),
+        test=meta.test,
+        primary_metric=meta.primary_metric,
+        direction=meta.direction,
+        failures=meta.failures,
+        control=meta.control,
+        seeds=list(meta.seeds)[: looks[-1]],
+        configs=meta.configs,
+        primary_at=_primary_at(meta.primary_at),
     )

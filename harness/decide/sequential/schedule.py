@@ -24,11 +24,12 @@ from typing import Any
 
 from harness.decide.comparisons import arm_scores
 from harness.decide.frames import conditions_of
+from harness.decide.rules import DecisionRules, ReadOptions
 from harness.decide.sequential import rule_store
 from harness.decide.sequential.pools import due_trials
 from harness.decide.sequential.replay import replay
 from harness.decide.sequential.rule import ALPHA, CORRECTION
-from harness.decide.sequential.versions import Rules, settle
+from harness.decide.sequential.versions import RuleVersions, settle
 from harness.errors import ConfigError, HarnessError, one_line
 from harness.study.expand import study_dir
 from harness.tracking.results import load_results
@@ -47,7 +48,7 @@ class LookState:
     finished: bool  # every comparison decided or read at the last look
     current_look: int  # 1-based: the furthest look any comparison has reached or waits for
     arms: dict[str, str]  # compared condition -> "stopped at look 1: better", "waiting for look 2", ...
-    rules: Rules  # the rule in force (None until fixed), the study file's, and the stored versions
+    rules: RuleVersions  # the rule in force (None until fixed), the study file's, and the stored versions
 
     def lines(self) -> list[str]:
         """Where the study stands: its current look, then each compared condition's state."""
@@ -79,21 +80,11 @@ def _replayed(study: Any, storage_url: str) -> LookState:
         warnings.simplefilter("ignore")
         results = load_results(study, storage=storage_url, strict_storage=True)
     meta = results.meta
-    if not meta.get("sequential"):
-        raise ConfigError(f"study {meta.get('study')!r} has no sequential: section; it has no looks")
-    metric, failures = meta["primary_metric"], meta["failures"]
-    scores = {c: arm_scores(results, c, metric, failures=failures) for c in conditions_of(results)}
-    out = replay(
-        results,
-        scores,
-        metric=metric,
-        alpha=ALPHA,
-        correction=CORRECTION,
-        direction=meta["direction"],
-        min_effect=meta["min_effect"],
-        failures=failures,
-        test=meta["test"],
-    )
+    if not meta.sequential:
+        raise ConfigError(f"study {meta.study!r} has no sequential: section; it has no looks")
+    rules = DecisionRules.of(meta, ReadOptions(alpha=ALPHA, correction=CORRECTION))
+    scores = {c: arm_scores(results, c, rules.metric, failures=rules.failures) for c in conditions_of(results)}
+    out = replay(results, scores, rules)
     arms = {condition: state.status for (condition, _control), state in out.states.items()}
     return LookState(list(out.looks), dict(out.wanted), out.finished, out.current_look, arms, out.rules)
 

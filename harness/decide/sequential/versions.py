@@ -17,15 +17,16 @@ earlier design, never pooled (:mod:`harness.study.design`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.decide.frames import meta_of, study_name
+from harness.decide.rules import DecisionRules
 from harness.decide.sequential import rule_store
 from harness.decide.sequential.rule import SequentialRule, now, rule_of_meta, rule_of_study, shown
 from harness.errors import ConfigError
+from harness.tracking.study_meta import StudyMeta
 
 
 class RuleChanged(ConfigError):
@@ -33,9 +34,9 @@ class RuleChanged(ConfigError):
     one fixed at the first look."""
 
 
-def stored_rules(meta: Mapping[str, Any]) -> list[SequentialRule]:
-    """The versions of the rule stored with the study, oldest first (``meta["sequential_rules"]``)."""
-    return [SequentialRule.model_validate(rule) for rule in meta.get("sequential_rules") or []]
+def stored_rules(meta: StudyMeta) -> list[SequentialRule]:
+    """The versions of the rule stored with the study, oldest first (``meta.sequential_rules``)."""
+    return [SequentialRule.model_validate(rule) for rule in meta.sequential_rules or []]
 
 
 #: how to go on after an edit of a fixed rule: a new study, on seeds that are new to it
@@ -80,7 +81,7 @@ def check_dropped(versions: list[SequentialRule], *, study: str) -> None:
 
 
 @dataclass(frozen=True)
-class Rules:
+class RuleVersions:
     """A sequential study's rules as a reader sees them."""
 
     current: SequentialRule  # the study file's, at the reader's alpha, correction and min_effect
@@ -90,10 +91,11 @@ class Rules:
     )  # the latest version (None: not fixed yet, or a study from before rules were stored)
 
 
-def read_rules(results, *, alpha: float, correction: str, min_effect: float | None) -> Rules:
+def read_rules(results, rules: DecisionRules) -> RuleVersions:
     """The rule ``results``' looks are read under, checked against the study file and against
-    the reader's ``alpha``, ``correction`` and ``min_effect`` (a report's options): a difference
-    raises :class:`RuleChanged`."""
+    the reader's ``rules`` (a report's alpha, correction and min_effect): a difference raises
+    :class:`RuleChanged`."""
+    alpha, correction, min_effect = rules.alpha, rules.correction, rules.min_effect
     meta = meta_of(results)
     name = study_name(results)
     versions = stored_rules(meta)
@@ -102,7 +104,7 @@ def read_rules(results, *, alpha: float, correction: str, min_effect: float | No
         meta,
         alpha=fixed.alpha if fixed else alpha,
         correction=fixed.correction if fixed else correction,
-        min_effect=meta.get("min_effect"),
+        min_effect=meta.min_effect,
     )
     in_force = rule_in_force(in_file, versions, study=name)
     current = rule_of_meta(meta, alpha=alpha, correction=correction, min_effect=min_effect)
@@ -114,7 +116,7 @@ def read_rules(results, *, alpha: float, correction: str, min_effect: float | No
                 f"{in_force.when}), and the options change it: {'; '.join(changes)}; leave those options out "
                 "(a look is read only under the rule it was queued under)"
             )
-    return Rules(current, versions, in_force)
+    return RuleVersions(current, versions, in_force)
 
 
 def next_version(current: SequentialRule, versions: list[SequentialRule], *, study: str) -> SequentialRule:
@@ -133,7 +135,7 @@ def next_version(current: SequentialRule, versions: list[SequentialRule], *, stu
     return current.model_copy(update={"version": versions[-1].version + 1, "fixed_at": now()})
 
 
-def versions_line(rules: Rules) -> str:
+def versions_line(rules: RuleVersions) -> str:
     """A report's header line on the rule: the one in force and the versions it replaced."""
     if rules.in_force is None:
         return "not recorded: the study's looks were queued before rules were stored (read under the study file's)"
