@@ -275,6 +275,33 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
     ``opts.executor`` (else the study's ``executor:``) says where the trials run
     (:mod:`harness.runner.executors`)."""
     opts = opts or RunOptions()
+    setup, executor, slots = _prepare_with_executor(study_path, opts)
+    study, out = setup.study, opts.out()
+    where = (
+        f"{len(slots)} worker(s) on {', '.join(s.device for s in slots)}"
+        if executor is None
+        else f"executor {executor.name}: one job per trial"
+    )
+    say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} | {where}", stream=out)
+    say(seed_check(study, setup.study_dir, opts), stream=out)
+    summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
+    phases = _Phases(setup, opts, len(slots) if executor is None else len(study.conditions()) * len(study.seeds))
+    try:
+        phases.start()
+        summary.interrupted = _work(setup, opts, phases, executor, slots)
+        if not summary.interrupted:
+            phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
+    finally:
+        phases.close()
+        if executor is not None:
+            executor.close()
+    _sum_up(summary, phases)
+    return summary
+
+
+def _prepare_with_executor(study_path: str | Path, opts: RunOptions) -> tuple[_Setup, Any, list]:
+    """:func:`prepare`, with the executor's check: the executor chosen (None: local) and the
+    local slots; an executor made for a study that then fails its checks is closed."""
     chosen: dict[str, Any] = {}
 
     def check_executor(study) -> None:  # before anything is created: resources that cannot fit
@@ -292,56 +319,48 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         if "executor" in chosen:
             chosen["executor"].close()
         raise
-    study, out = setup.study, opts.out()
-    executor, slots = chosen.get("executor"), chosen.get("slots", [])
-    where = (
-        f"{len(slots)} worker(s) on {', '.join(s.device for s in slots)}"
-        if executor is None
-        else f"executor {executor.name}: one job per trial"
-    )
-    say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} | {where}", stream=out)
-    say(seed_check(study, setup.study_dir, opts), stream=out)
-    summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
-    phases = _Phases(setup, opts, len(slots) if executor is None else len(study.conditions()) * len(study.seeds))
-    try:
-        phases.start()
-        if phases.pending() and executor is not None:
-            summary.interrupted = Scheduled(
-                executor,
-                study=study,
-                study_file=setup.study_file,
-                study_dir=setup.study_dir,
-                storage=setup.storage_url,
-                queues=phases.queues,
-                opts=opts,
-                progress=phases.progress,
-                on_tick=phases.tick,
-            ).run()
-        elif phases.pending():
-            summary.interrupted = run_pool(
-                study_file=setup.study_file,
-                study_dir=setup.study_dir,
-                storage=setup.storage_url,
-                queue_names=[q.study_name for q in phases.queues],
-                slots=slots,
-                opts=opts,
-                progress=phases.progress,
-                hold_file=phases.hold_file if phases.specs is None else None,
-                on_tick=phases.tick,
-            )
-        else:
-            phases.progress.tick()
-            say("nothing to run: every trial has completed", stream=out)
-            if opts.tracking:  # no worker starts, so mirror here what a killed worker left unmirrored
-                mirrored = sync(setup.study_dir, opts.tracking_uri)
-                if mirrored.sent or mirrored.failed:
-                    say(str(mirrored), stream=out)
-        if not summary.interrupted:
-            phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
-    finally:
-        phases.close()
-        if executor is not None:
-            executor.close()
+    return setup, chosen.get("executor"), chosen.get("slots", [])
+
+
+def _work(setup: _Setup, opts: RunOptions, phases: _Phases, executor, slots: list) -> bool:
+    """Run what is queued to the end, on the executor's jobs or the local pool; whether it was
+    interrupted. With nothing to run, mirror what a killed worker left unmirrored."""
+    if phases.pending() and executor is not None:
+        return Scheduled(
+            executor,
+            study=setup.study,
+            study_file=setup.study_file,
+            study_dir=setup.study_dir,
+            storage=setup.storage_url,
+            queues=phases.queues,
+            opts=opts,
+            progress=phases.progress,
+            on_tick=phases.tick,
+        ).run()
+    if phases.pending():
+        return run_pool(
+            study_file=setup.study_file,
+            study_dir=setup.study_dir,
+            storage=setup.storage_url,
+            queue_names=[q.study_name for q in phases.queues],
+            slots=slots,
+            opts=opts,
+            progress=phases.progress,
+            hold_file=phases.hold_file if phases.specs is None else None,
+            on_tick=phases.tick,
+        )
+    out = opts.out()
+    phases.progress.tick()
+    say("nothing to run: every trial has completed", stream=out)
+    if opts.tracking:  # no worker starts, so mirror here what a killed worker left unmirrored
+        mirrored = sync(setup.study_dir, opts.tracking_uri)
+        if mirrored.sent or mirrored.failed:
+            say(str(mirrored), stream=out)
+    return False
+
+
+def _sum_up(summary: RunSummary, phases: _Phases) -> None:
+    """Each phase's trial outcomes, the notes, and where a sequential study's looks stand."""
     for arm, q in phases.tune.items():
         summary.trials += trial_outcomes(q, "tune", phases.slot_keys, label=slot_label(arm))
     summary.notes += phases.notes
@@ -353,7 +372,6 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         summary.looks = phases.looks.state.lines() if phases.looks.state is not None else []
         if not phases.looks.finished and not summary.interrupted:
             summary.notes.append("the sequential study is not finished: run the same command again to go on")
-    return summary
 
 
 # --------------------------------------------------------------------------------------------

@@ -113,77 +113,115 @@ def on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
     return dataclasses.replace(scores, values=scores.values[keep], table=table)
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """What every comparison's walk through the looks reads."""
+
+    results: object
+    scores: dict[str, ArmScores]
+    rules: DecisionRules
+    looks: list[int]
+    spending: str
+    family: int  # the comparisons Bonferroni divides alpha among
+    rule: str  # the label of the rule the looks are read under (the Looks table's column)
+
+
 def replay(results, scores: dict[str, ArmScores], rules: DecisionRules) -> Replay:
     """Every comparison of a sequential study, look by look (see the module docstring), under
     ``rules``; a rule other than the one fixed at the first look raises ``RuleChanged``."""
     meta = meta_of(results)
-    rules_read = read_rules(results, rules)
-    rule = rules_read.in_force.label if rules_read.in_force is not None else UNRECORDED
-    looks, spending = list(meta.sequential.looks), meta.sequential.spending
+    versions = read_rules(results, rules)
     pairs = comparisons_of(results)
-    family = len(pairs) if rules.correction == "bonferroni" else 1
-    trials = results.trials
+    reading = _Reading(
+        results,
+        scores,
+        rules,
+        looks=list(meta.sequential.looks),
+        spending=meta.sequential.spending,
+        family=len(pairs) if rules.correction == "bonferroni" else 1,
+        rule=versions.in_force.label if versions.in_force is not None else UNRECORDED,
+    )
     rows, states, wanted = [], {}, {}
     for condition, control in pairs:
-        state = states[(condition, control)] = PairState()
-        for k, n_k in enumerate(looks):
-            checks = [_look_trials(trials, c, look_pool(meta, c, n_k)) for c in (condition, control)]
-            if not all(done for _, done in checks):
-                state.waiting = k
-                if not all(present for present, _ in checks):
-                    for c in (condition, control):
-                        wanted[c] = max(wanted.get(c, k), k)
-                break
-            state.reached = k
-            pair = compare_scores(
-                on_pool(scores[condition], look_pool(meta, condition, n_k)),
-                on_pool(scores[control], look_pool(meta, control, n_k)),
-                condition,
-                control,
-                rules.metric,
-                seed_matched=meta.seed_matched,
-                test=rules.test,
-                failures=rules.failures,
-                robustness=False,
-            )
-            count = min(pair.difference.n_arm, pair.difference.n_control)
-            if not pair.difference.testable or count < MIN_SEEDS_FOR_TEST or (state.seen and count <= state.seen[-1]):
-                continue  # nothing new to read at this look: it spends no alpha
-            state.seen += (count,)
-            state.pair, state.look, state.tested_at = pair, stats.Look(state.seen, looks[-1], spending), k
-            [verdict] = stats.decide(
-                [pair.difference],
-                alpha=rules.alpha,
-                direction=rules.direction,
-                min_effect=rules.min_effect,
-                correction=rules.correction,
-                looks=[state.look],
-                family_size=family,
-            )
-            decided = verdict.label != stats.verdict.INCONCLUSIVE
-            rows.append(
-                {
-                    "condition": condition,
-                    "control": control,
-                    "look": k + 1,
-                    "seeds": n_k,
-                    "n": pair.difference.n_arm,
-                    "n_control": pair.difference.n_control,
-                    "diff": verdict.diff,
-                    "ci_low": verdict.ci_low,
-                    "ci_high": verdict.ci_high,
-                    "ci_level": verdict.ci_level,
-                    "p_adjusted": verdict.p_adjusted,
-                    "verdict": verdict.label,
-                    "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue"),
-                    "rule": rule,
-                }
-            )
-            if decided:
-                state.verdict, state.stopped_at = verdict.label, k
-                break
-    _follow_controls(meta, trials, looks, wanted)
-    return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), rules_read, states, wanted)
+        states[(condition, control)] = _walk_looks(reading, condition, control, rows, wanted)
+    _follow_controls(meta, results.trials, reading.looks, wanted)
+    table = pd.DataFrame(rows, columns=LOOK_COLUMNS)
+    return Replay(reading.looks, reading.spending, table, versions, states, wanted)
+
+
+def _walk_looks(reading: _Reading, condition: str, control: str, rows: list[dict], wanted: dict[str, int]) -> PairState:
+    """One comparison through the looks: each complete look is read until one decides it (its
+    rows added to ``rows``); the first look not complete is the one it waits for, and where its
+    trials are missing, ``wanted`` asks for them."""
+    meta, trials = meta_of(reading.results), reading.results.trials
+    state = PairState()
+    for k, n_k in enumerate(reading.looks):
+        checks = [_look_trials(trials, c, look_pool(meta, c, n_k)) for c in (condition, control)]
+        if not all(done for _, done in checks):
+            state.waiting = k
+            if not all(present for present, _ in checks):
+                for c in (condition, control):
+                    wanted[c] = max(wanted.get(c, k), k)
+            break
+        state.reached = k
+        row = _read_look(reading, state, condition, control, k)
+        if row is None:
+            continue  # nothing new to read at this look: it spends no alpha
+        rows.append(row)
+        if row["decision"] == "stop":
+            state.verdict, state.stopped_at = row["verdict"], k
+            break
+    return state
+
+
+def _read_look(reading: _Reading, state: PairState, condition: str, control: str, k: int) -> dict | None:
+    """Test the comparison on the seeds of look ``k`` and read it on the look's repeated
+    interval (``state`` moves on to it); its row of the Looks table, or None when the look adds
+    no information (no new testable seed)."""
+    meta, rules, looks = meta_of(reading.results), reading.rules, reading.looks
+    n_k = looks[k]
+    pair = compare_scores(
+        on_pool(reading.scores[condition], look_pool(meta, condition, n_k)),
+        on_pool(reading.scores[control], look_pool(meta, control, n_k)),
+        condition,
+        control,
+        rules.metric,
+        seed_matched=meta.seed_matched,
+        test=rules.test,
+        failures=rules.failures,
+        robustness=False,
+    )
+    count = min(pair.difference.n_arm, pair.difference.n_control)
+    if not pair.difference.testable or count < MIN_SEEDS_FOR_TEST or (state.seen and count <= state.seen[-1]):
+        return None
+    state.seen += (count,)
+    state.pair, state.look, state.tested_at = pair, stats.Look(state.seen, looks[-1], reading.spending), k
+    [verdict] = stats.decide(
+        [pair.difference],
+        alpha=rules.alpha,
+        direction=rules.direction,
+        min_effect=rules.min_effect,
+        correction=rules.correction,
+        looks=[state.look],
+        family_size=reading.family,
+    )
+    decided = verdict.label != stats.verdict.INCONCLUSIVE
+    return {
+        "condition": condition,
+        "control": control,
+        "look": k + 1,
+        "seeds": n_k,
+        "n": pair.difference.n_arm,
+        "n_control": pair.difference.n_control,
+        "diff": verdict.diff,
+        "ci_low": verdict.ci_low,
+        "ci_high": verdict.ci_high,
+        "ci_level": verdict.ci_level,
+        "p_adjusted": verdict.p_adjusted,
+        "verdict": verdict.label,
+        "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue"),
+        "rule": reading.rule,
+    }
 
 
 def _follow_controls(meta: StudyMeta, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:
