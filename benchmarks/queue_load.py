@@ -41,9 +41,9 @@ from optuna.trial import TrialState
 from harness.errors import one_line
 from harness.runner import queue
 from harness.runner.queue import fencing
+from harness.store import open_storage
 from harness.study.expand import expand
 from harness.study.load import load_study
-from harness.tracking.storage import open_storage
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))

@@ -1,6 +1,8 @@
 """harness: an experiment-comparison and ablation harness for RL fine-tuning of language models."""
 
-__version__ = "0.1.0"
+from harness.version import __version__
+
+__all__ = ["__version__", "results"]
 
 
 def results(study, **kw):

@@ -60,9 +60,11 @@ def sequence_returns(inputs: AdvantageInputs) -> Tensor:
     return torch.where(inputs.mask.bool(), inputs.token_rewards, 0.0).sum(dim=1)
 
 
-def _estimator(name: str):
+def _estimator(name: str, *, cites: str):
     """``core(inputs, cfg) -> (advantages, returns)`` wrapped with the shared steps, as the
-    estimator ``name`` declared in ``parts.py`` (which says whether it needs groups or a critic)."""
+    estimator ``name`` declared in ``parts.py`` (which says whether it needs groups or a critic),
+    marked ``ADVANTAGES.implements(name, cites=cites)``."""
+    implements = ADVANTAGES.implements(name, cites=cites)  # an undeclared name or another citation fails here
     meta = ADVANTAGES.meta(name)
     needs_groups, needs_critic = meta["needs_groups"], meta["needs_critic"]
 
@@ -90,7 +92,7 @@ def _estimator(name: str):
                 keep_rows=~dropped,
             )
 
-        return estimator
+        return implements(estimator)
 
     return decorate
 
@@ -124,7 +126,7 @@ def _discounted_sums(x: Tensor, mask: Tensor, discount: float) -> Tensor:
     return out
 
 
-@_estimator("group_zscore")
+@_estimator("group_zscore", cites="GRPO: Shao et al. 2024, DeepSeekMath (arXiv:2402.03300)")
 def group_zscore(inputs: AdvantageInputs, cfg: RLConfig):
     """GRPO (Shao et al. 2024, DeepSeekMath): ``(r - mean) / (std + adv_eps)`` within each group.
 
@@ -135,14 +137,14 @@ def group_zscore(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token((r - mean) / (std + cfg.adv_eps), inputs), None
 
 
-@_estimator("group_mean")
+@_estimator("group_mean", cites="Dr. GRPO: Liu et al. 2025 (arXiv:2503.20783)")
 def group_mean(inputs: AdvantageInputs, cfg: RLConfig):
     """Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): ``r - mean`` within each group, no std."""
     r = _grouped_returns(inputs)
     return _per_token(r - r.mean(dim=1, keepdim=True), inputs), None
 
 
-@_estimator("leave_one_out")
+@_estimator("leave_one_out", cites="RLOO: Ahmadian et al. 2024 (arXiv:2402.14740)")
 def leave_one_out(inputs: AdvantageInputs, cfg: RLConfig):
     """RLOO (Ahmadian et al. 2024): ``r_i`` minus the mean of the group's other ``G-1`` returns."""
     r = _grouped_returns(inputs)
@@ -150,14 +152,14 @@ def leave_one_out(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token(r - others_mean, inputs), None
 
 
-@_estimator("reinforce_pp")
+@_estimator("reinforce_pp", cites="REINFORCE++: Hu 2025 (arXiv:2501.03262)")
 def reinforce_pp(inputs: AdvantageInputs, cfg: RLConfig):
     """REINFORCE++ (Hu 2025, arXiv:2501.03262): reward-to-go, whitened over the whole batch."""
     to_go = _discounted_sums(inputs.token_rewards, inputs.mask, cfg.gamma)
     return masked_whiten(to_go, inputs.mask), None
 
 
-@_estimator("gae")
+@_estimator("gae", cites="GAE: Schulman et al. 2016 (arXiv:1506.02438)")
 def gae(inputs: AdvantageInputs, cfg: RLConfig):
     """GAE (Schulman et al. 2016, arXiv:1506.02438): ``A_t = sum_l (gamma*lam)^l delta_{t+l}``.
 
@@ -175,7 +177,7 @@ def gae(inputs: AdvantageInputs, cfg: RLConfig):
     return advantages, advantages + values
 
 
-@_estimator("reinforce_pp_baseline")
+@_estimator("reinforce_pp_baseline", cites="REINFORCE++-baseline: Hu 2025 (arXiv:2501.03262), as OpenRLHF and verl")
 def reinforce_pp_baseline(inputs: AdvantageInputs, cfg: RLConfig):
     """REINFORCE++-baseline (Hu 2025, arXiv:2501.03262; OpenRLHF ``reinforce_baseline``, verl
     ``reinforce_plus_plus_baseline``): each row's score minus its group's mean score, on the last
@@ -190,7 +192,10 @@ def reinforce_pp_baseline(inputs: AdvantageInputs, cfg: RLConfig):
     return masked_whiten(_discounted_sums(centred, inputs.mask, cfg.gamma), inputs.mask), None
 
 
-@_estimator("group_mean_batch_std")
+@_estimator(
+    "group_mean_batch_std",
+    cites="Lite PPO: Liu et al. 2025, Tricks or Traps (arXiv:2508.08221); TRL scale_rewards='batch'",
+)
 def group_mean_batch_std(inputs: AdvantageInputs, cfg: RLConfig):
     """Group mean, batch standard deviation: ``(r - mean_group(r)) / (std_batch(r) + adv_eps)``,
     the std over every row of the batch (Bessel), not the group's (Liu et al. 2025, Tricks or
@@ -201,7 +206,7 @@ def group_mean_batch_std(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token((r - r.mean(dim=1, keepdim=True)) / (r.std() + cfg.adv_eps), inputs), None
 
 
-@_estimator("group_passk")
+@_estimator("group_passk", cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595)")
 def group_passk(inputs: AdvantageInputs, cfg: RLConfig):
     """A pass@k group advantage (verl ``grpo_passk``, after arXiv:2503.19595): only the group's
     best row gets an advantage, ``(r_max - r_second) / (std_group(r) + adv_eps)`` (Bessel std; the

@@ -28,6 +28,7 @@ from harness.algorithms.losses import (
     never,
     token_log_ratio,
 )
+from harness.algorithms.parts import POLICY_LOSSES
 
 
 def covariance(logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
@@ -63,6 +64,7 @@ def random_pick(eligible: Tensor, share: float, mask: Tensor) -> Tensor:
     return largest(-keys, eligible, share, mask)
 
 
+@POLICY_LOSSES.implements("clip_cov", cites="Clip-Cov: Cui et al. 2025, The Entropy Mechanism of RL (arXiv:2505.22617)")
 def clip_cov(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -93,6 +95,7 @@ def clip_cov(
     return aggregate(per_token, mask), {**metrics, "cov_frac": masked_share(chosen, mask)}
 
 
+@POLICY_LOSSES.implements("kl_cov", cites="KL-Cov: Cui et al. 2025, The Entropy Mechanism of RL (arXiv:2505.22617)")
 def kl_cov(
     logprobs: Tensor,
     old_logprobs: Tensor,

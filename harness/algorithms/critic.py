@@ -32,14 +32,17 @@ class ValueCritic(nn.Module):
         return self.head(hidden.float()).squeeze(-1) * mask
 
 
+@CRITICS.implements("none", cites="no critic")
 def no_critic(policy: nn.Module) -> ValueCritic | None:
     return None
 
 
+@CRITICS.implements("value_head", cites="PPO: Schulman et al. 2017 (arXiv:1707.06347), a head on the policy's trunk")
 def value_head(policy: nn.Module) -> ValueCritic | None:
     return ValueCritic(policy, own_trunk=False)
 
 
+@CRITICS.implements("value_model", cites="PPO-RLHF: Ouyang et al. 2022 (arXiv:2203.02155), a separate value model")
 def value_model(policy: nn.Module) -> ValueCritic | None:
     return ValueCritic(policy, own_trunk=True)
 

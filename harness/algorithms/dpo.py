@@ -21,11 +21,13 @@ from harness.algorithms.parts import PAIR_SOURCES
 Sampler = TypeVar("Sampler")
 
 
+@PAIR_SOURCES.implements("reference", cites="DPO: Rafailov et al. 2023 (arXiv:2305.18290), offline")
 def from_reference(policy: Sampler, reference: Sampler) -> Sampler:
     """Offline: sample the pairs from the frozen reference (the warm start)."""
     return reference
 
 
+@PAIR_SOURCES.implements("policy", cites="online DPO: Guo et al. 2024 (arXiv:2402.04792)")
 def from_policy(policy: Sampler, reference: Sampler) -> Sampler:
     """Online: sample the pairs from the policy being trained."""
     return policy

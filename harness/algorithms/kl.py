@@ -36,16 +36,20 @@ from harness.algorithms.parts import KL_ESTIMATORS, KL_PLACEMENTS
 K3_LOG_RATIO_BOUND = 20.0
 #: k3's estimate is clamped to at most this (verl and OpenRLHF: 10; k3 is never below 0)
 K3_MAX = 10.0
+_SCHULMAN = "Schulman 2020, Approximating KL Divergence (joschu.net/blog/kl-approx.html)"
 
 
+@KL_ESTIMATORS.implements("k1", cites=_SCHULMAN)
 def k1(logprobs: Tensor, ref_logprobs: Tensor, old_logprobs: Tensor) -> Tensor:
     return logprobs - ref_logprobs
 
 
+@KL_ESTIMATORS.implements("k2", cites=_SCHULMAN)
 def k2(logprobs: Tensor, ref_logprobs: Tensor, old_logprobs: Tensor) -> Tensor:
     return 0.5 * (logprobs - ref_logprobs) ** 2
 
 
+@KL_ESTIMATORS.implements("k3", cites=_SCHULMAN)
 def k3(logprobs: Tensor, ref_logprobs: Tensor, old_logprobs: Tensor) -> Tensor:
     d = torch.clamp(ref_logprobs - logprobs, -K3_LOG_RATIO_BOUND, K3_LOG_RATIO_BOUND)
     return torch.clamp(torch.expm1(d) - d, max=K3_MAX)
@@ -57,16 +61,21 @@ def _straight_through(value: Tensor, logprobs: Tensor, ref_logprobs: Tensor, old
     return gradient - gradient.detach() + value.detach()
 
 
+@KL_ESTIMATORS.implements("k1+", cites=f"{_SCHULMAN}; straight-through k2 gradient as verl kl_penalty 'k1+'")
 def k1_straight_through(logprobs: Tensor, ref_logprobs: Tensor, old_logprobs: Tensor) -> Tensor:
     """``k1+``: k1's value, k2's gradient ``(log pi - log ref) * grad log pi``."""
     return _straight_through(k1(logprobs, ref_logprobs, old_logprobs), logprobs, ref_logprobs, old_logprobs)
 
 
+@KL_ESTIMATORS.implements("k3+", cites=f"{_SCHULMAN}; straight-through k2 gradient as verl kl_penalty 'k3+'")
 def k3_straight_through(logprobs: Tensor, ref_logprobs: Tensor, old_logprobs: Tensor) -> Tensor:
     """``k3+``: k3's (clamped) value, k2's gradient."""
     return _straight_through(k3(logprobs, ref_logprobs, old_logprobs), logprobs, ref_logprobs, old_logprobs)
 
 
+@KL_ESTIMATORS.implements(
+    "k3_unbiased", cites="DeepSeek-AI 2025, DeepSeek-V3.2 (arXiv:2512.02556), eq. 8: k3 times pi/pi_old"
+)
 def k3_unbiased(logprobs: Tensor, ref_logprobs: Tensor, old_logprobs: Tensor) -> Tensor:
     """``(pi/pi_old) * k3``, the ratio with its gradient, its log-ratio clamped to +-20 as the
     policy losses' (k3 keeps its own clamps)."""
@@ -89,14 +98,17 @@ class KLWeights:
     in_loss: float
 
 
+@KL_PLACEMENTS.implements("none", cites="no KL term (DAPO drops it)")
 def no_kl(cfg: RLConfig) -> KLWeights:
     return KLWeights(in_reward=0.0, in_loss=0.0)
 
 
+@KL_PLACEMENTS.implements("reward", cites="InstructGPT: Ouyang et al. 2022 (arXiv:2203.02155)")
 def kl_in_reward(cfg: RLConfig) -> KLWeights:
     return KLWeights(in_reward=cfg.kl_coef, in_loss=0.0)
 
 
+@KL_PLACEMENTS.implements("loss", cites="GRPO: Shao et al. 2024 (arXiv:2402.03300)")
 def kl_in_loss(cfg: RLConfig) -> KLWeights:
     return KLWeights(in_reward=0.0, in_loss=cfg.kl_coef)
 

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from harness.algorithms.aggregation import Aggregator
 from harness.algorithms.config import RLConfig
+from harness.algorithms.parts import POLICY_LOSSES
 
 #: |log(pi/pi_old)| of one token is clamped to this before ``exp`` (verl, OpenRLHF: 20)
 LOG_RATIO_BOUND = 20.0
@@ -71,6 +72,9 @@ def never(mask: Tensor) -> Tensor:
     return torch.zeros_like(mask, dtype=torch.bool)
 
 
+@POLICY_LOSSES.implements(
+    "clipped", cites="PPO: Schulman et al. 2017 (arXiv:1707.06347); dual clip: Ye et al. 2020 (arXiv:1912.09729)"
+)
 def clipped(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -92,6 +96,7 @@ def clipped(
     return aggregate(-surrogate, mask), loss_metrics(ratio, clipped_tokens, mask)
 
 
+@POLICY_LOSSES.implements("cispo", cites="CISPO: MiniMax 2025, MiniMax-M1 (arXiv:2506.13585)")
 def cispo(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -112,6 +117,7 @@ def cispo(
     return aggregate(per_token, mask), loss_metrics(ratio, weight != ratio, mask)
 
 
+@POLICY_LOSSES.implements("gspo", cites="GSPO: Zheng et al. 2025 (arXiv:2507.18071)")
 def gspo(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -132,6 +138,7 @@ def gspo(
     return aggregate(-surrogate, mask), loss_metrics(clamped_ratio(log_ratio), clipped_tokens, mask)
 
 
+@POLICY_LOSSES.implements("is", cites="REINFORCE: Williams 1992, importance-weighted")
 def importance_sampling(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -148,6 +155,7 @@ def importance_sampling(
     return aggregate(-ratio * advantages, mask), loss_metrics(ratio, never(mask), mask)
 
 
+@POLICY_LOSSES.implements("sapo", cites="SAPO: Gao et al. 2025, Soft Adaptive Policy Optimization (arXiv:2511.20347)")
 def sapo(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -172,6 +180,7 @@ def sapo(
     return aggregate(-gate * advantages, mask), loss_metrics(ratio, never(mask), mask)
 
 
+@POLICY_LOSSES.implements("gmpo", cites="GMPO: Zhao et al. 2025, Geometric-Mean Policy Optimization (arXiv:2507.20673)")
 def gmpo(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -240,6 +249,9 @@ def _inside_kl(prob: Tensor, old_prob: Tensor, log_ratio: Tensor, pushes_up: Ten
     )
 
 
+@POLICY_LOSSES.implements(
+    "dppo_tv", cites="DPPO-Binary-TV: Qi et al. 2026, Rethinking the Trust Region (arXiv:2602.04879)"
+)
 def dppo_tv(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -260,6 +272,9 @@ def dppo_tv(
     return _dppo(logprobs, old_logprobs, advantages, mask, cfg, aggregate, _inside_tv)
 
 
+@POLICY_LOSSES.implements(
+    "dppo_kl", cites="DPPO-Binary-KL: Qi et al. 2026, Rethinking the Trust Region (arXiv:2602.04879)"
+)
 def dppo_kl(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -276,6 +291,7 @@ def dppo_kl(
     return _dppo(logprobs, old_logprobs, advantages, mask, cfg, aggregate, _inside_kl)
 
 
+@POLICY_LOSSES.implements("topr", cites="TOPR: Le Roux et al. 2025, Tapered Off-Policy REINFORCE (arXiv:2503.14286)")
 def topr(
     logprobs: Tensor,
     old_logprobs: Tensor,

@@ -40,6 +40,11 @@ from harness.algorithms.parts import MISMATCH
 
 #: a token's (or a sequence's) log-weight is clamped to +-this before ``exp`` (verl: 20)
 LOG_WEIGHT_BOUND = 20.0
+_TIS = "TIS: Yao et al. 2025, Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"
+_MIS = (
+    "MIS: Liu, Li et al. 2025, When Speed Kills Stability; IcePop: Ling Team 2025, Every Step Evolves "
+    "(Ring-1T), band [0.5, 5]"
+)
 
 
 def mismatch_weights(
@@ -49,6 +54,7 @@ def mismatch_weights(
     return MISMATCH.get(cfg.mismatch)(old_logprobs, sampler_logprobs, mask, cfg)
 
 
+@MISMATCH.implements("none", cites="no correction")
 def no_correction(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -94,6 +100,7 @@ def _mask(
     return weights, _metrics(weights, outside, token, mask)
 
 
+@MISMATCH.implements("token_truncate", cites=f"{_TIS}; verl rollout_is=token, TRL token_truncate")
 def token_truncate(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -101,6 +108,7 @@ def token_truncate(
     return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
 
 
+@MISMATCH.implements("sequence_truncate", cites=f"{_TIS}; verl rollout_is=sequence, TRL sequence_truncate")
 def sequence_truncate(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -108,6 +116,7 @@ def sequence_truncate(
     return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
 
 
+@MISMATCH.implements("token_mask", cites=f"{_MIS}; TRL token_mask")
 def token_mask(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -115,6 +124,7 @@ def token_mask(
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
 
 
+@MISMATCH.implements("sequence_mask", cites=f"{_MIS}; TRL sequence_mask (its default)")
 def sequence_mask(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:

@@ -24,16 +24,19 @@ from harness.algorithms.parts import MISMATCH, OLD_LOGPROBS
 LOW_PRECISION = frozenset({torch.bfloat16, torch.float16})
 
 
+@OLD_LOGPROBS.implements("sampler", cites="the sampler's own log-probs (TRL without vLLM)")
 def from_sampler(weight_dtypes: Collection[torch.dtype]) -> bool:
     """Keep the sampler's log-probs: no extra forward pass."""
     return False
 
 
+@OLD_LOGPROBS.implements("recompute", cites="a training forward pass, as the actors of verl and OpenRLHF")
 def recompute(weight_dtypes: Collection[torch.dtype]) -> bool:
     """Recompute them with the training forward pass, whatever the precision."""
     return True
 
 
+@OLD_LOGPROBS.implements("auto", cites="recompute where the weights are bf16/fp16")
 def by_precision(weight_dtypes: Collection[torch.dtype]) -> bool:
     """Recompute where any weight is bf16 or fp16 (a real model on CUDA with ``dtype: auto``);
     keep the sampler's in fp32, where they already match (the CPU testbed)."""

@@ -1,9 +1,15 @@
 """The slots of an RL algorithm, the parts that can fill each, and which configuration fields
 each chosen part reads.
 
-Every part is declared here, once: its name, its metadata and where its function lives (a
-``module:attr`` the registry imports on first use). So the names, and the checks a study file
-gets, need no torch; the torch modules hold the functions only.
+Every part is declared here: its name, its metadata, its citation and where its function lives
+(a ``module:attr`` the registry imports on first use). So the names, the citations that
+``harness algorithms --parts`` lists and the checks a study file gets need no torch. The function,
+in its torch module, carries its name and citation too, as verl's ``@register_policy_loss``:
+``@POLICY_LOSSES.implements("clipped", cites="PPO: ...")`` (the advantage estimators through
+``advantages._estimator``), which refuses, when the module is imported, a name not declared here, a
+citation that differs from the one here, or a function that is not at the declared ``module:attr``;
+``get`` refuses a declared function without it (``registry.py``). How to add a part:
+``docs/contributing.md``.
 
 Every part declares the fields it reads (the ``reads`` metadata of its registry entry); the RL
 step itself reads ``STEP_FIELDS``. A field that no chosen part reads cannot be set: an override
@@ -19,12 +25,20 @@ from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.registry import Registry
 
 _PACKAGE = "harness.algorithms"
+
+
+def _slot(kind: str, *meta_keys: str) -> Registry:
+    """The registry of one slot's parts: each declares ``meta_keys``, the fields it ``reads`` and
+    what it ``cites``, and its function states its name and ``cites`` again (``implements``)."""
+    return Registry(kind, meta_keys=(*meta_keys, "reads", "cites"), on_function=("cites",))
+
+
 # Every entry declares ``cites``: the paper (or the framework) whose formula it implements, which
 # ``harness algorithms --parts`` lists. The function's docstring holds the formula itself.
 
 #: ``fn(inputs, cfg) -> AdvantageOutput`` (``advantages.py``); ``reads`` besides the shared
 #: ``whiten_advantages`` and ``drop_degenerate``
-ADVANTAGES = Registry("advantage estimator", meta_keys=("needs_groups", "needs_critic", "reads", "cites"))
+ADVANTAGES = _slot("advantage estimator", "needs_groups", "needs_critic")
 ADVANTAGES.declare(
     "group_zscore",
     f"{_PACKAGE}.advantages:group_zscore",
@@ -91,7 +105,7 @@ ADVANTAGES.declare(
 )
 
 #: ``fn(logprobs, old_logprobs, advantages, mask, cfg, aggregate) -> (loss, metrics)`` (``losses.py``)
-POLICY_LOSSES = Registry("policy loss", meta_keys=("reads", "cites"))
+POLICY_LOSSES = _slot("policy loss")
 POLICY_LOSSES.declare(
     "clipped",
     f"{_PACKAGE}.losses:clipped",
@@ -154,7 +168,7 @@ POLICY_LOSSES.declare(
 )
 
 #: ``fn(per_token, mask, norm_constant) -> scalar`` (``aggregation.py``)
-AGGREGATIONS = Registry("aggregation", meta_keys=("reads", "cites"))
+AGGREGATIONS = _slot("aggregation")
 AGGREGATIONS.declare(
     "token_mean",
     f"{_PACKAGE}.aggregation:token_mean",
@@ -182,7 +196,7 @@ AGGREGATIONS.declare(
 AGGREGATIONS.declare("token_sum", f"{_PACKAGE}.aggregation:token_sum", reads=(), cites="verl token-sum: no normaliser")
 
 #: ``fn(logprobs, ref_logprobs, old_logprobs) -> per-token estimate`` (``kl.py``); no field of their own
-KL_ESTIMATORS = Registry("KL estimator", meta_keys=("reads", "cites"))
+KL_ESTIMATORS = _slot("KL estimator")
 _SCHULMAN = "Schulman 2020, Approximating KL Divergence (joschu.net/blog/kl-approx.html)"
 KL_ESTIMATORS.declare("k1", f"{_PACKAGE}.kl:k1", reads=(), cites=_SCHULMAN)
 KL_ESTIMATORS.declare("k2", f"{_PACKAGE}.kl:k2", reads=(), cites=_SCHULMAN)
@@ -207,7 +221,7 @@ KL_ESTIMATORS.declare(
 )
 
 #: ``fn(cfg) -> KLWeights`` (``kl.py``)
-KL_PLACEMENTS = Registry("KL placement", meta_keys=("reads", "cites"))
+KL_PLACEMENTS = _slot("KL placement")
 _KL_FIELDS = ("kl_coef", "kl_estimator")
 KL_PLACEMENTS.declare("none", f"{_PACKAGE}.kl:no_kl", reads=(), cites="no KL term (DAPO drops it)")
 KL_PLACEMENTS.declare(
@@ -221,7 +235,7 @@ KL_PLACEMENTS.declare(
 )
 
 #: ``fn(policy) -> ValueCritic | None`` (``critic.py``); ``trained``: whether there is a critic at all
-CRITICS = Registry("critic", meta_keys=("reads", "trained", "cites"))
+CRITICS = _slot("critic", "trained")
 _VALUE_FIELDS = ("vf_coef", "value_clip", "critic_lr")
 CRITICS.declare("none", f"{_PACKAGE}.critic:no_critic", reads=(), trained=False, cites="no critic")
 CRITICS.declare(
@@ -241,7 +255,7 @@ CRITICS.declare(
 
 #: ``fn(weight_dtypes) -> whether the step recomputes the old log-probs`` (``old_logprobs.py``)
 #: ``may_recompute``: whether it ever recomputes them
-OLD_LOGPROBS = Registry("old log-probs source", meta_keys=("reads", "may_recompute", "cites"))
+OLD_LOGPROBS = _slot("old log-probs source", "may_recompute")
 OLD_LOGPROBS.declare(
     "sampler",
     f"{_PACKAGE}.old_logprobs:from_sampler",
@@ -267,7 +281,7 @@ OLD_LOGPROBS.declare(
 #: ``fn(old_logprobs, sampler_logprobs, mask, cfg) -> (weights, metrics)`` (``mismatch.py``);
 #: ``compares``: whether it reads the trainer's old log-probs against the sampler's (so the step
 #: recomputes them)
-MISMATCH = Registry("mismatch correction", meta_keys=("reads", "compares", "cites"))
+MISMATCH = _slot("mismatch correction", "compares")
 _TIS = "TIS: Yao et al. 2025, Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"
 _MIS = (
     "MIS: Liu, Li et al. 2025, When Speed Kills Stability; IcePop: Ling Team 2025, Every Step Evolves "
@@ -304,7 +318,7 @@ MISMATCH.declare(
 )
 
 #: ``fn(entropy, mask, cfg) -> (weights, metrics)`` (``token_filters.py``)
-TOKEN_FILTERS = Registry("token filter", meta_keys=("reads", "cites"))
+TOKEN_FILTERS = _slot("token filter")
 TOKEN_FILTERS.declare("all", f"{_PACKAGE}.token_filters:all_tokens", reads=(), cites="every token")
 TOKEN_FILTERS.declare(
     "top_entropy",
@@ -315,7 +329,7 @@ TOKEN_FILTERS.declare(
 
 #: ``fn(scores, group_size, cfg) -> GroupChoice`` (``sampling.py``); ``needs_groups``: whether it
 #: compares the samples of a group
-SAMPLING = Registry("sampling", meta_keys=("reads", "needs_groups", "cites"))
+SAMPLING = _slot("sampling", "needs_groups")
 SAMPLING.declare(
     "once", f"{_PACKAGE}.sampling:once", reads=(), needs_groups=False, cites="one draw of G samples per prompt"
 )
@@ -328,7 +342,7 @@ SAMPLING.declare(
 )
 
 #: ``fn(cut_off, cfg) -> (rows the loss reads, metrics)`` (``sampling.py``)
-TRUNCATED = Registry("truncation handling", meta_keys=("reads", "cites"))
+TRUNCATED = _slot("truncation handling")
 TRUNCATED.declare("keep", f"{_PACKAGE}.sampling:keep_truncated", reads=(), cites="train on every completion")
 TRUNCATED.declare(
     "mask",
@@ -338,7 +352,7 @@ TRUNCATED.declare(
 )
 
 #: ``fn(policy, reference) -> the sampler of the pairs`` (``dpo.py``); no field of their own
-PAIR_SOURCES = Registry("DPO pair source", meta_keys=("reads", "cites"))
+PAIR_SOURCES = _slot("DPO pair source")
 PAIR_SOURCES.declare(
     "reference",
     f"{_PACKAGE}.dpo:from_reference",

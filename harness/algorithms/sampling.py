@@ -38,12 +38,14 @@ def choose_groups(scores: Tensor, group_size: int, cfg: RLConfig) -> GroupChoice
     return SAMPLING.get(cfg.sampling)(scores, group_size, cfg)
 
 
+@SAMPLING.implements("once", cites="one draw of G samples per prompt")
 def once(scores: Tensor, group_size: int, cfg: RLConfig) -> GroupChoice:
     return GroupChoice(
         counted=torch.ones(scores.numel() // group_size, dtype=torch.bool, device=scores.device), max_draws=1
     )
 
 
+@SAMPLING.implements("dynamic", cites="DAPO dynamic sampling: Yu et al. 2025 (arXiv:2503.14476)")
 def dynamic(scores: Tensor, group_size: int, cfg: RLConfig) -> GroupChoice:
     return GroupChoice(counted=~degenerate_groups(scores, group_size), max_draws=cfg.max_draws)
 
@@ -53,9 +55,13 @@ def trained_rows(cut_off: Tensor, cfg: RLConfig) -> tuple[Tensor, dict[str, Tens
     return TRUNCATED.get(cfg.truncated)(cut_off, cfg)
 
 
+@TRUNCATED.implements("keep", cites="train on every completion")
 def keep_truncated(cut_off: Tensor, cfg: RLConfig) -> tuple[Tensor, dict[str, Tensor]]:
     return torch.ones_like(cut_off), {}
 
 
+@TRUNCATED.implements(
+    "mask", cites="DAPO overlong filtering: Yu et al. 2025 (arXiv:2503.14476); TRL mask_truncated_completions"
+)
 def mask_truncated(cut_off: Tensor, cfg: RLConfig) -> tuple[Tensor, dict[str, Tensor]]:
     return ~cut_off, {"train/frac_truncated": cut_off.float().mean()}

@@ -29,10 +29,14 @@ def token_filter_weights(entropy: Tensor, mask: Tensor, cfg: RLConfig) -> tuple[
     return TOKEN_FILTERS.get(cfg.token_filter)(entropy, mask, cfg)
 
 
+@TOKEN_FILTERS.implements("all", cites="every token")
 def all_tokens(entropy: Tensor, mask: Tensor, cfg: RLConfig) -> tuple[Tensor, dict[str, Tensor]]:
     return torch.ones_like(mask), {}
 
 
+@TOKEN_FILTERS.implements(
+    "top_entropy", cites="Wang et al. 2025, Beyond the 80/20 Rule (arXiv:2506.01939); TRL top_entropy_quantile"
+)
 def top_entropy(entropy: Tensor, mask: Tensor, cfg: RLConfig) -> tuple[Tensor, dict[str, Tensor]]:
     """1 where the entropy is at least the ``1 - entropy_top_share`` quantile of the real tokens'."""
     on = mask.bool()

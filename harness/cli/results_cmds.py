@@ -16,7 +16,7 @@ import typer
 from harness.cli.app import app
 from harness.errors import ConfigError, HarnessError
 from harness.ground.exit_codes import EXIT_OK, EXIT_SOME_FAILED
-from harness.tracking.urls import redact_url
+from harness.ground.urls import redact_url
 
 #: what every reading command's STUDY argument accepts
 STUDY_HELP = "study name (studies/NAME.yaml or runs/NAME/), study YAML file or study output folder"

@@ -47,6 +47,7 @@ from harness.decide.sequential.replay import Replay, design_line, final_pairs, r
 from harness.decide.sequential.versions import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
+from harness.version import __version__
 
 #: Spec keys that name a trial rather than configure it (left out of the config-diff table).
 IDENTITY_PARAMS = ("param/arm", "param/seed", "param/study", "param/cache_dir")
@@ -326,8 +327,6 @@ def _failed_line(n_failed: int, by_condition: dict[str, int], failures: str) -> 
 
 def build_header(results, rules: DecisionRules, facts: HeaderFacts | None = None) -> dict[str, Any]:
     """The report's header: what was compared, under which rules, and the state lines."""
-    import harness
-
     facts = facts or HeaderFacts()
     meta = meta_of(results)
     trials = results.trials
@@ -359,7 +358,7 @@ def build_header(results, rules: DecisionRules, facts: HeaderFacts | None = None
         "metric_ranges": dict(meta.metric_ranges),
         "harness_version": meta.harness_version or "unknown",
         "git_commit": meta.git_commit or "unknown",
-        "report_harness_version": harness.__version__,
+        "report_harness_version": __version__,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "n_trials": counts.total,
         "n_completed": counts.completed,

@@ -476,6 +476,16 @@ COMPUTE_METRICS = ("compute/flops", "compute/generated_tokens", "compute/trained
 GREEDY_METRIC = "eval/accuracy"
 SAMPLED_METRIC = "eval/mean_reward"
 
+#: The range of the final metrics that have one, for "failures: worst" and bounded report bands
+#: (a program's handed-in scores are checked against it too).
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "eval/accuracy": (0.0, 1.0),
+    "eval/accuracy_start": (0.0, 1.0),
+    "train/frac_degenerate": (0.0, 1.0),
+    "train/clip_frac": (0.0, 1.0),
+    "train/dpo_pair_acc": (0.0, 1.0),
+}
+
 
 def pass_metrics(k: int) -> tuple[str, str]:
     """The names of pass@k and pass^k among the evaluation metrics."""

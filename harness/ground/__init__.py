@@ -2,9 +2,10 @@
 
 One file lock and one atomic write (:mod:`.files`), one way to say things on stderr
 (:mod:`.console`), the exit codes (:mod:`.exit_codes`), the strict pydantic base
-(:mod:`.strict`), the one ``module:attr`` resolver (:mod:`.dotted`) and the checked-cache
-protocol (:mod:`.checked_cache`). The one-line error formatter and the typed error record that
-crosses process boundaries live beside the error types, in :mod:`harness.errors`.
+(:mod:`.strict`), the one ``module:attr`` resolver (:mod:`.dotted`), the checked-cache
+protocol (:mod:`.checked_cache`) and the masking of credentials in URLs (:mod:`.urls`). The
+one-line error formatter and the typed error record that crosses process boundaries live beside
+the error types, in :mod:`harness.errors`.
 
 Every part may import this package; it imports nothing of the harness but ``harness.errors``.
 """

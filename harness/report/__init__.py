@@ -104,8 +104,8 @@ def mirror_report(analysis: Analysis, report_dir, study_dir, tracking_uri: str |
     there (``<study_dir>/mlflow.db`` exists). Never raises: the report is written already, so
     any failure is the returned line, which says what was (not) uploaded and why.
     """
+    from harness.ground.urls import redact_url
     from harness.tracking.mlflow_mirror import Tracker, failure_text
-    from harness.tracking.urls import redact_url
 
     not_sent = "MLflow: the report was not uploaded"
     if study_dir is None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.runner import queue
-from harness.tracking.storage import StorageError
+from harness.store import StorageError
 
 
 class Looks:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
+from harness import store as study_db
 from harness.errors import HarnessError
 from harness.ground.console import say
 from harness.ground.exit_codes import EXIT_BAD_INPUT
@@ -36,7 +37,6 @@ from harness.runner import queue
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig
 from harness.runner.worker_process import serve
-from harness.tracking import storage as study_db
 
 
 class OneTrial(Worker):

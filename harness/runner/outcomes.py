@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import store as study_db
 from harness.errors import ConfigError
 from harness.ground.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED
+from harness.ground.urls import redact_url
 from harness.runner import queue
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir
 from harness.study.load import load_study
 from harness.study.search_space import tuning_space_key
-from harness.tracking import storage as study_db
-from harness.tracking.urls import redact_url
 
 # --------------------------------------------------------------------------------------------
 # summaries

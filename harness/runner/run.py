@@ -44,9 +44,11 @@ from typing import Any
 
 from optuna.trial import TrialState
 
+from harness import store as study_db
 from harness.decide.sequential.versions import check_study_rule
 from harness.ground.console import say
 from harness.ground.files import atomic_write, file_lock
+from harness.ground.urls import redact_url
 from harness.runner import queue
 from harness.runner.executors import executor_name, make_executor
 from harness.runner.executors.local import local_slots
@@ -71,10 +73,7 @@ from harness.study.expand import apply_best, expand, study_dir
 from harness.study.load import dump_study, load_study
 from harness.study.noop import check_arms_differ
 from harness.study.search_space import tuning_space_key
-from harness.tracking import storage as study_db
 from harness.tracking.mlflow_mirror import sync
-from harness.tracking.shared_records import ensure_table
-from harness.tracking.urls import redact_url
 
 # --------------------------------------------------------------------------------------------
 # run
@@ -118,7 +117,6 @@ def prepare(study_path: str | Path, opts: RunOptions, check: Callable[[Any], Non
     check_study_rule(study, storage, folder, new_version=opts.new_version, say=partial(say, stream=opts.out()))
     snapshot = folder / "study.yaml"
     atomic_write(snapshot, dump_study(study))
-    ensure_table(storage.engine)  # the shared copy of the records (harness.tracking.shared_records)
     return _Setup(study, folder, snapshot.resolve(), url, storage)
 
 

@@ -79,10 +79,12 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from harness import store as study_db
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError, one_line
 from harness.ground.console import say
 from harness.ground.files import file_lock
+from harness.ground.urls import redact_url
 from harness.runner import queue
 from harness.runner.launch import run_trial_process
 from harness.runner.local_write import LocalWrite
@@ -90,11 +92,11 @@ from harness.runner.looks import Looks
 from harness.runner.queue import fencing, outages
 from harness.runner.queue.heartbeat import Either, Heartbeat
 from harness.runner.worker_config import WorkerConfig, WorkerStats
+from harness.store import SPEC
 from harness.study.design import earlier_design_of
 from harness.study.expand import tuning_specs
 from harness.study.load import load_study
 from harness.study.search_space import suggest_params
-from harness.tracking import storage as study_db
 from harness.tracking.mlflow_mirror import Tracker
 from harness.tracking.mlflow_mirror import sync as mirror_sync
 from harness.tracking.records import (
@@ -106,8 +108,6 @@ from harness.tracking.records import (
     write_record,
 )
 from harness.tracking.shared_records import RecordStore
-from harness.tracking.storage import SPEC
-from harness.tracking.urls import redact_url
 
 # --------------------------------------------------------------------------------------------
 # the worker

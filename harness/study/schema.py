@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.engine.spec import BenchmarkConfig, ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
+from harness.engine.spec import METRIC_RANGES, BenchmarkConfig, ModelConfig, TaskConfig, TrainConfig, WarmStartConfig
 from harness.engine.trainer_config import TrainerConfig
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
@@ -100,15 +100,6 @@ FINAL_METRICS: tuple[str, ...] = (
 
 #: pass@k and pass^k, final metrics when ``train.eval_pass_k`` includes k
 PASS_METRIC = re.compile(r"eval/pass[@^]([1-9][0-9]*)")
-
-#: The range of the final metrics that have one, for "failures: worst" and bounded report bands.
-METRIC_RANGES: dict[str, tuple[float, float]] = {
-    "eval/accuracy": (0.0, 1.0),
-    "eval/accuracy_start": (0.0, 1.0),
-    "train/frac_degenerate": (0.0, 1.0),
-    "train/clip_frac": (0.0, 1.0),
-    "train/dpo_pair_acc": (0.0, 1.0),
-}
 
 #: The analyses a study may pre-register as its primary test ("auto": seed x prompt when
 #: per-prompt scores are recorded, else the paired t when seed-matched, else Welch's t).

@@ -45,6 +45,7 @@ import yaml
 
 from harness.errors import ConfigError, one_line, squeeze
 from harness.ground.files import file_lock
+from harness.ground.urls import redact_text, redact_url
 from harness.tracking import mlflow_env
 from harness.tracking.mlflow_layout import (
     FINAL_PREFIX,
@@ -69,7 +70,6 @@ from harness.tracking.records import (
     read_records,
     record_path,
 )
-from harness.tracking.urls import redact_text, redact_url
 
 CONNECT_TIMEOUT_S = 3.0
 _DAMAGED_SQLITE = ("file is not a database", "database disk image is malformed", "malformed database schema")

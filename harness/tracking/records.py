@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
-from harness import __version__
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError, one_line
 from harness.ground.files import atomic_write
 from harness.tracking.prompt_scores import encode_scores
+from harness.version import __version__
 
 RECORDS_DIR = "records"
 FAILED_DIR = "failed"

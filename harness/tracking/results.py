@@ -27,23 +27,9 @@ import optuna
 import pandas as pd
 from pydantic import ValidationError
 
-from harness.engine.spec import BenchmarkConfig, TrialSpec
-from harness.study.design import earlier_design_of, summary_lines
-from harness.study.expand import calibration_comparisons, condition_configs
-from harness.study.expand import comparisons as comparisons_of
-from harness.study.schema import METRIC_RANGES, Study, condition_name
-from harness.study.sections import AA, PrimaryAt, Scaling, Sequential
-from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
-from harness.tracking.records import (
-    TrialRecord,
-    flatten,
-    history_points,
-    read_records,
-    record_path,
-)
-from harness.tracking.sequential_rules import read_rules
-from harness.tracking.shared_records import merge, open_store
-from harness.tracking.storage import (
+from harness.engine.spec import METRIC_RANGES, BenchmarkConfig, TrialSpec
+from harness.ground.urls import redact_text, redact_url
+from harness.store import (
     ARM,
     PHASE,
     REASON,
@@ -54,9 +40,23 @@ from harness.tracking.storage import (
     default_storage_url,
     open_storage,
 )
+from harness.store.rules import read_rules
+from harness.study.design import earlier_design_of, summary_lines
+from harness.study.expand import calibration_comparisons, condition_configs
+from harness.study.expand import comparisons as comparisons_of
+from harness.study.schema import Study, condition_name
+from harness.study.sections import AA, PrimaryAt, Scaling, Sequential
+from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
+from harness.tracking.records import (
+    TrialRecord,
+    flatten,
+    history_points,
+    read_records,
+    record_path,
+)
+from harness.tracking.shared_records import merge, open_store
 from harness.tracking.study_meta import BenchmarkMeta, LookDesign, StudyMeta
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
-from harness.tracking.urls import redact_text, redact_url
 
 # warnings: the trial's warning lines ("<code>: ...") joined by newlines, "" when it has none
 BASE_COLUMNS = ["trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash", "warnings"]
@@ -130,8 +130,8 @@ def optuna_trials(
     study's ``<study_dir>/optuna.db``. With ``study``, only that study's queues are read (a
     shared database holds many studies). Empty when there is no storage or it cannot be read
     (a warning says why, without credentials; ``strict``: ``StorageUnreadable`` instead). Read
-    through Optuna's public storage API only
-    (the queue's own statements are the runner's, :mod:`harness.runner.queue.optuna_tables`).
+    through Optuna's public storage API only (the queue's own statements are the store's,
+    :mod:`harness.store.optuna_tables`).
     """
     url = _storage_url(study_dir, storage)
     if url is None:

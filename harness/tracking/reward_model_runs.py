@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.ground.checked_cache import MANIFEST_FILE
+from harness.ground.urls import redact_url
 from harness.tracking.mlflow_layout import ROLE_TAG, mlflow_key, param_items
 from harness.tracking.mlflow_mirror import Tracker, TrackingWarning, failure_text
-from harness.tracking.urls import redact_url
 
 EXPERIMENT = "reward-models"
 STORE_DIR = Path("runs") / "reward_models"

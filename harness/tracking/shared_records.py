@@ -3,9 +3,9 @@
 A worker writes each trial's record to the study folder of the machine it runs on (the
 authoritative copy there, :mod:`harness.tracking.records`). When a study runs on several machines, each
 folder holds only that machine's trials. So that they come together anywhere, a worker also
-stores every record it writes in the study's Optuna storage database (a table of its own,
-``harness_records``, next to Optuna's), in the same transaction as the trial's final Optuna state
-(``harness.runner.queue.fencing.commit``):
+stores every record it writes in the study's Optuna storage database (a table of the harness's
+own, ``harness_records``, next to Optuna's: :mod:`harness.store.records`), in the same transaction
+as the trial's final Optuna state (``harness.runner.queue.fencing.commit``):
 
 1. fence check, 2. local record (``records/<trial_id>.json``), 3. this table and the Optuna state
 together, 4. MLflow mirror.
@@ -26,10 +26,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
+from harness.store import open_storage
+from harness.store import records as record_table
 from harness.tracking.records import (
     TrialRecord,
     archive_failed,
@@ -40,30 +41,10 @@ from harness.tracking.records import (
     record_path,
     write_record,
 )
-from harness.tracking.storage import create_table_once, open_storage
 from harness.tracking.study_ref import resolve_study, study_name
 
-TABLE = "harness_records"
-_METADATA = sa.MetaData()
-RECORDS = sa.Table(
-    TABLE,
-    _METADATA,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("study", sa.String(512), nullable=False),
-    sa.Column("trial_id", sa.String(512), nullable=False),
-    sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("phase", sa.String(16), nullable=False),
-    sa.Column("fingerprint", sa.String(64), nullable=False),
-    sa.Column("record", sa.Text, nullable=False),
-    sa.Column("written_at", sa.DateTime, server_default=sa.func.current_timestamp()),
-    sa.UniqueConstraint("study", "trial_id", "attempt", name="uq_harness_records_attempt"),
-)
-
-
-def ensure_table(engine: sa.Engine) -> None:
-    """Create the table if missing (safe when several processes try at once)."""
-    create_table_once(engine, RECORDS)
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 def _newer(a: TrialRecord, b: TrialRecord | None) -> bool:
@@ -74,60 +55,24 @@ def _newer(a: TrialRecord, b: TrialRecord | None) -> bool:
 
 
 class RecordStore:
-    """The records of one study in a storage database (an SQLAlchemy engine)."""
+    """The records of one study in a storage database (an SQLAlchemy engine): the rows of
+    :mod:`harness.store.records`, read back as trial records."""
 
-    def __init__(self, engine: sa.Engine, study: str, *, create: bool = False):
+    def __init__(self, engine: sa.Engine, study: str):
         self.engine, self.study = engine, study
-        if create:
-            ensure_table(engine)
-        self._exists = create or None
 
     @classmethod
-    def of(cls, storage, study: str, *, create: bool = False) -> RecordStore:
+    def of(cls, storage, study: str) -> RecordStore:
         """The store living in an Optuna ``RDBStorage``'s database."""
-        return cls(storage.engine, study, create=create)
-
-    def exists(self) -> bool:
-        if not self._exists:
-            self._exists = sa.inspect(self.engine).has_table(TABLE)
-        return bool(self._exists)
+        return cls(storage.engine, study)
 
     def put(self, record: TrialRecord) -> None:
         """Store ``record`` (replaces a stored copy of the same attempt)."""
-        if not self.exists():
-            ensure_table(self.engine)
-            self._exists = True
-        t = RECORDS
-        key = (t.c.study == self.study, t.c.trial_id == record.trial_id, t.c.attempt == record.attempt)
-        values = {
-            "study": self.study,
-            "trial_id": record.trial_id,
-            "attempt": record.attempt,
-            "status": record.status,
-            "phase": record.phase,
-            "fingerprint": record.fingerprint(),
-            "record": record.model_dump_json(),
-        }
-        try:
-            with self.engine.begin() as conn:
-                held = conn.execute(sa.select(t.c.fingerprint).where(*key)).scalar()
-                if held == values["fingerprint"]:
-                    return
-                if held is not None:
-                    conn.execute(sa.delete(t).where(*key))
-                conn.execute(sa.insert(t).values(**values))
-        except sa.exc.IntegrityError:
-            pass  # another process stored this attempt at the same moment
+        record_table.put(self.engine, self.study, record)
 
-    def _select(self, *where) -> list[TrialRecord]:
-        if not self.exists():
-            return []
-        t = RECORDS
-        query = sa.select(t.c.record).where(t.c.study == self.study, *where).order_by(t.c.trial_id, t.c.attempt)
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).scalars().all()
+    def _select(self, **where) -> list[TrialRecord]:
         out = []
-        for text in rows:
+        for text in record_table.texts(self.engine, self.study, **where):
             try:
                 out.append(TrialRecord.model_validate_json(text))
             except ValueError:
@@ -136,7 +81,7 @@ class RecordStore:
 
     def completed(self, trial_id: str) -> TrialRecord | None:
         """The latest completed record of ``trial_id`` stored by any machine, or None."""
-        done = self._select(RECORDS.c.trial_id == trial_id, RECORDS.c.status == "completed")
+        done = self._select(trial_id=trial_id, status="completed")
         return done[-1] if done else None
 
     def all_attempts(self) -> list[TrialRecord]:
@@ -152,14 +97,7 @@ class RecordStore:
         return out
 
     def fingerprints(self) -> set[tuple[str, int, str]]:
-        if not self.exists():
-            return set()
-        t = RECORDS
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(t.c.trial_id, t.c.attempt, t.c.fingerprint).where(t.c.study == self.study)
-            ).all()
-        return {(r[0], int(r[1]), r[2]) for r in rows}
+        return record_table.fingerprints(self.engine, self.study)
 
 
 def merge(local: list[TrialRecord], stored: dict[str, TrialRecord]) -> list[TrialRecord]:
@@ -260,7 +198,6 @@ def import_for_study(study_or_dir, storage_url: str) -> tuple[Path, ImportReport
 __all__ = [
     "RecordStore",
     "ImportReport",
-    "ensure_table",
     "import_records",
     "import_for_study",
     "import_from_storage",

@@ -135,9 +135,9 @@ def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame
     logs it) or else ``<metric>`` (the last value logged). A study's parent run (tag
     ``harness.role`` = ``study``) and its tuning trials (tag ``phase`` = ``tune``) are skipped.
     Per-run rows only."""
+    from harness.ground.urls import redact_url
     from harness.tracking.mlflow_layout import FINAL_PREFIX, ROLE_TAG, mlflow_key
     from harness.tracking.mlflow_mirror import quiet_mlflow
-    from harness.tracking.urls import redact_url
 
     quiet_mlflow()
     import mlflow

@@ -11,8 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.engine.spec import GREEDY_METRIC, PromptScores
-from harness.study.schema import METRIC_RANGES
+from harness.engine.spec import GREEDY_METRIC, METRIC_RANGES, PromptScores
 from harness.trainers.faults import ProgramTrialError
 
 FIELDS = ("step", "prompt_id", "benchmark", "greedy", "sampled_mean", "sampled_var", "samples")

@@ -1,7 +1,13 @@
 """Each part declares the fields it reads; a field no chosen part reads cannot be set."""
 
+import pkgutil
+import subprocess
+import sys
+from importlib import import_module
+
 import pytest
 
+import harness.algorithms
 from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.parts import (
     DPO_SLOTS,
@@ -13,6 +19,7 @@ from harness.algorithms.parts import (
     readers,
 )
 from harness.algorithms.presets import PRESETS, check_algorithm, resolve_algorithm
+from harness.algorithms.registry import Implements
 from harness.errors import ConfigError
 
 RL_PRESETS = [n for n, p in PRESETS.items() if isinstance(p.config, RLConfig)]
@@ -59,6 +66,47 @@ def test_every_declared_part_resolves_to_its_function():
     for registry in [*SLOTS.values(), *DPO_SLOTS.values()]:
         for name in registry.names():
             assert callable(registry.get(name)), (registry.kind, name)
+
+
+def _marked_functions() -> dict[tuple[str, str], object]:
+    """Every function of every ``harness.algorithms`` module that carries ``implements``, by
+    (kind, name) as it states them; a pair stated twice fails."""
+    found: dict[tuple[str, str], object] = {}
+    for module_info in pkgutil.iter_modules(harness.algorithms.__path__):
+        module = import_module(f"harness.algorithms.{module_info.name}")
+        for value in vars(module).values():
+            mark = getattr(value, "implements", None)
+            if isinstance(mark, Implements) and value.__module__ == module.__name__:
+                key = (mark.kind, mark.name)
+                assert found.setdefault(key, value) is value, f"{key} is stated by two functions"
+    return found
+
+
+def test_the_parts_listing_imports_no_torch():
+    # `harness algorithms --parts` reads the declarations only; the functions' modules need torch
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from harness.cli import app\n"
+        "out = CliRunner().invoke(app, ['algorithms', '--parts'])\n"
+        "assert out.exit_code == 0 and 'policy_loss=clipped' in out.output, out.output\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_each_part_is_one_function_carrying_its_declared_name_and_citation():
+    registries = [*SLOTS.values(), *DPO_SLOTS.values()]
+    declared = {(registry.kind, name): registry for registry in registries for name in registry.names()}
+    marked = _marked_functions()
+    assert sorted(set(declared) - set(marked)) == [], "declared parts without a marked function"
+    assert sorted(set(marked) - set(declared)) == [], "marked functions without a declaration"
+    for (kind, name), registry in declared.items():
+        fn = marked[kind, name]
+        assert registry.get(name) is fn, (kind, name)
+        assert dict(fn.implements.stated) == {"cites": registry.meta(name)["cites"]}, (kind, name)
 
 
 @pytest.mark.parametrize("preset", RL_PRESETS)

@@ -4,9 +4,9 @@ typed error raised where the read fails, never a replay on the local records alo
 import pytest
 
 from harness.decide.sequential.schedule import look_state
+from harness.store import StorageError, StorageUnreadable
 from harness.study.load import dump_study, parse_study
 from harness.tracking.results import load_results
-from harness.tracking.storage import StorageError, StorageUnreadable
 
 
 def study_file(tmp_path):

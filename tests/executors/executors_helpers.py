@@ -17,8 +17,8 @@ if str(RUNNER_TESTS) not in sys.path:
 
 from runner_helpers import calls, options, write_study  # noqa: E402  (the path above first)
 
+from harness import store as study_db  # noqa: E402
 from harness.runner import queue  # noqa: E402
-from harness.tracking import storage as study_db  # noqa: E402
 from harness.tracking.records import read_records  # noqa: E402
 
 __all__ = ["calls", "options", "write_study"]

@@ -7,11 +7,11 @@ from __future__ import annotations
 from cli_main import run_main
 from executors_helpers import options, trial_env_fixture, write_study  # noqa: F401  (the fixture trial_env)
 
+from harness import store as study_db
 from harness.cli.study_cmds import resource_lines
 from harness.runner import queue
 from harness.runner.run import prepare
 from harness.study.load import load_study
-from harness.tracking import storage as study_db
 
 
 def test_slurm_without_sbatch_is_one_line_and_nothing_is_created(tmp_path, trial_env, monkeypatch, capsys):

@@ -26,10 +26,10 @@ from executors_helpers import (
 )
 from optuna.trial import TrialState
 
+from harness import store as study_db
 from harness.runner.executors.cancel import cancel_study
 from harness.runner.outcomes import study_status
 from harness.runner.run import run_study
-from harness.tracking import storage as study_db
 
 pytestmark = pytest.mark.slow
 

@@ -124,8 +124,8 @@ def trial_ids(study_path: Path) -> list[str]:
 def queue_jobs(storage_url: str, name: str):
     """Every Optuna trial (job) of the study's comparison queue in the shared storage
     (none while the storage is not set up yet)."""
+    from harness import store as study_db
     from harness.runner import queue
-    from harness.tracking import storage as study_db
 
     try:
         storage = study_db.open_storage(storage_url)

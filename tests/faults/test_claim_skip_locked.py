@@ -7,8 +7,8 @@ import threading
 
 import sqlalchemy as sa
 
+from harness import store as study_db
 from harness.runner import queue
-from harness.tracking import storage as study_db
 
 
 class _Spec:

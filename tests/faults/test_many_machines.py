@@ -28,12 +28,12 @@ from faults_helpers import (
 )
 from optuna.trial import TrialState
 
+from harness import store as study_db
 from harness.engine.spec import TrialResult
 from harness.runner import queue
 from harness.runner.options import RunOptions
 from harness.runner.run import prepare, run_worker
 from harness.study.expand import expand
-from harness.tracking import storage as study_db
 from harness.tracking.records import (
     make_record,
     read_record,

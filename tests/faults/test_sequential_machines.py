@@ -16,14 +16,14 @@ from faults_helpers import Machine, queue_jobs, record_files, wait_for
 from optuna.trial import TrialState
 from runner_helpers import at_once
 
+from harness import store as study_db
 from harness.decide.sequential.pools import look_specs
 from harness.errors import HarnessError
 from harness.runner import queue
 from harness.runner.looks import Looks
+from harness.store import rules as sequential_rules
 from harness.study.expand import expand
 from harness.study.load import load_study
-from harness.tracking import sequential_rules
-from harness.tracking import storage as study_db
 
 PLANTED = "fake_trials:planted"  # big* arms: a large effect; the others: equal
 FAST = [

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import optuna
 
+from harness import store as study_db
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
 from harness.runner import queue
-from harness.tracking import storage as study_db
 from harness.tracking.records import (
     make_record,
     read_failed_attempts,
@@ -41,7 +41,7 @@ def _record(study: str, arm: str, seed: int, *, attempt: int = 1, ok: bool = Tru
 def _store(tmp_path, study: str = "s") -> tuple[RecordStore, str]:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     storage = study_db.open_storage(url, create=True)
-    return RecordStore.of(storage, study, create=True), url
+    return RecordStore.of(storage, study), url
 
 
 def test_import_takes_what_is_missing_or_newer_archives_failed_attempts_and_is_idempotent(tmp_path):

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from optuna.exceptions import StorageInternalError
 
 from harness.runner.queue.outages import is_outage, retry_storage
-from harness.tracking.storage import StorageError
+from harness.store import StorageError
 
 URL = "postgresql://harness:s3cret-pw@db.example:5432/study"
 

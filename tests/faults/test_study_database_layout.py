@@ -2,7 +2,7 @@
 the Optuna version and what differs, exit 2, before any trial runs.
 
 The queue's exactly-once statements are written against Optuna's own tables
-(:mod:`harness.runner.queue.optuna_tables` declares which tables, columns and private attributes);
+(:mod:`harness.store.optuna_tables` declares which tables, columns and private attributes);
 a release that renamed one would otherwise show only as trials run twice or lost. What is real
 and what is simulated:
 
@@ -25,9 +25,9 @@ import optuna
 import pytest
 from faults_helpers import FAKE, HARNESS, record_files, write_study
 
+from harness import store as study_db
 from harness.runner import queue
-from harness.runner.queue import optuna_tables
-from harness.tracking import storage as study_db
+from harness.store import optuna_tables
 
 
 def _study_database(path: Path, name: str) -> str:

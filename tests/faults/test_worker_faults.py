@@ -30,6 +30,7 @@ from optuna.trial import TrialState
 from runner_helpers import options, write_study
 
 import harness.runner.worker_process as worker_process
+from harness.ground.urls import redact_url
 from harness.runner import local_write, queue
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import study_status
@@ -41,7 +42,6 @@ from harness.study.expand import expand
 from harness.tracking.mlflow_mirror import Tracker
 from harness.tracking.records import read_record, read_records, record_path
 from harness.tracking.shared_records import RecordStore
-from harness.tracking.urls import redact_url
 
 
 class Killed(BaseException):

@@ -1,8 +1,11 @@
 """The package layout holds: every module imports on its own, and imports run one way.
 
 The rule is written once, in ``MAY_IMPORT``: each part of ``harness`` lists the parts it may
-import. A part may always import its own modules, ``harness.errors``, the ground floor
-``harness.ground`` (the small tools every part shares) and the package root (``__version__``).
+import, and no two parts may import each other. A part may always import its own modules,
+``harness.errors``, the ground floor ``harness.ground`` (the small tools every part shares) and
+``harness.version`` (the release); no part imports the package root, which is the user's
+shortcut to the results (it imports ``tracking``). The study database is ``store``: it owns the
+harness's own tables and the statements on Optuna's, below every part that reads or writes them.
 Deciding and drawing are two parts: ``decide`` turns records into verdicts and next looks (on
 ``stats``, the results frames of ``tracking`` and the study's design and trials of ``study``),
 and ``report`` only draws and writes what ``decide`` worked out; the runner asks ``decide``
@@ -30,7 +33,9 @@ HARNESS = Path(__file__).resolve().parents[2] / "harness"
 #: part -> the parts it may import (besides itself and harness.errors)
 MAY_IMPORT: dict[str, set[str]] = {
     "harness": {"tracking"},  # the root: the harness.results(...) shortcut
+    "version": set(),
     "ground": set(),
+    "store": set(),  # the study database: Optuna's tables and the harness's own; knows no other part
     "algorithms": set(),
     "stats": set(),
     "engine": {"algorithms", "stats.pass_at_k"},  # pass@k: the evaluation's metric, one implementation
@@ -44,11 +49,11 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.trial_file",
         "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)
     },
-    "tracking": {"study", "engine.spec", "harness"},
-    "decide": {"stats", "tracking", "study"},
-    "runner": {"decide", "study", "tracking", "engine.spec", "trainers.trial_dir"},
-    # a program trial: the engine's policy, evaluator and trial file, the study's metric ranges
-    "trainers": {"algorithms", "engine", "study.schema"},  # algorithms: the TRL mapping reads the arm's parts
+    "tracking": {"study", "engine.spec", "store"},
+    "decide": {"stats", "tracking", "study", "store"},  # store: a study database that cannot be read
+    "runner": {"decide", "study", "tracking", "store", "engine.spec", "trainers.trial_dir"},
+    # a program trial: the engine's policy, evaluator, trial file and metric ranges
+    "trainers": {"algorithms", "engine"},  # algorithms: the TRL mapping reads the arm's parts
     "report": {"decide", "tracking"},  # tracking: the report is attached to the study's MLflow run
     # engine.reward_model: `harness reward-model train` trains in its own process (imported lazily, in the command)
     "cli": {
@@ -82,7 +87,7 @@ def part_of(module: str) -> str:
 
 def allowed(importer: str, imported: str) -> bool:
     here, there = part_of(importer), part_of(imported)
-    if there in (here, "errors", "ground", "harness"):
+    if there in (here, "errors", "ground", "version"):
         return True
     targets = MAY_IMPORT[here]
     sub = ".".join(imported.split(".")[1:3])  # e.g. engine.spec
@@ -135,6 +140,26 @@ def test_the_rule_catches_a_backward_import():
     assert allowed("harness.cli.report_cmds", "harness.report.figures")  # the drawing, reached from the CLI
     assert allowed("harness.study.load", "harness.engine.spec")
     assert allowed("harness.runner.worker", "harness.tracking.records")
+    assert not allowed("harness.trainers.handed_scores", "harness.study.schema")  # study reads trainers, not back
+    assert not allowed("harness.tracking.records", "harness")  # the root imports tracking
+    assert allowed("harness.tracking.records", "harness.version")
+    assert not allowed("harness.store.records", "harness.tracking.records")  # the store knows rows, not records
+    assert allowed("harness.tracking.shared_records", "harness.store.records")
+
+
+def _parts(targets: set[str]) -> set[str]:
+    return {t.split(".")[0] for t in targets}
+
+
+def test_no_two_parts_may_import_each_other():
+    """An arrow each way between two parts is a loop waiting for its first import."""
+    both = {
+        tuple(sorted((here, there)))
+        for here, targets in MAY_IMPORT.items()
+        for there in _parts(targets)
+        if here in _parts(MAY_IMPORT.get(there, set()))
+    }
+    assert sorted(both) == []
 
 
 #: entry points a trial's child process imports by a ``module:function`` string (the process boundary)
@@ -184,9 +209,8 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
 def import_cycles() -> list[list[str]]:
     """Every cycle of harness modules importing each other, each once (as its modules, first one
     last too). Imports at any depth count: inside a function or under ``TYPE_CHECKING``, a cycle
-    is still two modules that each need the other. Reading the package root (``__version__``) is
-    left out: the root imports nothing when it loads, so it never meets a half-made module."""
-    graph = {module_name(p): {t for _, t in harness_imports(p) if t != "harness"} for p in MODULES}
+    is still two modules that each need the other."""
+    graph = {module_name(p): {t for _, t in harness_imports(p)} for p in MODULES}
     cycles, done = [], set()
 
     def walk(module: str, path: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""Optuna's storage internals are touched in one module only: ``harness.runner.queue.optuna_tables``.
+"""Optuna's storage internals are touched in one module only: ``harness.store.optuna_tables``.
 
 That adapter declares the tables, columns and private attributes it relies on and checks them
 when a queue is opened; a statement or a private attribute anywhere else would escape that check.
@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
-ADAPTER = HARNESS / "runner" / "queue" / "optuna_tables.py"
+ADAPTER = HARNESS / "store" / "optuna_tables.py"
 
 #: Optuna's private attributes (on studies, trials, storages and their models) the adapter uses
 PRIVATE_ATTRIBUTES = {"_rdb", "_models", "_study_id", "_trial_id", "_storage", "_backend", "_cached_storage"}
@@ -53,7 +53,7 @@ def test_only_the_adapter_touches_optunas_internals():
         if path != ADAPTER
         for where in internals_used(path.read_text(encoding="utf-8"))
     ]
-    assert offenders == [], "use harness.runner.queue.optuna_tables instead"
+    assert offenders == [], "use harness.store.optuna_tables instead"
 
 
 def test_the_rule_catches_each_way_in():
@@ -76,7 +76,7 @@ def test_the_adapter_is_where_they_are():
 
 
 def test_pyproject_pins_the_optuna_the_layout_was_tested_on():
-    from harness.runner.queue.optuna_tables import TESTED_OPTUNA
+    from harness.store.optuna_tables import TESTED_OPTUNA
 
     project = tomllib.loads((HARNESS.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert f"optuna{TESTED_OPTUNA}" in [d.replace(" ", "") for d in project["dependencies"]]

@@ -53,8 +53,8 @@ def at_once(storage_url: str, queue_name: str, racers: int, work) -> list:
     its own (another machine); returns what each returned, after asserting none raised."""
     import threading
 
+    from harness import store as study_db
     from harness.runner import queue
-    from harness.tracking import storage as study_db
 
     barrier = threading.Barrier(racers)
     results, errors = [], []

@@ -10,9 +10,9 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import at_once
 
+from harness import store as study_db
 from harness.runner import queue
 from harness.runner.slots import plan_slots
-from harness.tracking import storage as study_db
 
 
 class _Spec:
@@ -234,9 +234,9 @@ def test_the_worker_reads_an_edited_arm_as_left_the_design(tmp_path):
     from runner_helpers import write_study
 
     from harness.runner.worker import left_design
+    from harness.store import SPEC
     from harness.study.expand import condition_spec
     from harness.study.load import load_study
-    from harness.tracking.storage import SPEC
 
     path = write_study(tmp_path, ["ok_a", "ok_b"])
     before = load_study(path)
@@ -254,7 +254,7 @@ def test_a_database_lost_while_claiming_leaves_no_claim_behind(q, monkeypatch):
     trial is left RUNNING under a claim its worker never learnt it holds."""
     from sqlalchemy.exc import OperationalError
 
-    from harness.runner.queue import optuna_tables
+    from harness.store import optuna_tables
 
     study, _ = q
     queue.enqueue_specs(study, [_Spec("a-s0")], phase="compare", retries=0)

@@ -13,12 +13,12 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import calls, options, write_study
 
+from harness import store as study_db
 from harness.runner import queue
 from harness.runner.run import prepare, run_study, run_worker, study_status
 from harness.study.expand import expand
 from harness.study.load import load_study
 from harness.study.search_space import tuning_space_key
-from harness.tracking import storage as study_db
 from harness.tracking.records import read_records, write_record
 
 HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]

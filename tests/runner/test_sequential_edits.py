@@ -16,6 +16,7 @@ import yaml
 from fake_trials import planted
 from runner_helpers import options, write_study
 
+from harness import store as study_db
 from harness.decide.analysis import analyze
 from harness.decide.rules import ReadOptions
 from harness.engine.spec import TrialSpec
@@ -25,7 +26,6 @@ from harness.runner import queue
 from harness.runner.looks import Looks
 from harness.runner.run import prepare, run_study, run_worker, study_status
 from harness.study.load import load_study
-from harness.tracking import storage as study_db
 from harness.tracking.records import make_record, write_record
 from harness.tracking.results import load_results
 

@@ -13,13 +13,13 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import options, write_study
 
+from harness import store as study_db
 from harness.decide.sequential.pools import look_specs
 from harness.runner import queue
 from harness.runner.looks import Looks
 from harness.runner.run import _Phases, prepare, run_study, run_worker, study_status
 from harness.study.expand import expand
 from harness.study.load import load_study
-from harness.tracking import storage as study_db
 
 PLANTED = "fake_trials:planted"  # big* arms: a large effect; the others: equal
 LOOKS = [3, 5, 8]

@@ -19,6 +19,7 @@ import pytest
 from optuna.trial import TrialState
 from runner_helpers import FAKE, calls, options, write_study
 
+from harness import store as study_db
 from harness.runner import queue
 from harness.runner.child import process_gone
 from harness.runner.outcomes import study_status
@@ -27,7 +28,6 @@ from harness.runner.run import prepare
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig
 from harness.study.expand import expand
-from harness.tracking import storage as study_db
 from harness.tracking.records import make_record, read_record, record_path, write_record
 from harness.tracking.shared_records import RecordStore
 

@@ -12,8 +12,8 @@ import pytest
 import harness
 from harness.engine.spec import TrialResult
 from harness.errors import HarnessError
+from harness.ground.urls import redact_text, redact_url
 from harness.tracking import records
-from harness.tracking.urls import redact_text, redact_url
 
 
 def test_make_record_fills_contract_fields_and_provenance(make_record, make_spec):

@@ -1,7 +1,7 @@
 """The one door to where fixed rules are kept.
 
 The rules are rows of the harness's own table in the study database, with a copy in the study
-folder (:mod:`harness.tracking.sequential_rules`, which knows nothing of what a rule means).
+folder (:mod:`harness.store.rules`, which knows nothing of what a rule means).
 Every read and write of stored rule versions by this package goes through the functions here,
 as :class:`~.rule.SequentialRule` objects, so the table's home can move without the rest of the
 package noticing.
@@ -16,8 +16,8 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 
 from harness.decide.sequential.rule import SequentialRule
-from harness.tracking import sequential_rules as table
-from harness.tracking.storage import open_storage
+from harness.store import open_storage
+from harness.store import rules as table
 
 
 @contextmanager

@@ -11,7 +11,7 @@ When a look is due, when an arm stops and which trials a look adds are decided h
 only queues them.
 
 A replay on part of the trials could ask for a look too early, so a storage that cannot be read
-raises :class:`~harness.tracking.storage.StorageUnreadable` (the loader's own, raised where the
+raises :class:`~harness.store.StorageUnreadable` (the loader's own, raised where the
 read fails) instead of replaying on the local records alone; the caller tries again later.
 """
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
+from harness import store as study_db
+from harness.ground.urls import redact_url
 from harness.runner import queue
 from harness.runner.executors.base import Executor, JobHandle
 from harness.runner.outcomes import existing_queues, study_from
-from harness.tracking import storage as study_db
-from harness.tracking.urls import redact_url
 
 #: seconds between the two cancelling passes (a job a runner submitted as the flag was set)
 SECOND_PASS_S = 2.0

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
+from harness import store as study_db
 from harness.ground.console import say
 from harness.ground.files import atomic_write
 from harness.runner import queue
@@ -38,7 +39,6 @@ from harness.runner.options import RunOptions
 from harness.runner.pool import Interrupt, Progress
 from harness.runner.worker import left_design
 from harness.runner.worker_config import WorkerConfig
-from harness.tracking import storage as study_db
 
 #: jobs of one attempt that may end without running it before the trial is left waiting
 MAX_SUBMITS = 3

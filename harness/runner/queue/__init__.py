@@ -16,8 +16,9 @@ and the study file. Departures from plain Optuna, all because several processes 
   for a bounded time, then reported in one line.
 
 Every statement on Optuna's own tables, and every private Optuna attribute relied on, is in one
-adapter, :mod:`.optuna_tables`, which declares the layout it expects; opening a queue
-(:mod:`.queues`) checks that layout against the installed Optuna and the database first.
+adapter, :mod:`harness.store.optuna_tables`, which declares the layout it expects; opening a
+queue (:mod:`.queues`) checks that layout against the installed Optuna and the database first.
+The names of a queue's and a job's attributes are :mod:`harness.store.names`.
 
 This package's namespace is the queue's API (``from harness.runner import queue``;
 ``queue.claim_next(...)``); :mod:`.fencing`, :mod:`.heartbeat` and :mod:`.outages` are used as
@@ -27,16 +28,9 @@ modules.
 from harness.runner.queue.claims import claim, claim_next, complete, release, set_attr, set_reason, transition
 from harness.runner.queue.enqueue import EnqueueReport, enqueue_missing, enqueue_slots, enqueue_specs
 from harness.runner.queue.jobs import Counts, Job, attempts, count, has_work, jobs, latest, slot_key
-from harness.runner.queue.queues import (
-    CANCEL_REQUESTED,
-    COMPARE_QUEUED,
-    RETRIES,
-    create_queue,
-    load_queue,
-    queue_attr,
-    set_queue_attr,
-)
+from harness.runner.queue.queues import create_queue, load_queue, queue_attr, set_queue_attr
 from harness.runner.queue.retries import SUPERSEDED, StaleJob, fail, fail_stale, requeue, stale_jobs
+from harness.store.names import CANCEL_REQUESTED, COMPARE_QUEUED, RETRIES
 
 __all__ = [
     "CANCEL_REQUESTED",

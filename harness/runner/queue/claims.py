@@ -16,9 +16,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from harness.runner.queue import optuna_tables as tables
 from harness.runner.queue.jobs import Job
-from harness.tracking.storage import REASON, WORKER
+from harness.store import REASON, WORKER
+from harness.store import optuna_tables as tables
 
 
 def _claim_row(conn, row: int, owner: str | None) -> bool:
@@ -50,7 +50,7 @@ def claim_next(study: optuna.Study, owner: str | None = None) -> Job | None:
 
     One indexed read of one row, then the claim, in one transaction: the cost does not grow with
     the queue (reading every waiting job to pick the first took seconds a claim at 10,000 jobs).
-    Processes claiming at once skip each other's rows (:func:`~.optuna_tables.oldest_waiting`);
+    Processes claiming at once skip each other's rows (:func:`~harness.store.optuna_tables.oldest_waiting`);
     one that lost a row to another process anyway (SQLite) tries the next oldest.
 
     The job is read before the claim commits, never after: a database that stops answering between

@@ -16,11 +16,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from harness.runner.queue import optuna_tables as tables
 from harness.runner.queue.claims import set_reason, transition
 from harness.runner.queue.jobs import job_key, jobs, latest, slot_key
 from harness.runner.queue.outages import retried
-from harness.tracking.storage import (
+from harness.store import (
     ARM,
     ATTEMPT,
     MAX_ATTEMPT,
@@ -30,6 +29,7 @@ from harness.tracking.storage import (
     SPEC,
     TRIAL_ID,
 )
+from harness.store import optuna_tables as tables
 
 
 @dataclass

@@ -15,17 +15,9 @@ import optuna
 import sqlalchemy as sa
 from optuna.trial import TrialState
 
-from harness.runner.queue import optuna_tables as tables
 from harness.runner.queue.jobs import Job
-from harness.tracking.shared_records import RECORDS, ensure_table
-from harness.tracking.storage import (
-    ATTEMPT,
-    REASON,
-    SLOT,
-    STATE_NAMES,
-    TRIAL_ID,
-    WORKER,
-)
+from harness.store import ATTEMPT, REASON, SLOT, STATE_NAMES, TRIAL_ID, WORKER, records, schema
+from harness.store import optuna_tables as tables
 
 
 @dataclass
@@ -126,33 +118,6 @@ def renew(study: optuna.Study, job: Job, owner: str | None = None) -> Revoked | 
     return None
 
 
-_TABLES_READY: set[int] = set()
-
-
-def _put_record(conn, study_name: str, record) -> None:
-    """Store a copy of ``record`` in the shared ``harness_records`` table, inside the caller's
-    transaction (the same row :meth:`RecordStore.put` writes: replaced when it differs)."""
-    t = RECORDS
-    key = (t.c.study == study_name, t.c.trial_id == record.trial_id, t.c.attempt == record.attempt)
-    fingerprint = record.fingerprint()
-    held = conn.execute(sa.select(t.c.fingerprint).where(*key)).scalar()
-    if held == fingerprint:
-        return
-    if held is not None:
-        conn.execute(sa.delete(t).where(*key))
-    conn.execute(
-        sa.insert(t).values(
-            study=study_name,
-            trial_id=record.trial_id,
-            attempt=record.attempt,
-            status=record.status,
-            phase=record.phase,
-            fingerprint=fingerprint,
-            record=record.model_dump_json(),
-        )
-    )
-
-
 def _already(
     study: optuna.Study, job: Job, owner: str | None, state: TrialState, value: float | None, reason: str | None
 ) -> bool:
@@ -197,9 +162,8 @@ def commit(
     if state is not None and state not in (TrialState.COMPLETE, TrialState.FAIL):
         raise ValueError(f"commit: a job ends COMPLETE or FAIL, not {state.name}")
     engine = tables.engine(study)
-    if record is not None and id(engine) not in _TABLES_READY:
-        ensure_table(engine)
-        _TABLES_READY.add(id(engine))
+    if record is not None:
+        schema.prepare(engine)  # its table (once per engine; open_storage has done it for the storages it opens)
     for tries in range(2):
         try:
             with engine.begin() as conn:
@@ -214,7 +178,7 @@ def commit(
                 else:
                     tables.beat(conn, job.optuna_id)
                 if record is not None:
-                    _put_record(conn, record_study or str(record.study), record)
+                    records.upsert(conn, record_study or str(record.study), record)
             break
         except _Lost:
             if state is not None and _already(study, job, owner, state, value, reason):

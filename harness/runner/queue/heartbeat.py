@@ -7,8 +7,8 @@ import time
 
 from harness.errors import one_line
 from harness.ground import console
+from harness.ground.urls import redact_text
 from harness.runner.queue import fencing
-from harness.tracking.urls import redact_text
 
 
 class Either:

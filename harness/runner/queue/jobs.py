@@ -15,9 +15,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from harness.runner.queue.optuna_tables import trial_row
 from harness.runner.queue.outages import retried
-from harness.tracking.storage import (
+from harness.store import (
     ATTEMPT,
     MAX_ATTEMPT,
     PHASE,
@@ -26,6 +25,7 @@ from harness.tracking.storage import (
     STATE_NAMES,
     TRIAL_ID,
 )
+from harness.store.optuna_tables import trial_row
 
 
 def slot_key(slot: int) -> str:

@@ -19,9 +19,9 @@ import optuna
 import sqlalchemy as sa
 
 from harness.ground import console
-from harness.runner.queue.optuna_tables import engine
-from harness.tracking.storage import StorageError, disk_full, error_line
-from harness.tracking.urls import redact_url
+from harness.ground.urls import redact_url
+from harness.store import StorageError, disk_full, error_line
+from harness.store.optuna_tables import engine
 
 STORAGE_RETRY_ENV = "HARNESS_STORAGE_RETRY_S"
 DEFAULT_STORAGE_RETRY_S = 60.0

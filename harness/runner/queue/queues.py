@@ -1,9 +1,9 @@
 """A queue is one Optuna study of the study database: ``<name>`` holds the comparison trials,
 ``<name>.tune.<arm>.<space>`` the tuning trials of one arm over one search space. Opening one
 first checks that the database and the installed Optuna are laid out as the queue's statements
-expect (:func:`~harness.runner.queue.optuna_tables.check_layout`), so no trial runs on a queue
+expect (:func:`~harness.store.optuna_tables.check_layout`), so no trial runs on a queue
 whose exactly-once guarantees a changed layout would break. The queue's own attributes tell
-every machine working on it what it must know.
+every machine working on it what it must know (their names: :mod:`harness.store.names`).
 """
 
 from __future__ import annotations
@@ -13,18 +13,10 @@ from typing import Any
 import optuna
 from optuna.storages import RDBStorage
 
-from harness.runner.queue.optuna_tables import check_layout
 from harness.runner.queue.outages import retried
+from harness.store.optuna_tables import check_layout
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-#: the ``--retries`` of the run: the budget of jobs that any machine queues later (the looks)
-RETRIES = "retries"
-#: a tuned study: the comparison phase is decided (its trials queued, or none will be)
-COMPARE_QUEUED = "compare_queued"
-#: ``harness cancel`` was run: the runner that submits this study's scheduler jobs stops submitting
-#: and cancels its own (a Ray driver's tasks can be cancelled by it alone); ``harness run`` clears it
-CANCEL_REQUESTED = "cancel_requested"
 
 
 def create_queue(storage: RDBStorage, name: str, direction: str) -> optuna.Study:

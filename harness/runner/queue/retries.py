@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from harness.runner.queue import optuna_tables as tables
 from harness.runner.queue.claims import set_reason, transition
 from harness.runner.queue.enqueue import enqueue_due
 from harness.runner.queue.jobs import Job, jobs
 from harness.runner.queue.outages import retried
-from harness.tracking.storage import ATTEMPT, EXECUTOR_JOB, MAX_ATTEMPT, REASON, TRIAL_IDS, WORKER
+from harness.store import ATTEMPT, EXECUTOR_JOB, MAX_ATTEMPT, REASON, TRIAL_IDS, WORKER
+from harness.store import optuna_tables as tables
 
 
 @retried("queueing the next attempt", nested=True)  # after the FAIL: the retry must not get lost

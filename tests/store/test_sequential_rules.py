@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from harness.tracking import sequential_rules as store
-from harness.tracking.storage import open_storage
+from harness.store import open_storage
+from harness.store import rules as store
 
 
 @pytest.fixture()

@@ -13,8 +13,10 @@ the runner with one line naming the Optuna version and what differs, instead of 
 quietly run twice or get lost.
 
 The statements take a connection inside the caller's transaction (``engine(study).begin()``),
-so the protocol modules decide what happens in one transaction and in which order; this module
-only knows how each step is spelled in Optuna's tables.
+so the protocol modules (:mod:`harness.runner.queue`) decide what happens in one transaction
+and in which order; this module only knows how each step is spelled in Optuna's tables. It sits in
+:mod:`harness.store` beside the harness's own tables (:mod:`.schema`) because a commit writes both
+in one transaction, and what is in the study database, and how, is then read in one package.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
 from harness.errors import one_line
-from harness.tracking.storage import WORKER, StorageError
-from harness.tracking.urls import redact_url
+from harness.ground.urls import redact_url
+from harness.store.errors import StorageError
+from harness.store.names import WORKER
 
 # --------------------------------------------------------------------------------------------
 # what this module expects of Optuna: the one declared place

@@ -4,8 +4,8 @@ study folder.
 A sequential study's looks are read under one rule, fixed when its first look is queued
 (:mod:`harness.decide.sequential` says what the rule holds and how a change is refused).
 It must be fixed exactly once, however many machines find the first look due at once, so it is
-a row of a table of the harness's own in the study database, ``harness_sequential_rules``, next
-to Optuna's and ``harness_records``: one row per study and rule version, unique on the two. The
+a row of a table of the harness's own in the study database, ``harness_sequential_rules``
+(declared in :mod:`.schema`): one row per study and rule version, unique on the two. The
 first process to insert a version fixes it; an insert of a version already there fails on the
 unique key inside the database (SQLite and PostgreSQL alike), and that process reads the rule
 that was fixed instead (:func:`fix`). Optuna's own study attributes cannot do this: its
@@ -29,35 +29,18 @@ from typing import Any
 import sqlalchemy as sa
 
 from harness.ground.files import atomic_write
-from harness.tracking.storage import StorageUnreadable, create_table_once, open_storage
-from harness.tracking.urls import redact_text, redact_url
+from harness.ground.urls import redact_text, redact_url
+from harness.store.database import open_storage
+from harness.store.errors import StorageUnreadable
+from harness.store.schema import RULES, prepare
 
-TABLE = "harness_sequential_rules"
 #: the study folder's copy of every stored version, oldest first
 LOCAL_COPY = "sequential_rules.json"
-
-_METADATA = sa.MetaData()
-RULES = sa.Table(
-    TABLE,
-    _METADATA,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("study", sa.String(512), nullable=False),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("rule", sa.Text, nullable=False),
-    sa.Column("written_at", sa.DateTime, server_default=sa.func.current_timestamp()),
-    sa.UniqueConstraint("study", "version", name="uq_harness_sequential_rules_version"),
-)
-
-
-def ensure_table(engine: sa.Engine) -> None:
-    """Create the table if missing (safe when several processes try at once)."""
-    create_table_once(engine, RULES)
 
 
 def stored(engine: sa.Engine, study: str) -> list[dict[str, Any]]:
     """Every rule version fixed for ``study``, oldest first (none before the first look)."""
-    if not sa.inspect(engine).has_table(TABLE):
-        return []
+    prepare(engine)
     with engine.connect() as conn:
         rows = conn.execute(sa.select(RULES.c.rule).where(RULES.c.study == study).order_by(RULES.c.version)).all()
     return [json.loads(text) for (text,) in rows]
@@ -67,7 +50,7 @@ def fix(engine: sa.Engine, study: str, version: int, rule: dict[str, Any]) -> di
     """Fix ``rule`` as ``study``'s rule ``version`` unless that version is fixed already, exactly
     once across processes and machines (the unique key decides); returns the rule fixed, which
     is another process's when it got there first."""
-    ensure_table(engine)
+    prepare(engine)
     try:
         with engine.begin() as conn:
             conn.execute(sa.insert(RULES).values(study=study, version=version, rule=json.dumps(rule, sort_keys=True)))

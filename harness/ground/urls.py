@@ -1,4 +1,4 @@
-"""Keep credentials out of messages: every tracking URL the harness prints goes through here."""
+"""Keep credentials out of messages: every tracking or database URL the harness prints goes through here."""
 
 from __future__ import annotations
 
