@@ -26,7 +26,8 @@ MIN_SEEDS_FOR_TEST = 2
 
 def meta_of(results) -> StudyMeta:
     """The study's typed metadata (a results object made by hand may carry the plain mapping)."""
-    return StudyMeta.from_dict(getattr(results, "meta", None))
+    meta = getattr(results, "meta", None)
+    return meta if isinstance(meta, StudyMeta) else StudyMeta.from_dict(meta)
 
 
 def study_name(results) -> str:
