@@ -3,7 +3,7 @@
 Nothing here computes a statistic of its own: every mean, interval, p-value, effect size and
 seed count comes from ``harness.stats``. This module puts together the tables of
 ``comparisons`` (verdicts, robustness), ``noise`` (noise floor, noise by source),
-``trial_warnings``, ``calibration``, ``looks`` (sequential studies) and its own per-condition,
+``trial_warnings``, ``calibration``, ``sequential`` (a sequential study's looks) and its own per-condition,
 cost, config-diff, curve and header tables, as pandas frames that the figure and text writers of
 ``harness.report`` draw (``frames`` reads the results).
 """
