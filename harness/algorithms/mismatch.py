@@ -130,3 +130,27 @@ def sequence_mask(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The row's ``prod_t pi_old/mu`` inside ``[floor, C]`` on each of its tokens, else 0 on all."""
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
+
+
+#: the quantiles of the token ratio pi/mu the step logs (``mismatch/ratio_p05`` ...)
+RATIO_QUANTILES = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
+
+
+def mismatch_measure(trainer_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor) -> dict[str, Tensor]:
+    """How far the sampler's log-probs ``mu`` are from the trainer's ``pi`` on the same tokens
+    (``mask``), whatever the correction: the mean and max of ``|log pi - log mu|``, the k3
+    estimate of KL(mu || pi) (the mean of ``r - 1 - log r`` with ``r = pi/mu``: the tokens were
+    drawn from ``mu``; never negative) and quantiles of ``r``. All 0 (the ratios 1) without tokens."""
+    on = mask.bool()
+    log_ratio = torch.where(on, trainer_logprobs - sampler_logprobs, 0.0).detach().float()
+    bounded = torch.clamp(log_ratio, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)
+    n = on.sum().clamp(min=1)
+    tokens = bounded[on]
+    ratios = tokens.exp() if tokens.numel() else tokens.new_ones(1)
+    quantiles = torch.quantile(ratios.double(), ratios.new_tensor(list(RATIO_QUANTILES.values()), dtype=torch.float64))
+    return {
+        "mismatch/abs_logp_mean": log_ratio.abs().sum() / n,
+        "mismatch/abs_logp_max": log_ratio.abs().max() if log_ratio.numel() else log_ratio.new_zeros(()),
+        "mismatch/kl_k3": torch.where(on, torch.expm1(bounded) - bounded, 0.0).sum() / n,
+        **{f"mismatch/ratio_{name}": q for name, q in zip(RATIO_QUANTILES, quantiles)},
+    }

@@ -230,6 +230,25 @@ PRESETS: dict[str, Preset] = {
         "rewards centred by the group mean (the paper uses a baseline too) and read as advantages; "
         "each sequence's summed log-likelihood term; no KL; minibatch reuse is the off-policy part",
     ),
+    # AReaL's decoupled PPO: the clipped ratio against the proximal policy (the trainer's log-probs
+    # recomputed at the start of the step), each token's term weighed by proximal / behaviour
+    # (the sampler's log-probs, possibly steps stale), masked above the cap: ``ppo_actor_loss_fn``
+    # in AReaL's areal/utils/functional.py (commit 56bad8b21a7307fbe53c2c5ad8311a8aa21ffe45) is
+    # the clipped loss times the token_mask correction with floor 0 (tests/algorithms/test_decoupled.py)
+    "decoupled_ppo": Preset(
+        _variant(
+            _GRPO,
+            "decoupled_ppo",
+            aggregation="token_mean",
+            mismatch="token_mask",  # it compares: the old (proximal) log-probs are recomputed every step
+            mismatch_cap=5.0,
+            mismatch_floor=0.0,
+            **_NO_KL,
+        ),
+        "Fu et al. 2025, AReaL: A Large-Scale Asynchronous RL System (arXiv:2505.24298), decoupled PPO objective",
+        "behaviour importance weights capped at 5 (AReaL's behav_imp_weight_cap in its examples), masked above it; "
+        "GRPO's group z-score advantage; token-mean loss as AReaL's; no KL; the testbed's group size and schedule",
+    ),
 }
 
 

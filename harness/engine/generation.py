@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from harness.engine.episodes import Episode, sample_episodes
 from harness.engine.models import LoadedModel
-from harness.engine.rollout import Rollout, decode_completions, sample_groups
+from harness.engine.rollout import Rollout, decode_completions
+from harness.engine.samplers import HfSampler, Sampler
 from harness.engine.tasks.base import Item, Task, score_groups
 from harness.engine.tools import episode_reward
 
@@ -28,11 +29,20 @@ class Generation:
 
 
 def generate(
-    lm: LoadedModel, task: Task, prompts: list[str], group_size: int, *, mask_tool_tokens: bool = True, **sampling
+    lm: LoadedModel,
+    task: Task,
+    prompts: list[str],
+    group_size: int,
+    *,
+    mask_tool_tokens: bool = True,
+    sampler: Sampler | None = None,
+    **sampling,
 ) -> Generation:
-    """``group_size`` samples per prompt, rows grouped by prompt (prompt i: rows i*G..i*G+G-1)."""
+    """``group_size`` samples per prompt, rows grouped by prompt (prompt i: rows i*G..i*G+G-1),
+    single-turn ones by ``sampler`` (default: the policy itself, ``HfSampler``); tool-calling
+    episodes always by the policy itself (``rollout.backend: vllm`` refuses tools)."""
     if task.tool_use is None:
-        rollout = sample_groups(lm, prompts, group_size, **sampling)
+        rollout = (sampler or HfSampler()).sample_groups(lm, prompts, group_size, **sampling)
         return Generation(rollout, decode_completions(lm, rollout))
     rollout, episodes = sample_episodes(
         lm, task.tool_use, prompts, group_size, mask_tool_tokens=mask_tool_tokens, **sampling

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -20,6 +20,7 @@ from harness.engine.generation import Generation, generate, training_rewards
 from harness.engine.micro_batches import join_rows, micro_batches
 from harness.engine.models import LoadedModel
 from harness.engine.reference import Reference
+from harness.engine.samplers import HfSampler, Sampler
 from harness.engine.spec import TrainConfig
 from harness.engine.tasks.base import Item, Task
 from harness.errors import NonFiniteError
@@ -42,6 +43,9 @@ class Learner:
     train: TrainConfig
     generator: torch.Generator  # sampling and minibatch order, seeded from the trial seed
     turns: int = 1  # policy turns per row at most (a tool-calling episode's task.max_turns)
+    #: what samples the rollouts: the policy itself (hf), or a vLLM server the trial keeps in sync
+    sampler: Sampler = field(default_factory=HfSampler)
+    policy_version: int = 0  # optimiser steps (RL steps) the policy has taken: what a sample's staleness counts
 
     @property
     def token_budget(self) -> int:
@@ -145,12 +149,14 @@ def training_scores(
 
 
 def draw_samples(learner: Learner, task: Task, items: list[Item]) -> Generation:
-    """A training step's samples: ``group_size`` per prompt, drawn with the trial's generator."""
+    """A training step's samples: ``group_size`` per prompt, drawn by the learner's sampler (the
+    policy itself with the trial's generator, or a vLLM server)."""
     return generate(
         learner.lm,
         task,
         [i.prompt for i in items],
         learner.algorithm.group_size,
         mask_tool_tokens=learner.train.mask_tool_tokens,
+        sampler=learner.sampler,
         **learner.sampling,
     )

@@ -23,6 +23,7 @@ from harness.algorithms.advantages import AdvantageInputs, compute_advantages
 from harness.algorithms.aggregation import Aggregator, make_aggregator
 from harness.algorithms.critic import explained_variance
 from harness.algorithms.kl import kl_estimate
+from harness.algorithms.mismatch import mismatch_measure
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
 from harness.algorithms.sampling import trained_rows
@@ -52,7 +53,7 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     between arms is a difference of parts, not of code paths. Raises ``NonFiniteError`` when a
     metric that must stay finite (the loss, the gradient norm: ``learner.to_host``) is not.
     """
-    cfg, train, lm = learner.algorithm, learner.train, learner.lm
+    cfg, lm = learner.algorithm, learner.lm
     timings: dict[str, float] = {}
 
     # 1-2. rollout and score: G samples (or tool-calling episodes) per prompt, rows grouped by
@@ -63,48 +64,30 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     group = cfg.group_size
     drawn = draw_groups(learner, task, items, timings)
     generation, scores, reward_metrics = drawn.generation, drawn.scores, drawn.reward_metrics
-    rollout = generation.rollout
 
     # 3. no-grad passes, over micro-batches of rows: the policy's own (old log-probs recomputed,
     #    with the hidden states for a critic on its trunk), the critic's old values, the
-    #    reference's log-probs
+    #    reference's log-probs; and how far the sampler's log-probs are from the trainer's
     clock = time.perf_counter()
-    completion_mask = rollout.completion_mask
-    # tool tokens in the loss (mask_tool_tokens off) have no sampled log-probs: recompute them
-    recompute = recomputes_old_logprobs(cfg, {p.dtype for p in lm.model.parameters()}) or rollout.unsampled_in_loss
-    shares_trunk = learner.critic is not None and learner.critic.trunk is None
-    micro = train.micro_batch_size
-    gap: dict[str, Tensor] = {}
-    own, old_values = None, None
-    sampler_logprobs = rollout.logprobs  # what a mismatch correction weighs the old log-probs against
-    with torch.no_grad():
-        if recompute:
-            own_pass = partial(completion_forward, lm.model, temperature=train.temperature, want_hidden=shares_trunk)
-            own = in_micro_batches(own_pass, rollout, micro)
-            # the largest per-token |sampler - trainer| log-prob difference in the rollout
-            gap["train/old_logprob_gap"] = ((own.logprobs - rollout.logprobs) * rollout.sampled).abs().max()
-            # tokens the policy did not sample (tool outputs in the loss) have no sampler log-prob: weight 1
-            sampler_logprobs = torch.where(rollout.sampled.bool(), rollout.logprobs, own.logprobs)
-            rollout = replace(rollout, logprobs=own.logprobs)
-        if learner.critic is not None:
-            hidden = None if own is None else own.hidden
-            old_values = critic_values(learner.critic, lm.model, rollout, hidden, micro_batch_size=micro)
-    ref_logprobs = learner.reference.logprobs(rollout, train.temperature, micro_batch_size=micro)
-    kl_tokens = kl_estimate(rollout.logprobs, ref_logprobs, cfg.kl_estimator)
+    passes = _no_grad_passes(learner, generation.rollout)
+    rollout, completion_mask, recompute = passes.rollout, passes.rollout.completion_mask, passes.recompute
+    kl_tokens = kl_estimate(rollout.logprobs, passes.ref_logprobs, cfg.kl_estimator)
     timings["time/reference_s"] = time.perf_counter() - clock
 
     # 4. advantages from token rewards (with the KL the placement puts in the reward); the rows
     #    the loss reads: those the estimator keeps, less any cut off by the budget that the
     #    truncation part masks
     rewards = token_rewards(scores, completion_mask, kl_tokens, cfg)
-    adv = compute_advantages(AdvantageInputs(rewards, completion_mask, group, old_values, scores=scores), cfg)
+    adv = compute_advantages(AdvantageInputs(rewards, completion_mask, group, passes.old_values, scores=scores), cfg)
     trained, truncation_metrics = trained_rows(rollout.cut_off(lm.tokenizer.eos_token_id), cfg)
     keep_rows = adv.keep_rows & trained
 
     # 5. K epochs of minibatch updates over the rows that are kept
     clock = time.perf_counter()
-    targets = _Targets(rollout, adv.advantages, adv.returns, old_values, ref_logprobs, sampler_logprobs)
-    update_metrics = _update(learner, targets, keep_rows)
+    targets = _Targets(
+        rollout, adv.advantages, adv.returns, passes.old_values, passes.ref_logprobs, passes.sampler_logprobs
+    )
+    update_metrics = _update(learner, targets, keep_rows, measure_mismatch=not recompute)
     timings["time/update_s"] = time.perf_counter() - clock
 
     # 6. the metrics, moved to the host in one transfer (a non-finite loss stops the trial here)
@@ -119,16 +102,66 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
         "train/completion_len": rollout.sampled.sum(1).mean(),  # the policy's own tokens, whatever the loss reads
         "tokens/generated": drawn.generated_tokens,  # every draw's
         "tokens/trained": kept_tokens * cfg.epochs,
-        **gap,
+        **passes.metrics,
+        **_staleness(learner, rollout),
         **reward_metrics,
         **drawn.metrics,
         **truncation_metrics,
         **update_metrics,
         **timings,
     }
-    if old_values is not None and adv.returns is not None:
-        metrics["train/explained_var"] = explained_variance(old_values, adv.returns, completion_mask)
+    if passes.old_values is not None and adv.returns is not None:
+        metrics["train/explained_var"] = explained_variance(passes.old_values, adv.returns, completion_mask)
     return to_host(metrics)
+
+
+@dataclass
+class _NoGradPasses:
+    """What the no-grad passes give the rest of the step."""
+
+    rollout: Rollout  # its log-probs the old ones the ratio reads (recomputed, or the sampler's)
+    old_values: Tensor | None
+    ref_logprobs: Tensor
+    sampler_logprobs: Tensor  # what a mismatch correction weighs the old log-probs against
+    recompute: bool  # whether the policy's own pass ran (then ``metrics`` holds the mismatch)
+    metrics: dict[str, Tensor]
+
+
+def _no_grad_passes(learner: Learner, rollout: Rollout) -> _NoGradPasses:
+    """The policy's own pass where the old log-probs are recomputed (or a correction compares
+    them), the critic's old values and the reference's log-probs, over micro-batches of rows.
+    Where the policy's pass ran, its log-probs of the sampled tokens, at the weights the
+    updates start from, are also the trainer's side of the mismatch measure (``mismatch/*``)."""
+    cfg, train, lm, micro = learner.algorithm, learner.train, learner.lm, learner.train.micro_batch_size
+    # tool tokens in the loss (mask_tool_tokens off) have no sampled log-probs: recompute them
+    recompute = recomputes_old_logprobs(cfg, {p.dtype for p in lm.model.parameters()}) or rollout.unsampled_in_loss
+    shares_trunk = learner.critic is not None and learner.critic.trunk is None
+    metrics: dict[str, Tensor] = {}
+    own, old_values, sampler_logprobs = None, None, rollout.logprobs
+    with torch.no_grad():
+        if recompute:
+            own_pass = partial(completion_forward, lm.model, temperature=train.temperature, want_hidden=shares_trunk)
+            own = in_micro_batches(own_pass, rollout, micro)
+            # the largest per-token |sampler - trainer| log-prob difference in the rollout
+            metrics["train/old_logprob_gap"] = ((own.logprobs - rollout.logprobs) * rollout.sampled).abs().max()
+            metrics.update(mismatch_measure(own.logprobs, rollout.logprobs, rollout.sampled))
+            # tokens the policy did not sample (tool outputs in the loss) have no sampler log-prob: weight 1
+            sampler_logprobs = torch.where(rollout.sampled.bool(), rollout.logprobs, own.logprobs)
+            rollout = replace(rollout, logprobs=own.logprobs)
+        if learner.critic is not None:
+            hidden = None if own is None else own.hidden
+            old_values = critic_values(learner.critic, lm.model, rollout, hidden, micro_batch_size=micro)
+    ref_logprobs = learner.reference.logprobs(rollout, train.temperature, micro_batch_size=micro)
+    return _NoGradPasses(rollout, old_values, ref_logprobs, sampler_logprobs, recompute, metrics)
+
+
+def _staleness(learner: Learner, rollout: Rollout) -> dict[str, Tensor]:
+    """How many optimiser steps behind the trained policy the rows' sampling policies were
+    (``harness.engine.samplers.staleness``); nothing for rows the policy itself sampled."""
+    if rollout.policy_version is None:
+        return {}
+    lag = (learner.policy_version - rollout.policy_version).double()
+    return {"rollout/staleness_mean": lag.mean(), "rollout/staleness_max": lag.max()}
 
 
 def _flops(learner: Learner, drawn: Drawn, rollout: Rollout, keep_rows: Tensor, recompute: bool) -> Tensor:
@@ -166,13 +199,18 @@ class _Targets:
     sampler_logprobs: Tensor  # the sampler's (the old ones where they were not recomputed)
 
 
-def _update(learner: Learner, targets: _Targets, keep_rows: Tensor) -> dict[str, Tensor | float]:
+def _update(
+    learner: Learner, targets: _Targets, keep_rows: Tensor, *, measure_mismatch: bool
+) -> dict[str, Tensor | float]:
+    """``epochs`` passes of minibatch updates over the kept rows; with ``measure_mismatch``, the
+    mismatch measure (``mismatch/*``) of the first minibatch, whose forward pass ran at the
+    weights the rollout was scored against (no pass of its own: the loss's)."""
     cfg, lm = learner.algorithm, learner.lm
     aggregate = make_aggregator(cfg, learner.token_budget)
     kept = torch.nonzero(keep_rows.to(targets.rollout.completion_mask.device)).squeeze(1)
     if kept.numel() == 0:
         return {"train/rows_updated": 0.0}
-    mean = MetricMean()
+    mean, mismatch = MetricMean(), {}
     lm.model.train()
     for _ in range(cfg.epochs):
         order = kept[torch.randperm(kept.numel(), generator=learner.generator, device=kept.device)]
@@ -181,8 +219,10 @@ def _update(learner: Learner, targets: _Targets, keep_rows: Tensor) -> dict[str,
             grad_norm, batch = apply_gradients(learner, rows, micro_loss)
             _, metrics = update_loss(batch, cfg, aggregate)  # the whole minibatch's, from its parts
             mean.add({**metrics, "train/grad_norm": grad_norm})
+            if measure_mismatch and not mismatch:
+                mismatch = mismatch_measure(batch.logprobs, batch.sampler_logprobs, batch.mask)
     lm.model.eval()
-    return {**mean.means(), "train/rows_updated": float(kept.numel())}
+    return {**mean.means(), **mismatch, "train/rows_updated": float(kept.numel())}
 
 
 def _micro_batch_loss(

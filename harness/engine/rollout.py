@@ -33,6 +33,9 @@ class Rollout:
     completion_attention: torch.Tensor | None = None
     #: [B, T] 1 on the tokens the policy sampled (``logprobs`` holds theirs); None: the completion mask
     sampled_mask: torch.Tensor | None = None
+    #: [B] long: the version of the policy that sampled each row (the optimiser steps it had taken);
+    #: None: the policy being trained, as it is now
+    policy_version: torch.Tensor | None = None
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -55,6 +58,9 @@ class Rollout:
 
     def rows(self, index: torch.Tensor) -> Rollout:
         return Rollout(*(None if t is None else t[index] for t in vars(self).values()))
+
+    def to(self, device) -> Rollout:
+        return Rollout(*(None if t is None else t.to(device) for t in vars(self).values()))
 
     def cut_off(self, eos_id: int) -> torch.Tensor:
         """[B] bool: rows whose last sampled token is not EOS, so the token budget (or, in an
@@ -87,6 +93,7 @@ def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
         logprobs=joined("logprobs", 0, left=False),
         completion_attention=joined("completion_attention", 0, left=False),
         sampled_mask=joined("sampled_mask", 0, left=False),
+        policy_version=None if parts[0].policy_version is None else torch.cat([p.policy_version for p in parts]),
     )
 
 
@@ -105,14 +112,20 @@ def pad_rows(
     return values.to(device), mask.to(device)
 
 
-def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded token ids and attention mask, with BOS when the tokenizer defines one."""
+def prompt_token_ids(lm: LoadedModel, prompts: list[str]) -> list[list[int]]:
+    """Each prompt's token ids as the model reads them: through the chat template when it uses
+    one, else with BOS when the tokenizer defines one. Every backend's prompts are these."""
     tok = lm.tokenizer
     texts = [lm.format_prompt(p) for p in prompts]
     encoded = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     if tok.bos_token_id is not None and not lm.use_chat_template:
         encoded = [[tok.bos_token_id] + ids for ids in encoded]
-    return pad_rows(encoded, tok.pad_token_id, left=True, device=lm.device)
+    return encoded
+
+
+def encode_prompts(lm: LoadedModel, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded token ids (``prompt_token_ids``) and attention mask."""
+    return pad_rows(prompt_token_ids(lm, prompts), lm.tokenizer.pad_token_id, left=True, device=lm.device)
 
 
 def position_ids_of(mask: torch.Tensor) -> torch.Tensor:
@@ -183,6 +196,33 @@ def _draw(logp_all: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     return token.clamp_(max=cdf.shape[-1] - 1)  # uniform * total rounded up to the total
 
 
+def _prefill(
+    model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int, group_size: int, preallocate: bool
+) -> tuple[Cache, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each prompt's pass, once, its cache and last logits then copied to its ``group_size`` rows:
+    the cache, the logits of each row's next token, the attention mask over the prompt and the
+    whole budget, and each row's next position."""
+    n = len(prompt_ids)
+    cache = kv_cache(model, prompt_ids.shape[1] + max_new_tokens, preallocate)
+    attention = torch.cat([prompt_mask, prompt_mask.new_ones(n, max_new_tokens)], dim=1)
+    positions = position_ids_of(prompt_mask)
+    # logits of the last prompt position only: a real vocabulary over every prompt position is GBs
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    logits, next_pos = out.logits[:, -1, :], positions[:, -1:] + 1
+    if group_size > 1:
+        index = torch.arange(n, device=prompt_ids.device).repeat_interleave(group_size)
+        cache.reorder_cache(index)
+        logits, attention, next_pos = logits[index], attention[index], next_pos[index]
+    return cache, logits, attention, next_pos
+
+
 @torch.no_grad()
 def sample(
     lm: LoadedModel,
@@ -216,25 +256,9 @@ def sample(
     not, so which rows are still in the batch never changes a row's draw.
     """
     model, eos, pad = lm.model, lm.tokenizer.eos_token_id, lm.tokenizer.pad_token_id
-    n, width = prompt_ids.shape
-    rows, device = n * group_size, prompt_ids.device
-    cache = kv_cache(model, width + max_new_tokens, preallocate)
-    attention = torch.cat([prompt_mask, prompt_mask.new_ones(n, max_new_tokens)], dim=1)
-    positions = position_ids_of(prompt_mask)
-    # logits of the last prompt position only: a real vocabulary over every prompt position is GBs
-    out = model(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        position_ids=positions,
-        cache=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    logits, next_pos = out.logits[:, -1, :], positions[:, -1:] + 1
-    if group_size > 1:
-        index = torch.arange(n, device=device).repeat_interleave(group_size)
-        cache.reorder_cache(index)
-        logits, attention, next_pos = logits[index], attention[index], next_pos[index]
+    width, rows, device = prompt_ids.shape[1], len(prompt_ids) * group_size, prompt_ids.device
+    prefilled = _prefill(model, prompt_ids, prompt_mask, max_new_tokens, group_size, preallocate)
+    cache, logits, attention, next_pos = prefilled
     live = torch.arange(rows, device=device)  # the output row of each row of the decode batch
     done = torch.zeros(rows, dtype=torch.bool, device=device)
     tokens = torch.full((rows, max_new_tokens), pad, dtype=torch.long, device=device)

@@ -349,6 +349,69 @@ class TrainConfig(StrictModel):
         return self
 
 
+class VllmConfig(StrictModel):
+    """Where the vLLM server runs (``harness.engine.vllm``): started by the trial from a Python
+    environment of its own, or one the user already runs."""
+
+    python: str | None = Field(
+        None,
+        description="the vLLM environment's Python; null: $HARNESS_VLLM_PYTHON, else .venv-vllm/bin/python in the "
+        "working folder or beside the harness checkout",
+    )
+    url: str | None = Field(
+        None,
+        description="a server already running (http://127.0.0.1:PORT, runtime LoRA loading on) that serves the "
+        "trial's model folder, instead of one the trial starts; null: $HARNESS_VLLM_URL, else start one",
+    )
+    start_timeout_s: PositiveFloat = Field(600.0, description="how long a started server may take to answer /health")
+    request_timeout_s: PositiveFloat = Field(600.0, description="how long one request may take to be answered")
+
+
+class RolloutConfig(StrictModel):
+    """Where a trial's training rollouts are sampled, and how stale they may be.
+
+    ``hf`` samples with the policy itself, in the trial process (the embedded path every study
+    used before this section existed). ``vllm`` samples with a vLLM server in a process (and a
+    Python environment) of its own: the trial sends the same prompt token ids, token budget,
+    temperature and stop token (EOS) and gets back the completions with the sampler's per-token
+    log-probs; after each step the new policy is synced to the server. With ``max_staleness: k``
+    a background thread samples the batches of later steps while the current one trains, each
+    with the newest policy the server has, never one more than ``k`` steps older than the policy
+    it trains (AReaL's and prime-rl's rule; ``harness.engine.samplers.staleness``)."""
+
+    backend: Literal["hf", "vllm"] = Field(
+        "hf",
+        description="what samples training rollouts: hf, the policy in the trial process; vllm, a vLLM server "
+        "the trial starts (or rollout.vllm_url) with the policy synced to it after every step",
+    )
+    max_staleness: NonNegativeInt = Field(
+        0,
+        description="the most optimiser steps a trained sample's policy may lag the trained one; 0: the "
+        "synchronous loop; k > 0: the next batches are sampled while the current one trains (backend: vllm)",
+    )
+    vllm: VllmConfig = Field(
+        VllmConfig(), description="the vLLM server's environment, or one already running (backend: vllm)"
+    )
+
+    @model_validator(mode="after")
+    def _staleness_needs_a_server(self) -> RolloutConfig:
+        if self.max_staleness and self.backend == "hf":
+            raise ValueError(
+                f"rollout.max_staleness {self.max_staleness} needs rollout.backend: vllm (hf samples with the "
+                "policy being trained, in the same process); set backend: vllm or max_staleness: 0"
+            )
+        if self.backend == "hf" and self.vllm != VllmConfig():
+            raise ValueError("rollout.vllm is read only with rollout.backend: vllm; set backend: vllm or drop it")
+        return self
+
+    def keyed(self) -> dict[str, Any] | None:
+        """What a trial's id hashes of it: the backend and the staleness; where the server runs
+        does not change what it samples. None at the defaults: a trial that samples as every
+        trial did before this section existed keeps its id."""
+        out = {"backend": self.backend, "max_staleness": self.max_staleness}
+        return None if out == {"backend": "hf", "max_staleness": 0} else out
+
+
 #: A benchmark's name becomes part of its metric names (``eval/<name>/accuracy``): this alphabet.
 BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*")
 #: The overall verdict's name across benchmarks (MLflow tag ``verdict.overall.<arm>``): no benchmark's.
@@ -438,11 +501,36 @@ class TrialSpec(StrictModel):
     trainer: TrainerConfig = Field(
         TrainerConfig(), description="the program that trains the trial: the builtin loop or one under the contract"
     )
+    rollout: RolloutConfig = Field(
+        RolloutConfig(), description="what samples the training rollouts (hf or a vLLM server) and how stale"
+    )
     cache_dir: str = ".cache/harness"
+
+    @model_validator(mode="after")
+    def _rollout_backend_fits(self) -> TrialSpec:
+        """The vLLM backend samples single-turn completions for the builtin RL step; for a program
+        trainer whose checkpoints the harness judges, it is the judge's backend."""
+        if self.rollout.backend == "hf":
+            return self
+        refused = (
+            "tool-calling episodes (task.tools) are sampled in the trial process only"
+            if self.task.tools
+            else "the built-in tiny model without a warm start has no model folder a server can load"
+            if self.model.name == "tiny" and not self.warmstart.enabled
+            else f"a {self.algorithm.kind} arm samples its pairs in the trial process"
+            if self.algorithm.kind != "rl"
+            else f"trainer {self.trainer.kind} samples with its own program (with scores: judge and max_staleness 0, "
+            "vllm is the judge's backend)"
+            if not self.trainer.is_builtin and (self.trainer.scores != "judge" or self.rollout.max_staleness)
+            else None
+        )
+        if refused:
+            raise ValueError(f"rollout.backend: vllm cannot be used here: {refused}; use rollout.backend: hf")
+        return self
 
     @model_serializer(mode="wrap")
     def _without_defaults_added_later(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No benchmarks, the builtin trainer, no reasoning-gym task: the spec dumps (and hashes) as
+        """No benchmarks, the builtin trainer, no reasoning-gym task, the hf rollout: the spec dumps (and hashes) as
         it did before those existed, so the trial ids of studies without them are unchanged."""
         out = handler(self)
         for task in (out["task"], *(benchmark["task"] for benchmark in out.get("benchmarks", ()))):
@@ -452,6 +540,8 @@ class TrialSpec(StrictModel):
             out.pop("benchmarks", None)
         if self.trainer == TrainerConfig():
             out.pop("trainer", None)
+        if self.rollout == RolloutConfig():
+            out.pop("rollout", None)
         return out
 
     def config_hash(self) -> str:
@@ -461,6 +551,9 @@ class TrialSpec(StrictModel):
         if not self.train.eval_pass_k:  # added later: trials that do not ask keep their ids
             del payload["train"]["eval_pass_k"]
         payload["algorithm"] = identity(self.algorithm)
+        payload.pop("rollout", None)
+        if self.rollout.keyed() is not None:  # added later: hf at staleness 0 keeps the ids it had
+            payload["rollout"] = self.rollout.keyed()
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     @property

@@ -2,7 +2,9 @@
 
 ``run_trial(spec) -> TrialResult`` is what the study runner calls in a worker process. Seed i of
 every arm shares the warm start, the prompt order and the evaluation set; only the algorithm
-differs. On CPU the same seed and config give bitwise-identical metrics.
+differs. On CPU the same seed and config give bitwise-identical metrics (with ``rollout.backend:
+hf``; a vLLM server draws its own samples, and with ``max_staleness`` > 0 the policy that samples
+a batch depends on timing: ``harness.engine.samplers.staleness``).
 
 A task the model's tokenizer cannot encode is a ``ConfigError`` before any work. A trial that ran
 but had nothing to learn from says so in ``TrialResult.warnings`` (and on stderr): every group
@@ -33,6 +35,7 @@ from harness.engine.models import (
 from harness.engine.reference import Reference
 from harness.engine.reward_model.recipe import with_built_reward_model
 from harness.engine.rl_step import rl_step
+from harness.engine.samplers.backend import trial_sampler
 from harness.engine.spec import NO_LEARNING_SIGNAL, PromptScores, TrialResult, TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item, Task
@@ -195,21 +198,27 @@ def run_trial(spec: TrialSpec) -> TrialResult:
     total_tokens = 0.0
     latest: dict[str, float] = {}
     batches = prompt_batches(task.train, spec.train.prompts_per_step, spec.train.steps, spec.seed)
-    for step, items in enumerate(batches, 1):
-        clock = time.perf_counter()
-        latest = step_fn(learner, task, items)
-        latest["time/step_s"] = time.perf_counter() - clock
-        total_tokens += latest["tokens/generated"] + latest["tokens/trained"]
-        latest["tokens/total"] = total_tokens
-        spent = compute.add(latest)  # takes the step's own FLOPs out of its metrics
-        row = {"step": step, **latest, **spent}
-        if step == spec.train.steps or (spec.train.eval_every and step % spec.train.eval_every == 0):
-            evaluations.append(evaluate(lm, task, spec.train, step))
-            row.update(eval_metrics(evaluations[-1]))
-            scored = evaluate_benchmarks(lm, benchmarks, spec.train, step)
-            evaluations += scored
-            row.update(benchmark_metrics(scored))
-        history.append(row)
+    with trial_sampler(spec, lm, [[item.prompt for item in items] for items in batches]) as sampler:
+        learner.sampler = sampler
+        for step, items in enumerate(batches, 1):
+            clock = time.perf_counter()
+            latest = step_fn(learner, task, items)
+            synced = sampler.publish(lm, step)  # the new policy reaches the sampler (a vLLM server)
+            learner.policy_version = step
+            if synced is not None:
+                latest["time/weight_sync_s"] = synced
+            latest["time/step_s"] = time.perf_counter() - clock
+            total_tokens += latest["tokens/generated"] + latest["tokens/trained"]
+            latest["tokens/total"] = total_tokens
+            spent = compute.add(latest)  # takes the step's own FLOPs out of its metrics
+            row = {"step": step, **latest, **spent}
+            if step == spec.train.steps or (spec.train.eval_every and step % spec.train.eval_every == 0):
+                evaluations.append(evaluate(lm, task, spec.train, step))
+                row.update(eval_metrics(evaluations[-1]))
+                scored = evaluate_benchmarks(lm, benchmarks, spec.train, step)
+                evaluations += scored
+                row.update(benchmark_metrics(scored))
+            history.append(row)
 
     final_eval = {k: v for k, v in history[-1].items() if k.startswith("eval/")}
     final = {

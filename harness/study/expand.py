@@ -65,6 +65,13 @@ def study_dir(study: Study) -> Path:
 
 def _spec(study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: int, where: str) -> TrialSpec:
     algorithm, train = split_params(params)
+    try:
+        return _trial_spec(study, arm, name, train, algorithm, seed, where)
+    except ValidationError as err:  # a check across sections (the rollout backend against the task)
+        raise ConfigError(f"{where}: {format_validation_error(err, TrialSpec)}") from None
+
+
+def _trial_spec(study: Study, arm: Arm, name: str, train, algorithm, seed: int, where: str) -> TrialSpec:
     return TrialSpec(
         study=study.name,
         arm=name,
@@ -76,6 +83,7 @@ def _spec(study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: in
         algorithm=resolve_arm(arm, algorithm, where),
         benchmarks=[b.model_copy(deep=True) for b in study.benchmarks],
         trainer=study.arm_trainer(arm).model_copy(deep=True),
+        rollout=study.rollout.model_copy(deep=True),
     )
 
 

@@ -45,6 +45,7 @@ _SECTION_READERS = {
     "model": "harness.engine.models",
     "warmstart": "harness.engine.warmstart",
     "train": "harness.engine.trial",
+    "rollout": "harness.engine.samplers (the sampler, policy sync, staleness), harness.engine.vllm (the server)",
     "tuning": "harness.runner (Optuna)",
     "arms": "harness.study",
     "sequential": "harness.study, harness.runner (looks), harness.decide (looks)",

@@ -45,6 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.tasks",
         "engine.warmstart_key",
         "engine.model_source",  # validate reads a GGUF header or a model folder (torch-free)
+        "engine.vllm",  # validate checks the vLLM environment of rollout.backend vllm (torch-free)
         "engine.trainer_config",
         "engine.trial_file",
         "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)
