@@ -4,7 +4,7 @@ Each module below registers its commands on the shared ``app``.
 """
 
 from harness.cli import (  # noqa: F401
-    judge_cmds,
+    decide_cmds,
     model_cmds,
     report_cmds,
     results_cmds,

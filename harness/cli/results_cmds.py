@@ -1,4 +1,5 @@
-"""Commands: ``harness sync``, ``harness ui`` and ``harness results``.
+"""Commands: ``harness mirror-to-mlflow`` (``harness sync`` until the next release), ``harness ui``
+and ``harness results``.
 
 STUDY is a study's name, its YAML file or its output folder (the one holding ``records/``);
 :func:`named_study` resolves it (``harness.tracking.study_ref.resolve_study``) and says to what.
@@ -13,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.app import app
+from harness.cli.app import app, former_name
 from harness.errors import ConfigError, HarnessError
 from harness.ground.exit_codes import EXIT_OK, EXIT_SOME_FAILED
 from harness.ground.urls import redact_url
@@ -61,9 +62,9 @@ def bring_records(study: str, storage: str | None) -> None:
     typer.echo(f"{folder}: {report}", err=True)
 
 
-@app.command("sync")
-def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: StorageOpt = None) -> None:
-    """Send to MLflow every local trial record it does not fully hold yet.
+@app.command("mirror-to-mlflow")
+def mirror_to_mlflow(study: StudyArg, tracking_uri: TrackingOpt = None, storage: StorageOpt = None) -> None:
+    """Mirror the study to MLflow: send every local trial record it does not fully hold yet.
 
     With --storage, first import the records other machines stored in the shared storage, and
     store there the local records it lacks, so every machine can see every result.
@@ -84,6 +85,9 @@ def sync_cmd(study: StudyArg, tracking_uri: TrackingOpt = None, storage: Storage
     report = sync(folder, tracking_uri)
     typer.echo(str(report))
     raise typer.Exit(EXIT_SOME_FAILED if report.failed else EXIT_OK)
+
+
+former_name("sync", "mirror-to-mlflow", mirror_to_mlflow)
 
 
 #: the variable ``mlflow ui`` reads its store from (its ``--backend-store-uri`` option's ``envvar``)
@@ -126,7 +130,7 @@ def ui_cmd(
     study_dir = named_study(study).dir
     if not tracking_uri and not (Path(study_dir) / "mlflow.db").is_file():
         raise HarnessError(
-            f"no MLflow store at {Path(study_dir) / 'mlflow.db'} yet; run `harness sync {study}` "
+            f"no MLflow store at {Path(study_dir) / 'mlflow.db'} yet; run `harness mirror-to-mlflow {study}` "
             "to build it from the local records"
         )
     command = ui_command(host=host, port=port)

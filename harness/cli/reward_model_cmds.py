@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import ValidationError
@@ -29,6 +29,10 @@ from harness.cli.trial import SECTIONS, parse_assignments
 from harness.engine.spec import LearnedRewardConfig, TrialSpec
 from harness.errors import ConfigError
 from harness.study.field_errors import format_validation_error
+
+if TYPE_CHECKING:  # the engine's training imports torch: only in the command, never at the CLI's start
+    from harness.engine.reward_model.settings import RewardModelRecipe
+    from harness.engine.reward_model.training import TrainedRewardModel
 
 reward_model = typer.Typer(
     help="Learned reward models: train one on preference pairs (Bradley-Terry) for a study to train on.",
@@ -173,31 +177,47 @@ def train(
 ) -> None:
     """Train a scalar-head reward model with the Bradley-Terry loss (cached), print its id and
     held-out metrics, and record it in MLflow."""
+    _check_pair_source(pairs, from_verifier, label_noise)
+    spec = reward_model_spec(study_file, assignments, cache_dir)
+    studied = spec.task.reward if isinstance(spec.task.reward, LearnedRewardConfig) else None
+    flags = dict(steps=steps, epochs=epochs, lr=lr, batch_size=batch_size, held_out=held_out, seed=seed, base=base)
+    sampling = dict(
+        prompts=prompts,
+        samples_per_prompt=samples_per_prompt,
+        pairs_per_prompt=pairs_per_prompt,
+        label_noise=label_noise,
+    )
+    recipe = _recipe(study_file, studied, pairs, from_verifier, flags, sampling)
+    built, logged = _build_and_record(spec, recipe, tracking_uri)
+    if as_json:
+        typer.echo(_json_summary(built, logged))
+        return
+    _print_summary(built, logged)
+    typer.echo(_next_step(study_file, studied, spec, built.id, built.folder))
+
+
+def _check_pair_source(pairs: Path | None, from_verifier: bool, label_noise: float | None) -> None:
+    """The pairs come from a file or from the verifier, not both; label noise is the verifier's."""
     if pairs is not None and from_verifier:
         raise ConfigError("give the pairs as --pairs FILE.jsonl or build them with --from-verifier (one of the two)")
     if pairs is not None and label_noise is not None:
         raise ConfigError("--label-noise applies to --from-verifier pairs; a pair file's labels are used as they are")
-    spec = reward_model_spec(study_file, assignments, cache_dir)
+
+
+def _recipe(
+    study_file: Path | None,
+    studied: LearnedRewardConfig | None,
+    pairs: Path | None,
+    from_verifier: bool,
+    flags: dict[str, Any],
+    sampling: dict[str, Any],
+) -> RewardModelRecipe:
+    """How the model is trained: from the flags (with --pairs or --from-verifier), else the
+    study's own ``task.reward.train``, which then no flag may change."""
     from harness.engine.reward_model.settings import RewardModelRecipe, VerifierSampling
 
-    studied = spec.task.reward if isinstance(spec.task.reward, LearnedRewardConfig) else None
-    flags = {
-        "steps": steps,
-        "epochs": epochs,
-        "lr": lr,
-        "batch_size": batch_size,
-        "held_out": held_out,
-        "seed": seed,
-        "base": base,
-    }
-    sampling = {
-        "prompts": prompts,
-        "samples_per_prompt": samples_per_prompt,
-        "pairs_per_prompt": pairs_per_prompt,
-        "label_noise": label_noise,
-    }
     if pairs is not None or from_verifier:
-        recipe = _settings(
+        return _settings(
             RewardModelRecipe,
             {
                 **flags,
@@ -205,43 +225,53 @@ def train(
                 "from_verifier": _settings(VerifierSampling, sampling) if from_verifier else None,
             },
         )
-    elif studied is not None and studied.train is not None:
+    if studied is not None and studied.train is not None:
         given = [FLAGS[name] for name, value in {**flags, **sampling}.items() if value is not None]
         if given:
             raise ConfigError(
                 f"{given[0]}: {study_file} says how its reward model is trained (task.reward.train); "
                 "change it there, or give --pairs or --from-verifier to train another"
             )
-        recipe = studied.train
-    else:
-        raise ConfigError(
-            "give the pairs as --pairs FILE.jsonl or build them with --from-verifier (one of the two), "
-            "or a --study that says how its reward model is trained (task.reward.train)"
-        )
+        return studied.train
+    raise ConfigError(
+        "give the pairs as --pairs FILE.jsonl or build them with --from-verifier (one of the two), "
+        "or a --study that says how its reward model is trained (task.reward.train)"
+    )
+
+
+def _build_and_record(
+    spec: TrialSpec, recipe: RewardModelRecipe, tracking_uri: str | None
+) -> tuple[TrainedRewardModel, tuple[str, str] | None]:
+    """The model trained (or loaded from the cache) and recorded in MLflow: (built, the MLflow
+    run id and store, or None)."""
     from harness.engine.reward_model.training import train_reward_model
 
     built = train_reward_model(spec, recipe)
 
     from harness.tracking.reward_model_runs import log_reward_model
 
-    logged = log_reward_model(built.folder, built.manifest, tracking_uri=tracking_uri)
+    return built, log_reward_model(built.folder, built.manifest, tracking_uri=tracking_uri)
+
+
+def _json_summary(built: TrainedRewardModel, logged: tuple[str, str] | None) -> str:
+    """``--json``: the model's id, folder, held-out metrics and score scale, and its MLflow run."""
+    return json.dumps(
+        {
+            "id": built.id,
+            "folder": str(built.folder),
+            "cached": built.cached,
+            "metrics": built.manifest["metrics"],
+            "score_mean": built.manifest["score_mean"],
+            "score_std": built.manifest["score_std"],
+            "mlflow_run_id": logged[0] if logged else None,
+        },
+        indent=2,
+    )
+
+
+def _print_summary(built: TrainedRewardModel, logged: tuple[str, str] | None) -> None:
+    """The model's id and folder, whether it was trained now, its held-out metrics and score scale."""
     metrics = built.manifest["metrics"]
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "id": built.id,
-                    "folder": str(built.folder),
-                    "cached": built.cached,
-                    "metrics": metrics,
-                    "score_mean": built.manifest["score_mean"],
-                    "score_std": built.manifest["score_std"],
-                    "mlflow_run_id": logged[0] if logged else None,
-                },
-                indent=2,
-            )
-        )
-        return
     how = "cached: loaded, nothing trained" if built.cached else f"trained in {metrics['time/train_s']:.0f} s"
     typer.echo(f"reward model {built.id} ({how})")
     typer.echo(f"  folder: {built.folder}")
@@ -254,7 +284,6 @@ def train(
     )
     if logged:
         typer.echo(f"MLflow: run {logged[0]} in experiment reward-models at {logged[1]}")
-    typer.echo(_next_step(study_file, studied, spec, built.id, built.folder))
 
 
 def _next_step(

@@ -106,7 +106,7 @@ def keep_record(spec: TrialSpec, result, started_at: str, tracking_uri: str | No
             "free the space or pass --no-record"
         ) from None
     tracker = Tracker(tracking_uri, folder, spec.study)
-    mirrored = tracker.log_record(record)  # on failure it warns, naming `harness sync`
+    mirrored = tracker.log_record(record)  # on failure it warns, naming `harness mirror-to-mlflow`
     return f"record: {path}" + (f" (mirrored to MLflow {tracker.tracking_uri})" if mirrored else "")
 
 

@@ -4,7 +4,7 @@ rliable's aggregates beside them.
 The benchmarks come from ``meta["benchmarks"]``: ``{"name", "metric", "min_effect"}`` each, the
 metric a full name (``eval/<name>/accuracy``) read like any other with
 :func:`harness.decide.comparisons.arm_scores`, so a results object from anywhere with those metric
-names (``harness judge``) is decided the same way.
+names (``harness decide``) is decided the same way.
 
 * **Per benchmark**: each pre-registered comparison on each benchmark's metric, with the study's
   primary test and the benchmark's min_effect (None: the study's). The family is every testable

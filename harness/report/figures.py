@@ -203,19 +203,7 @@ def seed_plot(analysis: Analysis) -> go.Figure:
     offset = dict(zip(seeds, np.linspace(-0.2, 0.1, len(seeds)) if len(seeds) > 1 else [0.0]))
     fig = go.Figure()
     if h["seed_matched"]:
-        for k, s in enumerate(seeds):
-            fig.add_trace(
-                go.Scatter(
-                    x=[i + offset[s] for i in range(len(conds))],
-                    y=[values[c].get(s) for c in conds],
-                    mode="lines",
-                    line=dict(width=1, color="rgba(120,120,120,0.45)"),
-                    hoverinfo="skip",
-                    name="same seed",
-                    legendgroup="same seed",
-                    showlegend=k == 0,
-                )
-            )
+        _add_seed_lines(fig, conds, seeds, values, offset)
     for i, cond in enumerate(conds):
         v = values[cond]
         if v.empty:
@@ -233,31 +221,7 @@ def seed_plot(analysis: Analysis) -> go.Figure:
         )
     c = analysis.conditions[np.isfinite(analysis.conditions["mean"].astype(float))]
     if len(c):
-        low, high = metric_range(analysis, metric)
-        mean = c["mean"].to_numpy(float)
-        level = f"{int(round((1 - h['alpha']) * 100))}%"
-        fig.add_trace(
-            go.Scatter(
-                x=[conds.index(n) + 0.3 for n in c["condition"]],
-                y=mean,
-                mode="markers",
-                name=f"mean and {level} CI",
-                marker=dict(symbol="line-ew-open", size=18, color="#333", line=dict(width=3)),
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    color="#333",
-                    thickness=1.5,
-                    array=np.clip(c["ci_high"].to_numpy(float), low, high) - mean,
-                    arrayminus=mean - np.clip(c["ci_low"].to_numpy(float), low, high),
-                ),
-                hovertext=[
-                    f"{r.condition}: mean {r.mean:.4g}, {level} CI [{r.ci_low:.4g}, {r.ci_high:.4g}], n={r.n}"
-                    for r in c.itertuples()
-                ],
-                hovertemplate="%{hovertext}<extra></extra>",
-            )
-        )
+        fig.add_trace(_mean_and_ci(analysis, c, conds))
     fig.update_layout(
         template=TEMPLATE,
         title=f"{metric} per seed (completed trials)",
@@ -273,6 +237,52 @@ def seed_plot(analysis: Analysis) -> go.Figure:
         margin=_MARGIN,
     )
     return fig
+
+
+def _add_seed_lines(fig: go.Figure, conds: list[str], seeds: list, values: dict[str, pd.Series], offset: dict) -> None:
+    """A thin line per seed across the conditions (seed-matched designs), at that seed's offset."""
+    for k, s in enumerate(seeds):
+        fig.add_trace(
+            go.Scatter(
+                x=[i + offset[s] for i in range(len(conds))],
+                y=[values[c].get(s) for c in conds],
+                mode="lines",
+                line=dict(width=1, color="rgba(120,120,120,0.45)"),
+                hoverinfo="skip",
+                name="same seed",
+                legendgroup="same seed",
+                showlegend=k == 0,
+            )
+        )
+
+
+def _mean_and_ci(analysis: Analysis, c: pd.DataFrame, conds: list[str]) -> go.Scatter:
+    """Each condition's mean with its interval (clipped to the metric's range), beside its seeds."""
+    h = analysis.header
+    metric = h["primary_metric"]
+    low, high = metric_range(analysis, metric)
+    mean = c["mean"].to_numpy(float)
+    level = f"{int(round((1 - h['alpha']) * 100))}%"
+    return go.Scatter(
+        x=[conds.index(n) + 0.3 for n in c["condition"]],
+        y=mean,
+        mode="markers",
+        name=f"mean and {level} CI",
+        marker=dict(symbol="line-ew-open", size=18, color="#333", line=dict(width=3)),
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            color="#333",
+            thickness=1.5,
+            array=np.clip(c["ci_high"].to_numpy(float), low, high) - mean,
+            arrayminus=mean - np.clip(c["ci_low"].to_numpy(float), low, high),
+        ),
+        hovertext=[
+            f"{r.condition}: mean {r.mean:.4g}, {level} CI [{r.ci_low:.4g}, {r.ci_high:.4g}], n={r.n}"
+            for r in c.itertuples()
+        ],
+        hovertemplate="%{hovertext}<extra></extra>",
+    )
 
 
 def components_plot(analysis: Analysis) -> go.Figure:

@@ -247,50 +247,11 @@ def overoptimisation_display(analysis: Analysis) -> pd.DataFrame:
 
 def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section]:
     """The report's tables in page order."""
-    h = analysis.header
-    full = verdict_display(analysis)
-    out = [
-        Section(
-            "verdicts",
-            "Verdicts",
-            compact_verdict_display(full),
-            _verdict_caption(h, set(analysis.verdicts["verdict"])),
-            verdict_notes(analysis),
-        ),
-        Section(
-            "verdicts-full",
-            "Verdicts in full",
-            full,
-            "The same comparisons with every column: seeds and failed trials of each side, both means, the "
-            "interval's level, the test, its adjusted p, Hedges g, and the seeds to decide at each true "
-            "difference.",
-        ),
-    ]
-    out += benchmark_sections(analysis)
+    out = [*_verdict_sections(analysis), *benchmark_sections(analysis)]
     if len(analysis.looks):
-        out.append(
-            Section(
-                "looks",
-                "Looks",
-                _strings(analysis.looks),
-                "Each comparison at every look it was tested at: the seeds per arm the look had, the "
-                "estimate and its repeated interval (level: that look's, from the spending function "
-                "at alpha / m), and what the look decided (stop: the verdict; continue: the next "
-                "look's seeds were bought).",
-            )
-        )
+        out.append(_looks_section(analysis))
     if len(analysis.calibration):
-        out.append(
-            Section(
-                "calibration",
-                "Calibration checks",
-                _strings(analysis.calibration),
-                "Read like the verdicts, at the same level, but outside their family. A/A tripwire: "
-                "the control again on other seeds; better or worse means the verdicts above are not "
-                "to be trusted. Placebo: each arm against the control trained on shuffled rewards "
-                "(no signal); a gain over it is not format or length drift.",
-            )
-        )
+        out.append(_calibration_section(analysis))
     out += [
         Section(
             "robustness",
@@ -302,80 +263,12 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
         ),
     ]
     if len(analysis.components):
-        seed_row = analysis.components[analysis.components["source"] == "seed"]["variance"]
-        one_run = bool(len(seed_row)) and bool(np.isnan(seed_row.astype(float)).all())  # the seed part unknown
-        out += [
-            Section(
-                "components",
-                "Noise by source",
-                components_display(analysis),
-                f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
-                + (
-                    "as far as one training run per arm allows (method of moments on the arms x prompts table, "
-                    "each truncated at 0; eval sampling from the recorded sample variances). The training seed's "
-                    "part is unknown; the shares are of the parts that can be told apart."
-                    if one_run
-                    else "(method of moments on the seed x prompt tables, each truncated at 0). Three spreads are "
-                    "kept apart: run-to-run (the seed row, the training-seed sd (component)), prompt-to-prompt "
-                    "(prompt, arm x prompt) and sample-to-sample within a prompt (eval sampling: the variance of one "
-                    "sampled answer divided by the k averaged, from each prompt's own k samples; verl's std@k is the "
-                    "sd of one sample within a prompt, averaged over prompts: a spread, not the uncertainty of a "
-                    "run's score). With one sample per prompt it cannot be told from seed x prompt and the two are "
-                    "shown together."
-                ),
-            ),
-            Section(
-                "budget",
-                "What more budget buys",
-                budget_display(analysis),
-                (
-                    "Predicted standard error of an eval-only difference of two arms with the components above, "
-                    "at the design as run and with twice the eval prompts or samples (more seeds: unknown, the "
-                    "training seed's part is not measured)."
-                    if one_run
-                    else "Predicted standard error of a typical arm-vs-control difference of this study (the median "
-                    "of each variance component over its seed x prompt comparisons, paired where the seeds are "
-                    "matched; without those, two unpaired arms with the components above) at the design as "
-                    "run and with one more unit of each budget."
-                ),
-            ),
-        ]
-    out += [
-        Section("conditions", "Condition means", conditions_display(analysis), ""),
-        Section(
-            "noise",
-            "Noise floor",
-            noise_display(analysis),
-            "The sd of trial means of each condition: how much its trials' results scatter across seeds, "
-            "the training seed's noise and the eval prompts' sampling noise together (the training-seed sd "
-            "(component) under 'Noise by source' is the first alone, so expected to be smaller). With its interval "
-            "(Bonett's from 5 seeds, which does not assume normal scores; below that chi-square, which "
-            "does), a normality diagnostic, and the seeds per arm at which two arms of this sd are decided "
-            "at the verdicts' level and planning effect.",
-        ),
-        Section("cost", "Cost", cost_display(analysis), "Wall time and tokens summed over trials."),
-        Section(
-            "failed",
-            "Failed trials",
-            _strings(analysis.failed),
-            "Failed trials with their reasons (the verdict table counts them per arm).",
-        ),
-    ]
+        out += _noise_source_sections(analysis)
+    out += _condition_sections(analysis)
     if len(analysis.pending):
         out.append(Section("pending", "Trials still running or waiting", _strings(analysis.pending), ""))
     if len(analysis.overoptimisation):
-        out.append(
-            Section(
-                "overoptimisation",
-                "Over-optimisation: proxy, gold and KL at the last step",
-                overoptimisation_display(analysis),
-                "Trained on a learned reward model: per arm, at its last logged step, the seed means of "
-                "the proxy (train/reward_proxy, the reward model's training reward), the gold score "
-                "(train/reward_gold, the verifier's on the same samples) and the KL to the reference "
-                "(train/kl_ref). A proxy well above its start with gold flat or falling is the proxy "
-                "exploited (Gao et al. 2023); the figure shows the path there.",
-            )
-        )
+        out.append(_overoptimisation_section(analysis))
     if analysis.scaling is not None:
         out.append(
             Section(
@@ -397,3 +290,135 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
     if include_trials:
         out.append(Section("trials", "All trials", _strings(analysis.trials), "Also written as results.csv."))
     return out
+
+
+def _verdict_sections(analysis: Analysis) -> list[Section]:
+    """The verdicts: the short table with its caption and notes, then the same rows with every column."""
+    h = analysis.header
+    full = verdict_display(analysis)
+    return [
+        Section(
+            "verdicts",
+            "Verdicts",
+            compact_verdict_display(full),
+            _verdict_caption(h, set(analysis.verdicts["verdict"])),
+            verdict_notes(analysis),
+        ),
+        Section(
+            "verdicts-full",
+            "Verdicts in full",
+            full,
+            "The same comparisons with every column: seeds and failed trials of each side, both means, the "
+            "interval's level, the test, its adjusted p, Hedges g, and the seeds to decide at each true "
+            "difference.",
+        ),
+    ]
+
+
+def _looks_section(analysis: Analysis) -> Section:
+    """A sequential study's looks: each comparison at every look it was tested at."""
+    return Section(
+        "looks",
+        "Looks",
+        _strings(analysis.looks),
+        "Each comparison at every look it was tested at: the seeds per arm the look had, the "
+        "estimate and its repeated interval (level: that look's, from the spending function "
+        "at alpha / m), and what the look decided (stop: the verdict; continue: the next "
+        "look's seeds were bought).",
+    )
+
+
+def _calibration_section(analysis: Analysis) -> Section:
+    """The A/A tripwire and the placebo arms, read like the verdicts but outside their family."""
+    return Section(
+        "calibration",
+        "Calibration checks",
+        _strings(analysis.calibration),
+        "Read like the verdicts, at the same level, but outside their family. A/A tripwire: "
+        "the control again on other seeds; better or worse means the verdicts above are not "
+        "to be trusted. Placebo: each arm against the control trained on shuffled rewards "
+        "(no signal); a gain over it is not format or length drift.",
+    )
+
+
+def _noise_source_sections(analysis: Analysis) -> list[Section]:
+    """The noise split by source and what more budget buys, worded for one run per arm where the
+    training seed's part is unknown."""
+    h = analysis.header
+    seed_row = analysis.components[analysis.components["source"] == "seed"]["variance"]
+    one_run = bool(len(seed_row)) and bool(np.isnan(seed_row.astype(float)).all())  # the seed part unknown
+    return [
+        Section(
+            "components",
+            "Noise by source",
+            components_display(analysis),
+            f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
+            + (
+                "as far as one training run per arm allows (method of moments on the arms x prompts table, "
+                "each truncated at 0; eval sampling from the recorded sample variances). The training seed's "
+                "part is unknown; the shares are of the parts that can be told apart."
+                if one_run
+                else "(method of moments on the seed x prompt tables, each truncated at 0). Three spreads are "
+                "kept apart: run-to-run (the seed row, the training-seed sd (component)), prompt-to-prompt "
+                "(prompt, arm x prompt) and sample-to-sample within a prompt (eval sampling: the variance of one "
+                "sampled answer divided by the k averaged, from each prompt's own k samples; verl's std@k is the "
+                "sd of one sample within a prompt, averaged over prompts: a spread, not the uncertainty of a "
+                "run's score). With one sample per prompt it cannot be told from seed x prompt and the two are "
+                "shown together."
+            ),
+        ),
+        Section(
+            "budget",
+            "What more budget buys",
+            budget_display(analysis),
+            (
+                "Predicted standard error of an eval-only difference of two arms with the components above, "
+                "at the design as run and with twice the eval prompts or samples (more seeds: unknown, the "
+                "training seed's part is not measured)."
+                if one_run
+                else "Predicted standard error of a typical arm-vs-control difference of this study (the median "
+                "of each variance component over its seed x prompt comparisons, paired where the seeds are "
+                "matched; without those, two unpaired arms with the components above) at the design as "
+                "run and with one more unit of each budget."
+            ),
+        ),
+    ]
+
+
+def _condition_sections(analysis: Analysis) -> list[Section]:
+    """Per condition: its means, its noise floor and cost, and the trials that failed."""
+    return [
+        Section("conditions", "Condition means", conditions_display(analysis), ""),
+        Section(
+            "noise",
+            "Noise floor",
+            noise_display(analysis),
+            "The sd of trial means of each condition: how much its trials' results scatter across seeds, "
+            "the training seed's noise and the eval prompts' sampling noise together (the training-seed sd "
+            "(component) under 'Noise by source' is the first alone, so expected to be smaller). With its interval "
+            "(Bonett's from 5 seeds, which does not assume normal scores; below that chi-square, which "
+            "does), a normality diagnostic, and the seeds per arm at which two arms of this sd are decided "
+            "at the verdicts' level and planning effect.",
+        ),
+        Section("cost", "Cost", cost_display(analysis), "Wall time and tokens summed over trials."),
+        Section(
+            "failed",
+            "Failed trials",
+            _strings(analysis.failed),
+            "Failed trials with their reasons (the verdict table counts them per arm).",
+        ),
+    ]
+
+
+def _overoptimisation_section(analysis: Analysis) -> Section:
+    """Proxy, gold and KL at the last step, for arms trained on a learned reward model."""
+    return Section(
+        "overoptimisation",
+        "Over-optimisation: proxy, gold and KL at the last step",
+        overoptimisation_display(analysis),
+        "Trained on a learned reward model: per arm, at its last logged step, the seed means of "
+        "the proxy (train/reward_proxy, the reward model's training reward), the gold score "
+        "(train/reward_gold, the verifier's on the same samples) and the KL to the reference "
+        "(train/kl_ref). A proxy well above its start with gold flat or falling is the proxy "
+        "exploited (Gao et al. 2023); the figure shows the path there.",
+    )

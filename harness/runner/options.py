@@ -80,7 +80,7 @@ class RunOptions(StrictModel):
     tracking: bool = Field(
         True,
         json_schema_extra=FLAG,
-        description="mirror every record to MLflow (--no-tracking skips it; `harness sync` replays it)",
+        description="mirror every record to MLflow (--no-tracking skips it; `harness mirror-to-mlflow` replays it)",
     )
     retries: Count = Field(0, json_schema_extra=FLAG, description="re-queue a failed trial up to N times")
     trial_timeout: Seconds | None = Field(

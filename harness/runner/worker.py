@@ -564,7 +564,7 @@ class Worker:
 
     def _mirror_missing(self) -> None:
         """Mirror the local records MLflow lacks (a worker stopped between its commit and its
-        mirror): ``harness sync``'s own pass, by one worker of this machine at a time."""
+        mirror): ``harness mirror-to-mlflow``'s own pass, by one worker of this machine at a time."""
         if not self.opts.tracking or not any(records_dir(self.study_dir).glob("*.json")):
             return
         try:

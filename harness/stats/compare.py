@@ -316,37 +316,13 @@ def compare(
     sd_a, sd_b = _sd(a), _sd(b)
 
     if paired:
-        res = paired_test(a, b, alpha=alpha)
+        res, sd_d, corr, reason = _paired_t(a, b, alpha, sd_a, sd_b)
         test = "paired_t"
-        d = a - b
-        sd_d = _sd(d)
-        if a.size < 2:
-            reason = "need at least 2 paired seeds for the paired t-test; got 1"
-        elif sd_d == 0.0:
-            reason = "all paired differences are equal (zero variance): the paired t-test is undefined"
-        else:
-            reason = ""
-        corr = float(np.corrcoef(a, b)[0, 1]) if a.size > 1 and sd_a > 0 and sd_b > 0 else math.nan
     else:
-        res = welch_test(a, b, alpha=alpha)
+        res, reason = _welch_t(a, b, alpha, sd_a, sd_b)
         test = "welch_t"
         sd_d, corr = math.nan, math.nan
-        if min(a.size, b.size) < 2:
-            reason = f"need at least 2 seeds per arm for Welch's t-test; got {a.size} (arm) and {b.size} (control)"
-        elif sd_a == 0.0 and sd_b == 0.0:
-            reason = "both arms have zero variance across seeds: Welch's t-test is undefined"
-        else:
-            reason = ""
-
-    y = yuen_test(a, b, alpha=alpha)
-    robustness = {
-        "mann_whitney": mann_whitney_check(a, b, alpha=alpha, n_permutations=n_permutations),
-        "yuen": _check(y.p_value, 0.0 if min(a.size, b.size) >= 2 else math.nan, alpha, "t"),
-        "permutation": permutation_check(a, b, alpha=alpha, n_permutations=n_permutations, rng=gen),
-    }
-    if paired:
-        robustness["paired_t"] = _check(res.p_value, 0.0 if a.size >= 2 else math.nan, alpha, "t", reason)
-        robustness["sign_flip"] = sign_flip_check(a, b, alpha=alpha, n_permutations=n_permutations, rng=gen)
+    robustness = _robustness(a, b, res, reason, paired=paired, alpha=alpha, n_permutations=n_permutations, gen=gen)
 
     return Comparison(
         n_arm=int(a.size),
@@ -371,6 +347,59 @@ def compare(
         df=float(res.df),
         reason=reason,
     )
+
+
+def _paired_t(a: np.ndarray, b: np.ndarray, alpha: float, sd_a: float, sd_b: float) -> tuple[TTest, float, float, str]:
+    """The paired t-test of arm[i] - control[i]: the test, the sd of the differences, the pairs'
+    correlation, and why the test is undefined (or "")."""
+    res = paired_test(a, b, alpha=alpha)
+    d = a - b
+    sd_d = _sd(d)
+    if a.size < 2:
+        reason = "need at least 2 paired seeds for the paired t-test; got 1"
+    elif sd_d == 0.0:
+        reason = "all paired differences are equal (zero variance): the paired t-test is undefined"
+    else:
+        reason = ""
+    corr = float(np.corrcoef(a, b)[0, 1]) if a.size > 1 and sd_a > 0 and sd_b > 0 else math.nan
+    return res, sd_d, corr, reason
+
+
+def _welch_t(a: np.ndarray, b: np.ndarray, alpha: float, sd_a: float, sd_b: float) -> tuple[TTest, str]:
+    """Welch's t-test of two unpaired samples, and why it is undefined (or "")."""
+    res = welch_test(a, b, alpha=alpha)
+    if min(a.size, b.size) < 2:
+        reason = f"need at least 2 seeds per arm for Welch's t-test; got {a.size} (arm) and {b.size} (control)"
+    elif sd_a == 0.0 and sd_b == 0.0:
+        reason = "both arms have zero variance across seeds: Welch's t-test is undefined"
+    else:
+        reason = ""
+    return res, reason
+
+
+def _robustness(
+    a: np.ndarray,
+    b: np.ndarray,
+    res: TTest,
+    reason: str,
+    *,
+    paired: bool,
+    alpha: float,
+    n_permutations: int,
+    gen: np.random.Generator,
+) -> dict[str, Check]:
+    """The other tests of the same comparison: Mann-Whitney, Yuen and a permutation test; paired,
+    also the paired t and a sign-flip test. ``gen`` drives the permutations, in this order."""
+    y = yuen_test(a, b, alpha=alpha)
+    robustness = {
+        "mann_whitney": mann_whitney_check(a, b, alpha=alpha, n_permutations=n_permutations),
+        "yuen": _check(y.p_value, 0.0 if min(a.size, b.size) >= 2 else math.nan, alpha, "t"),
+        "permutation": permutation_check(a, b, alpha=alpha, n_permutations=n_permutations, rng=gen),
+    }
+    if paired:
+        robustness["paired_t"] = _check(res.p_value, 0.0 if a.size >= 2 else math.nan, alpha, "t", reason)
+        robustness["sign_flip"] = sign_flip_check(a, b, alpha=alpha, n_permutations=n_permutations, rng=gen)
+    return robustness
 
 
 # ---------------------------------------------------------------- the difference a verdict reads

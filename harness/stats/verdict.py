@@ -211,82 +211,123 @@ def decide(
     for i, d in enumerate(diffs):
         look = None if looks is None else looks[i]
         if not d.testable:
-            out.append(
-                Verdict(
-                    UNTESTED,
-                    d.diff,
-                    math.nan,
-                    math.nan,
-                    level,
-                    math.nan,
-                    math.nan,
-                    d.test,
-                    False,
-                    min(d.n_arm, d.n_control),
-                    m,
-                    effect if effect else math.nan,
-                    reason=f"Cannot be tested: {d.reason or 'no standard error'}.",
-                )
-            )
+            out.append(_untested(d, level, m, effect))
             continue
-        multiplier = m if correction == "bonferroni" else 1
-        d_level = level if look is None else float(2.0 * special.ndtr(look.bound(per_arm_alpha)) - 1.0)
-        if d.test == EVAL_ONLY_BINARY_TEST:  # one run per side, 0/1 scores: the binary interval alone
-            (lo, hi), p = d.binary.interval(d_level), d.binary.p_value()
-        else:
-            p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
-            half = float(special.stdtrit(d.df, 0.5 + d_level / 2.0)) * d.se
-            lo, hi, p = union_interval(d.diff - half, d.diff + half, p, d.binary, d_level)
-        if look is None:
-            p_adj = min(1.0, p * multiplier)
-        else:
-            p_adj = min(1.0, look.repeated_p(-special.ndtri(p / 2.0)) * multiplier)
-        label, small = (x.item() for x in label_of(lo, hi, margin=margin, direction=direction))
-        # an interim look plans nothing: the design buys the next look's seeds anyway
-        plans = look is None or look.final
-        need_null, need_effect, plan_note = (
-            _planning(d, effect or math.nan, margin, d_level, power, max_n) if plans else (None, None, "")
-        )
-        eval_only = d.test in EVAL_ONLY_TESTS
-        kind = "interval" if look is None else f"repeated interval (look {look.index + 1})"
-        kind = f"{kind} over prompts" if eval_only else kind
-        ci = f"{d_level:.4g} {kind} [{_fmt(lo)}, {_fmt(hi)}]"
-        text = {
-            BETTER: f"Better than the control by {d.diff:+.4g} ({ci} excludes 0).",
-            WORSE: f"Worse than the control by {d.diff:+.4g} ({ci} excludes 0).",
-            EQUIVALENT: f"Equivalent to the control: the {ci} lies inside +-{_fmt(margin or 0)}.",
-            INCONCLUSIVE: (
-                f"Inconclusive: the {ci} includes 0"
-                + (
-                    f" and reaches beyond +-{_fmt(margin)}."
-                    if margin
-                    else "; without min_effect no equivalence can be concluded."
-                )
-            ),
-        }[label]
-        if small:
-            text += f" Real but smaller than min_effect ({_fmt(margin)})."
-        if plan_note and label == INCONCLUSIVE:
-            text += f" Planning: {plan_note}."
-        if eval_only:
-            label, text = eval_only_label(label), f"{text} {EVAL_ONLY_NOTE}"
         out.append(
-            Verdict(
-                label,
-                d.diff,
-                lo,
-                hi,
-                d_level,
-                p,
-                p_adj,
-                d.test,
-                bool(small),
-                min(d.n_arm, d.n_control),
-                m,
-                effect if effect else math.nan,
-                need_null,
-                need_effect,
-                text,
+            _tested(
+                d,
+                look,
+                level=level,
+                per_arm_alpha=per_arm_alpha,
+                m=m,
+                correction=correction,
+                margin=margin,
+                direction=direction,
+                effect=effect,
+                power=power,
+                max_n=max_n,
             )
         )
     return out
+
+
+def _untested(d: Difference, level: float, m: int, effect: float | None) -> Verdict:
+    """The verdict of a comparison that cannot be tested: no interval, outside the family's count."""
+    return Verdict(
+        UNTESTED,
+        d.diff,
+        math.nan,
+        math.nan,
+        level,
+        math.nan,
+        math.nan,
+        d.test,
+        False,
+        min(d.n_arm, d.n_control),
+        m,
+        effect if effect else math.nan,
+        reason=f"Cannot be tested: {d.reason or 'no standard error'}.",
+    )
+
+
+def _tested(
+    d: Difference,
+    look: Look | None,
+    *,
+    level: float,
+    per_arm_alpha: float,
+    m: int,
+    correction: str,
+    margin: float | None,
+    direction: str,
+    effect: float | None,
+    power: float,
+    max_n: int,
+) -> Verdict:
+    """A testable comparison's verdict: its interval (the repeated one at a sequential look) and
+    p-values, the label the interval gives, the seeds to decide, and the sentence saying it."""
+    multiplier = m if correction == "bonferroni" else 1
+    d_level = level if look is None else float(2.0 * special.ndtr(look.bound(per_arm_alpha)) - 1.0)
+    if d.test == EVAL_ONLY_BINARY_TEST:  # one run per side, 0/1 scores: the binary interval alone
+        (lo, hi), p = d.binary.interval(d_level), d.binary.p_value()
+    else:
+        p = float(2.0 * special.stdtr(d.df, -abs(d.diff) / d.se))
+        half = float(special.stdtrit(d.df, 0.5 + d_level / 2.0)) * d.se
+        lo, hi, p = union_interval(d.diff - half, d.diff + half, p, d.binary, d_level)
+    if look is None:
+        p_adj = min(1.0, p * multiplier)
+    else:
+        p_adj = min(1.0, look.repeated_p(-special.ndtri(p / 2.0)) * multiplier)
+    label, small = (x.item() for x in label_of(lo, hi, margin=margin, direction=direction))
+    # an interim look plans nothing: the design buys the next look's seeds anyway
+    plans = look is None or look.final
+    need_null, need_effect, plan_note = (
+        _planning(d, effect or math.nan, margin, d_level, power, max_n) if plans else (None, None, "")
+    )
+    eval_only = d.test in EVAL_ONLY_TESTS
+    kind = "interval" if look is None else f"repeated interval (look {look.index + 1})"
+    kind = f"{kind} over prompts" if eval_only else kind
+    ci = f"{d_level:.4g} {kind} [{_fmt(lo)}, {_fmt(hi)}]"
+    text = _sentence(label, d.diff, ci, margin, small, plan_note)
+    if eval_only:
+        label, text = eval_only_label(label), f"{text} {EVAL_ONLY_NOTE}"
+    return Verdict(
+        label,
+        d.diff,
+        lo,
+        hi,
+        d_level,
+        p,
+        p_adj,
+        d.test,
+        bool(small),
+        min(d.n_arm, d.n_control),
+        m,
+        effect if effect else math.nan,
+        need_null,
+        need_effect,
+        text,
+    )
+
+
+def _sentence(label: str, diff: float, ci: str, margin: float | None, small: bool, plan_note: str) -> str:
+    """What the verdict says in words: the label's reading of the interval ``ci``, then whether it is
+    smaller than min_effect and, when inconclusive, what planning says."""
+    text = {
+        BETTER: f"Better than the control by {diff:+.4g} ({ci} excludes 0).",
+        WORSE: f"Worse than the control by {diff:+.4g} ({ci} excludes 0).",
+        EQUIVALENT: f"Equivalent to the control: the {ci} lies inside +-{_fmt(margin or 0)}.",
+        INCONCLUSIVE: (
+            f"Inconclusive: the {ci} includes 0"
+            + (
+                f" and reaches beyond +-{_fmt(margin)}."
+                if margin
+                else "; without min_effect no equivalence can be concluded."
+            )
+        ),
+    }[label]
+    if small:
+        text += f" Real but smaller than min_effect ({_fmt(margin)})."
+    if plan_note and label == INCONCLUSIVE:
+        text += f" Planning: {plan_note}."
+    return text

@@ -20,6 +20,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -361,97 +362,10 @@ def plan_study(
     if not costs.measured_from and probe is not None:
         costs = Costs(TRIAL_START_S, {}, SECONDS_PER_TOKEN, 0, probe)
     done_ids = {r.trial_id for r in records if r.phase == "compare"}
-    if costs.measured_from:
-        rate_source = (
-            f"costs measured from {costs.measured_from} completed record(s) in {folder / 'records'} "
-            "(medians, per condition where it has records)"
-        )
-    elif probe is not None:
-        how = "cached from an earlier plan" if probe.cached else f"measured now ({probe.probe_s:.0f}s)"
-        rate_source = (
-            f"costs from a probe of {probe.model} ({probe.parameters / 1e6:.0f}M parameters) on this machine, {how}: "
-            f"its load, one step of {probe.step_rows} rows and one evaluation of {probe.eval_prompts} prompts, "
-            f"scaled to each trial's rows; completed records in {folder / 'records'} will replace it"
-        )
-    else:
-        rate_source = (
-            "costs: the defaults, measured on the 2-core development machine with the tiny testbed model "
-            f"(harness.study.plan); completed records in {folder / 'records'} will replace them"
-        )
-    waiting: list[TrialSpec] = []  # one spec of each condition (or tuned arm) with trials to run
-
-    planned: list[PlannedCondition] = []
-    total_s = remaining_s = 0.0
-    done_total = 0
-    tuning_phase = None
-    if study.tuning is None:
-        for c in study.iter_conditions():
-            specs = [condition_spec(study, c, seed) for seed in study.condition_seeds(c)]
-            est = costs.trial_s(specs[0])
-            done = sum(s.trial_id in done_ids for s in specs)
-            arm = study.arm(c.arm)
-            planned.append(
-                PlannedCondition(
-                    c.name,
-                    c.arm,
-                    arm.algorithm,
-                    _overrides(arm, condition_params(c)),
-                    len(specs),
-                    done,
-                    trial_tokens(specs[0]),
-                    est,
-                    c.role,
-                )
-            )
-            if done < len(specs):
-                waiting.append(specs[0])
-            total_s += est * len(specs)
-            remaining_s += est * (len(specs) - done)
-            done_total += done
-    else:
-        tuning = study.tuning
-        per_arm_trials = tuning.n_trials * len(tuning.seeds)
-        tune_done = tune_s = tune_remaining = 0.0
-        for arm in study.arms:
-            base = tuning_specs(study, arm.name, {}, tuning.seeds[0])
-            est = costs.trial_s(base)
-            ran = [r.phase for r in records if r.arm == arm.name]
-            done = min(per_arm_trials, ran.count("tune"))
-            tune_done += done
-            tune_s += est * per_arm_trials
-            tune_remaining += est * (per_arm_trials - done)
-            compare_done = min(len(study.seeds), ran.count("compare"))
-            if done < per_arm_trials or compare_done < len(study.seeds):
-                waiting.append(base)
-            planned.append(
-                PlannedCondition(
-                    arm.name,
-                    arm.name,
-                    arm.algorithm,
-                    _overrides(arm, {}),
-                    len(study.seeds),
-                    compare_done,
-                    trial_tokens(base),
-                    est,
-                )
-            )
-            total_s += est * len(study.seeds)
-            remaining_s += est * (len(study.seeds) - compare_done)
-            done_total += compare_done
-        tuning_phase = TuningPhase(
-            tuning.n_trials,
-            list(tuning.seeds),
-            {k: p.describe() for k, p in tuning.search_space.items()},
-            per_arm_trials * len(study.arms),
-            int(tune_done),
-            tune_s,
-        )
-        total_s += tune_s
-        remaining_s += tune_remaining
-        done_total += int(tune_done)
-
-    n_compare = sum(p.trials for p in planned)
-    total = n_compare + (tuning_phase.trials if tuning_phase else 0)
+    rate_source = _rate_source(costs, probe, folder)
+    design = _fixed_design(study, costs, done_ids) if study.tuning is None else _tuned_design(study, costs, records)
+    n_compare = sum(p.trials for p in design.conditions)
+    total = n_compare + (design.tuning.trials if design.tuning else 0)
     return StudyPlan(
         study=study.name,
         source=str(study.source or ""),
@@ -463,20 +377,20 @@ def plan_study(
         failures=study.failures,
         control=study.control,
         seeds=list(study.seeds),
-        conditions=planned,
+        conditions=design.conditions,
         comparisons=comparisons(study),
-        tuning=tuning_phase,
+        tuning=design.tuning,
         total_trials=total,
-        done_trials=done_total,
-        est_total_s=total_s,
-        est_remaining_s=remaining_s,
+        done_trials=design.done,
+        est_total_s=design.total_s,
+        est_remaining_s=design.remaining_s,
         workers=workers,
         costs=costs,
         rate_source=rate_source,
-        warmstarts=warm_starts(waiting),
+        warmstarts=warm_starts(design.waiting),
         measured=measured_run(records),
         warnings=study_warnings(study) + _cost_warnings(study, costs),
-        probed=probed_trial(costs.probe, waiting[0]) if costs.probe is not None and waiting else None,
+        probed=probed_trial(costs.probe, design.waiting[0]) if costs.probe is not None and design.waiting else None,
         earlier_design=earlier,
         sequential=(
             {"looks": study.sequential.schedule(), "spending": study.sequential.spending}
@@ -486,6 +400,121 @@ def plan_study(
         followers=(study.calibration == "aa") + (study.placebo != "none"),
         **_control_sd(study, records),
     )
+
+
+@dataclass(frozen=True)
+class _Design:
+    """The conditions (or tuned arms) a plan lists, with the trials done and the seconds estimated
+    in all and still to run."""
+
+    conditions: list[PlannedCondition]
+    waiting: list[TrialSpec]  # one spec of each condition (or tuned arm) with trials to run
+    total_s: float
+    remaining_s: float
+    done: int
+    tuning: TuningPhase | None = None
+
+
+def _rate_source(costs: Costs, probe: ProbedCosts | None, folder: Path) -> str:
+    """Where the estimate's costs come from: completed records, a real model's probe or the defaults."""
+    if costs.measured_from:
+        return (
+            f"costs measured from {costs.measured_from} completed record(s) in {folder / 'records'} "
+            "(medians, per condition where it has records)"
+        )
+    if probe is not None:
+        how = "cached from an earlier plan" if probe.cached else f"measured now ({probe.probe_s:.0f}s)"
+        return (
+            f"costs from a probe of {probe.model} ({probe.parameters / 1e6:.0f}M parameters) on this machine, {how}: "
+            f"its load, one step of {probe.step_rows} rows and one evaluation of {probe.eval_prompts} prompts, "
+            f"scaled to each trial's rows; completed records in {folder / 'records'} will replace it"
+        )
+    return (
+        "costs: the defaults, measured on the 2-core development machine with the tiny testbed model "
+        f"(harness.study.plan); completed records in {folder / 'records'} will replace them"
+    )
+
+
+def _fixed_design(study: Study, costs: Costs, done_ids: set[str]) -> _Design:
+    """Every condition's trials (one per seed), the ones done, and their estimated seconds."""
+    waiting: list[TrialSpec] = []
+    planned: list[PlannedCondition] = []
+    total_s = remaining_s = 0.0
+    done_total = 0
+    for c in study.iter_conditions():
+        specs = [condition_spec(study, c, seed) for seed in study.condition_seeds(c)]
+        est = costs.trial_s(specs[0])
+        done = sum(s.trial_id in done_ids for s in specs)
+        arm = study.arm(c.arm)
+        planned.append(
+            PlannedCondition(
+                c.name,
+                c.arm,
+                arm.algorithm,
+                _overrides(arm, condition_params(c)),
+                len(specs),
+                done,
+                trial_tokens(specs[0]),
+                est,
+                c.role,
+            )
+        )
+        if done < len(specs):
+            waiting.append(specs[0])
+        total_s += est * len(specs)
+        remaining_s += est * (len(specs) - done)
+        done_total += done
+    return _Design(planned, waiting, total_s, remaining_s, done_total)
+
+
+def _tuned_design(study: Study, costs: Costs, records: list[Any]) -> _Design:
+    """A tuned study: each arm's tuning trials (its search on the tuning seeds), then its comparison
+    on the study's seeds with the best settings found."""
+    waiting: list[TrialSpec] = []
+    planned: list[PlannedCondition] = []
+    total_s = remaining_s = 0.0
+    done_total = 0
+    tuning = study.tuning
+    per_arm_trials = tuning.n_trials * len(tuning.seeds)
+    tune_done = tune_s = tune_remaining = 0.0
+    for arm in study.arms:
+        base = tuning_specs(study, arm.name, {}, tuning.seeds[0])
+        est = costs.trial_s(base)
+        ran = [r.phase for r in records if r.arm == arm.name]
+        done = min(per_arm_trials, ran.count("tune"))
+        tune_done += done
+        tune_s += est * per_arm_trials
+        tune_remaining += est * (per_arm_trials - done)
+        compare_done = min(len(study.seeds), ran.count("compare"))
+        if done < per_arm_trials or compare_done < len(study.seeds):
+            waiting.append(base)
+        planned.append(
+            PlannedCondition(
+                arm.name,
+                arm.name,
+                arm.algorithm,
+                _overrides(arm, {}),
+                len(study.seeds),
+                compare_done,
+                trial_tokens(base),
+                est,
+            )
+        )
+        total_s += est * len(study.seeds)
+        remaining_s += est * (len(study.seeds) - compare_done)
+        done_total += compare_done
+    tuning_phase = TuningPhase(
+        tuning.n_trials,
+        list(tuning.seeds),
+        {k: p.describe() for k, p in tuning.search_space.items()},
+        per_arm_trials * len(study.arms),
+        int(tune_done),
+        tune_s,
+    )
+    total_s += tune_s
+    remaining_s += tune_remaining
+    done_total += int(tune_done)
+    return _Design(planned, waiting, total_s, remaining_s, done_total, tuning_phase)
 
 
 def _control_sd(study: Study, records: list[Any]) -> dict[str, Any]:

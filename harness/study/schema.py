@@ -359,6 +359,15 @@ class Study(StrictModel):
     @model_validator(mode="after")
     def _consistent(self) -> Study:
         names = [a.name for a in self.arms]
+        self._check_control(names)
+        self._check_primary_metric()
+        self._check_calibration_arms(names)
+        self._check_sequential()
+        self._check_varied_keys()
+        return self
+
+    def _check_control(self, names: list[str]) -> None:
+        """The control is one of the arms; a study of one arm may leave it out."""
         if self.control is None:
             if len(self.arms) > 1:
                 raise FieldError(
@@ -368,6 +377,10 @@ class Study(StrictModel):
             self.control = names[0]
         elif self.control not in names:
             raise FieldError(("control",), f"{self.control!r} is not an arm; arms: " + ", ".join(names))
+
+    def _check_primary_metric(self) -> None:
+        """The primary metric is scored: pass@k only when evaluated and not handed in by a program,
+        and failures scored as the worst only on a metric with a known range."""
         pass_k = PASS_METRIC.fullmatch(self.primary_metric)
         if pass_k and int(pass_k[1]) not in self.train.eval_pass_k:
             raise FieldError(
@@ -389,6 +402,9 @@ class Study(StrictModel):
                 f"(bounded: {', '.join(METRIC_RANGES)}); use 'drop'",
             )
 
+    def _check_calibration_arms(self, names: list[str]) -> None:
+        """The A/A and placebo conditions the study adds: a builtin control for the placebo, names
+        that no arm has, and no tuning."""
         if self.placebo != "none" and not self.arm_trainer(self.arm(self.control)).is_builtin:
             raise FieldError(
                 ("placebo",),
@@ -407,6 +423,9 @@ class Study(StrictModel):
                     ("calibration" if role == AA else "placebo",),
                     "cannot be combined with tuning yet; run the tuned study without it",
                 )
+
+    def _check_sequential(self) -> None:
+        """Enough seeds for the last sequential look, and no tuning."""
         if self.sequential is not None:
             last = self.sequential.schedule()[-1]
             if len(self.seeds) < last:
@@ -419,6 +438,10 @@ class Study(StrictModel):
                 raise FieldError(
                     ("sequential",), "cannot be combined with tuning yet; run the tuned study with fixed seeds"
                 )
+
+    def _check_varied_keys(self) -> None:
+        """Grid or tuning, not both; tuning seeds apart from the comparison seeds; and no key both
+        varied (grid or search space) and fixed by an arm."""
         varied: dict[str, str] = {k: "grid" for k in self.grid}
         if self.tuning is not None:
             if self.grid:
@@ -443,7 +466,6 @@ class Study(StrictModel):
                         (*where.split("."), key),
                         f"also fixed by arms[{i}].{fixed}.{name}; a value cannot be both fixed and varied, remove one",
                     )
-        return self
 
     # -- helpers ----------------------------------------------------------------------------
 

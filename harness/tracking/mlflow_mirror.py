@@ -1,7 +1,7 @@
 """The MLflow mirror of trial records ("records before mirrors").
 
 The local record (``harness.tracking.records``) is the truth; MLflow is a mirror that can always be
-rebuilt from it with ``harness sync``. Layout in MLflow:
+rebuilt from it with ``harness mirror-to-mlflow``. Layout in MLflow:
 
 - one experiment per study name (default store: ``sqlite:///<study_dir>/mlflow.db`` with
   artifacts in ``<study_dir>/mlartifacts``);
@@ -18,7 +18,7 @@ A child run is complete only when it carries ``harness.synced=1`` (set last) and
 ``harness.record_sha`` equal to the record's fingerprint. MLflow holds a record when the trial has
 exactly one active run and that run is its complete mirror: a run left RUNNING by an interrupted
 mirror, a run of an earlier attempt, or a duplicate from a mirror that raced this one means it
-does not (``harness sync`` mends it). Mending keeps one run per record: an interrupted mirror of
+does not (``harness mirror-to-mlflow`` mends it). Mending keeps one run per record: an interrupted mirror of
 the same record is completed in place (its run id stays), every other run of the trial is marked
 KILLED if it was left RUNNING, then deleted. Mirrors that raced and both completed a run settle on
 the oldest (start time, then run id), as the parent run does.
@@ -121,14 +121,15 @@ def local_store_path(uri: str) -> Path | None:
 def require_existing_store(tracking_uri: str | None) -> None:
     """The rule for a store named explicitly (``--tracking-uri`` or ``HARNESS_TRACKING_URI``):
     the commands that start trials (run, worker, trial) create the store they are given; the
-    commands that read or add to a study's store (sync, report, ui) only use an existing one, so
-    a mistyped path is an error, not a new, empty store. (Without a URI, the study's own
-    ``mlflow.db`` is created by whichever command needs it: sync rebuilds it from the records.)"""
+    commands that read or add to a study's store (mirror-to-mlflow, report, ui) only use an existing
+    one, so a mistyped path is an error, not a new, empty store. (Without a URI, the study's own
+    ``mlflow.db`` is created by whichever command needs it: mirror-to-mlflow rebuilds it from the
+    records.)"""
     path = local_store_path(tracking_uri) if tracking_uri is not None else None
     if path is not None and not path.exists():
         raise ConfigError(
-            f"--tracking-uri {redact_url(tracking_uri)}: no MLflow store at {path}; sync, report and ui only "
-            "use an existing store (run, worker and trial create the one they are given): check the URI "
+            f"--tracking-uri {redact_url(tracking_uri)}: no MLflow store at {path}; mirror-to-mlflow, report "
+            "and ui only use an existing store (run, worker and trial create the one they are given): check the URI "
             "(or HARNESS_TRACKING_URI)"
         )
 
@@ -351,7 +352,7 @@ class Tracker:
                 return False
 
     def _warn_failure(self, trial_id: str | None, err: BaseException) -> None:
-        command = f"harness sync {self.study_dir.resolve()}"
+        command = f"harness mirror-to-mlflow {self.study_dir.resolve()}"
         if self.explicit_uri:
             command += f" --tracking-uri {redact_url(self.tracking_uri)}"
         if trial_id is None:

@@ -2,7 +2,7 @@
 
 A trial writes ``<study_dir>/records/<trial_id>.json`` atomically (temporary file, fsync,
 rename) *before* it tells MLflow or Optuna, so a crashed mirror never loses a result and can be
-replayed with ``harness sync``. A retried trial keeps only its latest attempt there; the failed
+replayed with ``harness mirror-to-mlflow``. A retried trial keeps only its latest attempt there; the failed
 records of earlier attempts are archived as ``records/failed/<trial_id>.<attempt>.json``.
 """
 

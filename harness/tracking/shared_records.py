@@ -11,11 +11,11 @@ as the trial's final Optuna state (``harness.runner.queue.fencing.commit``):
 together, 4. MLflow mirror.
 
 - :func:`import_records` copies the records a local folder lacks from the table (idempotent):
-  ``harness sync/results/report/status --storage URL`` do it.
+  ``harness mirror-to-mlflow/results/report/status --storage URL`` do it.
 - :meth:`RecordStore.completed` lets a worker skip a trial whose completed record exists on any
   machine (it died after writing the record but before telling Optuna).
 - :func:`publish_missing` sends local records the table lacks (a worker that lost its database
-  connection between steps 2 and 3); ``harness sync --storage URL`` does it.
+  connection between steps 2 and 3); ``harness mirror-to-mlflow --storage URL`` does it.
 
 Every attempt is kept (unique by study, trial id and attempt); the highest attempt of a trial
 is its current record, as in the local folder.
@@ -187,7 +187,7 @@ def import_from_storage(study_dir: str | os.PathLike, storage_url: str, study: s
 
 
 def import_for_study(study_or_dir, storage_url: str) -> tuple[Path, ImportReport]:
-    """``harness results/report/status/sync --storage URL``: the study's folder on this machine
+    """``harness results/report/status/mirror-to-mlflow --storage URL``: the study's folder on this machine
     (a study file or folder, as those commands take it) brought up to date from the storage."""
 
     ref = resolve_study(study_or_dir)

@@ -5,7 +5,7 @@ prompt (``prompt_id`` too), optionally a ``benchmark`` column naming several hel
 with sampled evaluation ``samples`` (k) and ``sample_var`` (the ddof=1 variance of a prompt's k
 scores). :func:`results_from_table` checks it (every problem is one line naming the row) and
 builds the frames a study's results have, in the shapes ``harness.decide.analysis.analyze``
-reads, so ``harness judge`` gives the same report and verdicts as a study:
+reads, so ``harness decide`` gives the same report and verdicts as a study:
 
 * ``trials``: one completed trial per (arm, seed), ``trial_id`` ``<arm>-s<seed>``, the metric as a
   final value (with per-prompt rows, the mean over the run's prompts, as an evaluation reports it);
@@ -52,7 +52,7 @@ REQUIRED_COLUMNS = ("arm", "seed", "value")
 OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
 #: the ``benchmark`` of a study's own task's held-out set (not a valid benchmark name: no clash)
 TASK_SET = "(task)"
-#: the tags (or params) of an MLflow run that name its arm and seed; ``harness sync`` sets both tags
+#: the tags (or params) of an MLflow run that name its arm and seed; ``harness mirror-to-mlflow`` sets both tags
 ARM_KEY, SEED_KEY = "arm", "seed"
 
 
@@ -130,7 +130,7 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
 
 def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame:
     """One tidy row per finished run of an MLflow experiment: the arm and seed from its tags (or
-    params) ``arm`` and ``seed``, the value from its metric ``final/<metric>`` (as ``harness sync``
+    params) ``arm`` and ``seed``, the value from its metric ``final/<metric>`` (as ``harness mirror-to-mlflow``
     logs it) or else ``<metric>`` (the last value logged). A study's parent run (tag
     ``harness.role`` = ``study``) and its tuning trials (tag ``phase`` = ``tune``) are skipped.
     Per-run rows only."""
@@ -469,7 +469,7 @@ def tidy_frame(results, metric: str | None = None) -> pd.DataFrame:
     (default: the primary one) at each trial's last evaluation, with ``samples`` / ``sample_var``
     when they were sampled (k > 1), or one row per run without per-prompt scores. A study with
     benchmarks (``meta["benchmarks"]``) gets a ``benchmark`` column: its own task's held-out set
-    as ``TASK_SET``, then each benchmark (:func:`_exported`), so that ``harness judge`` at the
+    as ``TASK_SET``, then each benchmark (:func:`_exported`), so that ``harness decide`` at the
     study's metric decides it as the study's report does."""
     wanted = _exported(results, metric)
     done = results.trials[results.trials["status"] == "completed"]

@@ -14,14 +14,14 @@ from harness.engine.tasks.base import prompt_ids
 from harness.engine.trial import benchmark_tasks, start_policy
 from harness.engine.trial_file import check_templates
 from harness.ground.console import warn
+from harness.trainers.checkpoint_eval import judge_checkpoints, judged_scores
 from harness.trainers.checkpoints import Reader
 from harness.trainers.handed_scores import read_scores
-from harness.trainers.judge import judge_checkpoints, judged_scores
 from harness.trainers.program import run_program
 from harness.trainers.program_metrics import COMPUTE_PREFIX, merged_history, read_metrics
+from harness.trainers.served_checkpoint_eval import judge_through_vllm
 from harness.trainers.trial_dir import fresh_trial_dir
 from harness.trainers.trial_inputs import held_out_items, write_inputs
-from harness.trainers.vllm_judge import judge_through_vllm
 
 
 def evaluation_rows(scores: list[PromptScores]) -> dict[int, dict[str, float]]:

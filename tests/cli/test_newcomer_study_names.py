@@ -48,7 +48,7 @@ COMMANDS = {
     "report": ["report", "--out", "rep"],
     "compare": ["compare", "{study}", "rloo", "grpo"],
     "noise-floor": ["noise-floor"],
-    "sync": ["sync"],
+    "mirror-to-mlflow": ["mirror-to-mlflow"],
     "ui": ["ui", "--dry-run"],
 }
 
@@ -63,7 +63,7 @@ def test_every_reading_command_takes_the_study_name_and_says_what_it_resolved(ra
     code, out, err = run_main(monkeypatch, capsys, *command(name, "small"))
     assert code == 0, (out, err)
     assert err.splitlines()[0] == RESOLVED
-    if name == "sync":
+    if name == "mirror-to-mlflow":
         assert ran == [Path("runs") / "small"]
 
 

@@ -172,8 +172,8 @@ def test_credentials_in_urls_stay_out_of_every_output(
     commands = {
         "run": ["run", study.name, *FAST],  # the URLs come from HARNESS_STORAGE / HARNESS_TRACKING_URI
         "status": ["status", "runs/creds", "--storage", pg_url],
-        "sync": ["sync", "runs/creds", "--storage", pg_url, "--tracking-uri", ml_url],
-        "sync_dead": ["sync", "runs/creds", "--tracking-uri", dead_ml],
+        "sync": ["mirror-to-mlflow", "runs/creds", "--storage", pg_url, "--tracking-uri", ml_url],
+        "sync_dead": ["mirror-to-mlflow", "runs/creds", "--tracking-uri", dead_ml],
         "wrong_password": ["run", study.name, "--storage", postgres.url("postgres", WRONG_PASSWORD), *FAST],
     }
     codes = {}

@@ -1,5 +1,5 @@
 """The MLflow tracking server goes down in the middle of a study and comes back later: trials
-keep running and keep their local records; `harness sync` then restores everything, and MLflow
+keep running and keep their local records; `harness mirror-to-mlflow` then restores everything, and MLflow
 holds exactly the local records, value by value."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_tracking_server_down_mid_study_then_sync_restores_everything(tmp_path, 
     out, err = a.output("run")
     assert code == 0, out + err  # trials kept running: every one completed
     assert f"MLflow tracking at {mlflow_server.url} failed" in err
-    assert f"harness sync {folder.resolve()} --tracking-uri {mlflow_server.url}" in err
+    assert f"harness mirror-to-mlflow {folder.resolve()} --tracking-uri {mlflow_server.url}" in err
     assert "INFO mlflow" not in err and "alembic" not in err  # MLflow's chatter stays quiet
 
     records = read_records(folder)
@@ -102,7 +102,7 @@ def test_tracking_server_down_mid_study_then_sync_restores_everything(tmp_path, 
     missing = [tid for tid in ids if not before.get(tid)]
     assert len(missing) >= 2, "the trials that ran while MLflow was down are not mirrored"
 
-    code, out, err = a.run("sync", "runs/mlstop", "--tracking-uri", mlflow_server.url, label="sync")
+    code, out, err = a.run("mirror-to-mlflow", "runs/mlstop", "--tracking-uri", mlflow_server.url, label="sync")
     assert code == 0, out + err
     sent = int(re.search(r"(\d+) sent", out).group(1))
     assert sent >= len(missing) and "0 failed" in out

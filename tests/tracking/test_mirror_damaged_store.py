@@ -1,5 +1,5 @@
 """A damaged MLflow store: the warning says what helps (move the file aside, rebuild it from the
-local records with `harness sync`), not `harness sync` alone, the command that just failed; and
+local records with `harness mirror-to-mlflow`), not `harness mirror-to-mlflow` alone, the command that just failed; and
 doing what it says restores the mirror."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_the_warning_says_to_move_the_damaged_store_aside(study_dir, recs, how):
     store = (study_dir / "mlflow.db").resolve()
     assert (
         f"the MLflow store {store} is damaged: move it aside (mv {store} {store}.damaged), then run "
-        f"`harness sync {study_dir.resolve()}` to rebuild it from the local records" in message
+        f"`harness mirror-to-mlflow {study_dir.resolve()}` to rebuild it from the local records" in message
     )
     assert "to send it later" not in message  # sync is what just failed
 
@@ -60,7 +60,7 @@ def test_moving_it_aside_and_syncing_rebuilds_the_store(study_dir, recs):
     store = study_dir / "mlflow.db"
     store.rename(store.with_name("mlflow.db.damaged"))  # what the warning says, then the command it names
     out = subprocess.run(  # a new process, as the user runs it (this one's MLflow holds the damaged file)
-        [sys.executable, "-c", "from harness.cli import main; main()", "sync", str(study_dir.resolve())],
+        [sys.executable, "-c", "from harness.cli import main; main()", "mirror-to-mlflow", str(study_dir.resolve())],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,4 +1,4 @@
-"""Results frames (records + Optuna states) and the sync / ui / results commands."""
+"""Results frames (records + Optuna states) and the mirror-to-mlflow / ui / results commands."""
 
 from __future__ import annotations
 
@@ -240,9 +240,11 @@ def test_sync_and_ui_commands(study_dir, make_record, tmp_path):
         records.write_record(study_dir, make_record("grpo", seed))
     runner = CliRunner()
     with pytest.warns(UserWarning):
-        out = runner.invoke(app, ["sync", str(study_dir), "--tracking-uri", "http://bob:hunter22@127.0.0.1:9"])
+        out = runner.invoke(
+            app, ["mirror-to-mlflow", str(study_dir), "--tracking-uri", "http://bob:hunter22@127.0.0.1:9"]
+        )
     assert out.exit_code == 1 and "hunter22" not in out.output and "2 failed" in out.output
-    out = runner.invoke(app, ["sync", str(study_dir)])
+    out = runner.invoke(app, ["mirror-to-mlflow", str(study_dir)])
     assert out.exit_code == 0 and "0 already present, 2 sent, 0 failed" in out.output
 
     command = ui_command(host="127.0.0.1", port=5123)
@@ -258,4 +260,4 @@ def test_sync_and_ui_commands(study_dir, make_record, tmp_path):
     empty = tmp_path / "fresh"
     empty.mkdir()
     out = runner.invoke(app, ["ui", str(empty)])
-    assert isinstance(out.exception, HarnessError) and "harness sync" in str(out.exception)
+    assert isinstance(out.exception, HarnessError) and "harness mirror-to-mlflow" in str(out.exception)

@@ -177,7 +177,7 @@ def test_unreachable_server_warns_fast_keeps_record_then_sync_restores(study_dir
         assert time.monotonic() - start < 5
         message = str(caught[0].message)
         assert "s3cret" not in message and "alice:***@127.0.0.1" in message
-        assert "local record is safe" in message and f"harness sync {study_dir.resolve()}" in message
+        assert "local record is safe" in message and f"harness mirror-to-mlflow {study_dir.resolve()}" in message
         assert "cannot connect" in message
         assert path.read_bytes() == before
 
@@ -209,4 +209,4 @@ def test_log_record_never_raises(study_dir, make_record, monkeypatch):
         assert tracker.log_record(rec) is False
     (warning,) = [w for w in caught if issubclass(w.category, TrackingWarning)]
     assert "RuntimeError: disk I/O error" in str(warning.message)
-    assert "harness sync" in str(warning.message)
+    assert "harness mirror-to-mlflow" in str(warning.message)

@@ -15,10 +15,10 @@ from harness.engine.evaluation import evaluate
 from harness.engine.models import load_pretrained
 from harness.engine.spec import TrialSpec
 from harness.engine.tasks import build_task
+from harness.trainers.checkpoint_eval import judge_checkpoints
 from harness.trainers.checkpoints import Reader, vocabulary
 from harness.trainers.faults import ProgramTrialError
-from harness.trainers.judge import judge_checkpoints
-from harness.trainers.vllm_judge import judge_through_vllm
+from harness.trainers.served_checkpoint_eval import judge_through_vllm
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("reasoning_gym", reason="the reasoning_gym task needs: pip install reasoning-gym")

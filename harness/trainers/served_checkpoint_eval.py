@@ -1,6 +1,6 @@
 """The one judge through a vLLM server: the start model and every checkpoint a program wrote,
 scored by ``harness.engine.vllm.evaluation.evaluate_served`` with one server per trial, into the
-same per-prompt records as the ``hf`` judge (``harness.trainers.judge``).
+same per-prompt records as the ``hf`` judge (``harness.trainers.checkpoint_eval``).
 
 The server serves the start model. LoRA checkpoints (peft adapter folders) are loaded at run time
 one after another, each scored and unloaded; full checkpoints (transformers folders) are then
@@ -23,9 +23,9 @@ from harness.engine.tasks.base import Task
 from harness.engine.vllm.client import VllmClient
 from harness.engine.vllm.evaluation import evaluate_served
 from harness.engine.vllm.serving import served
+from harness.trainers.checkpoint_eval import curve_checkpoints
 from harness.trainers.checkpoints import ADAPTER_CONFIG, Reader
 from harness.trainers.faults import ProgramTrialError
-from harness.trainers.judge import curve_checkpoints
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``harness judge FILE``: results from anywhere get the same report and verdicts as a study;
+"""``harness decide FILE``: results from anywhere get the same report and verdicts as a study;
 ``harness tidy STUDY`` writes a study's results as that table. Bad input is one line, exit 2."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def tables(summary: Path) -> dict[str, list[str]]:
     ("seeds", "primary"),
     [(3, "eval/accuracy"), (3, "eval/mean_reward"), (1, "eval/accuracy"), (1, "eval/mean_reward")],
 )
-def test_judge_on_a_study_s_tidy_table_gives_the_study_s_verdicts(monkeypatch, capsys, seeds, primary):
+def test_decide_on_a_study_s_tidy_table_gives_the_study_s_verdicts(monkeypatch, capsys, seeds, primary):
     stored_study(seeds, primary)
     code, out, err = run_main(monkeypatch, capsys, "report", "scored", "--out", "study_report")
     assert code == 0, err
@@ -93,7 +93,7 @@ def test_judge_on_a_study_s_tidy_table_gives_the_study_s_verdicts(monkeypatch, c
     assert len(tidy) == 3 * seeds * 40
     assert ("samples" in tidy) == (primary == "eval/mean_reward")
     code, out, err = run_main(
-        monkeypatch, capsys, "judge", "scored.csv", "--control", "grpo", "--metric", primary,
+        monkeypatch, capsys, "decide", "scored.csv", "--control", "grpo", "--metric", primary,
         "--min-effect", "0.05", "--out", "judged",
     )  # fmt: skip
     assert code == 0, err
@@ -110,8 +110,10 @@ def test_judge_on_a_study_s_tidy_table_gives_the_study_s_verdicts(monkeypatch, c
 def test_options_override_the_config_file_and_the_report_lands_under_its_name(monkeypatch, capsys):
     stored_study(3)
     assert run_main(monkeypatch, capsys, "tidy", "scored", "--out", "t.parquet")[0] == 0
-    Path("judge.yaml").write_text("name: mine\ncontrol: big\nmetric: eval/accuracy\nmin_effect: 0.05\n")
-    code, out, err = run_main(monkeypatch, capsys, "judge", "t.parquet", "--config", "judge.yaml", "--control", "grpo")
+    Path("decide.yaml").write_text("name: mine\ncontrol: big\nmetric: eval/accuracy\nmin_effect: 0.05\n")
+    code, out, err = run_main(
+        monkeypatch, capsys, "decide", "t.parquet", "--config", "decide.yaml", "--control", "grpo"
+    )
     assert code == 0, err
     assert Path("reports/mine/index.html").is_file() and Path("reports/mine/summary.md").is_file()
     assert "big vs grpo" in out and "grpo vs big" not in out
@@ -147,7 +149,7 @@ def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, files, args, mess
     monkeypatch.delenv("HARNESS_TRACKING_URI", raising=False)
     for name, text in files.items():
         Path(name).write_text(text)
-    code, out, err = run_main(monkeypatch, capsys, "judge", *args)
+    code, out, err = run_main(monkeypatch, capsys, "decide", *args)
     assert code == 2, (out, err)
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not Path("reports").exists()
@@ -160,7 +162,7 @@ def test_tidy_refuses_an_unknown_suffix(monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_judge_on_a_testbed_study_s_records_gives_its_verdicts(monkeypatch, capsys):
+def test_decide_on_a_testbed_study_s_records_gives_its_verdicts(monkeypatch, capsys):
     """A real (tiny) testbed study, run end to end: its tidy table judged = its own report."""
     Path("studies").mkdir()
     Path("studies/tiny.yaml").write_text(
@@ -183,14 +185,14 @@ def test_judge_on_a_testbed_study_s_records_gives_its_verdicts(monkeypatch, caps
     assert run_main(monkeypatch, capsys, "report", "tiny", "--out", "a")[0] == 0
     assert run_main(monkeypatch, capsys, "tidy", "tiny", "--out", "tiny.csv")[0] == 0
     code, _, err = run_main(
-        monkeypatch, capsys, "judge", "tiny.csv", "--control", "grpo", "--min-effect", "0.05", "--out", "b"
+        monkeypatch, capsys, "decide", "tiny.csv", "--control", "grpo", "--min-effect", "0.05", "--out", "b"
     )
     assert code == 0, err
     study, judged = tables(Path("a/summary.md")), tables(Path("b/summary.md"))
     assert judged["Verdicts in full"] == study["Verdicts in full"]
 
 
-def test_judge_reads_an_mlflow_experiment(monkeypatch, capsys, tmp_path):
+def test_decide_reads_an_mlflow_experiment(monkeypatch, capsys, tmp_path):
     from mlflow import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -201,7 +203,7 @@ def test_judge_reads_an_mlflow_experiment(monkeypatch, capsys, tmp_path):
         client.log_metric(run.info.run_id, "eval/accuracy", value)
         client.set_terminated(run.info.run_id)
     code, out, err = run_main(
-        monkeypatch, capsys, "judge", "--mlflow-experiment", "external", "--tracking-uri", uri,
+        monkeypatch, capsys, "decide", "--mlflow-experiment", "external", "--tracking-uri", uri,
         "--control", "base", "--out", "rep",
     )  # fmt: skip
     assert code == 0, err
@@ -210,14 +212,14 @@ def test_judge_reads_an_mlflow_experiment(monkeypatch, capsys, tmp_path):
     assert "| new | base | 2 pairs |" in row and "paired_t" in row
 
 
-def test_judge_and_tidy_import_no_torch_and_no_mlflow():
+def test_decide_and_tidy_import_no_torch_and_no_mlflow():
     """Like the commands of ``test_startup``: judging a file trains nothing and talks to no MLflow."""
     stored_study(2)
     script = textwrap.dedent("""\
         import json, sys
         from typer.testing import CliRunner
         from harness.cli import app
-        for args in (["tidy", "scored", "--out", "t.csv"], ["judge", "t.csv", "--control", "grpo", "--out", "r"]):
+        for args in (["tidy", "scored", "--out", "t.csv"], ["decide", "t.csv", "--control", "grpo", "--out", "r"]):
             result = CliRunner().invoke(app, args)
             assert result.exit_code == 0, result.output
         print(json.dumps([m for m in ("torch", "transformers", "peft", "mlflow") if m in sys.modules]))

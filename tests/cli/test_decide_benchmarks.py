@@ -1,4 +1,4 @@
-"""``harness tidy`` of a study with held-out benchmarks, then ``harness judge`` on that table: the
+"""``harness tidy`` of a study with held-out benchmarks, then ``harness decide`` on that table: the
 same primary, per-benchmark and overall verdicts as the study's own report (records written
 directly: no trial runs)."""
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from cli_main import run_main
 from scipy import special
-from test_judge import tables
+from test_decide import tables
 
 from harness.engine.spec import PromptScores, TrialResult
 from harness.study.expand import expand
@@ -88,7 +88,7 @@ SECTIONS = (
 
 
 @pytest.mark.parametrize(("seeds", "primary"), [(3, "eval/accuracy"), (1, "eval/accuracy"), (3, "eval/mean_reward")])
-def test_judge_on_a_benchmark_study_s_tidy_table_gives_the_study_s_verdicts(monkeypatch, capsys, seeds, primary):
+def test_decide_on_a_benchmark_study_s_tidy_table_gives_the_study_s_verdicts(monkeypatch, capsys, seeds, primary):
     stored_benchmark_study(seeds, primary)
     code, _, err = run_main(monkeypatch, capsys, "report", "bench", "--out", "study_report")
     assert code == 0, err
@@ -97,10 +97,10 @@ def test_judge_on_a_benchmark_study_s_tidy_table_gives_the_study_s_verdicts(monk
     tidy = pd.read_csv("bench.csv", keep_default_na=False)
     assert list(dict.fromkeys(tidy["benchmark"])) == [TASK_SET, "gsm", "overall_math"]
     assert len(tidy) == 3 * seeds * sum(SETS.values())
-    Path("judge.yaml").write_text(
+    Path("decide.yaml").write_text(
         f"control: grpo\nmetric: {primary}\nmin_effect: 0.05\nbenchmark_min_effect: {{overall_math: 0.1}}\n"
     )
-    code, out, err = run_main(monkeypatch, capsys, "judge", "bench.csv", "--config", "judge.yaml", "--out", "judged")
+    code, out, err = run_main(monkeypatch, capsys, "decide", "bench.csv", "--config", "decide.yaml", "--out", "judged")
     assert code == 0, err
     study, judged = tables(Path("study_report/summary.md")), tables(Path("judged/summary.md"))
     for section in SECTIONS:
@@ -113,17 +113,17 @@ def test_judge_on_a_benchmark_study_s_tidy_table_gives_the_study_s_verdicts(monk
         assert label.endswith("(eval-only)") == (seeds == 1), out
 
 
-def test_judge_metric_naming_a_benchmark_makes_it_primary(monkeypatch, capsys):
+def test_decide_metric_naming_a_benchmark_makes_it_primary(monkeypatch, capsys):
     stored_benchmark_study(3)
     assert run_main(monkeypatch, capsys, "tidy", "bench", "--out", "bench.csv")[0] == 0
     code, out, err = run_main(
-        monkeypatch, capsys, "judge", "bench.csv", "--control", "grpo", "--metric", "eval/gsm/accuracy",
+        monkeypatch, capsys, "decide", "bench.csv", "--control", "grpo", "--metric", "eval/gsm/accuracy",
         "--min-effect", "0.05", "--out", "judged",
     )  # fmt: skip
     assert code == 0, err
     assert "**Primary metric:** eval/gsm/accuracy (maximize)" in Path("judged/summary.md").read_text()
     code, _, err = run_main(
-        monkeypatch, capsys, "judge", "bench.csv", "--control", "grpo", "--metric", "eval/aime/accuracy"
+        monkeypatch, capsys, "decide", "bench.csv", "--control", "grpo", "--metric", "eval/aime/accuracy"
     )
     assert code == 2 and "names benchmark 'aime', which has no rows; benchmarks there: gsm, overall_math" in err
 
@@ -142,7 +142,7 @@ def test_tidy_with_a_task_metric_exports_every_set_of_that_kind_and_refuses_mixe
 
 @pytest.mark.slow
 def test_a_real_benchmark_study_s_tidy_table_judges_as_its_report(monkeypatch, capsys):
-    """A tiny testbed study with two benchmarks, its trials run (seconds): report, tidy, judge."""
+    """A tiny testbed study with two benchmarks, its trials run (seconds): report, tidy, decide."""
     import torch
 
     from harness.engine.trial import run_trial
@@ -178,8 +178,8 @@ def test_a_real_benchmark_study_s_tidy_table_judges_as_its_report(monkeypatch, c
         records.write_record(study_dir(study), records.make_record(spec, run_trial(spec)))
     assert run_main(monkeypatch, capsys, "report", str(path), "--out", "a")[0] == 0
     assert run_main(monkeypatch, capsys, "tidy", str(path), "--out", "real.csv")[0] == 0
-    Path("judge.yaml").write_text("control: grpo\nmin_effect: 0.05\nbenchmark_min_effect: {add_3digit: 0.02}\n")
-    code, _, err = run_main(monkeypatch, capsys, "judge", "real.csv", "--config", "judge.yaml", "--out", "b")
+    Path("decide.yaml").write_text("control: grpo\nmin_effect: 0.05\nbenchmark_min_effect: {add_3digit: 0.02}\n")
+    code, _, err = run_main(monkeypatch, capsys, "decide", "real.csv", "--config", "decide.yaml", "--out", "b")
     assert code == 0, err
     study_tables, judged = tables(Path("a/summary.md")), tables(Path("b/summary.md"))
     for section in SECTIONS:

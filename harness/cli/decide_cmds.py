@@ -1,5 +1,6 @@
-"""Commands: ``harness judge`` (results from anywhere, the same report and verdicts as a study) and
-``harness tidy`` (a study's results as the tidy table ``harness judge`` reads).
+"""Commands: ``harness decide`` (results from anywhere, the same report and verdicts as a study) and
+``harness tidy`` (a study's results as the tidy table ``harness decide`` reads). ``harness judge``
+is ``harness decide``'s former name, kept for one release.
 
 Thin: the table is read and checked in ``harness.tracking.tidy_results``, decided in
 ``harness.decide`` and written by ``harness.report``, as ``harness report`` does for a study.
@@ -12,7 +13,7 @@ from typing import Any
 
 import typer
 
-from harness.cli.app import app
+from harness.cli.app import app, former_name
 from harness.cli.report_cmds import check_report_dir, default_report_dir
 from harness.cli.results_cmds import StudyArg, named_study
 from harness.errors import ConfigError
@@ -43,8 +44,8 @@ def _config_file(path: Path | None) -> dict[str, Any]:
     return data
 
 
-@app.command("judge")
-def judge(
+@app.command("decide")
+def decide(
     file: Path | None = typer.Argument(None, help=_SOURCE_HELP, metavar="FILE", show_default=False),
     config: Path | None = typer.Option(
         None,
@@ -77,7 +78,7 @@ def judge(
     ),
     out: Path | None = typer.Option(None, "--out", help="output folder (default: reports/<name>/)"),
 ) -> None:
-    """Judge results made anywhere: the same verdicts, intervals and report as a study's.
+    """Decide on results made anywhere: the same verdicts, intervals and report as a study's.
 
     Options override the --config file's settings."""
     from harness.decide.analysis import analyze
@@ -100,7 +101,7 @@ def judge(
     values = {**_config_file(config), **{k: v for k, v in given.items() if v is not None}}
     if "control" not in values:
         raise ConfigError("no control arm: give --control ARM or control: in --config")
-    settings = settings_from(values, f"--config {config}" if config else "judge settings")
+    settings = settings_from(values, f"--config {config}" if config else "decide settings")
     if out is not None:
         check_report_dir(out)
     if file is not None:
@@ -115,6 +116,9 @@ def judge(
         typer.echo(f"{row.condition} vs {row.control}: {row.verdict} (difference {row.diff:+.4g})")
 
 
+former_name("judge", "decide", decide)
+
+
 @app.command("tidy")
 def tidy(
     study: StudyArg,
@@ -126,7 +130,7 @@ def tidy(
         "exports the task's and each benchmark's of that kind, a benchmark's (eval/<name>/accuracy) that one alone",
     ),
 ) -> None:
-    """Write a study's results as a tidy table (arm, seed, prompt_id, value, ...) that `harness judge` reads.
+    """Write a study's results as a tidy table (arm, seed, prompt_id, value, ...) that `harness decide` reads.
 
     A study with benchmarks gets a benchmark column: its own task's held-out set as (task), then each
     benchmark, each on the metric its verdicts are decided on."""
