@@ -82,6 +82,7 @@ def decide(
 
     Options override the --config file's settings."""
     from harness.decide.analysis import analyze
+    from harness.decide.rules import ReadOptions
     from harness.report import write_analysis
     from harness.tracking.tidy_results import load_mlflow, load_tidy, settings_from
 
@@ -109,7 +110,7 @@ def decide(
     else:
         results = load_mlflow(mlflow_experiment, tracking_uri, settings)
     out_dir = out if out is not None else default_report_dir(results)
-    analysis = analyze(results, correction=settings.correction, alpha=settings.alpha)
+    analysis = analyze(results, ReadOptions(correction=settings.correction, alpha=settings.alpha))
     path = write_analysis(analysis, out_dir)
     typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
     for row in analysis.verdicts.itertuples():

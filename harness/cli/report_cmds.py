@@ -47,14 +47,14 @@ def default_report_dir(results, root: Path = REPORTS_ROOT) -> Path:
     The name comes from the results (a study.yaml that no longer loads, or the trial records,
     may carry any string): an unsafe one is a one-line ``ConfigError`` and nothing is written.
     """
-    from harness.decide.frames import study_name
+    from harness.decide.frames import meta_of, study_name
     from harness.tracking.study_ref import path_under
 
     name = study_name(results)
     try:
         return path_under(root, name, "study name")
     except HarnessError as err:
-        where = (getattr(results, "meta", None) or {}).get("study_dir")
+        where = meta_of(results).study_dir
         source = f" (study folder {where})" if where else ""
         raise ConfigError(
             f"cannot write the report of study {name!r}{source} under {root}/: {err}; "
@@ -99,24 +99,24 @@ def report(
     """Write index.html (+ plotly.min.js), summary.md and results.csv for a study; attach them and
     the verdicts to the study's MLflow parent run when the study is mirrored there."""
     from harness.decide.analysis import analyze
-    from harness.decide.frames import check_alpha, check_correction, check_min_effect
+    from harness.decide.frames import meta_of
+    from harness.decide.rules import ReadOptions
     from harness.report import mirror_report, write_analysis
     from harness.report.figures import check_smooth
     from harness.tracking.mlflow_mirror import require_existing_store
 
-    check_alpha(alpha)  # bad input fails before any record is read or anything written
-    check_correction(correction)
-    check_min_effect(min_effect)
+    # bad input fails before any record is read or anything written
+    options = ReadOptions(alpha=alpha, correction=correction, min_effect=min_effect)
     check_smooth(smooth)
     require_existing_store(tracking_uri)
     if out is not None:
         check_report_dir(out)
     results = _results(study, storage)
     out_dir = out if out is not None else default_report_dir(results)
-    analysis = analyze(results, correction=correction, alpha=alpha, min_effect=min_effect)
+    analysis = analyze(results, options)
     path = write_analysis(analysis, out_dir, smooth=smooth)
     typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
-    typer.echo(mirror_report(analysis, path.parent, (results.meta or {}).get("study_dir"), tracking_uri))
+    typer.echo(mirror_report(analysis, path.parent, meta_of(results).study_dir, tracking_uri))
 
 
 @app.command("compare")
@@ -132,14 +132,11 @@ def compare(
 ) -> None:
     """ARM_A vs ARM_B on one metric: difference, the verdict's interval, verdict, seeds to decide."""
     from harness.decide.analysis import compare_pair
-    from harness.decide.frames import check_correction, check_min_effect
+    from harness.decide.rules import ReadOptions
     from harness.report.cells import fmt, fmt_p, fmt_seeds, jsonable, verdict_label
 
-    check_correction(correction)
-    check_min_effect(min_effect)
-    row = compare_pair(
-        _results(study, storage), arm_a, arm_b, metric=metric, correction=correction, min_effect=min_effect
-    )
+    options = ReadOptions(correction=correction, min_effect=min_effect)
+    row = compare_pair(_results(study, storage), arm_a, arm_b, metric=metric, options=options)
     if as_json:
         typer.echo(json.dumps(jsonable(row), indent=2))
         return
@@ -179,16 +176,17 @@ def noise_floor(
     """Per condition: the sd of trial means (with CI); and the noise split by source (the training-seed
     sd is one component of it) with what more budget buys."""
     from harness.decide.analysis import analyze
-    from harness.decide.frames import check_metric, check_min_effect
+    from harness.decide.frames import check_metric, meta_of
     from harness.decide.noise import noise_floor_table
+    from harness.decide.rules import ReadOptions
     from harness.report.cells import jsonable
     from harness.report.tables import components_display, noise_table_display
 
-    check_min_effect(min_effect)
+    options = ReadOptions(min_effect=min_effect)
     results = _results(study, storage)
     metric = check_metric(results, metric)
-    if metric == results.meta.get("primary_metric"):
-        analysis = analyze(results, min_effect=min_effect, curve_metrics=[])
+    if metric == meta_of(results).primary_metric:
+        analysis = analyze(results, options, curve_metrics=[])
         table, line, components = analysis.noise_floor, analysis.header["noise_line"], analysis.components
         level = analysis.header["ci_level"]
     else:

@@ -159,10 +159,12 @@ def _fmt(value, width: int = 0) -> str:
 
 def format_table(results, *, max_error: int = 60) -> str:
     """A compact text table of the trials, then one summary line per condition."""
-    trials, meta = results.trials, results.meta
-    metric = meta.get("primary_metric") or "eval/accuracy"
+    from harness.tracking.study_meta import StudyMeta
+
+    trials, meta = results.trials, StudyMeta.from_dict(results.meta)
+    metric = meta.primary_metric or "eval/accuracy"
     if trials.empty:
-        return f"study {meta.get('study')}: no trials yet"
+        return f"study {meta.study}: no trials yet"
     headers = ["trial_id", "arm", "seed", "status"]
     if metric and metric in trials.columns:
         headers.append(metric)
@@ -171,12 +173,12 @@ def format_table(results, *, max_error: int = 60) -> str:
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(meta.get("status_counts", {}).items()))
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(meta.status_counts.items()))
     lines.append("")
-    lines.append(f"study {meta.get('study')}: {len(trials)} trials ({counts})")
+    lines.append(f"study {meta.study}: {len(trials)} trials ({counts})")
     if metric and metric in trials.columns:
         done = trials[trials["status"] == "completed"]
-        for condition in meta.get("conditions") or sorted(trials["arm"].unique()):
+        for condition in meta.conditions or sorted(trials["arm"].unique()):
             values = done.loc[done["arm"] == condition, metric].dropna()
             if len(values):
                 spread = f" +- {values.std(ddof=1):.4g} (sd)" if len(values) > 1 else ""

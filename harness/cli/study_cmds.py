@@ -181,7 +181,7 @@ def validate(
                 continue
             study = load_study(path)
             check_model(study.model)
-            check_rollout(study.rollout)
+            check_rollout(study)
             n_train, n_eval = check_task(study)
             check_arms_differ(study)
             check_resources(study)

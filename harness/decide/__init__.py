@@ -9,12 +9,12 @@
   saturating compute curve and decides on ceilings and efficiency.
 * :mod:`.analysis` puts it all together: ``analyze(results)`` is every table a report shows,
   ``compare_pair`` one pair the way the report reads it.
-* Sequential studies: :mod:`.look_trials` says which seeds each look reads and which trials it
-  adds, :mod:`.looks` replays the comparisons look by look (when each stops) on the boundaries
-  of :mod:`harness.stats.sequential`, and :mod:`.look_schedule` is the runner's question: which
-  looks are due now.
+* Sequential studies: everything about their looks is :mod:`.sequential` (the rule fixed at
+  the first look and its versions, the seeds and trials of each look, the look-by-look replay
+  on the boundaries of :mod:`harness.stats.sequential`, and the runner's question: which looks
+  are due now).
 
 Every statistic comes from :mod:`harness.stats`; :mod:`harness.report` draws and writes what
 this package decided. The package itself imports nothing, so the runner can load
-:mod:`.look_trials` without pandas.
+:mod:`.sequential.pools` without pandas.
 """

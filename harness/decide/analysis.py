@@ -3,7 +3,7 @@
 Nothing here computes a statistic of its own: every mean, interval, p-value, effect size and
 seed count comes from ``harness.stats``. This module puts together the tables of
 ``comparisons`` (verdicts, robustness), ``noise`` (noise floor, noise by source),
-``trial_warnings``, ``calibration``, ``looks`` (sequential studies) and its own per-condition,
+``trial_warnings``, ``calibration``, ``sequential`` (a sequential study's looks) and its own per-condition,
 cost, config-diff, curve and header tables, as pandas frames that the figure and text writers of
 ``harness.report`` draw (``frames`` reads the results).
 """
@@ -21,6 +21,7 @@ from harness import stats
 from harness.decide.benchmarks import BenchmarkAnalysis, analyze_benchmarks
 from harness.decide.calibration import calibration_table, tripwire_state
 from harness.decide.comparisons import (
+    ArmScores,
     arm_scores,
     compare_values,
     planning_effect,
@@ -29,12 +30,8 @@ from harness.decide.comparisons import (
 )
 from harness.decide.compute_budget import at_point, point_line, shortfall_notes
 from harness.decide.frames import (
-    check_alpha,
     check_condition,
-    check_correction,
     check_metric,
-    check_min_effect,
-    check_power,
     comparisons_of,
     completed,
     conditions_of,
@@ -42,11 +39,12 @@ from harness.decide.frames import (
     seed_values,
     study_name,
 )
-from harness.decide.looks import design_line, final_pairs, replay
 from harness.decide.noise import noise_floor_table, noise_split, typical_plan
 from harness.decide.overoptimisation import overoptimisation_frame
+from harness.decide.rules import DecisionRules, ReadOptions
 from harness.decide.scaling import Scaling, scaling_analysis
-from harness.decide.sequential_rule import versions_line
+from harness.decide.sequential.replay import Replay, design_line, final_pairs, replay
+from harness.decide.sequential.versions import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
 from harness.version import __version__
@@ -186,8 +184,7 @@ def curve_metrics_of(results, requested: list[str] | tuple[str, ...] | None = No
         if missing:
             raise unknown_name("curve metric", missing[0], logged)
         return list(requested)
-    primary = meta_of(results).get("primary_metric")
-    wanted = [primary, *DEFAULT_CURVE_METRICS]
+    wanted = [meta_of(results).primary_metric, *DEFAULT_CURVE_METRICS]
     return [m for i, m in enumerate(wanted) if m in logged and m not in wanted[:i]]
 
 
@@ -250,222 +247,241 @@ def curve_bands(results, metric: str, *, x: str = "step", alpha: float = 0.05, n
 # ----------------------------------------------------------------------------- header
 
 
-def build_header(
-    results,
-    *,
-    correction: str,
-    alpha: float,
-    min_effect: float | None = None,
-    planning_effect: float | None = None,
-    noise_line: str = "",
-    level: float | None = None,
-    failed_by_condition: dict[str, int] | None = None,
-    design: str = "",
-    rule: str = "",
-    tripwires: list[str] | None = None,
-) -> dict[str, Any]:
-    meta = meta_of(results)
-    trials = results.trials
-    status = trials["status"].value_counts() if len(trials) else pd.Series(dtype=int)
-    n_total = len(trials)
-    n_done = int(status.get("completed", 0))
-    n_failed = int(status.get("failed", 0))
-    n_pending = int(status.get("running", 0)) + int(status.get("waiting", 0))
-    failures = meta.get("failures") or "drop"
-    state = list(tripwires or [])
-    if n_pending:
+@dataclass(frozen=True)
+class HeaderFacts:
+    """What the decisions found that the header states besides the rules."""
+
+    planning_effect: float | None = None
+    noise_line: str = ""
+    level: float | None = None  # the verdicts' interval level (None: 1 - alpha)
+    failed_by_condition: dict[str, int] = field(default_factory=dict)
+    design: str = ""  # a sequential study: its looks and where it stands
+    rule: str = ""  # a sequential study: the rule its looks were read under
+    tripwires: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    total: int
+    completed: int
+    failed: int
+    pending: int  # running or waiting
+
+    @classmethod
+    def of(cls, trials: pd.DataFrame) -> TrialCounts:
+        status = trials["status"].value_counts() if len(trials) else pd.Series(dtype=int)
+        pending = int(status.get("running", 0)) + int(status.get("waiting", 0))
+        return cls(len(trials), int(status.get("completed", 0)), int(status.get("failed", 0)), pending)
+
+
+def state_lines(results, rules: DecisionRules, facts: HeaderFacts, counts: TrialCounts) -> list[str]:
+    """The header's warnings, most urgent first: an A/A tripwire, trials still running or no
+    results, trials of an earlier design, no min_effect, failed trials, the trials' own warnings."""
+    state = list(facts.tripwires)
+    if counts.pending:
         state.append(
-            f"STILL RUNNING: {n_pending} of {n_total} trials are still running or waiting; "
+            f"STILL RUNNING: {counts.pending} of {counts.total} trials are still running or waiting; "
             + (
-                f"this report is drawn from the {n_done} completed trials only and will change."
-                if n_done
+                f"this report is drawn from the {counts.completed} completed trials only and will change."
+                if counts.completed
                 else "none has completed yet, so there is nothing to compare."
             )
         )
-    elif n_done == 0:
+    elif counts.completed == 0:
         state.append(
-            f"NO RESULTS: none of the {n_total} trials completed; there is nothing to compare."
-            if n_total
+            f"NO RESULTS: none of the {counts.total} trials completed; there is nothing to compare."
+            if counts.total
             else "NO RESULTS: the study has no trials yet."
         )
     state += [
         f"{line}: the study file changed since they ran, so they are kept on disk but left out of "
         "every table and figure."
-        for line in meta.get("earlier_design") or []
+        for line in meta_of(results).earlier_design
     ]
-    if min_effect is None:
-        planned = (
-            f" Seeds needed are planned at one sd of trial means ({planning_effect:.3g})." if planning_effect else ""
-        )
+    if rules.min_effect is None:
+        effect = facts.planning_effect
+        planned = f" Seeds needed are planned at one sd of trial means ({effect:.3g})." if effect else ""
         state.append(
             "NO MIN_EFFECT: the study names no smallest effect of interest, so no comparison can be "
             f"called equivalent (only better, worse or inconclusive).{planned} Set min_effect "
             "beside primary_metric in the study file, or pass --min-effect."
         )
-    if n_failed:
-        per = ", ".join(f"{c} {n}" for c, n in (failed_by_condition or {}).items() if n)
-        state.append(
-            f"{n_failed} trial{'s' if n_failed != 1 else ''} failed ({per}); "
-            + (
-                "each is scored at the metric's worst value (failures: worst)"
-                if failures == "worst"
-                else f"{'they are' if n_failed != 1 else 'it is'} left out of the statistics (failures: drop; "
-                "this favours an arm whose bad seeds crash)"
-            )
-            + "; each is listed with its reason under 'Failed trials'."
+    if counts.failed:
+        state.append(_failed_line(counts.failed, facts.failed_by_condition, rules.failures))
+    return state + warning_state(results)
+
+
+def _failed_line(n_failed: int, by_condition: dict[str, int], failures: str) -> str:
+    per = ", ".join(f"{c} {n}" for c, n in by_condition.items() if n)
+    return (
+        f"{n_failed} trial{'s' if n_failed != 1 else ''} failed ({per}); "
+        + (
+            "each is scored at the metric's worst value (failures: worst)"
+            if failures == "worst"
+            else f"{'they are' if n_failed != 1 else 'it is'} left out of the statistics (failures: drop; "
+            "this favours an arm whose bad seeds crash)"
         )
-    state += warning_state(results)
+        + "; each is listed with its reason under 'Failed trials'."
+    )
+
+
+def build_header(results, rules: DecisionRules, facts: HeaderFacts | None = None) -> dict[str, Any]:
+    """The report's header: what was compared, under which rules, and the state lines."""
+    facts = facts or HeaderFacts()
+    meta = meta_of(results)
+    trials = results.trials
+    counts = TrialCounts.of(trials)
+    seeds = meta.seeds or (sorted(trials["seed"].dropna().unique().tolist()) if len(trials) else [])
     return {
         "study": study_name(results),
-        "description": meta.get("description") or "",
+        "description": meta.description,
         "comparisons": [f"{a} vs {b}" for a, b in comparisons_of(results)],
         "conditions": conditions_of(results),
-        "primary_metric": meta.get("primary_metric"),
+        "primary_metric": meta.primary_metric,
         # where the primary comparison reads each trial, when not at its final evaluation
-        "primary_at": point_line(results, meta.get("primary_metric")),
-        "direction": meta.get("direction", "maximize"),
-        "control": meta.get("control"),
-        "seeds": list(meta.get("seeds") or (sorted(trials["seed"].dropna().unique().tolist()) if len(trials) else [])),
-        "seed_matched": bool(meta.get("seed_matched")),
-        "design": design or f"fixed, {len(meta.get('seeds') or [])} seeds per arm",
-        "sequential": bool(design),
-        "rule": rule,  # a sequential study: the rule its looks were read under
-        "correction": correction,
-        "alpha": alpha,
-        "ci_level": level if level is not None else 1 - alpha,
-        "min_effect": min_effect,
-        "planning_effect": planning_effect,
-        "test": meta.get("test") or "auto",
-        "failures": failures,
-        "noise_line": noise_line,
-        "metric_ranges": dict(meta.get("metric_ranges") or {}),
-        "harness_version": meta.get("harness_version") or "unknown",
-        "git_commit": meta.get("git_commit") or "unknown",
+        "primary_at": point_line(results, meta.primary_metric),
+        "direction": rules.direction,
+        "control": meta.control,
+        "seeds": list(seeds),
+        "seed_matched": meta.seed_matched,
+        "design": facts.design or f"fixed, {len(meta.seeds)} seeds per arm",
+        "sequential": bool(facts.design),
+        "rule": facts.rule,  # a sequential study: the rule its looks were read under
+        "correction": rules.correction,
+        "alpha": rules.alpha,
+        "ci_level": facts.level if facts.level is not None else 1 - rules.alpha,
+        "min_effect": rules.min_effect,
+        "planning_effect": facts.planning_effect,
+        "test": rules.test,
+        "failures": rules.failures,
+        "noise_line": facts.noise_line,
+        "metric_ranges": dict(meta.metric_ranges),
+        "harness_version": meta.harness_version or "unknown",
+        "git_commit": meta.git_commit or "unknown",
         "report_harness_version": __version__,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "n_trials": n_total,
-        "n_completed": n_done,
-        "n_failed": n_failed,
-        "n_pending": n_pending,
-        "complete": n_done == n_total,
-        "state": state,
+        "n_trials": counts.total,
+        "n_completed": counts.completed,
+        "n_failed": counts.failed,
+        "n_pending": counts.pending,
+        "complete": counts.completed == counts.total,
+        "state": state_lines(results, rules, facts, counts),
     }
 
 
 # ----------------------------------------------------------------------------- entry points
 
 
-def analyze(
-    results,
-    *,
-    correction: str = "bonferroni",
-    alpha: float = 0.05,
-    power: float = 0.8,
-    min_effect: float | None = None,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-    curve_metrics: list[str] | None = None,
-) -> Analysis:
-    """All of a report's tables for ``results``; statistics from ``harness.stats``.
-
-    ``min_effect`` overrides the study's pre-registered one (None: the study's)."""
-    check_correction(correction)
-    alpha, power = check_alpha(alpha), check_power(power)
-    meta = meta_of(results)
-    trials = results.trials.copy()
-    metric = check_metric(results, None)
-    direction = meta.get("direction", "maximize")
-    margin = check_min_effect(min_effect if min_effect is not None else meta.get("min_effect"))
-    failures = meta.get("failures") or "drop"
-    conds = conditions_of(results)
+def decision_rules(results, options: ReadOptions | None = None, *, metric: str | None = None) -> DecisionRules:
+    """The rules ``results`` are decided under (``options``: a command's; None: the defaults),
+    on ``metric`` (default: the primary one), every name checked."""
+    metric = check_metric(results, metric)
     for cond in (c for pair in comparisons_of(results) for c in pair):
         check_condition(results, cond)
+    return DecisionRules.of(meta_of(results), options, metric=metric)
 
-    scores = {c: arm_scores(results, c, metric, failures=failures) for c in conds}
-    pairs = study_pairs(results, metric, scores, n_permutations=n_permutations, seed=seed)
-    effect = planning_effect(margin, scores, meta.get("control"))
-    family = sum(p.difference.testable for p in pairs)
-    level = stats.interval_level(alpha, family, correction)
+
+@dataclass(frozen=True)
+class Decided:
+    """The pre-registered comparisons, decided: each pair as read, the verdict tables, and for a
+    sequential study its replay (None for a fixed design)."""
+
+    pairs: list
+    verdicts: pd.DataFrame
+    robustness: pd.DataFrame
+    planning_effect: float | None
+    level: float
+    replay: Replay | None
+
+
+def decide_comparisons(results, scores: dict[str, ArmScores], rules: DecisionRules) -> Decided:
+    """Every pre-registered comparison on the study's metric: at once (a fixed design), or look
+    by look, each on the seeds of the look that decided it (a sequential study)."""
+    pairs = study_pairs(results, scores, rules)
+    effect = planning_effect(rules.min_effect, scores, rules.control)
+    level = stats.interval_level(rules.alpha, sum(p.difference.testable for p in pairs), rules.correction)
     rep, looks = None, None
-    if meta.get("sequential"):
-        rep = replay(
-            results,
-            scores,
-            metric=metric,
-            alpha=alpha,
-            correction=correction,
-            direction=direction,
-            min_effect=margin,
-            failures=failures,
-            test=meta.get("test") or "auto",
-        )
-        pairs, looks = final_pairs(
-            rep,
-            results,
-            scores,
-            metric=metric,
-            failures=failures,
-            test=meta.get("test") or "auto",
-            n_permutations=n_permutations,
-            seed=seed,
-        )
+    if meta_of(results).sequential:
+        rep = replay(results, scores, rules)
+        pairs, looks = final_pairs(rep, results, scores, rules)
     verdicts, robustness = verdict_rows(
         pairs,
-        alpha=alpha,
-        correction=correction,
-        direction=direction,
-        power=power,
-        min_effect=margin,
+        rules,
         planning_effect=effect,
         looks=looks,
         family_size=len(pairs) if looks is not None else None,
     )
-    verdicts = mark_no_learning_signal(verdicts, results)
-    calibration = calibration_table(
-        results,
-        scores,
-        metric=metric,
-        alpha=alpha,
-        correction=correction,
-        direction=direction,
-        min_effect=margin,
-        failures=failures,
-        test=meta.get("test") or "auto",
-        n_permutations=n_permutations,
-        seed=seed,
-    )
-    split = noise_split(
-        metric, scores, level=level, effect=effect, margin=margin, power=power, plan=typical_plan(pairs)
-    )
+    return Decided(pairs, mark_no_learning_signal(verdicts, results), robustness, effect, level, rep)
 
+
+def trial_lists(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The failed trials with their reasons, and the trials still running or waiting."""
     failed = trials[trials["status"] == "failed"][["trial_id", "arm", "seed", "error"]].reset_index(drop=True)
     failed["error"] = failed["error"].fillna("(no reason recorded)")
     pending = trials[trials["status"].isin(["running", "waiting"])][["trial_id", "arm", "seed", "status"]]
+    return failed, pending.reset_index(drop=True)
 
+
+def all_curves(results, requested: list[str] | None, alpha: float) -> dict[tuple[str, str], pd.DataFrame]:
+    """The learning-curve bands of each curve metric, by step and by tokens (those with data)."""
+    out = {}
+    for m in curve_metrics_of(results, requested):
+        for x in ("step", "tokens"):
+            band = curve_bands(results, m, x=x, alpha=alpha)
+            if len(band):
+                out[(m, x)] = band
+    return out
+
+
+def analyze(results, options: ReadOptions | None = None, *, curve_metrics: list[str] | None = None) -> Analysis:
+    """All of a report's tables for ``results``, read under ``options`` (a command's: alpha,
+    correction, power, a ``min_effect`` overriding the study's, the permutation tests' draws and
+    seed; None: the defaults); statistics from ``harness.stats``."""
+    rules = decision_rules(results, options)
+    trials = results.trials.copy()
+    conds = conditions_of(results)
+    scores = {c: arm_scores(results, c, rules.metric, failures=rules.failures) for c in conds}
+    decided = decide_comparisons(results, scores, rules)
+    calibration = calibration_table(results, scores, rules)
+    split = noise_split(
+        rules.metric,
+        scores,
+        level=decided.level,
+        effect=decided.planning_effect,
+        margin=rules.min_effect,
+        power=rules.power,
+        plan=typical_plan(decided.pairs),
+    )
+    rep = decided.replay
+    facts = HeaderFacts(
+        planning_effect=decided.planning_effect,
+        noise_line=split.line,
+        level=decided.level,
+        failed_by_condition={c: s.failed for c, s in scores.items()},
+        design=design_line(rep) if rep is not None else "",
+        rule=versions_line(rep.rules) if rep is not None else "",
+        tripwires=tripwire_state(calibration),
+    )
+    failed, pending = trial_lists(trials)
     analysis = Analysis(
-        header=build_header(
-            results,
-            correction=correction,
-            alpha=alpha,
-            min_effect=margin,
-            planning_effect=effect,
-            noise_line=split.line,
-            level=level,
-            failed_by_condition={c: s.failed for c, s in scores.items()},
-            design=design_line(rep) if rep is not None else "",
-            rule=versions_line(rep.rules) if rep is not None else "",
-            tripwires=tripwire_state(calibration),
-        ),
-        conditions=condition_table(results, metric, alpha=alpha),
-        seed_values=primary_seed_values(results, metric),
-        verdicts=verdicts,
-        robustness=robustness,
+        header=build_header(results, rules, facts),
+        conditions=condition_table(results, rules.metric, alpha=rules.alpha),
+        seed_values=primary_seed_values(results, rules.metric),
+        verdicts=decided.verdicts,
+        robustness=decided.robustness,
         noise_floor=noise_floor_table(
-            results, metric, alpha=alpha, power=power, level=level, effect=effect, failures=failures, scores=scores
+            results,
+            rules.metric,
+            alpha=rules.alpha,
+            power=rules.power,
+            level=decided.level,
+            effect=decided.planning_effect,
+            failures=rules.failures,
+            scores=scores,
         ),
         cost=cost_table(trials, conds),
         failed=failed,
-        pending=pending.reset_index(drop=True),
+        pending=pending,
         config_diff=config_diff_table(trials, conds),
         trials=trials.sort_values(["arm", "seed"], kind="stable").reset_index(drop=True),
         components=split.components,
@@ -473,43 +489,21 @@ def analyze(
         looks=rep.table if rep is not None else pd.DataFrame(),
         calibration=calibration,
         overoptimisation=overoptimisation_frame(results),
-        benchmarks=analyze_benchmarks(
-            results,
-            alpha=alpha,
-            correction=correction,
-            power=power,
-            min_effect=margin,
-            n_permutations=n_permutations,
-            seed=seed,
-        ),
-        scaling=scaling_analysis(results, alpha=alpha, correction=correction, min_effect=margin),
+        benchmarks=analyze_benchmarks(results, rules),
+        scaling=scaling_analysis(results, rules),
+        curves=all_curves(results, curve_metrics, rules.alpha),
     )
-    for m in curve_metrics_of(results, curve_metrics):
-        for x in ("step", "tokens"):
-            band = curve_bands(results, m, x=x, alpha=alpha)
-            if len(band):
-                analysis.curves[(m, x)] = band
-    analysis.notes += shortfall_notes(results, metric)
-    untested = verdicts[verdicts["p_value"].isna()]
+    analysis.notes += shortfall_notes(results, rules.metric)
+    untested = decided.verdicts[decided.verdicts["p_value"].isna()]
     if len(untested):
         analysis.notes.append(
-            f"{len(untested)} comparison(s) could not be tested and are not in the {correction} family."
+            f"{len(untested)} comparison(s) could not be tested and are not in the {rules.correction} family."
         )
     return analysis
 
 
 def compare_pair(
-    results,
-    arm_a: str,
-    arm_b: str,
-    *,
-    metric: str | None = None,
-    correction: str = "bonferroni",
-    alpha: float = 0.05,
-    power: float = 0.8,
-    min_effect: float | None = None,
-    n_permutations: int = 10_000,
-    seed: int = 0,
+    results, arm_a: str, arm_b: str, *, metric: str | None = None, options: ReadOptions | None = None
 ) -> dict[str, Any]:
     """``arm_a`` vs ``arm_b`` (as control) on ``metric``; the same numbers the report shows.
 
@@ -517,58 +511,36 @@ def compare_pair(
     table (its interval at the family's level); any other pair is tested alone (a family of one,
     and it says so).
     """
-    check_correction(correction)
-    alpha, power = check_alpha(alpha), check_power(power)
+    options = options or ReadOptions()
     check_condition(results, arm_a)
     check_condition(results, arm_b)
-    metric = check_metric(results, metric)
-    meta = meta_of(results)
-    margin = check_min_effect(min_effect if min_effect is not None else meta.get("min_effect"))
-    primary = meta.get("primary_metric")
-    pre_registered = (arm_a, arm_b) in comparisons_of(results) and metric == primary
+    rules = DecisionRules.of(meta_of(results), options, metric=check_metric(results, metric))
+    pre_registered = (arm_a, arm_b) in comparisons_of(results) and rules.metric == meta_of(results).primary_metric
     if pre_registered:
-        analysis = analyze(
-            results,
-            correction=correction,
-            alpha=alpha,
-            power=power,
-            min_effect=margin,
-            n_permutations=n_permutations,
-            seed=seed,
-            curve_metrics=[],
-        )
+        analysis = analyze(results, options, curve_metrics=[])
         v = analysis.verdicts
         row = v[(v["condition"] == arm_a) & (v["control"] == arm_b)].iloc[0].to_dict()
         r = analysis.robustness
         checks = r[(r["condition"] == arm_a) & (r["control"] == arm_b)]
-        family = f"{correction} over the {len(v)} pre-registered comparisons"
+        family = f"{rules.correction} over the {len(v)} pre-registered comparisons"
     else:
-        failures = meta.get("failures") or "drop"
         pair = compare_values(
             results,
             arm_a,
             arm_b,
-            metric,
-            test=meta.get("test") or "auto",
-            failures=failures,
-            n_permutations=n_permutations,
-            seed=seed,
+            rules.metric,
+            test=rules.test,
+            failures=rules.failures,
+            n_permutations=rules.n_permutations,
+            seed=rules.seed,
         )
-        effect = planning_effect(margin, {arm_a: pair.arm, arm_b: pair.base}, arm_b)
-        verdicts, checks = verdict_rows(
-            [pair],
-            alpha=alpha,
-            correction=correction,
-            direction=meta.get("direction", "maximize"),
-            power=power,
-            min_effect=margin,
-            planning_effect=effect,
-        )
+        effect = planning_effect(rules.min_effect, {arm_a: pair.arm, arm_b: pair.base}, arm_b)
+        verdicts, checks = verdict_rows([pair], rules, planning_effect=effect)
         row = mark_no_learning_signal(verdicts, results).iloc[0].to_dict()
         family = "none: not a pre-registered comparison on the primary metric (tested alone)"
-    row["direction"] = meta.get("direction", "maximize")
+    row["direction"] = rules.direction
     row["correction"] = family
-    row["min_effect"] = margin
+    row["min_effect"] = rules.min_effect
     row["pre_registered"] = pre_registered
     row["robustness"] = checks.drop(columns=["condition", "control"]).to_dict(orient="records")
     return row

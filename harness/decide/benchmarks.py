@@ -1,7 +1,7 @@
 """Several held-out benchmarks: a verdict per arm per benchmark, an overall verdict per arm, and
 rliable's aggregates beside them.
 
-The benchmarks come from ``meta["benchmarks"]``: ``{"name", "metric", "min_effect"}`` each, the
+The benchmarks come from ``meta.benchmarks``: name, metric and min_effect each, the
 metric a full name (``eval/<name>/accuracy``) read like any other with
 :func:`harness.decide.comparisons.arm_scores`, so a results object from anywhere with those metric
 names (``harness decide``) is decided the same way.
@@ -26,8 +26,7 @@ names (``harness decide``) is decided the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -43,6 +42,8 @@ from harness.decide.comparisons import (
     verdict_rows,
 )
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, conditions_of, meta_of
+from harness.decide.rules import DecisionRules
+from harness.tracking.study_meta import BenchmarkMeta
 
 #: the overall verdict's metric label
 OVERALL_METRIC = "mean over benchmarks"
@@ -69,7 +70,7 @@ class BenchmarkAnalysis:
     probability of improvement per condition, with intervals), ``profiles`` (each condition's
     performance profile), the per-benchmark ``family_size`` and ``level``."""
 
-    benchmarks: list[dict[str, Any]]
+    benchmarks: list[BenchmarkMeta]
     verdicts: pd.DataFrame
     overall: pd.DataFrame
     aggregates: pd.DataFrame
@@ -80,9 +81,9 @@ class BenchmarkAnalysis:
     notes: list[str] = field(default_factory=list)
 
 
-def benchmarks_of(results) -> list[dict[str, Any]]:
-    """The study's benchmarks (``meta["benchmarks"]``), each ``{"name", "metric", "min_effect"}``."""
-    return list(meta_of(results).get("benchmarks") or [])
+def benchmarks_of(results) -> list[BenchmarkMeta]:
+    """The study's benchmarks (``meta.benchmarks``): name, metric and min_effect each."""
+    return list(meta_of(results).benchmarks)
 
 
 def _seed_matrix(scores: list[ArmScores]) -> pd.DataFrame:
@@ -200,69 +201,46 @@ def _aggregates(
     return aggregates, profile_frame
 
 
-def analyze_benchmarks(
-    results,
-    *,
-    alpha: float = 0.05,
-    correction: str = "bonferroni",
-    power: float = 0.8,
-    min_effect: float | None = None,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-) -> BenchmarkAnalysis | None:
-    """Every benchmark table of ``results`` (None when the study has no benchmarks).
-    ``min_effect``: the study's (the overall verdict's, and each benchmark's without its own)."""
+def analyze_benchmarks(results, rules: DecisionRules) -> BenchmarkAnalysis | None:
+    """Every benchmark table of ``results`` (None when the study has no benchmarks), under
+    ``rules`` (its ``min_effect``: the overall verdict's, and each benchmark's without its own)."""
     benchmarks = benchmarks_of(results)
     if not benchmarks:
         return None
-    meta = meta_of(results)
-    direction = meta.get("direction", "maximize")
-    failures = meta.get("failures") or "drop"
     conds = conditions_of(results)
-    options = {"n_permutations": n_permutations, "seed": seed}
-    scores = {b["name"]: {c: arm_scores(results, c, b["metric"], failures=failures) for c in conds} for b in benchmarks}
-    pairs = {b["name"]: study_pairs(results, b["metric"], scores[b["name"]], **options) for b in benchmarks}
+    scores = {b.name: {c: arm_scores(results, c, b.metric, failures=rules.failures) for c in conds} for b in benchmarks}
+    pairs = {b.name: study_pairs(results, scores[b.name], replace(rules, metric=b.metric)) for b in benchmarks}
     family = sum(p.difference.testable for ps in pairs.values() for p in ps)
     frames = []
     for b in benchmarks:
-        margin = b.get("min_effect") if b.get("min_effect") is not None else min_effect
+        margin = b.min_effect if b.min_effect is not None else rules.min_effect
         rows, _ = verdict_rows(
-            pairs[b["name"]],
-            alpha=alpha,
-            correction=correction,
-            direction=direction,
-            power=power,
-            min_effect=margin,
-            planning_effect=planning_effect(margin, scores[b["name"]], meta.get("control")),
+            pairs[b.name],
+            replace(rules, min_effect=margin),
+            planning_effect=planning_effect(margin, scores[b.name], rules.control),
             family_size=family,
         )
-        frames.append(rows.assign(benchmark=b["name"], min_effect=margin))
+        frames.append(rows.assign(benchmark=b.name, min_effect=margin))
     verdicts = pd.concat(frames, ignore_index=True)[["benchmark", *VERDICT_COLUMNS, "min_effect"]]
 
-    seed_matched = bool(meta.get("seed_matched"))
+    seed_matched = meta_of(results).seed_matched
     overall_pairs = [
         _overall_pair(
             a,
             c,
-            [next(p for p in pairs[b["name"]] if (p.condition, p.control) == (a, c)) for b in benchmarks],
-            [scores[b["name"]][a] for b in benchmarks],
-            [scores[b["name"]][c] for b in benchmarks],
+            [next(p for p in pairs[b.name] if (p.condition, p.control) == (a, c)) for b in benchmarks],
+            [scores[b.name][a] for b in benchmarks],
+            [scores[b.name][c] for b in benchmarks],
             seed_matched,
         )
         for a, c in comparisons_of(results)
     ]
     overall_scores = {p.condition: p.arm for p in overall_pairs} | {p.control: p.base for p in overall_pairs}
     overall, _ = verdict_rows(
-        overall_pairs,
-        alpha=alpha,
-        correction=correction,
-        direction=direction,
-        power=power,
-        min_effect=min_effect,
-        planning_effect=planning_effect(min_effect, overall_scores, meta.get("control")),
+        overall_pairs, rules, planning_effect=planning_effect(rules.min_effect, overall_scores, rules.control)
     )
-    by_condition = {c: _seed_matrix([scores[b["name"]][c] for b in benchmarks]) for c in conds}
-    aggregates, profiles = _aggregates(results, by_condition, direction, alpha, seed)
+    by_condition = {c: _seed_matrix([scores[b.name][c] for b in benchmarks]) for c in conds}
+    aggregates, profiles = _aggregates(results, by_condition, rules.direction, rules.alpha, rules.seed)
     overall_family = sum(p.difference.testable for p in overall_pairs)
     notes = []
     untested = verdicts[verdicts["p_value"].isna()]
@@ -275,7 +253,7 @@ def analyze_benchmarks(
         aggregates=aggregates,
         profiles=profiles,
         family_size=family,
-        level=stats.interval_level(alpha, family, correction),
-        overall_level=stats.interval_level(alpha, overall_family, correction),
+        level=stats.interval_level(rules.alpha, family, rules.correction),
+        overall_level=stats.interval_level(rules.alpha, overall_family, rules.correction),
         notes=notes,
     )

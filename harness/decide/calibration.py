@@ -15,6 +15,8 @@ the looks its data reached), but none of them is counted in that family.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from harness import stats
@@ -26,48 +28,37 @@ from harness.decide.comparisons import (
     verdict_rows,
 )
 from harness.decide.frames import comparisons_of, meta_of
-from harness.decide.look_trials import look_pool
-from harness.decide.looks import on_pool
+from harness.decide.rules import DecisionRules
+from harness.decide.sequential.pools import look_pool
+from harness.decide.sequential.replay import on_pool
+from harness.tracking.study_meta import StudyMeta
 
 CALIBRATION_COLUMNS = ["role", *VERDICT_COLUMNS]
 ROLE_NAMES = {"aa": "A/A tripwire", "placebo": "placebo"}
 
 
-def _sequential_look(meta: dict, pair: PairResult) -> stats.Look | None:
+def _sequential_look(meta: StudyMeta, pair: PairResult) -> stats.Look | None:
     """The repeated interval's look for a calibration pair of a sequential study: every look up
     to the seeds its data have."""
-    design = meta.get("sequential")
+    design = meta.sequential
     count = min(pair.difference.n_arm, pair.difference.n_control)
     if not design or count < 1:
         return None
-    looks = design["looks"]
+    looks = design.looks
     seen = tuple(n for n in looks if n < count) + (count,)
-    return stats.Look(seen, looks[-1], design["spending"])
+    return stats.Look(seen, looks[-1], design.spending)
 
 
-def calibration_table(
-    results,
-    scores: dict[str, ArmScores],
-    *,
-    metric: str,
-    alpha: float,
-    correction: str,
-    direction: str,
-    min_effect: float | None,
-    failures: str,
-    test: str,
-    n_permutations: int,
-    seed: int,
-) -> pd.DataFrame:
+def calibration_table(results, scores: dict[str, ArmScores], rules: DecisionRules) -> pd.DataFrame:
     """One verdict row per calibration comparison, with its role; empty when the study has none."""
     meta = meta_of(results)
-    wanted = [c for c in meta.get("calibration") or [] if c[0] in scores and c[1] in scores]
+    wanted = [c for c in meta.calibration if c[0] in scores and c[1] in scores]
     if not wanted:
         return pd.DataFrame(columns=CALIBRATION_COLUMNS)
     pairs, looks = [], []
     for condition, other, _ in wanted:
         a, b = scores[condition], scores[other]
-        if meta.get("sequential"):  # the seeds of the looks the two have reached
+        if meta.sequential:  # the seeds of the looks the two have reached
             n = min(len(a.values), len(b.values))
             a, b = on_pool(a, look_pool(meta, condition, n)), on_pool(b, look_pool(meta, other, n))
         pair = compare_scores(
@@ -75,24 +66,20 @@ def calibration_table(
             b,
             condition,
             other,
-            metric,
-            seed_matched=bool(meta.get("seed_matched")),
-            test=test,
-            failures=failures,
-            n_permutations=n_permutations,
-            seed=seed,
+            rules.metric,
+            seed_matched=meta.seed_matched,
+            test=rules.test,
+            failures=rules.failures,
+            n_permutations=rules.n_permutations,
+            seed=rules.seed,
         )
         pairs.append(pair)
         looks.append(_sequential_look(meta, pair))
     rows, _ = verdict_rows(
         pairs,
-        alpha=alpha,
-        correction=correction,
-        direction=direction,
-        power=0.8,
-        min_effect=min_effect,
+        replace(rules, power=0.8),
         planning_effect=None,
-        looks=looks if meta.get("sequential") else None,
+        looks=looks if meta.sequential else None,
         family_size=max(1, len(comparisons_of(results))),
     )
     rows.insert(0, "role", [ROLE_NAMES[role] for _, _, role in wanted])

@@ -15,6 +15,7 @@ import pandas as pd
 from harness import stats
 from harness.decide.compute_budget import at_point
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, completed, meta_of, seed_values
+from harness.decide.rules import DecisionRules
 from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, samples_metric
 
 #: Robustness checks shown next to each verdict, in this order.
@@ -53,11 +54,11 @@ class ArmScores:
 def worst_value(results, metric: str) -> float | None:
     """The metric's worst value (its range's bad end), or None when it has no known range."""
     meta = meta_of(results)
-    bounds = (meta.get("metric_ranges") or {}).get(metric)
+    bounds = meta.metric_ranges.get(metric)
     if bounds is None:
         return None
     low, high = bounds
-    return low if meta.get("direction", "maximize") == "maximize" else high
+    return low if meta.direction == "maximize" else high
 
 
 def _final_prompt_rows(results, trial_ids, metric: str) -> pd.DataFrame:
@@ -178,7 +179,7 @@ def compare_values(
         condition,
         control,
         metric,
-        seed_matched=bool(meta_of(results).get("seed_matched")),
+        seed_matched=meta_of(results).seed_matched,
         test=test,
         failures=failures,
         n_permutations=n_permutations,
@@ -186,22 +187,22 @@ def compare_values(
     )
 
 
-def study_pairs(results, metric: str, scores: dict[str, ArmScores], **options) -> list[PairResult]:
-    """Every pre-registered comparison of ``results`` on ``metric``, from each condition's scores
-    already read, under the study's seed matching, primary test and failure policy (``options``:
-    ``compare_scores``'s keywords)."""
-    meta = meta_of(results)
+def study_pairs(results, scores: dict[str, ArmScores], rules: DecisionRules) -> list[PairResult]:
+    """Every pre-registered comparison of ``results`` on the rules' metric, from each condition's
+    scores already read, under the study's seed matching and the rules' test, failure policy and
+    permutation draws."""
     return [
         compare_scores(
             scores[a],
             scores[b],
             a,
             b,
-            metric,
-            seed_matched=bool(meta.get("seed_matched")),
-            test=meta.get("test") or "auto",
-            failures=meta.get("failures") or "drop",
-            **options,
+            rules.metric,
+            seed_matched=meta_of(results).seed_matched,
+            test=rules.test,
+            failures=rules.failures,
+            n_permutations=rules.n_permutations,
+            seed=rules.seed,
         )
         for a, b in comparisons_of(results)
     ]
@@ -348,25 +349,23 @@ CHECK_COLUMNS = ["condition", "control", "check", "p_value", "min_attainable_p",
 
 def verdict_rows(
     pairs: list[PairResult],
+    rules: DecisionRules,
     *,
-    alpha,
-    correction,
-    direction,
-    power,
-    min_effect,
-    planning_effect,
+    planning_effect: float | None,
     looks: list[stats.Look] | None = None,
     family_size: int | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One verdict row per pair (and its robustness rows); ``looks``: each pair's sequential look."""
+    """One verdict row per pair (and its robustness rows), under ``rules``' alpha, correction,
+    direction, power and min_effect; ``looks``: each pair's sequential look."""
+    alpha = rules.alpha
     verdicts = stats.decide(
         [p.difference for p in pairs],
         alpha=alpha,
-        direction=direction,
-        min_effect=min_effect,
+        direction=rules.direction,
+        min_effect=rules.min_effect,
         planning_effect=planning_effect,
-        correction=correction,
-        power=power,
+        correction=rules.correction,
+        power=rules.power,
         max_n=SEEDS_SEARCH_LIMIT,
         looks=looks,
         family_size=family_size,

@@ -25,7 +25,6 @@ failed trial under ``failures: drop``. A trial that recorded no such axis is lef
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,18 +32,19 @@ import pandas as pd
 from harness.decide.frames import meta_of
 from harness.study.sections import AXIS_UNITS, PrimaryAt, amount
 from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
+from harness.tracking.study_meta import StudyMeta
 
 
 def primary_at(results) -> PrimaryAt:
     """The study's ``primary_at`` from the results meta (the final evaluation where it has none)."""
-    return PrimaryAt.model_validate(meta_of(results).get("primary_at") or {})
+    return PrimaryAt.model_validate(meta_of(results).primary_at or {})
 
 
 def reads_at_point(results, metric: str) -> PrimaryAt | None:
     """The point ``metric`` is read at, or None where it is read at the final evaluation (every
     metric but the primary one, and the primary one under ``point: final``)."""
     point = primary_at(results)
-    if point.point == "final" or metric != meta_of(results).get("primary_metric"):
+    if point.point == "final" or metric != meta_of(results).primary_metric:
         return None
     return point
 
@@ -155,7 +155,7 @@ class AtPoint:
 
     trials: pd.DataFrame
     curves: pd.DataFrame | None
-    meta: dict[str, Any]
+    meta: StudyMeta
     prompts: pd.DataFrame | None
     shortfalls: list[Shortfall]
 

@@ -2,7 +2,8 @@
 seeds of a condition, and the checks of the report's settings (one-line ConfigErrors).
 
 A ``Results`` object is anything with ``trials`` (one row per trial), ``curves`` (long frame of
-per-step metrics), ``meta`` (dict) and optionally ``prompts`` (the long per-prompt frame), as
+per-step metrics), ``meta`` (a :class:`~harness.tracking.study_meta.StudyMeta`, or the plain mapping it converts
+from) and optionally ``prompts`` (the long per-prompt frame), as
 ``harness.tracking.results.load_results`` returns them.
 """
 
@@ -15,6 +16,7 @@ import pandas as pd
 
 from harness import stats
 from harness.errors import ConfigError, unknown_name
+from harness.tracking.study_meta import StudyMeta
 
 #: Trial-frame columns that are bookkeeping, not final metrics.
 BASE_COLUMNS = ("trial_id", "arm", "seed", "status", "error", "wall_time_s", "config_hash", "warnings")
@@ -22,19 +24,19 @@ CORRECTIONS = stats.CORRECTIONS
 MIN_SEEDS_FOR_TEST = 2
 
 
-def meta_of(results) -> dict[str, Any]:
-    return dict(getattr(results, "meta", None) or {})
+def meta_of(results) -> StudyMeta:
+    """The study's typed metadata (a results object made by hand may carry the plain mapping)."""
+    meta = getattr(results, "meta", None)
+    return meta if isinstance(meta, StudyMeta) else StudyMeta.from_dict(meta)
 
 
 def study_name(results) -> str:
-    meta = meta_of(results)
-    return str(meta.get("study") or meta.get("name") or meta.get("study_name") or "study")
+    return meta_of(results).study
 
 
 def conditions_of(results) -> list[str]:
     """Conditions in the study's order (meta), then any others seen in the trials frame."""
-    meta = meta_of(results)
-    names = [str(c) for c in meta.get("conditions") or []]
+    names = [str(c) for c in meta_of(results).conditions]
     if "arm" in results.trials:
         names += [str(a) for a in results.trials["arm"].dropna().unique() if str(a) not in names]
     return names
@@ -42,10 +44,9 @@ def conditions_of(results) -> list[str]:
 
 def comparisons_of(results) -> list[tuple[str, str]]:
     meta = meta_of(results)
-    pairs = meta.get("comparisons")
+    pairs = meta.comparisons
     if pairs is None:
-        control = meta.get("control")
-        pairs = [(c, control) for c in conditions_of(results) if c != control]
+        pairs = [(c, meta.control) for c in conditions_of(results) if c != meta.control]
     return [(str(a), str(b)) for a, b in pairs]
 
 
@@ -56,7 +57,7 @@ def metric_names(trials: pd.DataFrame) -> list[str]:
 
 def check_metric(results, metric: str | None) -> str:
     """The metric to analyse (default: the primary one); unknown names raise, listing the valid."""
-    primary = meta_of(results).get("primary_metric")
+    primary = meta_of(results).primary_metric
     metric = metric or primary
     valid = metric_names(results.trials)
     if metric is None:

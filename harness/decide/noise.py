@@ -169,32 +169,45 @@ def noise_split(
     tables = {c: s.table for c, s in scores.items() if s.table is not None and len(s.table) >= MIN_SEEDS_FOR_TEST}
     prompts = [set(t.columns) for t in tables.values()]
     common = sorted(set.intersection(*prompts)) if prompts else []
-    empty = NoiseSplit(pd.DataFrame(columns=COMPONENT_COLUMNS), pd.DataFrame(columns=BUDGET_COLUMNS), "")
-    trial_sds = [float(s.values.std(ddof=1)) for s in scores.values() if len(s.values) >= MIN_SEEDS_FOR_TEST]
     one_run = one_run_split(metric, scores) if not tables else None
     if one_run is not None:
         return one_run
     if len(common) < 2:
-        if not trial_sds:
-            return empty
-        sd = float(np.sqrt(np.mean(np.square(trial_sds))))
-        empty.line = (
-            f"Noise floor of {metric}: sd of trial means {sd:.3g} (root mean square over the "
-            "conditions; no per-prompt scores recorded, so it cannot be split by source)."
-        )
-        return empty
+        return _unsplit(metric, scores)
     sample_vars = [s.sample_var for s in scores.values() if s.sample_var is not None]
-    samples = min(s.samples for c, s in scores.items() if c in tables)
     comps = stats.variance_components(
         {c: t[common].to_numpy() for c, t in tables.items()},
         sample_var=float(np.mean(sample_vars)) if sample_vars else None,
-        samples=samples,
+        samples=min(s.samples for c, s in scores.items() if c in tables),
         sampled=any(scores[c].sampled for c in tables),
     )
     by_source = comps.by_source()
-    total = sum(by_source.values())
-    components = components_frame(by_source, total, COMPONENT_NOTES)
+    components = components_frame(by_source, sum(by_source.values()), COMPONENT_NOTES)
     plan = plan or comps.as_plan(paired=False)
+    line = _split_line(metric, comps)
+    if effect:
+        line += " " + _seeds_line(effect, comps, plan, level=level, power=power, margin=margin)
+    return NoiseSplit(components, budget_table(comps, plan), line)
+
+
+def _unsplit(metric: str, scores: dict[str, ArmScores]) -> NoiseSplit:
+    """Without per-prompt scores on common prompts: the sd of trial means alone (nothing when no
+    condition has two seeds)."""
+    empty = NoiseSplit(pd.DataFrame(columns=COMPONENT_COLUMNS), pd.DataFrame(columns=BUDGET_COLUMNS), "")
+    trial_sds = [float(s.values.std(ddof=1)) for s in scores.values() if len(s.values) >= MIN_SEEDS_FOR_TEST]
+    if not trial_sds:
+        return empty
+    sd = float(np.sqrt(np.mean(np.square(trial_sds))))
+    empty.line = (
+        f"Noise floor of {metric}: sd of trial means {sd:.3g} (root mean square over the "
+        "conditions; no per-prompt scores recorded, so it cannot be split by source)."
+    )
+    return empty
+
+
+def budget_table(comps: stats.Components, plan: stats.PlanVariance) -> pd.DataFrame:
+    """The predicted SE of a difference as run and with one more seed, twice the prompts or
+    twice the eval samples (at best, where sampling cannot be told from the residual)."""
     n = max(MIN_SEEDS_FOR_TEST, int(round(comps.seeds)))
     P, k = comps.n_prompts, comps.samples
     options = [
@@ -207,38 +220,52 @@ def noise_split(
     elif not comps.separable:  # k = 1: the best case, all of the combined residual being sampling
         best = dataclasses.replace(plan, residual=0.0, sampling=plan.residual + plan.sampling)
         options.append(("2x eval samples (at best)", n, P, 2 * k, best))
-    budget = pd.DataFrame(
+    return pd.DataFrame(
         [
             {"option": o, "seeds": s, "prompts": p, "samples": q, "se_diff": float(np.sqrt(v.variance(s, p, q)))}
             for o, s, p, q, v in options
         ],
         columns=BUDGET_COLUMNS,
     )
+
+
+def _split_line(metric: str, comps: stats.Components) -> str:
+    """The noise floor in words: the training-seed sd and the prompt sd of an arm's mean."""
+    n = max(MIN_SEEDS_FOR_TEST, int(round(comps.seeds)))
+    P = comps.n_prompts
     seed = (
         f"training-seed sd (component) {np.sqrt(comps.seed):.3g}"
         if comps.seed > 0
         else f"training-seed sd (component) 0 (at {n} seeds the spread of the arms' trial means is no more than "
         "their per-prompt noise explains; it is estimated, not known to be 0)"
     )
-    line = (
+    return (
         f"Noise floor of {metric}: {seed}, prompt sd "
         f"{np.sqrt((comps.prompt + comps.arm_x_prompt) / P):.3g} of an arm's mean at {P} prompts "
         f"(arm x prompt {np.sqrt(comps.arm_x_prompt / P):.3g} of it does not cancel between arms)."
     )
-    if effect:
-        needs = []
-        for prompts_n in (P, 4 * P):
-            scaled = dataclasses.replace(plan, n_prompts=prompts_n)
-            need = stats.seeds_to_decide(
-                effect, scaled, level=level, power=power, margin=margin, max_n=SEEDS_SEARCH_LIMIT
-            )
-            needs.append(
-                f"{need} seeds per arm at {prompts_n} prompts"
-                if need
-                else f"more than {SEEDS_SEARCH_LIMIT} seeds per arm at {prompts_n} prompts"
-            )
-        line += f" A {effect:.3g} difference is decided with {power:.0%} probability with {needs[0]}, or {needs[1]}."
-    return NoiseSplit(components, budget, line)
+
+
+def _seeds_line(
+    effect: float,
+    comps: stats.Components,
+    plan: stats.PlanVariance,
+    *,
+    level: float,
+    power: float,
+    margin: float | None,
+) -> str:
+    """The seeds per arm that decide a difference of ``effect``, at the prompts run and at 4x."""
+    P, needs = comps.n_prompts, []
+    for prompts_n in (P, 4 * P):
+        scaled = dataclasses.replace(plan, n_prompts=prompts_n)
+        need = stats.seeds_to_decide(effect, scaled, level=level, power=power, margin=margin, max_n=SEEDS_SEARCH_LIMIT)
+        needs.append(
+            f"{need} seeds per arm at {prompts_n} prompts"
+            if need
+            else f"more than {SEEDS_SEARCH_LIMIT} seeds per arm at {prompts_n} prompts"
+        )
+    return f"A {effect:.3g} difference is decided with {power:.0%} probability with {needs[0]}, or {needs[1]}."
 
 
 def one_run_split(metric: str, scores: dict[str, ArmScores]) -> NoiseSplit | None:

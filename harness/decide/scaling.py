@@ -33,7 +33,9 @@ import pandas as pd
 
 from harness import stats
 from harness.decide.frames import comparisons_of, completed, conditions_of, meta_of
+from harness.decide.rules import DecisionRules
 from harness.errors import ConfigError, unknown_name
+from harness.tracking.study_meta import StudyMeta
 
 DEFAULT_AXIS = "compute/flops"
 FIT_MODES = ("auto", "on", "off")
@@ -116,13 +118,13 @@ def _setting(block, key: str, default):
     return default if value is None else value
 
 
-def scaling_settings(meta: dict) -> tuple[str, str, float]:
-    """(fit mode, axis, efficiency margin) from the study's ``scaling`` and ``primary_at`` keys."""
-    mode = str(_setting(meta.get("scaling"), "fit", "auto"))
+def scaling_settings(meta: StudyMeta) -> tuple[str, str, float]:
+    """(fit mode, axis, efficiency margin) from the study's ``scaling`` and ``primary_at`` sections."""
+    mode = str(_setting(meta.scaling, "fit", "auto"))
     if mode not in FIT_MODES:
         raise unknown_name("scaling.fit", mode, FIT_MODES)
-    axis = str(_setting(meta.get("primary_at"), "axis", DEFAULT_AXIS))
-    raw = _setting(meta.get("scaling"), "efficiency_margin", DEFAULT_EFFICIENCY_MARGIN)
+    axis = str(_setting(meta.primary_at, "axis", DEFAULT_AXIS))
+    raw = _setting(meta.scaling, "efficiency_margin", DEFAULT_EFFICIENCY_MARGIN)
     try:
         margin = float(raw)
     except (TypeError, ValueError):
@@ -305,23 +307,18 @@ def _verdicts(pairs, fits, *, alpha, correction, direction, min_effect, margin, 
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
-def scaling_analysis(
-    results,
-    *,
-    alpha: float = 0.05,
-    correction: str = "bonferroni",
-    min_effect: float | None = None,
-) -> Scaling | None:
-    """The fitted-curve tables of ``results``, or None when no fit runs (``scaling.fit: off``, or
-    ``auto`` without the axis or without enough evaluations)."""
+def scaling_analysis(results, rules: DecisionRules) -> Scaling | None:
+    """The fitted-curve tables of ``results`` under ``rules``' alpha, correction, direction and
+    min_effect, or None when no fit runs (``scaling.fit: off``, or ``auto`` without the axis or
+    without enough evaluations)."""
     meta = meta_of(results)
     mode, axis, margin = scaling_settings(meta)
-    metric = meta.get("primary_metric")
+    metric, alpha = meta.primary_metric, rules.alpha
     if mode == "off" or metric is None:
         return None
     if mode == "auto" and not (_axis_logged(results, axis) and _evaluations_ok(results, metric)):
         return None
-    bounds = (meta.get("metric_ranges") or {}).get(metric)
+    bounds = meta.metric_ranges.get(metric)
     a_bounds = tuple(bounds) if bounds is not None else None
     params, extrap, bands, fits = [], [], [], {}
     notes = [] if _axis_logged(results, axis) else [f"The compute axis {axis} is not logged: nothing to fit."]
@@ -366,11 +363,11 @@ def scaling_analysis(
         comparisons_of(results),
         fits,
         alpha=alpha,
-        correction=correction,
-        direction=meta.get("direction", "maximize"),
-        min_effect=min_effect,
+        correction=rules.correction,
+        direction=rules.direction,
+        min_effect=rules.min_effect,
         margin=margin,
-        paired=bool(meta.get("seed_matched")),
+        paired=meta.seed_matched,
     )
     return Scaling(
         axis=axis,

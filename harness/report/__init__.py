@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.decide.analysis import Analysis, analyze
 from harness.decide.comparisons import EVAL_ONLY_LABELS, UNTESTED
+from harness.decide.rules import ReadOptions
 from harness.errors import ConfigError, HarnessError
 from harness.ground.files import atomic_write_all
 from harness.report.figures import all_figures, check_smooth
@@ -25,38 +26,19 @@ MIRRORED_FILES = ("index.html", "summary.md", "results.csv")
 
 
 def write_report(
-    results,
-    out_dir,
-    *,
-    correction: str = "bonferroni",
-    alpha: float = 0.05,
-    power: float = 0.8,
-    min_effect: float | None = None,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-    curve_metrics: list[str] | None = None,
-    smooth: int = 1,
+    results, out_dir, options: ReadOptions | None = None, *, curve_metrics: list[str] | None = None, smooth: int = 1
 ) -> Path:
-    """Write the report of ``results`` into ``out_dir``; returns the path of ``index.html``.
+    """Write the report of ``results`` into ``out_dir``, read under ``options`` (a command's
+    alpha, correction, power, ``min_effect`` overriding the study's, permutation draws and seed;
+    None: the defaults); returns the path of ``index.html``.
 
     ``out_dir`` is created if missing (it is the caller's choice: ``harness report`` derives
     its default from the checked study name). An ``out_dir`` that is an existing file, or a
-    folder that cannot be created or written, is a one-line ``HarnessError``. ``min_effect``
-    overrides the study's (None: the study's). ``smooth`` > 1 draws the training curves as a
-    trailing moving average over that many logged points.
+    folder that cannot be created or written, is a one-line ``HarnessError``. ``smooth`` > 1
+    draws the training curves as a trailing moving average over that many logged points.
     """
     check_smooth(smooth)
-    analysis = analyze(
-        results,
-        correction=correction,
-        alpha=alpha,
-        power=power,
-        min_effect=min_effect,
-        n_permutations=n_permutations,
-        seed=seed,
-        curve_metrics=curve_metrics,
-    )
-    return write_analysis(analysis, out_dir, smooth=smooth)
+    return write_analysis(analyze(results, options, curve_metrics=curve_metrics), out_dir, smooth=smooth)
 
 
 def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:

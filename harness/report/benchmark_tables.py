@@ -22,12 +22,12 @@ def benchmark_verdicts_display(analysis: Analysis) -> pd.DataFrame:
     columns = [f"{c} vs {k}" for c, k in zip(b.overall["condition"], b.overall["control"])]
     rows = []
     for bench in b.benchmarks:
-        v = b.verdicts[b.verdicts["benchmark"] == bench["name"]]
+        v = b.verdicts[b.verdicts["benchmark"] == bench.name]
         margin = v["min_effect"].iloc[0] if len(v) else None
         rows.append(
             {
-                "benchmark": bench["name"],
-                "metric": bench["metric"],
+                "benchmark": bench.name,
+                "metric": bench.metric,
                 "min_effect": fmt(margin),
                 **{col: _verdict_cell(r) for col, (_, r) in zip(columns, v.iterrows())},
             }

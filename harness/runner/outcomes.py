@@ -16,7 +16,6 @@ from harness.errors import ConfigError
 from harness.ground.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED
 from harness.ground.urls import redact_url
 from harness.runner import queue
-from harness.runner.looks import due_looks, look_lines
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir
 from harness.study.load import load_study
@@ -224,7 +223,9 @@ def study_status(study_ref: str | Path, storage: str | None = None) -> StatusRep
         if t.phase == "compare" and t.spec is not None:
             t.earlier = earlier_design_of(study, t.spec, t.key.rsplit("-s", 1)[0])
     if study.sequential is not None:
-        report.looks = look_lines(due_looks(study_file, url))
+        from harness.decide.sequential.schedule import look_state  # the replay: sequential studies only
+
+        report.looks = look_state(study_file, url).lines()
     scheduler_states(report.trials)
     return report
 

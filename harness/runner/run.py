@@ -45,6 +45,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from harness import store as study_db
+from harness.decide.sequential.versions import check_study_rule
 from harness.ground.console import say
 from harness.ground.files import atomic_write, file_lock
 from harness.ground.urls import redact_url
@@ -52,7 +53,7 @@ from harness.runner import queue
 from harness.runner.executors import executor_name, make_executor
 from harness.runner.executors.local import local_slots
 from harness.runner.executors.scheduled import Scheduled
-from harness.runner.looks import Looks, check_rule, due_looks, look_lines
+from harness.runner.looks import Looks
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
     RunSummary,
@@ -113,7 +114,7 @@ def prepare(study_path: str | Path, opts: RunOptions, check: Callable[[Any], Non
     url = opts.storage or study_db.default_storage_url(folder)
     if storage is None:
         storage = study_db.open_storage(url, create=True)
-    check_rule(study, storage, folder, new_version=opts.new_version, say=partial(say, stream=opts.out()))
+    check_study_rule(study, storage, folder, new_version=opts.new_version, say=partial(say, stream=opts.out()))
     snapshot = folder / "study.yaml"
     atomic_write(snapshot, dump_study(study))
     return _Setup(study, folder, snapshot.resolve(), url, storage)
@@ -272,6 +273,33 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
     ``opts.executor`` (else the study's ``executor:``) says where the trials run
     (:mod:`harness.runner.executors`)."""
     opts = opts or RunOptions()
+    setup, executor, slots = _prepare_with_executor(study_path, opts)
+    study, out = setup.study, opts.out()
+    where = (
+        f"{len(slots)} worker(s) on {', '.join(s.device for s in slots)}"
+        if executor is None
+        else f"executor {executor.name}: one job per trial"
+    )
+    say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} | {where}", stream=out)
+    say(seed_check(study, setup.study_dir, opts), stream=out)
+    summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
+    phases = _Phases(setup, opts, len(slots) if executor is None else len(study.conditions()) * len(study.seeds))
+    try:
+        phases.start()
+        summary.interrupted = _work(setup, opts, phases, executor, slots)
+        if not summary.interrupted:
+            phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
+    finally:
+        phases.close()
+        if executor is not None:
+            executor.close()
+    _sum_up(summary, phases)
+    return summary
+
+
+def _prepare_with_executor(study_path: str | Path, opts: RunOptions) -> tuple[_Setup, Any, list]:
+    """:func:`prepare`, with the executor's check: the executor chosen (None: local) and the
+    local slots; an executor made for a study that then fails its checks is closed."""
     chosen: dict[str, Any] = {}
 
     def check_executor(study) -> None:  # before anything is created: resources that cannot fit
@@ -289,56 +317,48 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         if "executor" in chosen:
             chosen["executor"].close()
         raise
-    study, out = setup.study, opts.out()
-    executor, slots = chosen.get("executor"), chosen.get("slots", [])
-    where = (
-        f"{len(slots)} worker(s) on {', '.join(s.device for s in slots)}"
-        if executor is None
-        else f"executor {executor.name}: one job per trial"
-    )
-    say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} | {where}", stream=out)
-    say(seed_check(study, setup.study_dir, opts), stream=out)
-    summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
-    phases = _Phases(setup, opts, len(slots) if executor is None else len(study.conditions()) * len(study.seeds))
-    try:
-        phases.start()
-        if phases.pending() and executor is not None:
-            summary.interrupted = Scheduled(
-                executor,
-                study=study,
-                study_file=setup.study_file,
-                study_dir=setup.study_dir,
-                storage=setup.storage_url,
-                queues=phases.queues,
-                opts=opts,
-                progress=phases.progress,
-                on_tick=phases.tick,
-            ).run()
-        elif phases.pending():
-            summary.interrupted = run_pool(
-                study_file=setup.study_file,
-                study_dir=setup.study_dir,
-                storage=setup.storage_url,
-                queue_names=[q.study_name for q in phases.queues],
-                slots=slots,
-                opts=opts,
-                progress=phases.progress,
-                hold_file=phases.hold_file if phases.specs is None else None,
-                on_tick=phases.tick,
-            )
-        else:
-            phases.progress.tick()
-            say("nothing to run: every trial has completed", stream=out)
-            if opts.tracking:  # no worker starts, so mirror here what a killed worker left unmirrored
-                mirrored = sync(setup.study_dir, opts.tracking_uri)
-                if mirrored.sent or mirrored.failed:
-                    say(str(mirrored), stream=out)
-        if not summary.interrupted:
-            phases.tick()  # tuning ended with the last worker: queue comparisons for the next run
-    finally:
-        phases.close()
-        if executor is not None:
-            executor.close()
+    return setup, chosen.get("executor"), chosen.get("slots", [])
+
+
+def _work(setup: _Setup, opts: RunOptions, phases: _Phases, executor, slots: list) -> bool:
+    """Run what is queued to the end, on the executor's jobs or the local pool; whether it was
+    interrupted. With nothing to run, mirror what a killed worker left unmirrored."""
+    if phases.pending() and executor is not None:
+        return Scheduled(
+            executor,
+            study=setup.study,
+            study_file=setup.study_file,
+            study_dir=setup.study_dir,
+            storage=setup.storage_url,
+            queues=phases.queues,
+            opts=opts,
+            progress=phases.progress,
+            on_tick=phases.tick,
+        ).run()
+    if phases.pending():
+        return run_pool(
+            study_file=setup.study_file,
+            study_dir=setup.study_dir,
+            storage=setup.storage_url,
+            queue_names=[q.study_name for q in phases.queues],
+            slots=slots,
+            opts=opts,
+            progress=phases.progress,
+            hold_file=phases.hold_file if phases.specs is None else None,
+            on_tick=phases.tick,
+        )
+    out = opts.out()
+    phases.progress.tick()
+    say("nothing to run: every trial has completed", stream=out)
+    if opts.tracking:  # no worker starts, so mirror here what a killed worker left unmirrored
+        mirrored = sync(setup.study_dir, opts.tracking_uri)
+        if mirrored.sent or mirrored.failed:
+            say(str(mirrored), stream=out)
+    return False
+
+
+def _sum_up(summary: RunSummary, phases: _Phases) -> None:
+    """Each phase's trial outcomes, the notes, and where a sequential study's looks stand."""
     for arm, q in phases.tune.items():
         summary.trials += trial_outcomes(q, "tune", phases.slot_keys, label=slot_label(arm))
     summary.notes += phases.notes
@@ -347,10 +367,9 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
     elif not summary.interrupted:
         summary.notes.append("the comparison trials were not queued (tuning did not finish)")
     if phases.looks is not None:
-        summary.looks = look_lines(phases.looks.due) if phases.looks.due is not None else []
+        summary.looks = phases.looks.state.lines() if phases.looks.state is not None else []
         if not phases.looks.finished and not summary.interrupted:
             summary.notes.append("the sequential study is not finished: run the same command again to go on")
-    return summary
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,7 +392,7 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     make_output_dir(folder)
     slots = local_slots(study, opts)
     out = opts.out()
-    check_rule(study, storage, folder, say=partial(say, stream=out))
+    check_study_rule(study, storage, folder, say=partial(say, stream=out))
     say(
         f"worker for {study.name}: storage {redact_url(url)} | {len(slots)} worker(s) on "
         f"{', '.join(s.device for s in slots)}",
@@ -395,7 +414,9 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     for phase, q in found:
         summary.trials += queue_outcomes(q, phase)
     if study.sequential is not None and not summary.interrupted:
-        summary.looks = look_lines(due_looks(study_file, url))
+        from harness.decide.sequential.schedule import look_state  # the replay: sequential studies only
+
+        summary.looks = look_state(study_file, url).lines()
     return summary
 
 

@@ -19,6 +19,12 @@ No maintained Python package computes these boundaries (the references are R's l
 gsDesign), so they come from the recursive numerical integration of Armitage, McPherson & Rowe
 (1969) as Jennison & Turnbull (2000, ch. 19) lay it out, on Simpson grids over the region where
 the comparison goes on. Tests check them against ldbounds' published values and by simulation.
+
+Only the boundary mathematics lives here (numpy and scipy on numbers: spending, boundaries, the
+repeated interval of a look), since :mod:`harness.stats` is pure statistics. Everything a
+sequential *study* decides with them (its rule and the versions fixed at its first look, which
+seeds each look reads, the look-by-look replay, what the runner queues next) is
+:mod:`harness.decide.sequential`'s.
 """
 
 from __future__ import annotations

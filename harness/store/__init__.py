@@ -20,7 +20,7 @@ Its namespace is the opening API and the names (``from harness import store as s
 """
 
 from harness.store.database import default_storage_url, is_sqlite, open_storage
-from harness.store.errors import StorageError, disk_full, error_line
+from harness.store.errors import StorageError, StorageUnreadable, disk_full, error_line
 from harness.store.names import (
     ARM,
     ATTEMPT,
@@ -60,6 +60,7 @@ __all__ = [
     "TRIAL_IDS",
     "WORKER",
     "StorageError",
+    "StorageUnreadable",
     "compare_study_name",
     "default_storage_url",
     "disk_full",

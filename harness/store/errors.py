@@ -15,6 +15,12 @@ class StorageError(HarnessError):
     harness this one cannot read."""
 
 
+class StorageUnreadable(StorageError):
+    """The study's storage could not be read while loading its results (its message names the
+    storage and the cause, without credentials); raised where the read fails, and a warning
+    instead unless the caller asked for all or nothing (``load_results(strict_storage=True)``)."""
+
+
 def driver_error(err: BaseException) -> BaseException:
     """The error under Optuna's wrappers: Optuna reports every failed commit as a
     ``StorageInternalError`` ("invalid data in the commit"), whatever the database said."""

@@ -2,7 +2,7 @@
 study folder.
 
 A sequential study's looks are read under one rule, fixed when its first look is queued
-(:mod:`harness.decide.sequential_rule` says what the rule holds and how a change is refused).
+(:mod:`harness.decide.sequential` says what the rule holds and how a change is refused).
 It must be fixed exactly once, however many machines find the first look due at once, so it is
 a row of a table of the harness's own in the study database, ``harness_sequential_rules``
 (declared in :mod:`.schema`): one row per study and rule version, unique on the two. The
@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from harness.ground.files import atomic_write
 from harness.ground.urls import redact_text, redact_url
 from harness.store.database import open_storage
+from harness.store.errors import StorageUnreadable
 from harness.store.schema import RULES, prepare
 
 #: the study folder's copy of every stored version, oldest first
@@ -73,9 +74,11 @@ def read_local(study_dir: str | os.PathLike) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
 
 
-def read_rules(study_dir: str | os.PathLike, url: str | None, study: str) -> list[dict[str, Any]]:
+def read_rules(
+    study_dir: str | os.PathLike, url: str | None, study: str, *, strict: bool = False
+) -> list[dict[str, Any]]:
     """``study``'s stored rules: from the database at ``url``, or, without one or when it cannot
-    be read (a warning says so), from the folder's copy."""
+    be read (a warning says so; ``strict``: ``StorageUnreadable`` instead), from the folder's copy."""
     if url is not None:
         try:
             rdb = open_storage(url, create=False)
@@ -84,9 +87,11 @@ def read_rules(study_dir: str | os.PathLike, url: str | None, study: str) -> lis
             finally:
                 rdb.engine.dispose()
         except Exception as err:  # noqa: BLE001 - the folder's copy stands in
-            warnings.warn(
+            unread = StorageUnreadable(
                 f"cannot read the sequential rules stored in {redact_url(url)}: {type(err).__name__}: "
-                f"{redact_text(str(err), url)}; showing the study folder's copy",
-                stacklevel=2,
+                f"{redact_text(str(err), url)}"
             )
+            if strict:
+                raise unread from None
+            warnings.warn(f"{unread}; showing the study folder's copy", stacklevel=2)
     return read_local(study_dir)

@@ -26,7 +26,7 @@ def _tuned_values(study: Study, spec: TrialSpec) -> dict[str, Any]:
     out = {}
     for key in study.tuning.search_space:
         section, name = split_key(key)
-        out[key] = getattr(spec.train if section == "train" else spec.algorithm, name, None)
+        out[key] = getattr({"train": spec.train, "rollout": spec.rollout}.get(section, spec.algorithm), name, None)
     return out
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.presets import resolve_algorithm
-from harness.engine.spec import TrainConfig, TrialSpec
+from harness.engine.spec import RolloutConfig, TrainConfig, TrialSpec, VllmConfig
 from harness.errors import ConfigError
 from harness.study.field_errors import FieldError, format_validation_error
 from harness.study.overrides import coerce_override, split_key
@@ -24,12 +24,46 @@ from harness.study.schema import Arm, Condition, Study, condition_name
 from harness.study.sections import AA, PLACEBO
 
 
+class Overrides(NamedTuple):
+    """Override keys (an arm's ``set``, a grid cell, a search-space point) by section, each
+    without its section's prefix."""
+
+    algorithm: dict[str, Any]
+    train: dict[str, Any]
+    rollout: dict[str, Any]
+
+
+def split_params(params: Mapping[str, Any]) -> Overrides:
+    """Grid-cell, search-space or ``set`` keys, split by the section they override."""
+    out = Overrides({}, {}, {})
+    for key, value in params.items():
+        section, name = split_key(key)
+        getattr(out, section)[name] = value
+    return out
+
+
 def resolve_arm(arm: Arm, extra: Mapping[str, Any], where: str) -> RLConfig | DPOConfig:
-    """The arm's preset with its ``set`` and ``extra`` applied; errors are prefixed ``where``."""
+    """The arm's preset with its ``set`` and ``extra`` (algorithm keys) applied; errors are prefixed ``where``."""
     try:
-        return resolve_algorithm(arm.algorithm, {**arm.set, **extra})
+        return resolve_algorithm(arm.algorithm, {**split_params(arm.set).algorithm, **extra})
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
+
+
+def arm_rollout(study: Study, arm: Arm, extra: Mapping[str, Any], where: str) -> RolloutConfig:
+    """The study's rollout with the arm's ``set`` and ``extra`` (rollout fields) applied; errors
+    are prefixed ``where``. An arm on ``hf`` in a study on ``vllm`` drops the server's settings
+    (``rollout.vllm``), which only the vLLM backend reads."""
+    overrides = {**split_params(arm.set).rollout, **extra}
+    if not overrides:
+        return study.rollout.model_copy(deep=True)
+    fields = {**study.rollout.model_dump(), **overrides}
+    if fields["backend"] == "hf":
+        fields["vllm"] = VllmConfig().model_dump()
+    try:
+        return RolloutConfig.model_validate(fields)
+    except ValidationError as err:
+        raise ConfigError(f"{where}: {format_validation_error(err, RolloutConfig)}") from None
 
 
 def arm_train(study: Study, arm: Arm, extra: Mapping[str, Any], where: str) -> TrainConfig:
@@ -45,15 +79,6 @@ def arm_train(study: Study, arm: Arm, extra: Mapping[str, Any], where: str) -> T
     return train
 
 
-def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Grid-cell or search-space keys, split into (algorithm overrides, train overrides)."""
-    algorithm, train = {}, {}
-    for key, value in params.items():
-        section, name = split_key(key)
-        (train if section == "train" else algorithm)[name] = value
-    return algorithm, train
-
-
 #: The folder that holds a study's outputs when it names no ``output_dir`` (relative to the CWD).
 RUNS_ROOT = Path("runs")
 
@@ -64,14 +89,13 @@ def study_dir(study: Study) -> Path:
 
 
 def _spec(study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: int, where: str) -> TrialSpec:
-    algorithm, train = split_params(params)
     try:
-        return _trial_spec(study, arm, name, train, algorithm, seed, where)
+        return _trial_spec(study, arm, name, split_params(params), seed, where)
     except ValidationError as err:  # a check across sections (the rollout backend against the task)
         raise ConfigError(f"{where}: {format_validation_error(err, TrialSpec)}") from None
 
 
-def _trial_spec(study: Study, arm: Arm, name: str, train, algorithm, seed: int, where: str) -> TrialSpec:
+def _trial_spec(study: Study, arm: Arm, name: str, overrides: Overrides, seed: int, where: str) -> TrialSpec:
     return TrialSpec(
         study=study.name,
         arm=name,
@@ -79,11 +103,11 @@ def _trial_spec(study: Study, arm: Arm, name: str, train, algorithm, seed: int, 
         task=study.task.model_copy(deep=True),
         model=study.model.model_copy(deep=True),
         warmstart=study.warmstart.model_copy(deep=True),
-        train=arm_train(study, arm, train, where),
-        algorithm=resolve_arm(arm, algorithm, where),
+        train=arm_train(study, arm, overrides.train, where),
+        algorithm=resolve_arm(arm, overrides.algorithm, where),
         benchmarks=[b.model_copy(deep=True) for b in study.benchmarks],
         trainer=study.arm_trainer(arm).model_copy(deep=True),
-        rollout=study.rollout.model_copy(deep=True),
+        rollout=arm_rollout(study, arm, overrides.rollout, where),
     )
 
 
@@ -118,7 +142,7 @@ def expand(study: Study) -> list[TrialSpec]:
 
 def specs_at_positions(study: Study, conditions: Sequence[Condition], positions: Sequence[int]) -> list[TrialSpec]:
     """The trials of ``conditions`` at the given positions of each one's seed list, seed-major
-    (a sequential study's look takes some positions: ``harness.decide.look_trials``)."""
+    (a sequential study's look takes some positions: ``harness.decide.sequential.pools``)."""
     first = [(condition_spec(study, c, study.seeds[0]), study.condition_seeds(c)) for c in conditions]
     return [spec.model_copy(update={"seed": seeds[i]}, deep=True) for i in positions for spec, seeds in first]
 
@@ -126,7 +150,7 @@ def specs_at_positions(study: Study, conditions: Sequence[Condition], positions:
 def condition_configs(study: Study) -> dict[str, str | None]:
     """Each condition's configuration, hashed as its trials' specs hash it
     (``TrialSpec.config_hash``) with the seed left out (taken at seed 0): what a sequential
-    study's rule fixes of its conditions (``harness.decide.sequential_rule``); None for a
+    study's rule fixes of its conditions (``harness.decide.sequential.rule``); None for a
     condition whose trials no longer build."""
     out: dict[str, str | None] = {}
     for condition in study.iter_conditions():

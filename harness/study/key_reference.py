@@ -17,7 +17,7 @@ import json
 import types
 import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import yaml
@@ -27,11 +27,11 @@ from pydantic.fields import FieldInfo
 from harness.algorithms import parts
 from harness.algorithms.config import CONFIG_TYPES
 from harness.algorithms.presets import PRESETS
-from harness.engine.spec import TrainConfig
+from harness.engine.spec import RolloutConfig, TrainConfig
 from harness.engine.tasks import TASKS, TOOLS, jsonl
 from harness.engine.tasks.rewards import REWARDS
 from harness.study.load import INCLUDE_MEANING
-from harness.study.overrides import algorithm_keys
+from harness.study.overrides import ROLLOUT_KEYS, algorithm_keys
 from harness.study.resources import Resources
 from harness.study.schema import FINAL_METRICS, Arm, Study
 from harness.study.sections import SearchParam
@@ -212,11 +212,14 @@ def _algorithm_reader(field: str) -> str:
 
 def algorithm_reference() -> list[Key]:
     """The keys of ``arms[].set`` (and of ``grid`` / ``tuning.search_space``): the algorithm
-    config fields, with the parts that read each."""
+    config fields, with the parts that read each, then the rollout fields a condition may set."""
     out = []
     for field in algorithm_keys():
         model = next(config for config in CONFIG_TYPES.values() if field in config.model_fields)
         out.append(_key(model, field, f"arms[].set.{field}", "arms[].set", _algorithm_reader(field)))
+    for field in ROLLOUT_KEYS:
+        key = _key(RolloutConfig, field, f"arms[].set.rollout.{field}", "arms[].set", _reader("rollout"))
+        out.append(replace(key, default=f"the study's rollout.{field}"))
     return out
 
 
@@ -255,9 +258,20 @@ tuning:
     train.temperature: {choices: [0.7, 1.0]}
 """
 
+ROLLOUT_EXAMPLE = """\
+name: staleness
+seeds: 3
+control: sync
+rollout: {backend: vllm}
+arms:
+  - {name: sync, algorithm: grpo}
+  - {name: stale2, algorithm: grpo, set: {rollout.max_staleness: 2}}
+  - {name: in_process, algorithm: grpo, set: {rollout.backend: hf}}
+"""
+
 JSONL_LINE = '{"question": "Tom has 3 apples and buys 2. How many?", "answer": "3 + 2 = 5 #### 5"}'
 
-EXAMPLES = {"grid": GRID_EXAMPLE, "tuning": TUNING_EXAMPLE}
+EXAMPLES = {"grid": GRID_EXAMPLE, "tuning": TUNING_EXAMPLE, "rollout": ROLLOUT_EXAMPLE}
 
 
 def _rst_to_markdown(text: str) -> str:
@@ -270,7 +284,8 @@ def _grid_section() -> list[str]:
         "## Grid",
         "",
         "`grid` maps override keys to lists of values. An override key is an algorithm key "
-        "(the algorithm keys table above) or `train.KEY` (any key of the `train` table). Every arm runs at "
+        "(the override keys table above), `train.KEY` (any key of the `train` table), `rollout.backend` or "
+        "`rollout.max_staleness`. Every arm runs at "
         "every combination of the values; each (arm, combination) is a condition, named "
         "`arm[key=value,...]` with the keys sorted, and runs every seed. A key the grid varies may not also "
         "be fixed in an arm's `set` or `train`, and a study has a grid or a tuning block, not both.",
@@ -282,6 +297,27 @@ def _grid_section() -> list[str]:
         f"gives {len(study.conditions())} conditions x {len(study.seeds)} seeds: "
         + ", ".join(f"`{name}`" for name in study.conditions())
         + "; each is compared with the control arm at the same grid cell.",
+    ]
+
+
+def _rollout_section() -> list[str]:
+    return [
+        "## Rollout per arm",
+        "",
+        "The study's `rollout` is every trial's unless an arm's `set` (or a grid cell) gives `rollout.backend` "
+        "or `rollout.max_staleness`, so one study ablates the staleness, or asks whether the backend changes "
+        "the results. Each trial's id hashes the rollout it runs with (a trial on `hf` at staleness 0 keeps "
+        "the id it had before the section existed), and `rollout.vllm` stays the study's: an arm that sets "
+        "`rollout.backend: hf` in a study on `vllm` drops it. A combination the backend cannot run, such as "
+        "`rollout.max_staleness` above 0 on `hf`, is an error naming the arm. Every arm's held-out evaluations "
+        "go through its own backend with the same prompts, token budget, stop rule and decoding: greedy "
+        "scores agree across backends up to their arithmetic (a near-tie may break the other way), the "
+        "sampled ones come from different random streams, so a difference between backends is the "
+        "backend's: its sampling and its arithmetic, in training and in evaluation.",
+        "",
+        "```yaml",
+        ROLLOUT_EXAMPLE.rstrip(),
+        "```",
     ]
 
 
@@ -323,7 +359,7 @@ def _jsonl_section() -> list[str]:
 
 _TITLES = {
     "top": "Top level",
-    "arms[].set": "Algorithm keys: `arms[].set`, `grid` and `tuning.search_space`",
+    "arms[].set": "Override keys: `arms[].set`, `grid` and `tuning.search_space`",
 }
 
 
@@ -371,12 +407,15 @@ def markdown() -> str:
         lines += [f"## {_TITLES.get(section, f'`{section}`')}", ""]
         if section == "arms[].set":
             lines += [
-                "The defaults are the config's; every preset sets its own (`harness algorithms` lists them). "
-                f"A grid or a search space may also vary `train.KEY`, any of: {', '.join(TrainConfig.model_fields)}.",
+                "The algorithm keys' defaults are the config's; every preset sets its own (`harness algorithms` "
+                "lists them). `rollout.backend` and `rollout.max_staleness` set the study's `rollout` for one "
+                "arm (in its `set`) or one grid cell, so that one study compares them; their defaults are the "
+                "study's. A grid or a search space may also vary `train.KEY`, any of: "
+                f"{', '.join(TrainConfig.model_fields)}.",
                 "",
             ]
         lines += [*_table([k for k in all_keys if k.section == section]), ""]
-    for part in (_grid_section(), _tuning_section(), _jsonl_section()):
+    for part in (_grid_section(), _rollout_section(), _tuning_section(), _jsonl_section()):
         lines += [*part, ""]
     return "\n".join(lines).rstrip() + "\n"
 

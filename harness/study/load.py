@@ -38,10 +38,10 @@ from harness.engine.tasks.benchmarks import benchmark_task
 from harness.engine.tasks.coverage import check_testbed_characters
 from harness.engine.trial_file import check_templates
 from harness.errors import ConfigError
-from harness.study.expand import arm_train, condition_spec, resolve_arm, split_params
+from harness.study.expand import Overrides, arm_rollout, arm_train, condition_spec, resolve_arm, split_params
 from harness.study.field_errors import format_validation_error
 from harness.study.overrides import format_value, numeric_kind
-from harness.study.schema import Study
+from harness.study.schema import Arm, Study
 from harness.trainers.trl_mapping import check_trl
 
 # --------------------------------------------------------------------------------------------
@@ -436,21 +436,17 @@ def _check_resolves(study: Study) -> None:
             raise ConfigError(f"arms[{i}].algorithm: unknown algorithm {arm.algorithm!r}; valid: {valid}")
         resolve_arm(arm, {}, f"arms[{i}].set" if arm.set else f"arms[{i}] ({arm.name})")
         arm_train(study, arm, {}, f"arms[{i}].train")
+        arm_rollout(study, arm, {}, f"arms[{i}] ({arm.name})")
 
     # each grid value alone, so an error can point at it; then each full combination
     for key, values in study.grid.items():
         for j, value in enumerate(values):
-            algorithm, train = split_params({key: value})
+            overrides = split_params({key: value})
             for i, arm in enumerate(study.arms):
-                where = f"grid.{key}[{j}] (with arms[{i}] {arm.name})"
-                resolve_arm(arm, algorithm, where)
-                arm_train(study, arm, train, where)
+                _check_overrides(study, arm, overrides, f"grid.{key}[{j}] (with arms[{i}] {arm.name})")
     if len(study.grid) > 1:
         for c in study.iter_conditions():
-            algorithm, train = split_params(c.cell)
-            where = f"grid: condition {c.name}"
-            resolve_arm(study.arm(c.arm), algorithm, where)
-            arm_train(study, study.arm(c.arm), train, where)
+            _check_overrides(study, study.arm(c.arm), split_params(c.cell), f"grid: condition {c.name}")
 
     if study.tuning is not None:
         # the ends of each range and every choice, alone; then their combinations (the corners
@@ -464,22 +460,27 @@ def _check_resolves(study: Study) -> None:
                 ends = [("low", cast(param.low)), ("high", cast(param.high))]
             corners[key] = [value for _, value in ends]
             for end, value in ends:
-                algorithm, train = split_params({key: value})
+                overrides = split_params({key: value})
                 for i, arm in enumerate(study.arms):
                     where = f"tuning.search_space.{key}.{end} (with arms[{i}] {arm.name})"
-                    resolve_arm(arm, algorithm, where)
-                    arm_train(study, arm, train, where)
+                    _check_overrides(study, arm, overrides, where)
         if len(corners) > 1:
             for combo in itertools.islice(itertools.product(*corners.values()), MAX_CORNERS):
                 point = dict(zip(corners, combo))
-                algorithm, train = split_params(point)
+                overrides = split_params(point)
                 for arm in study.arms:
                     where = f"tuning.search_space: {arm.name} at " + ",".join(
                         f"{k}={format_value(v)}" for k, v in point.items()
                     )
-                    resolve_arm(arm, algorithm, where)
-                    arm_train(study, arm, train, where)
+                    _check_overrides(study, arm, overrides, where)
     _check_trainers(study)
+
+
+def _check_overrides(study: Study, arm: Arm, overrides: Overrides, where: str) -> None:
+    """``arm`` with ``overrides`` (a grid value or cell, a search-space end or corner) makes a valid config."""
+    resolve_arm(arm, overrides.algorithm, where)
+    arm_train(study, arm, overrides.train, where)
+    arm_rollout(study, arm, overrides.rollout, where)
 
 
 def _check_trainers(study: Study) -> None:

@@ -1,6 +1,12 @@
 """Override keys: which fields an arm's ``set:``/``train:``, a grid or a search space may set, how
 a value given for one is checked against the field's type and bounds, and how it reads in a
-condition's name."""
+condition's name.
+
+Three sections can be overridden per condition: the algorithm (``lr``: its config's fields),
+``train.<field>`` and ``rollout.<field>`` for the rollout fields an ablation compares
+(``ROLLOUT_KEYS``: the backend and the staleness; where the vLLM server runs stays the study's).
+An arm's ``set:`` takes algorithm keys and the rollout keys; its ``train:`` the train fields.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +18,15 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from harness.algorithms.config import CONFIG_TYPES
-from harness.engine.spec import TrainConfig
+from harness.engine.spec import RolloutConfig, TrainConfig
 from harness.study.field_errors import FieldError, Loc, field_error, unwrap_type
 
 #: Algorithm config fields that identify a preset rather than configure it.
 _NOT_OVERRIDABLE = frozenset({"name", "kind"})
+#: The rollout fields a condition may set (``rollout.<field>``); ``rollout.vllm`` is the study's.
+ROLLOUT_KEYS = ("backend", "max_staleness")
+
+Section = Literal["algorithm", "train", "rollout"]
 
 
 def _algorithm_fields() -> dict[str, FieldInfo]:
@@ -37,21 +47,34 @@ def train_keys() -> list[str]:
     return list(TrainConfig.model_fields)
 
 
+def rollout_keys() -> list[str]:
+    """The ``rollout.<field>`` keys an arm's ``set:``, a grid or a search space may set."""
+    return [f"rollout.{k}" for k in ROLLOUT_KEYS]
+
+
+def set_keys() -> list[str]:
+    """Keys an arm's ``set:`` may hold: the algorithm keys and the rollout keys."""
+    return algorithm_keys() + rollout_keys()
+
+
 def override_keys() -> list[str]:
-    """Keys a grid or a search space may vary: algorithm config fields and ``train.<field>``."""
-    return algorithm_keys() + [f"train.{k}" for k in train_keys()]
+    """Keys a grid or a search space may vary: algorithm config fields, ``train.<field>`` and the rollout keys."""
+    return algorithm_keys() + [f"train.{k}" for k in train_keys()] + rollout_keys()
 
 
-def split_key(key: str) -> tuple[Literal["algorithm", "train"], str]:
-    """``'lr'`` -> ``('algorithm', 'lr')``; ``'train.steps'`` -> ``('train', 'steps')``."""
-    if key.startswith("train."):
-        return "train", key[len("train.") :]
+def split_key(key: str) -> tuple[Section, str]:
+    """``'lr'`` -> ``('algorithm', 'lr')``; ``'train.steps'`` -> ``('train', 'steps')``;
+    ``'rollout.max_staleness'`` -> ``('rollout', 'max_staleness')``."""
+    for section in ("train", "rollout"):
+        if key.startswith(f"{section}."):
+            return section, key[len(section) + 1 :]
     return "algorithm", key
 
 
 def _field_info(key: str) -> FieldInfo:
     section, name = split_key(key)
-    return TrainConfig.model_fields[name] if section == "train" else _algorithm_fields()[name]
+    fields = {"train": TrainConfig.model_fields, "rollout": RolloutConfig.model_fields}.get(section)
+    return fields[name] if fields is not None else _algorithm_fields()[name]
 
 
 @cache

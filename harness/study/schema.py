@@ -39,12 +39,12 @@ from harness.engine.trainer_config import TrainerConfig
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr
 from harness.study.overrides import (
-    algorithm_keys,
     check_override_key,
     coerce_override,
     first_repeat,
     format_value,
     is_scalar,
+    set_keys,
     split_key,
     train_keys,
 )
@@ -120,12 +120,16 @@ PRIMARY_TESTS = ("auto", "seed_prompt", "welch_t", "paired_t", "yuen")
 
 
 class Arm(StrictModel):
-    """One thing being compared: a preset, with optional algorithm and train overrides."""
+    """One thing being compared: a preset, with optional algorithm, train and rollout overrides."""
 
     name: str = Field(description="the arm's name, used in condition names, trial ids and reports")
     algorithm: str = Field(description="preset name (see harness.algorithms.presets)")
     description: str = Field("", description="free text for the file's readers")
-    set: dict[str, Any] = Field(default_factory=dict, description="algorithm config overrides")
+    set: dict[str, Any] = Field(
+        default_factory=dict,
+        description="algorithm config overrides, and rollout.backend / rollout.max_staleness (the study's rollout "
+        "for this arm's trials)",
+    )
     train: dict[str, Any] = Field(default_factory=dict, description="TrainConfig overrides")
     trainer: TrainerConfig | None = Field(
         None, description="the program that trains this arm's trials (see the study's `trainer`); default: the study's"
@@ -150,11 +154,11 @@ class Arm(StrictModel):
     @classmethod
     def _set(cls, v: dict[str, Any]) -> dict[str, Any]:
         for key in v:
-            if key not in algorithm_keys():
+            if key not in set_keys():
                 hint = (
                     " (the preset, and with it the kind, is chosen by `algorithm`)" if key in ("name", "kind") else ""
                 )
-                raise FieldError((key,), "unknown key; valid: " + ", ".join(algorithm_keys()) + hint)
+                raise FieldError((key,), "unknown key; valid: " + ", ".join(set_keys()) + hint)
         return {key: coerce_override(key, value, (key,)) for key, value in v.items()}
 
     @field_validator("train")
@@ -455,13 +459,12 @@ class Study(StrictModel):
             varied = {k: "tuning.search_space" for k in self.tuning.search_space}
         for key, where in varied.items():
             section, field = split_key(key)
+            fixed, name = ("train", field) if section == "train" else ("set", key)  # set: rollout.x as the grid's
             for i, arm in enumerate(self.arms):
-                fixed = arm.set if section == "algorithm" else arm.train
-                if field in fixed:
+                if name in getattr(arm, fixed):
                     raise FieldError(
                         (*where.split("."), key),
-                        f"also fixed by arms[{i}].{'set' if section == 'algorithm' else 'train'}"
-                        f".{field}; a value cannot be both fixed and varied, remove one",
+                        f"also fixed by arms[{i}].{fixed}.{name}; a value cannot be both fixed and varied, remove one",
                     )
 
     # -- helpers ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ failed without a record), matched by the ``trial_id`` user attribute of each Opt
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -28,7 +29,17 @@ from pydantic import ValidationError
 
 from harness.engine.spec import METRIC_RANGES, BenchmarkConfig, TrialSpec
 from harness.ground.urls import redact_text, redact_url
-from harness.store import ARM, PHASE, REASON, SEED, SPEC, TRIAL_ID, default_storage_url, open_storage
+from harness.store import (
+    ARM,
+    PHASE,
+    REASON,
+    SEED,
+    SPEC,
+    TRIAL_ID,
+    StorageUnreadable,
+    default_storage_url,
+    open_storage,
+)
 from harness.store.rules import read_rules
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import calibration_comparisons, condition_configs
@@ -44,6 +55,7 @@ from harness.tracking.records import (
     record_path,
 )
 from harness.tracking.shared_records import merge, open_store
+from harness.tracking.study_meta import BenchmarkMeta, LookDesign, StudyMeta
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 
 # warnings: the trial's warning lines ("<code>: ...") joined by newlines, "" when it has none
@@ -62,14 +74,14 @@ PROMPT_COLUMNS = ["trial_id", "arm", "seed", *LONG_COLUMNS]
 @dataclass
 class Results:
     """``trials``: one row per trial of the current design; ``curves``: long per-step frame;
-    ``meta``: the study's frame; ``earlier``: trials of an earlier design of the study (kept on
+    ``meta``: the study's metadata (:class:`StudyMeta`); ``earlier``: trials of an earlier design of the study (kept on
     disk, listed, never analysed), with the ``reason``; ``prompts``: long per-prompt evaluation
     frame of the same trials as ``curves`` (:func:`prompts_frame`), built by ``prompt_source``
     on first access, since a big study's scores are large and most reports never look."""
 
     trials: pd.DataFrame
     curves: pd.DataFrame
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: StudyMeta = field(default_factory=StudyMeta)
     earlier: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=EARLIER_COLUMNS))
     prompt_source: Callable[[], pd.DataFrame] = field(default=lambda: prompts_frame([], "."), repr=False)
 
@@ -110,15 +122,16 @@ def _ours(optuna_study: str, name: str | None) -> bool:
 
 
 def optuna_trials(
-    study_dir: str | os.PathLike, *, storage: str | None = None, study: str | None = None
+    study_dir: str | os.PathLike, *, storage: str | None = None, study: str | None = None, strict: bool = False
 ) -> dict[str, dict[str, Any]]:
     """``trial_id -> {status, arm, seed, phase, spec, error}`` from the Optuna storage.
 
     ``storage`` is any storage URL (PostgreSQL shared by many machines, ...); default: the
     study's ``<study_dir>/optuna.db``. With ``study``, only that study's queues are read (a
     shared database holds many studies). Empty when there is no storage or it cannot be read
-    (a warning says why, without credentials). Read through Optuna's public storage API only
-    (the queue's own statements are the runner's, :mod:`harness.store.optuna_tables`).
+    (a warning says why, without credentials; ``strict``: ``StorageUnreadable`` instead). Read
+    through Optuna's public storage API only (the queue's own statements are the store's,
+    :mod:`harness.store.optuna_tables`).
     """
     url = _storage_url(study_dir, storage)
     if url is None:
@@ -153,29 +166,37 @@ def optuna_trials(
         rdb.engine.dispose()
         return out
     except Exception as err:  # noqa: BLE001 - a broken queue must not hide the records
-        warnings.warn(
-            f"cannot read the Optuna storage {redact_url(url)}: {type(err).__name__}: "
-            f"{redact_text(str(err), url)}; showing local records only",
-            stacklevel=2,
-        )
+        _unread(StorageUnreadable(f"cannot read the Optuna storage {_cause(url, err)}"), strict)
         return {}
 
 
-def stored_records(study_dir: str | os.PathLike, *, storage: str | None, study: str) -> dict[str, TrialRecord]:
+def stored_records(
+    study_dir: str | os.PathLike, *, storage: str | None, study: str, strict: bool = False
+) -> dict[str, TrialRecord]:
     """Each trial's current record as stored in the shared storage by any machine
-    (:mod:`harness.tracking.shared_records`); empty without a storage (a warning when it cannot be read)."""
+    (:mod:`harness.tracking.shared_records`); empty without a storage (a warning when it cannot be
+    read; ``strict``: ``StorageUnreadable`` instead)."""
     url = _storage_url(study_dir, storage)
     if url is None:
         return {}
     try:
         return open_store(url, study).latest()
     except Exception as err:  # noqa: BLE001
-        warnings.warn(
-            f"cannot read the records stored in {redact_url(url)}: {type(err).__name__}: "
-            f"{redact_text(str(err), url)}; showing local records only",
-            stacklevel=2,
-        )
+        _unread(StorageUnreadable(f"cannot read the records stored in {_cause(url, err)}"), strict)
         return {}
+
+
+def _cause(url: str, err: Exception) -> str:
+    """``<url>: <Error>: <message>``, without credentials."""
+    return f"{redact_url(url)}: {type(err).__name__}: {redact_text(str(err), url)}"
+
+
+def _unread(err: StorageUnreadable, strict: bool) -> None:
+    """Raise ``err`` (``strict``: the caller wants all the trials or none), or warn and go on
+    with the local records only."""
+    if strict:
+        raise err
+    warnings.warn(f"{err}; showing local records only", stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,18 +362,18 @@ def _seed_list(seeds: Any) -> list[int]:
     return []
 
 
-def _sequential_meta(section: Any) -> dict[str, Any] | None:
-    """``{"looks": [...], "spending": ...}`` of a sequential study (from its model or raw YAML)."""
+def _sequential_meta(section: Any) -> LookDesign | None:
+    """The looks of a sequential study (from its model or raw YAML)."""
     if section is None:
         return None
     try:
         section = section if isinstance(section, Sequential) else Sequential.model_validate(section)
     except ValidationError:
         return None
-    return {"looks": section.schedule(), "spending": section.spending}
+    return LookDesign(looks=section.schedule(), spending=section.spending)
 
 
-def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[dict[str, Any]]:
+def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[BenchmarkMeta]:
     """The study's held-out benchmarks as the decisions read them: name, the full name of the
     metric decided on (``eval/<name>/accuracy``) and min_effect (None: the study's)."""
     out = []
@@ -361,13 +382,7 @@ def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[dict[str, Any
             config = entry if isinstance(entry, BenchmarkConfig) else BenchmarkConfig.model_validate(entry)
         except ValidationError:
             continue
-        out.append(
-            {
-                "name": config.name,
-                "metric": config.primary_metric(primary or "eval/accuracy"),
-                "min_effect": config.min_effect,
-            }
-        )
+        out.append(BenchmarkMeta(config.name, config.primary_metric(primary or "eval/accuracy"), config.min_effect))
     return out
 
 
@@ -386,7 +401,7 @@ def _provenance(values: list[str | None]) -> str | None:
     return ", ".join(distinct) if distinct else None
 
 
-def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> dict[str, Any]:
+def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame, **more: Any) -> StudyMeta:
     study, raw = ref.study, ref.raw
 
     def pick(name: str, default: Any = None) -> Any:
@@ -432,38 +447,41 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame) -> di
         seed_matched = all(v == sorted(pool[: len(v)]) for v in matched.values())
     else:
         seed_matched = len({tuple(v) for v in matched.values()}) <= 1
-    return {
-        "study": name,
-        "description": pick("description") or "",
-        "study_dir": str(ref.dir),
-        "primary_metric": pick("primary_metric"),
-        "direction": direction,
-        "min_effect": pick("min_effect"),
-        "test": pick("test", "auto"),
-        "failures": pick("failures", "drop"),
-        "metric_ranges": dict(METRIC_RANGES),
-        "control": control,
-        "conditions": conditions,
-        "comparisons": comparisons,
-        "calibration": calibration,
-        "seed_pools": pools,
-        "mirrors": mirrors,  # calibration condition -> the control condition whose seeds it follows
-        "seeds": pool,
-        "seed_matched": seed_matched,
-        "sequential": sequential,
-        "primary_at": _section_fields(pick("primary_at"), PrimaryAt),  # {point, axis, budget}
-        "scaling": _section_fields(pick("scaling"), Scaling),  # {fit, efficiency_margin}
+    return StudyMeta(
+        study=name,
+        description=pick("description") or "",
+        study_dir=str(ref.dir),
+        primary_metric=pick("primary_metric"),
+        direction=direction,
+        min_effect=pick("min_effect"),
+        test=pick("test", "auto"),
+        failures=pick("failures", "drop"),
+        metric_ranges=dict(METRIC_RANGES),
+        control=control,
+        conditions=conditions,
+        comparisons=comparisons,
+        calibration=calibration,
+        seed_pools=pools,
+        mirrors=mirrors,  # calibration condition -> the control condition whose seeds it follows
+        seeds=pool,
+        seed_matched=seed_matched,
+        sequential=sequential,
+        primary_at=_section_fields(pick("primary_at"), PrimaryAt),  # {point, axis, budget}
+        scaling=_section_fields(pick("scaling"), Scaling),  # {fit, efficiency_margin}
         # a sequential study's rule: each condition's config as the study file sets it now (None unknown)
-        "configs": condition_configs(study) if sequential and study is not None else None,
-        "seeds_by_condition": seeds_by_condition,
-        "benchmarks": _benchmarks_meta(pick("benchmarks", []), pick("primary_metric")),
-        "status_counts": {k: int(v) for k, v in trials["status"].value_counts().items()},
-        "harness_version": _provenance([r.harness_version for r in records]),
-        "git_commit": _provenance([r.git_commit for r in records]),
-    }
+        configs=condition_configs(study) if sequential and study is not None else None,
+        seeds_by_condition=seeds_by_condition,
+        benchmarks=_benchmarks_meta(pick("benchmarks", []), pick("primary_metric")),
+        status_counts={k: int(v) for k, v in trials["status"].value_counts().items()},
+        harness_version=_provenance([r.harness_version for r in records]),
+        git_commit=_provenance([r.git_commit for r in records]),
+        **more,
+    )
 
 
-def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: str | None = None) -> Results:
+def load_results(
+    study_or_dir: Any, *, phase: str | None = "compare", storage: str | None = None, strict_storage: bool = False
+) -> Results:
     """The study's results: trials (records + Optuna states), curves and meta.
 
     ``phase="compare"`` (default) keeps the comparison trials, ``"tune"`` the tuning trials,
@@ -471,6 +489,9 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
     (default: ``<study_dir>/optuna.db``); the records other machines stored there complete the
     local ones (a later attempt wins), so a study run on many machines reads whole anywhere.
     Nothing is written: ``harness results --storage`` also copies them into the local folder.
+    A storage that cannot be read is a warning, and the local records stand in; with
+    ``strict_storage`` it raises ``StorageUnreadable`` (a sequential study's replay must see
+    every trial or none).
     """
     ref = resolve_study(study_or_dir)
     name = study_name(ref)
@@ -478,17 +499,19 @@ def load_results(study_or_dir: Any, *, phase: str | None = "compare", storage: s
     # state, so every trial read here as finished has its record in what is read next. The other
     # way round, a trial finishing in between reads as finished without a result (a failure),
     # and a sequential study's replay would take a look for complete too early.
-    queued = optuna_trials(ref.dir, storage=storage, study=name)
-    records = merge(read_records(ref.dir), stored_records(ref.dir, storage=storage, study=name))
+    queued = optuna_trials(ref.dir, storage=storage, study=name, strict=strict_storage)
+    shared = stored_records(ref.dir, storage=storage, study=name, strict=strict_storage)
+    records = merge(read_records(ref.dir), shared)
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
     earlier = earlier_trials(ref.study, records, queued, trials)
     if len(earlier):
         trials = trials[~trials["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
         curves = curves[~curves["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
-    meta = {**_meta(ref, records, trials), "earlier_design": summary_lines(earlier["reason"])}
-    if meta["sequential"]:  # the rule versions fixed at its looks (harness.decide.sequential_rule)
-        meta["sequential_rules"] = read_rules(ref.dir, _storage_url(ref.dir, storage), name)
+    meta = _meta(ref, records, trials, earlier_design=summary_lines(earlier["reason"]))
+    if meta.sequential:  # the rule versions fixed at its looks (harness.decide.sequential.versions)
+        rules = read_rules(ref.dir, _storage_url(ref.dir, storage), name, strict=strict_storage)
+        meta = dataclasses.replace(meta, sequential_rules=rules)
     earlier_ids = set(earlier["trial_id"])
     current = [r for r in records if r.trial_id not in earlier_ids]
     prompts = functools.partial(prompts_frame, current, ref.dir, phase=phase)

@@ -17,8 +17,8 @@ A ``benchmark`` column names held-out sets. The name ``(task)`` (``TASK_SET``, w
 benchmark can have) marks a study's own task's held-out set; every other name is a benchmark, whose
 metric is namespaced ``eval/<benchmark>/<leaf>`` (``leaf``: the last part of ``metric``, e.g.
 ``accuracy``), while the ``(task)`` rows keep the plain metric (``eval/<leaf>``). With ``(task)``
-rows and a benchmark, or with two benchmarks, ``meta["benchmarks"]`` lists ``{"name", "metric",
-"min_effect"}`` of every benchmark for the per-benchmark and overall verdicts, as a study's does.
+rows and a benchmark, or with two benchmarks, ``meta.benchmarks`` lists the name, metric and
+min_effect of every benchmark for the per-benchmark and overall verdicts, as a study's does.
 The primary metric (the report's main verdicts) is:
 
 * the benchmark ``metric`` names, when it is one's (``--metric eval/math500/accuracy``);
@@ -47,6 +47,7 @@ from harness.study.field_errors import format_validation_error
 from harness.study.schema import PRIMARY_TESTS
 from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
 from harness.tracking.results import CURVE_COLUMNS, PROMPT_COLUMNS, Results
+from harness.tracking.study_meta import BenchmarkMeta, StudyMeta
 
 REQUIRED_COLUMNS = ("arm", "seed", "value")
 OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
@@ -373,36 +374,36 @@ def results_from_table(
         for b in named
     ]
     by_metric = {b["metric"]: b for b in benchmarks}
-    meta = {
-        "study": settings.name,
-        "description": settings.description,
-        "study_dir": None,
-        "primary_metric": primary,
-        "direction": settings.direction,
-        "min_effect": by_metric[primary]["min_effect"] if primary in by_metric else settings.min_effect,
-        "test": settings.test,
-        "failures": "drop",
-        "metric_ranges": {},
-        "control": settings.control,
-        "conditions": arms,
-        "comparisons": [(a, settings.control) for a in arms if a != settings.control],
-        "calibration": [],
-        "seed_pools": {},
-        "mirrors": {},
-        "seeds": sorted({s for v in seeds.values() for s in v}),
-        "seed_matched": (
+    meta = StudyMeta(
+        study=settings.name,
+        description=settings.description,
+        study_dir=None,
+        primary_metric=primary,
+        direction=settings.direction,
+        min_effect=by_metric[primary]["min_effect"] if primary in by_metric else settings.min_effect,
+        test=settings.test,
+        failures="drop",
+        metric_ranges={},
+        control=settings.control,
+        conditions=arms,
+        comparisons=[(a, settings.control) for a in arms if a != settings.control],
+        calibration=[],
+        seed_pools={},
+        mirrors={},
+        seeds=sorted({s for v in seeds.values() for s in v}),
+        seed_matched=(
             len({tuple(v) for v in seeds.values()}) <= 1 if settings.seed_matched is None else settings.seed_matched
         ),
-        "sequential": None,
-        "configs": None,
-        "seeds_by_condition": seeds,
-        "status_counts": {"completed": len(runs)},
-        "harness_version": None,
-        "git_commit": None,
-        "earlier_design": [],
-        "benchmarks": benchmarks,
-        "source": where,
-    }
+        sequential=None,
+        configs=None,
+        seeds_by_condition=seeds,
+        status_counts={"completed": len(runs)},
+        harness_version=None,
+        git_commit=None,
+        earlier_design=[],
+        benchmarks=[BenchmarkMeta(**b) for b in benchmarks],
+        source=where,
+    )
     return Results(
         trials=trials,
         curves=pd.DataFrame(columns=CURVE_COLUMNS).astype({"seed": "int64", "step": "int64", "value": "float64"}),
@@ -443,24 +444,23 @@ def _exported(results, metric: str | None) -> list[tuple[str | None, str]]:
     benchmark column), or, for a study with benchmarks, its own task's (``TASK_SET``) and each
     benchmark's of the same kind (default: the metric each is decided on). A metric that names
     one benchmark's, or that no benchmark has, is exported alone."""
-    meta = dict(results.meta or {})
-    listed = meta.get("benchmarks") or []
-    primary = meta.get("primary_metric")
-    if not listed or (metric is not None and any(metric.startswith(f"eval/{b['name']}/") for b in listed)):
+    meta = StudyMeta.from_dict(results.meta)
+    listed, primary = meta.benchmarks, meta.primary_metric
+    if not listed or (metric is not None and any(metric.startswith(f"eval/{b.name}/") for b in listed)):
         return [(None, metric or primary)]
     if metric is None:
-        kinds = {m.rsplit("/", 1)[-1]: m for m in [primary, *(b["metric"] for b in listed)]}
+        kinds = {m.rsplit("/", 1)[-1]: m for m in [primary, *(b.metric for b in listed)]}
         if len(kinds) > 1:
             raise ConfigError(
                 f"the study decides on metrics of different kinds ({', '.join(kinds.values())}) and a tidy table "
                 f"holds one: give --metric {primary} (its task's, and each benchmark's of that kind)"
             )
-        own = [] if primary in {b["metric"] for b in listed} else [(TASK_SET, primary)]  # judged: a benchmark's
-        return [*own, *((b["name"], b["metric"]) for b in listed)]
+        own = [] if primary in {b.metric for b in listed} else [(TASK_SET, primary)]  # judged: a benchmark's
+        return [*own, *((b.name, b.metric) for b in listed)]
     prompts = results.prompts
     known = set(results.trials.columns) | (set(prompts["metric"]) if len(prompts) else set())
     leaf = metric.rsplit("/", 1)[-1]
-    others = [(b["name"], f"eval/{b['name']}/{leaf}") for b in listed if f"eval/{b['name']}/{leaf}" in known]
+    others = [(b.name, f"eval/{b.name}/{leaf}") for b in listed if f"eval/{b.name}/{leaf}" in known]
     return [(TASK_SET, metric), *others] if others else [(None, metric)]
 
 
@@ -468,7 +468,7 @@ def tidy_frame(results, metric: str | None = None) -> pd.DataFrame:
     """A study's results as a tidy table: its completed trials' per-prompt scores of ``metric``
     (default: the primary one) at each trial's last evaluation, with ``samples`` / ``sample_var``
     when they were sampled (k > 1), or one row per run without per-prompt scores. A study with
-    benchmarks (``meta["benchmarks"]``) gets a ``benchmark`` column: its own task's held-out set
+    benchmarks (``meta.benchmarks``) gets a ``benchmark`` column: its own task's held-out set
     as ``TASK_SET``, then each benchmark (:func:`_exported`), so that ``harness decide`` at the
     study's metric decides it as the study's report does."""
     wanted = _exported(results, metric)

@@ -15,7 +15,7 @@ from harness.trainers.checkpoints import Reader, load_checkpoint, periodic_check
 
 def judged_scores(lm: LoadedModel, task: Task, benchmarks: dict[str, Task], train: TrainConfig, step: int) -> list:
     """The task's per-prompt scores at ``step``, then each benchmark's."""
-    return [evaluate(lm, task, train, step), *evaluate_benchmarks(lm, benchmarks, train, step)]
+    return [evaluate(lm, task, train, step), *evaluate_benchmarks(evaluate, lm, benchmarks, train, step)]
 
 
 def curve_checkpoints(spec: TrialSpec, document: dict) -> dict[int, Path]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from harness.engine import trial
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.trainers.program_trial import run_program_trial
+from harness.trainers.trial_dir import fresh_trial_dir
 
 
 def run_trial(spec: TrialSpec) -> TrialResult:
-    """Run ``spec`` with its trainer: ``harness.engine.trial.run_trial`` unchanged for builtin,
+    """Run ``spec`` with its trainer: ``harness.engine.trial.run_trial`` for builtin (with the
+    trial's folder, ``fresh_trial_dir``, when a vLLM server generates for it: its log goes there),
     ``run_program_trial`` for a command or the TRL adapter."""
     if spec.trainer.is_builtin:
-        return trial.run_trial(spec)
+        folder = fresh_trial_dir(spec.trial_id) if spec.rollout.backend == "vllm" else None
+        return trial.run_trial(spec, folder)
     return run_program_trial(spec)

@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pytest
+from rules_under import under
 from scipy import stats as sps
 
 from harness import stats
 from harness.decide.analysis import analyze
 from harness.decide.benchmarks import analyze_benchmarks
+from harness.decide.rules import ReadOptions
 
 SEEDS = (0, 1, 2)
 #: per condition, per benchmark, per seed: the final score
@@ -82,7 +84,7 @@ def _table(frames: Frames, cond: str, metric: str) -> np.ndarray:
 
 def test_one_verdict_per_arm_per_benchmark_in_one_family_over_arms_and_benchmarks():
     frames = make()
-    out = analyze_benchmarks(frames, min_effect=0.05)
+    out = analyze_benchmarks(*under(frames, min_effect=0.05))
     v = out.verdicts
     assert len(v) == 4 and out.family_size == 4
     assert list(v["benchmark"]) == ["math", "math", "code", "code"]
@@ -103,7 +105,7 @@ def test_one_verdict_per_arm_per_benchmark_in_one_family_over_arms_and_benchmark
 
 def test_the_overall_verdict_is_the_mean_of_benchmark_differences_with_the_per_seed_paired_interval():
     frames = make()
-    out = analyze_benchmarks(frames, min_effect=0.05)
+    out = analyze_benchmarks(*under(frames, min_effect=0.05))
     o = out.overall
     assert list(o["condition"]) == ["up", "same"] and (o["metric"] == "mean over benchmarks").all()
     assert out.overall_level == pytest.approx(1 - 0.05 / 2)  # a family of the two arms, as the primary verdicts
@@ -123,7 +125,7 @@ def test_the_overall_verdict_is_the_mean_of_benchmark_differences_with_the_per_s
 
 def test_with_per_prompt_scores_each_benchmarks_arm_x_prompt_term_widens_the_overall_interval():
     frames = make(prompts=40)
-    out = analyze_benchmarks(frames, min_effect=0.05)
+    out = analyze_benchmarks(*under(frames, min_effect=0.05))
     assert set(out.verdicts["test"]) == {"seed_prompt_binary"}  # 0/1 scores: its t part is the seed x prompt one
     up = out.overall[out.overall["condition"] == "up"].iloc[0]
     terms, counts = [], []
@@ -144,7 +146,7 @@ def test_with_per_prompt_scores_each_benchmarks_arm_x_prompt_term_widens_the_ove
 
 def test_aggregates_are_rliables_on_each_conditions_seeds_x_benchmarks_scores():
     frames = make()
-    out = analyze_benchmarks(frames, min_effect=0.05)
+    out = analyze_benchmarks(*under(frames, min_effect=0.05))
     a = out.aggregates.set_index("condition")
     up = np.column_stack([_table(frames, "up", b["metric"]) for b in BENCHMARKS])
     ctrl = np.column_stack([_table(frames, "ctrl", b["metric"]) for b in BENCHMARKS])
@@ -159,6 +161,8 @@ def test_aggregates_are_rliables_on_each_conditions_seeds_x_benchmarks_scores():
 def test_a_study_without_benchmarks_has_none_and_analyze_carries_them():
     frames = make()
     plain = Frames(frames.trials, frames.curves, {k: v for k, v in frames.meta.items() if k != "benchmarks"})
-    assert analyze_benchmarks(plain) is None and analyze(plain, n_permutations=100).benchmarks is None
-    analysis = analyze(frames, n_permutations=100)
+    assert (
+        analyze_benchmarks(*under(plain)) is None and analyze(plain, ReadOptions(n_permutations=100)).benchmarks is None
+    )
+    analysis = analyze(frames, ReadOptions(n_permutations=100))
     assert len(analysis.benchmarks.verdicts) == 4 and len(analysis.verdicts) == 2  # the primary table stays

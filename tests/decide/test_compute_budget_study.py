@@ -12,6 +12,7 @@ import yaml
 
 from harness.decide.analysis import analyze
 from harness.decide.comparisons import arm_scores
+from harness.decide.rules import ReadOptions
 from harness.report.markdown import render_markdown
 from harness.runner.options import RunOptions
 from harness.runner.run import run_study
@@ -53,7 +54,7 @@ def test_a_studys_verdicts_read_each_trial_at_a_flops_budget(tmp_path):
     point = {"point": "budget", "axis": "compute/flops", "budget": budget}
     _write(path, {**STUDY, "output_dir": str(tmp_path / "cm"), "primary_at": point})
     results = load_results(path)
-    assert results.meta["primary_at"] == point
+    assert results.meta.primary_at == point
 
     for arm in ("grpo", "grpo_2ep"):
         expected = {}
@@ -69,7 +70,7 @@ def test_a_studys_verdicts_read_each_trial_at_a_flops_budget(tmp_path):
             scores.values.to_numpy()
         )
 
-    analysis = analyze(results, n_permutations=200, curve_metrics=[])
+    analysis = analyze(results, ReadOptions(n_permutations=200), curve_metrics=[])
     line = analysis.header["primary_at"]
     assert line.startswith(f"{METRIC} at ") and line.endswith(" FLOPs (interpolated between evaluations)")
     assert f"- **Primary comparison:** {line}" in render_markdown(analysis)

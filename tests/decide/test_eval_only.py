@@ -13,6 +13,7 @@ from scipy import special
 from scipy import stats as sps
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.report import verdict_tags
 from harness.report.figures import forest_plot
 from harness.report.markdown import render_markdown
@@ -40,7 +41,7 @@ def table(seeds: dict[str, int], prompts: int = 120, lift: dict[str, float] | No
 
 
 def verdicts(frame: pd.DataFrame, settings: JudgeSettings = SETTINGS):
-    analysis = analyze(results_from_table(frame, settings), n_permutations=100)
+    analysis = analyze(results_from_table(frame, settings), ReadOptions(n_permutations=100))
     return analysis, analysis.verdicts.set_index("condition")
 
 
@@ -85,7 +86,7 @@ def test_without_per_prompt_scores_or_common_prompts_it_is_untested_with_its_rea
     res = results_from_table(table({"base": 1, "new": 1}), SETTINGS)
     apart = res.prompts.copy()
     apart.loc[apart.arm == "new", "prompt_id"] = "n" + apart.loc[apart.arm == "new", "prompt_id"]
-    v = analyze(dataclasses.replace(res, prompt_source=lambda: apart), n_permutations=100).verdicts
+    v = analyze(dataclasses.replace(res, prompt_source=lambda: apart), ReadOptions(n_permutations=100)).verdicts
     assert v.loc[0, "verdict"] == "untested" and "0 prompts scored by both sides" in v.loc[0, "reason"]
 
 

@@ -12,6 +12,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from harness.decide.analysis import analyze
 from harness.decide.comparisons import ArmScores, compare_scores, verdict_rows
+from harness.decide.rules import DecisionRules, ReadOptions
 from harness.stats import PairedCounts
 from harness.tracking.tidy_results import JudgeSettings, load_tidy
 
@@ -30,15 +31,18 @@ def one_run(values: np.ndarray) -> ArmScores:
 
 def judged(arm: np.ndarray, control: np.ndarray, min_effect: float = 0.1):
     pair = compare_scores(one_run(arm), one_run(control), "rl", "base", "eval/accuracy", seed_matched=True)
-    rows, _ = verdict_rows(
-        [pair],
+    rules = DecisionRules(
+        metric="eval/accuracy",
+        direction="maximize",
+        control="base",
         alpha=0.05,
         correction="bonferroni",
-        direction="maximize",
         power=0.8,
         min_effect=min_effect,
-        planning_effect=min_effect,
+        failures="drop",
+        test="auto",
     )
+    rows, _ = verdict_rows([pair], rules, planning_effect=min_effect)
     return pair, rows.iloc[0]
 
 
@@ -102,7 +106,7 @@ def test_a_judged_csv_of_one_run_per_arm_reads_the_exact_test(tmp_path):
     path = tmp_path / "aime.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     results = load_tidy(path, JudgeSettings(control="base", min_effect=0.1, correction="none"))
-    v = analyze(results, n_permutations=100).verdicts.set_index("condition")
+    v = analyze(results, ReadOptions(n_permutations=100)).verdicts.set_index("condition")
     assert v.loc["rl", "test"] == "eval_only_binary" and v.loc["rl", "verdict"] == "inconclusive (eval-only)"
     assert v.loc["rl", "p_value"] == pytest.approx(mcnemar([[8, 4], [0, 18]]).pvalue)
     assert v.loc["many", "test"] == "eval_only" and v.loc["many", "verdict"].endswith("(eval-only)")

@@ -8,9 +8,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from rules_under import under
 from scaling_fakes import AXIS, PRIMARY, R0, TOKENS_PER_STEP, make_scaling_results
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.decide.scaling import (
     MIN_EVALUATIONS,
     NO_VERDICT,
@@ -20,6 +22,7 @@ from harness.decide.scaling import (
     seed_curves,
 )
 from harness.errors import ConfigError
+from harness.tracking.study_meta import StudyMeta
 
 
 def by_condition(frame: pd.DataFrame) -> dict[str, dict]:
@@ -27,7 +30,7 @@ def by_condition(frame: pd.DataFrame) -> dict[str, dict]:
 
 
 def test_planted_ceiling_and_efficiency_differences_are_found():
-    s = scaling_analysis(make_scaling_results(), min_effect=0.05)
+    s = scaling_analysis(*under(make_scaling_results(), min_effect=0.05))
     params = by_condition(s.parameters)
     assert all(p["converged"] and p["identified"] for p in params.values())
     for cond, (a, c_mid) in {"grpo": (0.70, 3000), "high": (0.85, 3000), "fast": (0.70, 1000)}.items():
@@ -47,17 +50,21 @@ def test_planted_ceiling_and_efficiency_differences_are_found():
 
 def test_direction_minimize_reads_a_lower_ceiling_as_better():
     true = {"grpo": (0.25, 1.5, 3000.0), "low": (0.10, 1.5, 3000.0), "fast": (0.25, 1.5, 1000.0)}
-    v = by_condition(scaling_analysis(make_scaling_results(true=true, direction="minimize"), min_effect=0.05).verdicts)
+    v = by_condition(
+        scaling_analysis(*under(make_scaling_results(true=true, direction="minimize"), min_effect=0.05)).verdicts
+    )
     assert v["low"]["ceiling_verdict"] == "better"
     assert v["fast"]["efficiency_verdict"] == "more efficient"  # a smaller midpoint, whichever way the metric goes
-    rising = by_condition(scaling_analysis(make_scaling_results(direction="minimize"), min_effect=0.05).verdicts)
+    rising = by_condition(
+        scaling_analysis(*under(make_scaling_results(direction="minimize"), min_effect=0.05)).verdicts
+    )
     assert rising["high"]["ceiling_verdict"] == "worse"
     assert rising["fast"]["efficiency_verdict"] == NO_VERDICT  # a curve moving away from the goal
 
 
 def test_a_fit_that_is_not_identified_gets_no_verdict_with_its_reason():
     true = {"grpo": (0.70, 1.5, 3000.0), "late": (0.90, 1.5, 60_000.0)}
-    s = scaling_analysis(make_scaling_results(true=true), min_effect=0.05)
+    s = scaling_analysis(*under(make_scaling_results(true=true), min_effect=0.05))
     late = by_condition(s.parameters)["late"]
     assert late["converged"] and not late["identified"] and late["reason"]
     row = by_condition(s.verdicts)["late"]
@@ -83,7 +90,7 @@ def test_only_completed_trials_are_fitted():
     results = make_scaling_results(seeds=(0, 1, 2, 3))
     results.trials.loc[results.trials["trial_id"] == "high-s3", "status"] = "failed"
     assert [c.seed for c in seed_curves(results, "high", PRIMARY, AXIS)] == [0, 1, 2]
-    s = scaling_analysis(results, min_effect=0.05)
+    s = scaling_analysis(*under(results, min_effect=0.05))
     assert by_condition(s.parameters)["high"]["seeds"] == 3
     assert by_condition(s.verdicts)["high"]["test"] == "seed jackknife, Welch"  # seeds 0-2 against 0-3
 
@@ -99,32 +106,34 @@ def test_only_completed_trials_are_fitted():
     ],
 )
 def test_when_a_fit_runs(meta, evaluations, runs):
-    s = scaling_analysis(make_scaling_results(evaluations=evaluations, **meta))
+    s = scaling_analysis(*under(make_scaling_results(evaluations=evaluations, **meta)))
     assert (s is not None) == runs
 
 
 def test_fit_on_without_the_axis_says_why_for_each_condition():
-    s = scaling_analysis(make_scaling_results(primary_at={"axis": "compute/flops"}, scaling={"fit": "on"}))
+    s = scaling_analysis(*under(make_scaling_results(primary_at={"axis": "compute/flops"}, scaling={"fit": "on"})))
     assert s.notes == ["The compute axis compute/flops is not logged: nothing to fit."]
     assert set(s.parameters["reason"]) == {f"no completed trial has {PRIMARY} against compute/flops"}
     assert s.verdicts.empty and s.curves.empty
 
 
 def test_settings_defaults_and_bad_values():
-    assert scaling_settings({}) == ("auto", "compute/flops", 1.25)
-    assert scaling_settings({"scaling": {"fit": "on", "efficiency_margin": 1.5}, "primary_at": {"axis": "step"}}) == (
+    assert scaling_settings(StudyMeta.from_dict({})) == ("auto", "compute/flops", 1.25)
+    assert scaling_settings(
+        StudyMeta.from_dict({"scaling": {"fit": "on", "efficiency_margin": 1.5}, "primary_at": {"axis": "step"}})
+    ) == (
         "on",
         "step",
         1.5,
     )
     with pytest.raises(ConfigError, match="scaling.fit"):
-        scaling_settings({"scaling": {"fit": "sometimes"}})
+        scaling_settings(StudyMeta.from_dict({"scaling": {"fit": "sometimes"}}))
     with pytest.raises(ConfigError, match="efficiency_margin must be a number above 1"):
-        scaling_settings({"scaling": {"efficiency_margin": 0.8}})
+        scaling_settings(StudyMeta.from_dict({"scaling": {"efficiency_margin": 0.8}}))
 
 
 def test_the_drawn_curves_hold_the_band_and_the_fit():
-    s = scaling_analysis(make_scaling_results(), min_effect=0.05)
+    s = scaling_analysis(*under(make_scaling_results(), min_effect=0.05))
     g = s.curves[s.curves["condition"] == "high"]
     assert g["x"].iloc[0] == 0 and g["x"].iloc[-1] == 10 * TOKENS_PER_STEP
     assert (g["n_seeds"] == 5).all() and (g["low"] <= g["mean"]).all() and (g["mean"] <= g["high"]).all()
@@ -134,8 +143,8 @@ def test_the_drawn_curves_hold_the_band_and_the_fit():
 
 
 def test_analyze_carries_the_fit_and_a_study_without_one_gets_none():
-    assert analyze(make_scaling_results(), n_permutations=200).scaling is not None
-    assert analyze(make_scaling_results(evaluations=4), n_permutations=200).scaling is None
+    assert analyze(make_scaling_results(), ReadOptions(n_permutations=200)).scaling is not None
+    assert analyze(make_scaling_results(evaluations=4), ReadOptions(n_permutations=200)).scaling is None
 
 
 def test_per_prompt_scores_at_every_evaluation_are_resampled_too():
@@ -144,7 +153,7 @@ def test_per_prompt_scores_at_every_evaluation_are_resampled_too():
     tables, ids = prompt_tables(results, curves, PRIMARY)
     assert ids == [f"p{j:02d}" for j in range(12)] and [t.shape for t in tables] == [(11, 12)] * 5
     np.testing.assert_allclose(tables[0].mean(axis=1), curves[0].score)
-    s = scaling_analysis(results, min_effect=0.05)
+    s = scaling_analysis(*under(results, min_effect=0.05))
     assert set(s.verdicts["test"]) == {"seed jackknife, paired + prompt jackknife"}
     v = by_condition(s.verdicts)
     assert (v["high"]["ceiling_verdict"], v["fast"]["efficiency_verdict"]) == ("better", "more efficient")
@@ -155,14 +164,14 @@ def test_an_evaluation_without_per_prompt_scores_leaves_the_prompts_out():
     p = results.prompts
     results.prompts = p[~((p["trial_id"] == "fast-s2") & (p["step"] == 4))]
     assert prompt_tables(results, seed_curves(results, "fast", PRIMARY, AXIS), PRIMARY) is None
-    tests = by_condition(scaling_analysis(results, min_effect=0.05).verdicts)
+    tests = by_condition(scaling_analysis(*under(results, min_effect=0.05)).verdicts)
     assert tests["fast"]["test"] == "seed jackknife, paired"  # one side without prompts: seeds only
     assert tests["high"]["test"] == "seed jackknife, paired + prompt jackknife"
 
 
 def test_a_falling_curve_gets_no_efficiency_verdict():
     true = {"grpo": (0.70, 1.5, 3000.0), "falls": (0.20, 1.5, 2000.0)}
-    v = by_condition(scaling_analysis(make_scaling_results(true=true), min_effect=0.05).verdicts)["falls"]
+    v = by_condition(scaling_analysis(*under(make_scaling_results(true=true), min_effect=0.05)).verdicts)["falls"]
     assert v["ceiling_verdict"] == "worse"
     assert v["efficiency_verdict"] == NO_VERDICT
     assert v["efficiency_reason"].startswith("the arm's curve does not improve on its start (A 0.19")

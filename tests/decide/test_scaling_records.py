@@ -5,11 +5,13 @@ with ``compute/generated_tokens`` as the axis (the compute metrics of every hist
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 from scaling_fakes import R0, TOKENS_PER_STEP
 
 from harness.algorithms.config import RLConfig
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.engine.spec import TrainConfig, TrialResult, TrialSpec
 from harness.report import write_analysis
 from harness.stats import saturating_curve
@@ -54,14 +56,15 @@ def write_study(folder):
 def test_a_study_folder_reports_its_fitted_ceilings(tmp_path):
     results = load_results(write_study(tmp_path / "fitted"))
     # a folder of records alone: the study's keys are set as its study file would set them
-    results.meta.update(
+    results.meta = replace(
+        results.meta,
         primary_metric="eval/accuracy",
         control="grpo",
         comparisons=[("wide", "grpo")],
         min_effect=0.05,
         primary_at={"point": "final", "axis": "compute/generated_tokens", "budget": None},
     )
-    analysis = analyze(results, n_permutations=200)
+    analysis = analyze(results, ReadOptions(n_permutations=200))
     params = analysis.scaling.parameters.set_index("condition")
     assert abs(params.loc["grpo", "A"] - 0.70) < 1e-4
     assert abs(params.loc["wide", "A"] - 0.85) < 1e-4 and abs(params.loc["wide", "C_mid"] - 3000) < 1

@@ -18,7 +18,7 @@ from runner_helpers import at_once
 from slowness import slowness
 
 from harness import store as study_db
-from harness.decide.look_trials import look_specs
+from harness.decide.sequential.pools import look_specs
 from harness.errors import HarnessError
 from harness.runner import queue
 from harness.runner.looks import Looks

@@ -15,13 +15,7 @@ HARNESS = Path(__file__).resolve().parents[2] / "harness"
 MAX_LINES = 80
 
 #: "path under harness/:qualified name" -> why it is still long (being split elsewhere)
-STILL_LONG: dict[str, str] = {
-    "decide/analysis.py:analyze": "being split with the sequential-decision package",
-    "decide/analysis.py:build_header": "being split with the sequential-decision package",
-    "decide/looks.py:replay": "being split with the sequential-decision package",
-    "decide/noise.py:noise_split": "being split with the sequential-decision package",
-    "runner/run.py:run_study": "being split with the sequential-decision package",
-}
+STILL_LONG: dict[str, str] = {}
 
 
 def function_lengths(root: Path = HARNESS) -> dict[str, int]:

@@ -137,9 +137,9 @@ def test_the_rule_catches_a_backward_import():
     assert not allowed("harness.study.load", "harness.engine.rollout")
     assert not allowed("harness.stats.compare", "harness.report.tables")
     assert not allowed("harness.decide.analysis", "harness.report.tables")  # deciding never draws
-    assert not allowed("harness.study.expand", "harness.decide.look_trials")  # decide reads the study
+    assert not allowed("harness.study.expand", "harness.decide.sequential.pools")  # decide reads the study
     assert allowed("harness.report.tables", "harness.decide.analysis")
-    assert allowed("harness.runner.looks", "harness.decide.look_schedule")
+    assert allowed("harness.runner.looks", "harness.decide.sequential.schedule")
     assert allowed("harness.cli.report_cmds", "harness.report.figures")  # the drawing, reached from the CLI
     assert allowed("harness.study.load", "harness.engine.spec")
     assert allowed("harness.runner.worker", "harness.tracking.records")

@@ -49,7 +49,7 @@ def test_a_study_with_benchmarks_reports_per_benchmark_and_overall_verdicts(tmp_
         write_record(study_dir(study), make_record(spec, run_trial(spec)))
 
     results = load_results(path)
-    assert results.meta["benchmarks"] == [
+    assert results.meta.to_dict()["benchmarks"] == [
         {"name": "add_2digit", "metric": "eval/add_2digit/accuracy", "min_effect": None},
         {"name": "add_3digit", "metric": "eval/add_3digit/accuracy", "min_effect": 0.02},
     ]

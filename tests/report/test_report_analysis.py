@@ -16,13 +16,14 @@ from harness import stats
 from harness.decide.analysis import analyze, compare_pair
 from harness.decide.comparisons import ArmScores
 from harness.decide.noise import noise_floor_table, noise_split
+from harness.decide.rules import ReadOptions
 from harness.errors import ConfigError
 
 N_PERM = 2000  # keeps the tests fast; the same value goes to the direct stats calls
 
 
 def _analyze(res, **kw):
-    return analyze(res, n_permutations=N_PERM, **kw)
+    return analyze(res, ReadOptions(n_permutations=N_PERM, **kw))
 
 
 def _paired_on_common(res, vals, cond):
@@ -321,12 +322,12 @@ def test_curves_match_curve_band_and_align(results):
 
 
 def test_compare_pair_and_unknown_names(results, vals):
-    row = compare_pair(results, "big", CONTROL, n_permutations=N_PERM)
+    row = compare_pair(results, "big", CONTROL, options=ReadOptions(n_permutations=N_PERM))
     full = _analyze(results).verdicts.set_index("condition").loc["big"]
     assert row["pre_registered"] and row["p_adjusted"] == pytest.approx(full["p_adjusted"])
     assert row["verdict"] == full["verdict"] and row["ci_low"] == pytest.approx(full["ci_low"])
     # an ad-hoc pair on another metric is tested alone (a family of one) and says so
-    adhoc = compare_pair(results, "big", "null", metric="train/reward_mean", n_permutations=N_PERM)
+    adhoc = compare_pair(results, "big", "null", metric="train/reward_mean", options=ReadOptions(n_permutations=N_PERM))
     a, b = vals(results, "big", "train/reward_mean"), vals(results, "null", "train/reward_mean")
     common = a.index.intersection(b.index)
     d = stats.compare(a.loc[common].to_numpy(), b.loc[common].to_numpy(), paired=True)
@@ -340,20 +341,20 @@ def test_compare_pair_and_unknown_names(results, vals):
     with pytest.raises(ConfigError, match="unknown metric"):
         noise_floor_table(results, "nope")
     with pytest.raises(ConfigError, match="min_effect must be a finite number > 0"):
-        compare_pair(results, "big", CONTROL, min_effect=-1)
+        compare_pair(results, "big", CONTROL, options=ReadOptions(min_effect=-1))
     assert isinstance(noise_floor_table(results), pd.DataFrame)
 
 
 def test_compare_pair_selects_the_pair_not_just_the_arm(results, vals):
     # comparisons [(big, grpo), (big, null)]: compare_pair(big, null) used to return big vs grpo
     results.meta["comparisons"] = [("big", CONTROL), ("big", "null")]
-    row = compare_pair(results, "big", "null", n_permutations=N_PERM)
+    row = compare_pair(results, "big", "null", options=ReadOptions(n_permutations=N_PERM))
     a, b = vals(results, "big"), vals(results, "null")
     common = a.index.intersection(b.index)
     direct = stats.compare(a.loc[common].to_numpy(), b.loc[common].to_numpy(), paired=True)
     assert row["pre_registered"] and row["control"] == "null"
     assert row["diff"] == pytest.approx(direct.diff) and row["p_value"] == pytest.approx(direct.p_value)
-    vs_control = compare_pair(results, "big", CONTROL, n_permutations=N_PERM)
+    vs_control = compare_pair(results, "big", CONTROL, options=ReadOptions(n_permutations=N_PERM))
     assert vs_control["diff"] != pytest.approx(row["diff"])
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from report_fakes import make_results
 
+from harness.decide.rules import ReadOptions
 from harness.report import write_report
 
 CHROMIUM = next(
@@ -72,7 +73,7 @@ def drawn_figures(dom: str) -> dict[str, bool]:
 
 
 def test_report_renders_in_chromium(tmp_path):
-    index = write_report(make_results(pending={"big-s4": "running"}), tmp_path / "out", n_permutations=500)
+    index = write_report(make_results(pending={"big-s4": "running"}), tmp_path / "out", ReadOptions(n_permutations=500))
     dom, errors = render(index, tmp_path)
     assert errors == []
     figs = drawn_figures(dom)
@@ -82,7 +83,7 @@ def test_report_renders_in_chromium(tmp_path):
 
 def test_browser_check_catches_a_missing_plotly(tmp_path):
     """The check above can fail: without plotly.min.js nothing is drawn and the console says so."""
-    index = write_report(make_results(), tmp_path / "out", n_permutations=500)
+    index = write_report(make_results(), tmp_path / "out", ReadOptions(n_permutations=500))
     (index.parent / "plotly.min.js").unlink()
     dom, errors = render(index, tmp_path)
     figs = drawn_figures(dom)

@@ -5,6 +5,7 @@ import pytest
 from report_fakes import CONTROL, PRIMARY, make_results
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.report.markdown import render_markdown
 
 OFFSET = 1_000_000
@@ -28,7 +29,7 @@ def with_aa(shift: float, seeds=(0, 1, 2, 3, 4)):
 
 
 def test_an_aa_copy_that_differs_trips_the_header():
-    analysis = analyze(with_aa(0.2), n_permutations=200)
+    analysis = analyze(with_aa(0.2), ReadOptions(n_permutations=200))
     row = analysis.calibration.set_index("condition").loc[f"{CONTROL}-aa"]
     assert row["role"] == "A/A tripwire" and row["verdict"] == "better"
     assert not row["paired"]  # its seeds are its own
@@ -39,7 +40,7 @@ def test_an_aa_copy_that_differs_trips_the_header():
 
 
 def test_an_aa_copy_at_the_same_level_as_the_verdicts_and_outside_their_family():
-    analysis = analyze(with_aa(0.0), n_permutations=200)
+    analysis = analyze(with_aa(0.0), ReadOptions(n_permutations=200))
     aa = analysis.calibration.iloc[0]
     assert aa["verdict"] in ("equivalent", "inconclusive")
     assert not any(line.startswith("A/A TRIPWIRE") for line in analysis.header["state"])
@@ -50,6 +51,6 @@ def test_an_aa_copy_at_the_same_level_as_the_verdicts_and_outside_their_family()
 
 
 def test_a_study_without_calibration_has_no_table():
-    analysis = analyze(make_results(failed={}), n_permutations=200)
+    analysis = analyze(make_results(failed={}), ReadOptions(n_permutations=200))
     assert analysis.calibration.empty
     assert "Calibration checks" not in render_markdown(analysis)

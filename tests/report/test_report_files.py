@@ -8,6 +8,7 @@ import plotly.offline
 import pytest
 from report_fakes import FAILED_ID, FAILED_REASON, full_disk_at, make_results
 
+from harness.decide.rules import ReadOptions
 from harness.errors import HarnessError
 from harness.ground.files import atomic_write_all
 from harness.report import write_report
@@ -16,7 +17,7 @@ N_PERM = 2000
 
 
 def _write(res, tmp_path, **kw):
-    return write_report(res, tmp_path / "out", n_permutations=N_PERM, **kw)
+    return write_report(res, tmp_path / "out", ReadOptions(n_permutations=N_PERM, **kw))
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,9 @@ from report_fakes import CONDITIONS, PRIMARY, make_results
 
 from harness import stats
 from harness.decide.comparisons import arm_scores
-from harness.decide.looks import replay
+from harness.decide.frames import meta_of
+from harness.decide.rules import DecisionRules, ReadOptions
+from harness.decide.sequential.replay import replay
 
 LOOKS = [3, 5, 8]
 
@@ -21,17 +23,7 @@ def sequential_results(seeds_of: dict[str, int], *, failed=None, pending=None, s
 
 def run(res, min_effect=0.05):
     scores = {c: arm_scores(res, c, PRIMARY) for c in CONDITIONS}
-    return replay(
-        res,
-        scores,
-        metric=PRIMARY,
-        alpha=0.05,
-        correction="bonferroni",
-        direction="maximize",
-        min_effect=min_effect,
-        failures="drop",
-        test="auto",
-    )
+    return replay(res, scores, DecisionRules.of(meta_of(res), ReadOptions(min_effect=min_effect)))
 
 
 def test_a_large_effect_stops_at_the_first_look_while_an_equal_arm_goes_on():
@@ -99,7 +91,7 @@ def test_the_report_of_a_sequential_study_reads_each_verdict_at_its_look():
 
     res = sequential_results({"grpo": 5, "big": 3, "null": 5})
     res.meta["min_effect"] = 0.05
-    analysis = analyze(res, n_permutations=200)
+    analysis = analyze(res, ReadOptions(n_permutations=200))
     verdicts = analysis.verdicts.set_index("condition")
     big = verdicts.loc["big"]
     look = stats.Look((3,), 8, "pocock")
@@ -120,7 +112,7 @@ def test_a_comparison_not_yet_at_its_first_look_is_not_read_early():
     from harness.decide.analysis import analyze
 
     res = sequential_results({"grpo": 3, "big": 3, "null": 2})  # null's third seed not there yet
-    analysis = analyze(res, n_permutations=200)
+    analysis = analyze(res, ReadOptions(n_permutations=200))
     null = analysis.verdicts.set_index("condition").loc["null"]
     assert null["verdict"] == "untested" and null["p_value"] != null["p_value"]  # NaN: untested
     assert "not tested yet: waiting for look 1 (3 seeds per arm)" in null["reason"]

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 import harness.decide.analysis
 import harness.report
 from harness.cli import app, report_cmds
+from harness.decide.rules import ReadOptions
 from harness.report import MIRRORED_FILES, mirror_report, verdict_tags
 from harness.tracking.mlflow_layout import REPORT_ARTIFACTS, mlflow_key
 from harness.tracking.mlflow_mirror import Tracker
@@ -141,7 +142,7 @@ def cli(monkeypatch):
         return results
 
     monkeypatch.setattr(report_cmds, "_load", fake_load)
-    monkeypatch.setattr(harness.decide.analysis, "analyze", lambda res, **kw: make_analysis())
+    monkeypatch.setattr(harness.decide.analysis, "analyze", lambda res, *options, **kw: make_analysis())
     monkeypatch.setattr(harness.report, "write_analysis", fake_write)
     return results, seen, CliRunner()
 
@@ -205,7 +206,7 @@ def test_report_command_end_to_end_on_a_mirrored_study(tmp_path, empty_store, mo
     tracker = Tracker(None, study_dir, results.meta["study"])
     run_id = tracker.parent_run_id()
     assert f"report attached to the study's parent run {run_id}" in r.output
-    analysis = harness.decide.analysis.analyze(results, min_effect=0.05)
+    analysis = harness.decide.analysis.analyze(results, ReadOptions(min_effect=0.05))
     assert (
         {k: v for k, v in tracker.client.get_run(run_id).data.tags.items() if k.startswith("verdict.")}
         == verdict_tags(analysis)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.report import MIRRORED_FILES, mirror_report, verdict_tags
 from harness.tracking.mlflow_mirror import Tracker
 from harness.tracking.tidy_results import TASK_SET, JudgeSettings, results_from_table
@@ -35,7 +36,7 @@ def table() -> pd.DataFrame:
 
 
 def test_benchmark_and_overall_verdicts_are_tagged_with_their_notes():
-    analysis = analyze(results_from_table(table(), SETTINGS), n_permutations=100)
+    analysis = analyze(results_from_table(table(), SETTINGS), ReadOptions(n_permutations=100))
     tags = verdict_tags(analysis)
     b = analysis.benchmarks
     for name in ("gsm", "aime"):
@@ -57,7 +58,7 @@ def test_benchmark_and_overall_verdicts_are_tagged_with_their_notes():
 
 @pytest.mark.slow
 def test_they_land_on_the_study_s_parent_run(tmp_path):
-    analysis = analyze(results_from_table(table(), SETTINGS), n_permutations=100)
+    analysis = analyze(results_from_table(table(), SETTINGS), ReadOptions(n_permutations=100))
     study_dir = tmp_path / "study"
     study_dir.mkdir()
     tracker = Tracker(None, study_dir, analysis.header["study"])

@@ -17,6 +17,7 @@ from harness.decide.overoptimisation import (
     last_step_table,
     overoptimisation_frame,
 )
+from harness.decide.rules import ReadOptions
 from harness.report import write_report
 from harness.report.figures import all_figures
 
@@ -70,7 +71,7 @@ def test_the_frame_holds_each_arms_seed_means_in_step_order():
 
 
 def test_the_figure_draws_gold_against_proxy_and_against_kl_for_every_arm():
-    analysis = analyze(with_rewards(make_results()), n_permutations=200)
+    analysis = analyze(with_rewards(make_results()), ReadOptions(n_permutations=200))
     figures = {div: fig for div, _, fig in all_figures(analysis)}
     fig = figures["fig-overopt"]
     frame = analysis.overoptimisation
@@ -88,7 +89,7 @@ def test_the_figure_draws_gold_against_proxy_and_against_kl_for_every_arm():
 
 
 def test_without_kl_only_the_proxy_panel_is_drawn():
-    analysis = analyze(with_rewards(make_results(), kl_logged=False), n_permutations=200)
+    analysis = analyze(with_rewards(make_results(), kl_logged=False), ReadOptions(n_permutations=200))
     fig = {div: fig for div, _, fig in all_figures(analysis)}["fig-overopt"]
     assert {t.xaxis for t in fig.data} == {"x"} and len(fig.data) == len(CONDITIONS)
     assert analysis.overoptimisation["kl"].isna().all()
@@ -96,7 +97,7 @@ def test_without_kl_only_the_proxy_panel_is_drawn():
 
 def test_html_and_markdown_show_it(tmp_path):
     out = tmp_path / "report"
-    write_report(with_rewards(make_results()), out, n_permutations=200)
+    write_report(with_rewards(make_results()), out, ReadOptions(n_permutations=200))
     page = (out / "index.html").read_text()
     assert 'id="fig-overopt"' in page and 'id="overoptimisation"' in page
     summary = (out / "summary.md").read_text()
@@ -108,11 +109,11 @@ def test_html_and_markdown_show_it(tmp_path):
 
 def test_a_report_without_proxy_and_gold_is_unchanged(tmp_path):
     results = make_results()
-    analysis = analyze(results, n_permutations=200)
+    analysis = analyze(results, ReadOptions(n_permutations=200))
     assert analysis.overoptimisation.empty
     assert "fig-overopt" not in {div for div, _, _ in all_figures(analysis)}
     out = tmp_path / "report"
-    write_report(results, out, n_permutations=200)
+    write_report(results, out, ReadOptions(n_permutations=200))
     assert "overopt" not in (out / "index.html").read_text()
     assert "Over-optimisation" not in (out / "summary.md").read_text()
     only_gold = make_results()

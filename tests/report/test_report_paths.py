@@ -16,6 +16,7 @@ from cli_main import run_main
 from report_fakes import design, full_disk_at, make_results, write_study_folder
 
 from harness.cli import report_cmds
+from harness.decide.rules import ReadOptions
 from harness.errors import ConfigError, HarnessError
 from harness.report import write_report
 from harness.tracking.study_ref import checked_name, path_under
@@ -147,11 +148,11 @@ def test_write_report_refuses_a_file_and_reports_os_errors(tmp_path):
     target = tmp_path / "afile"
     target.write_text("x")
     with pytest.raises(ConfigError, match="exists and is not a folder"):
-        write_report(res, target, n_permutations=200)
+        write_report(res, target, ReadOptions(n_permutations=200))
     with pytest.raises(HarnessError, match="cannot write the report in .*afile/sub: Not a directory"):
-        write_report(res, target / "sub", n_permutations=200)
+        write_report(res, target / "sub", ReadOptions(n_permutations=200))
     with pytest.raises(ConfigError, match="alpha must be between 0 and 1"):
-        write_report(res, tmp_path / "rep", alpha=float("nan"), n_permutations=200)
+        write_report(res, tmp_path / "rep", ReadOptions(alpha=float("nan"), n_permutations=200))
     assert not (tmp_path / "rep").exists()
 
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app, report_cmds
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.report.html_report import render_html
 from harness.report.markdown import render_markdown
 
@@ -35,7 +36,7 @@ def prompted():
 
 @pytest.fixture(scope="module")
 def analysis(prompted):
-    return analyze(prompted, n_permutations=200)
+    return analyze(prompted, ReadOptions(n_permutations=200))
 
 
 def test_each_seed_spread_is_named_for_what_it_is_in_the_report(analysis):
@@ -51,7 +52,7 @@ def test_each_seed_spread_is_named_for_what_it_is_in_the_report(analysis):
 
 
 def test_without_per_prompt_scores_the_line_names_the_sd_of_trial_means():
-    analysis = analyze(make_results(), n_permutations=200)
+    analysis = analyze(make_results(), ReadOptions(n_permutations=200))
     assert analysis.header["noise_line"].startswith(f"Noise floor of eval/accuracy: {TRIAL_MEANS} 0.")
     assert not AMBIGUOUS.search(render_markdown(analysis))
 

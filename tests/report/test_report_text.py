@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from report_fakes import design, make_results, write_study_folder
 
+from harness.decide.rules import ReadOptions
 from harness.report import write_report
 from harness.tracking.results import load_results
 
@@ -18,7 +19,7 @@ WARNING = f"no_learning_signal: {IMG} every group was degenerate"
 def test_the_description_is_shown_under_the_title(tmp_path):
     text = "Does a wider clip help? <b>not bold</b> & no markup"
     folder = write_study_folder(tmp_path / "runs" / "clip", "clip", design(name="clip", description=text))
-    index = write_report(load_results(folder), tmp_path / "rep", n_permutations=200)
+    index = write_report(load_results(folder), tmp_path / "rep", ReadOptions(n_permutations=200))
     page = index.read_text(encoding="utf-8")
     escaped = "Does a wider clip help? &lt;b&gt;not bold&lt;/b&gt; &amp; no markup"
     assert f"<h1>Study report: clip</h1>\n<p>{escaped}</p>" in page
@@ -29,7 +30,7 @@ def test_the_description_is_shown_under_the_title(tmp_path):
 def test_summary_md_escapes_failure_reasons_and_warnings(tmp_path):
     res = make_results(failed={"big-s1": REASON})
     res.trials["warnings"] = [WARNING if arm == "null" else "" for arm in res.trials["arm"]]
-    index = write_report(res, tmp_path / "out", n_permutations=200)
+    index = write_report(res, tmp_path / "out", ReadOptions(n_permutations=200))
     for text in (index.read_text(encoding="utf-8"), (index.parent / "summary.md").read_text(encoding="utf-8")):
         assert SCRIPT not in text and "<img" not in text
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "&lt;img src=x onerror=alert(2)&gt;" in text

@@ -9,6 +9,7 @@ import pandas as pd
 from report_fakes import CONTROL, make_results
 
 from harness.decide.analysis import analyze, compare_pair
+from harness.decide.rules import ReadOptions
 from harness.decide.trial_warnings import NO_SIGNAL, split_warnings
 from harness.engine.spec import NO_LEARNING_SIGNAL, WARMSTART_BELOW_TARGET
 from harness.report.markdown import render_markdown
@@ -34,7 +35,7 @@ def test_the_header_lists_each_warning_per_arm():
     lines = {(arm, s): [WARM] for arm in ("grpo", "big", "null") for s in seeds}
     for s in (0, 2):
         lines[("big", s)] = [WARM, SILENT]
-    analysis = analyze(with_warnings(make_results(), lines), n_permutations=200)
+    analysis = analyze(with_warnings(make_results(), lines), ReadOptions(n_permutations=200))
     state = [line for line in analysis.header["state"] if line.startswith("WARNING")]
     assert state == [
         f"WARNING {NO_LEARNING_SIGNAL} in completed trials (big 2 of 5); big seed 0: "
@@ -49,7 +50,7 @@ def test_the_header_lists_each_warning_per_arm():
 def test_an_arm_without_learning_signal_gets_no_seeds_needed_figure():
     lines = {("null", s): [SILENT] for s in range(4)}  # every completed trial of null (seed 4 failed)
     results = with_warnings(make_results(), lines)
-    verdicts = analyze(results, n_permutations=200).verdicts.set_index("condition")
+    verdicts = analyze(results, ReadOptions(n_permutations=200)).verdicts.set_index("condition")
     null, big = verdicts.loc["null"], verdicts.loc["big"]
     assert null["seeds_needed_null"] is None and null["seeds_needed_effect"] is None
     assert null["reason"].startswith(
@@ -58,13 +59,18 @@ def test_an_arm_without_learning_signal_gets_no_seeds_needed_figure():
     )
     assert pd.notna(big["seeds_needed_effect"]) and not big["reason"].startswith("No learning signal")
 
-    tested_alone = compare_pair(results, "big", "null", n_permutations=200)  # null is the control here
+    tested_alone = compare_pair(
+        results, "big", "null", options=ReadOptions(n_permutations=200)
+    )  # null is the control here
     assert tested_alone["seeds_needed_effect"] is None and "No learning signal in null" in tested_alone["reason"]
-    assert compare_pair(results, "big", CONTROL, n_permutations=200)["seeds_needed_effect"] is not None
+    assert (
+        compare_pair(results, "big", CONTROL, options=ReadOptions(n_permutations=200))["seeds_needed_effect"]
+        is not None
+    )
 
 
 def test_results_without_a_warnings_column_still_analyse():
-    analysis = analyze(make_results(), n_permutations=200)
+    analysis = analyze(make_results(), ReadOptions(n_permutations=200))
     assert not any(line.startswith("WARNING") for line in analysis.header["state"])
 
 
@@ -82,7 +88,7 @@ def test_a_warning_over_several_lines_is_one_warning():
     ]
     lines = {("grpo", s): [long_warm] for s in range(5)}
     lines[("big", 1)] = [long_warm, SILENT]
-    analysis = analyze(with_warnings(make_results(), lines), n_permutations=200)
+    analysis = analyze(with_warnings(make_results(), lines), ReadOptions(n_permutations=200))
     state = [line for line in analysis.header["state"] if line.startswith("WARNING")]
     assert [line.split(" in completed trials")[0] for line in state] == [
         f"WARNING {NO_LEARNING_SIGNAL}",

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "decide"))
 from scaling_fakes import AXIS, PRIMARY, make_scaling_results
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.report import write_report
 from harness.report.figures import all_figures, scaling_plot
 from harness.report.scaling_tables import scaling_display, scaling_notes
@@ -21,7 +22,7 @@ from harness.report.tables import sections
 
 
 def test_the_report_shows_the_fitted_curves_and_their_verdicts(tmp_path):
-    write_report(make_scaling_results(), tmp_path, n_permutations=200)
+    write_report(make_scaling_results(), tmp_path, ReadOptions(n_permutations=200))
     page = (tmp_path / "index.html").read_text()
     summary = (tmp_path / "summary.md").read_text()
     assert 'id="fig-scaling"' in page and 'id="scaling"' in page
@@ -33,7 +34,7 @@ def test_the_report_shows_the_fitted_curves_and_their_verdicts(tmp_path):
 
 
 def test_the_table_reads_the_analysis():
-    analysis = analyze(make_scaling_results(), n_permutations=200)
+    analysis = analyze(make_scaling_results(), ReadOptions(n_permutations=200))
     table = scaling_display(analysis).set_index("condition")
     params = analysis.scaling.parameters.set_index("condition")
     assert table.loc["high", "A (ceiling)"].startswith(f"{params.loc['high', 'A']:.4g} [")
@@ -44,7 +45,7 @@ def test_the_table_reads_the_analysis():
 
 def test_a_condition_without_verdict_says_why():
     true = {"grpo": (0.70, 1.5, 3000.0), "late": (0.90, 1.5, 60_000.0)}
-    analysis = analyze(make_scaling_results(true=true), n_permutations=200)
+    analysis = analyze(make_scaling_results(true=true), ReadOptions(n_permutations=200))
     table = scaling_display(analysis).set_index("condition")
     assert table.loc["late", "ceiling vs control"] == "no verdict"
     assert table.loc["late", "fit"].startswith(analysis.scaling.parameters.set_index("condition").loc["late", "reason"])
@@ -53,7 +54,7 @@ def test_a_condition_without_verdict_says_why():
 
 
 def test_the_figure_draws_band_mean_and_fit_per_condition_and_each_identified_ceiling():
-    analysis = analyze(make_scaling_results(), n_permutations=200)
+    analysis = analyze(make_scaling_results(), ReadOptions(n_permutations=200))
     fig = scaling_plot(analysis)
     names = [t.name for t in fig.data if t.showlegend is not False]
     assert names == ["grpo", "high", "fast"]
@@ -68,10 +69,10 @@ def test_the_figure_draws_band_mean_and_fit_per_condition_and_each_identified_ce
 
 
 def test_a_study_without_a_fit_has_no_such_section(tmp_path):
-    analysis = analyze(make_results(), n_permutations=200)
+    analysis = analyze(make_results(), ReadOptions(n_permutations=200))
     assert analysis.scaling is None
     assert "scaling" not in {s.key for s in sections(analysis)}
     assert "fig-scaling" not in {k for k, _, _ in all_figures(analysis)}
-    write_report(make_results(), tmp_path, n_permutations=200)
+    write_report(make_results(), tmp_path, ReadOptions(n_permutations=200))
     assert "Ceilings and efficiency" not in (tmp_path / "index.html").read_text()
     assert "Ceilings and efficiency" not in (tmp_path / "summary.md").read_text()

@@ -18,6 +18,7 @@ from runner_helpers import options, write_study
 
 from harness import store as study_db
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError, HarnessError
 from harness.report.markdown import render_markdown
@@ -113,7 +114,7 @@ def test_an_edited_rule_is_refused_by_every_reader_in_one_line_and_nothing_is_qu
     setup, looks = drive(path)
     assert looks.finished
     before_queue, before_runs = queue_state(setup), started(fake_env)
-    before_states = dict(looks.due.arms)
+    before_states = dict(looks.state.arms)
     snapshot = setup.study_file.read_text()
     edit(path, **edited)
 
@@ -122,7 +123,7 @@ def test_an_edited_rule_is_refused_by_every_reader_in_one_line_and_nothing_is_qu
     assert line.startswith("study 'seq': the study file changes the sequential rule fixed at its first look (rule v1 ")
     assert refusal(lambda: run_worker(path, options(trial_fn=PLANTED))) == line  # harness worker
     assert refusal(lambda: study_status(path)) == line  # harness status: no look that never happened
-    assert refusal(lambda: analyze(load_results(path), n_permutations=50)) == line  # harness report
+    assert refusal(lambda: analyze(load_results(path), ReadOptions(n_permutations=50))) == line  # harness report
     q = queue.load_queue(setup.storage, "seq")  # a worker's look replay, with the edited file
     assert refusal(lambda: Looks(load_study(path), path, setup.storage_url, q, say=print).advance(True)) == line
 
@@ -153,8 +154,8 @@ def test_a_study_file_that_drops_its_sequential_section_is_refused(tmp_path, fak
 def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_each_look(tmp_path, fake_env):
     path = study_file(tmp_path)
     setup, looks = drive(path)
-    assert looks.due.arms == {"big": "stopped at look 1: better", "equal": "stopped at look 2: equivalent"}
-    [rule] = looks.due.rules.versions
+    assert looks.state.arms == {"big": "stopped at look 1: better", "equal": "stopped at look 2: equivalent"}
+    [rule] = looks.state.rules.versions
     assert (rule.version, rule.looks, rule.min_effect, rule.spending, rule.control) == (
         1,
         [3, 5, 8],
@@ -164,7 +165,7 @@ def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_ea
     )
     assert set(rule.configs) == set(ARMS)
 
-    analysis = analyze(load_results(path), n_permutations=50)
+    analysis = analyze(load_results(path), ReadOptions(n_permutations=50))
     assert list(analysis.looks["rule"]) == [rule.label] * len(analysis.looks) and len(analysis.looks) == 3
     header = analysis.header["rule"]
     assert header.startswith(
@@ -175,7 +176,7 @@ def test_an_unchanged_rule_is_read_as_before_and_the_report_shows_the_rule_of_ea
     assert f"- **Sequential rule:** {header}" in text and rule.label in text.split("## Looks")[1]
 
     (setup.study_dir / "optuna.db").rename(setup.study_dir / "elsewhere.db")  # offline: the folder's copy
-    offline = analyze(load_results(path), n_permutations=50)
+    offline = analyze(load_results(path), ReadOptions(n_permutations=50))
     assert offline.header["rule"] == header and list(offline.looks["rule"]) == [rule.label] * 3
 
 
@@ -183,10 +184,12 @@ def test_report_options_that_would_reread_the_looks_are_refused(tmp_path, fake_e
     path = study_file(tmp_path)
     drive(path)
     results = load_results(path)
-    line = refusal(lambda: analyze(results, min_effect=0.05, n_permutations=50))
+    line = refusal(lambda: analyze(results, ReadOptions(min_effect=0.05, n_permutations=50)))
     assert "the options change it: min_effect 0.02 -> 0.05; leave those options out" in line
-    assert "alpha 0.05 -> 0.1" in refusal(lambda: analyze(results, alpha=0.1, n_permutations=50))
-    assert len(analyze(results, min_effect=0.02, n_permutations=50).looks) == 3  # the rule's own value reads
+    assert "alpha 0.05 -> 0.1" in refusal(lambda: analyze(results, ReadOptions(alpha=0.1, n_permutations=50)))
+    assert (
+        len(analyze(results, ReadOptions(min_effect=0.02, n_permutations=50)).looks) == 3
+    )  # the rule's own value reads
 
 
 def test_concurrent_first_looks_fix_one_rule_and_a_different_study_file_queues_nothing(tmp_path, fake_env):
@@ -228,7 +231,7 @@ def test_concurrent_first_looks_fix_one_rule_and_a_different_study_file_queues_n
     assert all("the study file changes the sequential rule" in str(outcome[i]) for i in losers)
     assert sorted(outcome[i] for i in winners) == [0, 9]  # look 1 queued once, by one of them
     assert len(queue_state(setup)) == 9
-    [rule] = load_results(path).meta["sequential_rules"]  # one rule, the winners'
+    [rule] = load_results(path).meta.sequential_rules  # one rule, the winners'
     assert rule["version"] == 1 and rule["min_effect"] == (0.02, 0.05)[winners[0] % 2]
 
 
@@ -245,15 +248,15 @@ def test_new_version_starts_the_looks_over_on_fresh_seeds_and_keeps_the_earlier_
     edit(path, min_effect=0.015, seeds=list(range(8, 16)))
     setup = prepare(path, options(trial_fn=PLANTED, new_version=True))
     looks = run_looks(setup)
-    v1, v2 = looks.due.rules.versions
+    v1, v2 = looks.state.rules.versions
     assert (v1.version, v1.min_effect, v2.version, v2.min_effect, v2.seeds) == (1, 0.02, 2, 0.015, list(range(8, 16)))
-    assert looks.finished and looks.due.rules.in_force == v2
+    assert looks.finished and looks.state.rules.in_force == v2
     assert first_trials < {key for key, _, _ in queue_state(setup)}  # the earlier version's trials are kept
 
     results = load_results(path)
     assert set(results.trials["seed"]) <= set(range(8, 16))  # never pooled with version 1's
     assert set(results.earlier["trial_id"]) == first_trials  # listed as an earlier design
-    analysis = analyze(results, n_permutations=50)
+    analysis = analyze(results, ReadOptions(n_permutations=50))
     assert set(analysis.looks["rule"]) == {v2.label} and analysis.looks["look"].min() == 1  # the looks start over
     assert analysis.header["rule"].endswith(
         f"replaces {v1.label} (fixed {v1.when}; its trials are kept and listed, not used)"

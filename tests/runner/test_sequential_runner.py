@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from runner_helpers import options, write_study
 
 from harness import store as study_db
-from harness.decide.look_trials import look_specs
+from harness.decide.sequential.pools import look_specs
 from harness.runner import queue
 from harness.runner.looks import Looks
 from harness.runner.run import _Phases, prepare, run_study, run_worker, study_status

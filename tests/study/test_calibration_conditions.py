@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.decide.look_trials import look_specs
+from harness.decide.sequential.pools import look_specs
 from harness.errors import ConfigError
 from harness.study.design import earlier_design
 from harness.study.expand import (

@@ -25,6 +25,7 @@ from harness.engine.spec import (
 )
 from harness.engine.tasks.jsonl import read_jsonl
 from harness.study import key_reference
+from harness.study.expand import expand
 from harness.study.load import INCLUDE_MEANING, load_study
 from harness.study.overrides import override_keys
 from harness.study.schema import Study
@@ -123,6 +124,13 @@ def test_the_examples_in_the_reference_are_valid_studies(tmp_path, name):
     if name == "grid":
         assert len(study.conditions()) == 8
         assert "gives 8 conditions x 3 seeds: `grpo[eps_high=0.2,train.temperature=0.7]`" in key_reference.markdown()
+    elif name == "rollout":
+        specs = {spec.arm: spec.rollout for spec in expand(study)}
+        assert {arm: (r.backend, r.max_staleness) for arm, r in specs.items()} == {
+            "sync": ("vllm", 0),
+            "stale2": ("vllm", 2),
+            "in_process": ("hf", 0),
+        }
     else:
         assert set(study.tuning.search_space) == {"lr", "train.temperature"}
 

@@ -81,8 +81,8 @@ def test_a_bad_scaling_section_is_one_line_naming_the_field(section, message):
 
 def test_the_results_meta_carries_both_sections_with_their_defaults(tmp_path):
     meta = load_results(parse_study(study(tmp_path))).meta
-    assert meta["primary_at"] == {"point": "final", "axis": "compute/flops", "budget": None}
-    assert meta["scaling"] == {"fit": "auto", "efficiency_margin": 1.25}
+    assert meta.primary_at == {"point": "final", "axis": "compute/flops", "budget": None}
+    assert meta.scaling == {"fit": "auto", "efficiency_margin": 1.25}
     chosen = parse_study(
         study(
             tmp_path,
@@ -91,5 +91,5 @@ def test_the_results_meta_carries_both_sections_with_their_defaults(tmp_path):
         )
     )
     meta = load_results(chosen).meta
-    assert meta["primary_at"] == {"point": "auc", "axis": "compute/generated_tokens", "budget": 5e4}
-    assert meta["scaling"] == {"fit": "off", "efficiency_margin": 1.5}
+    assert meta.primary_at == {"point": "auc", "axis": "compute/generated_tokens", "budget": 5e4}
+    assert meta.scaling == {"fit": "off", "efficiency_margin": 1.5}

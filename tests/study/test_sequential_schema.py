@@ -3,7 +3,7 @@
 import pytest
 
 from harness import stats
-from harness.decide.look_trials import look_seeds, look_specs
+from harness.decide.sequential.pools import look_seeds, look_specs
 from harness.errors import ConfigError
 from harness.study.expand import expand
 from harness.study.load import parse_study

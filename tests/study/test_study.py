@@ -465,3 +465,61 @@ def test_kind_is_not_an_override_in_a_study():
         ConfigError, match=r"arms\[1\]\.set\.kind: unknown key; valid: .*the kind, is chosen by `algorithm`"
     ):
         parse_study(data)
+
+
+# --------------------------------------------------------------------------------------------
+# rollout per arm
+
+
+def staleness_study(**changes) -> Study:
+    arms = [
+        {"name": "sync", "algorithm": "grpo"},
+        {"name": "stale2", "algorithm": "grpo", "set": {"rollout.max_staleness": 2}},
+        {"name": "in_process", "algorithm": "grpo", "set": {"rollout.backend": "hf"}},
+    ]
+    vllm = {"backend": "vllm", "vllm": {"url": "http://127.0.0.1:1"}}
+    return study(**{"control": "sync", "arms": arms, "rollout": vllm, **changes})
+
+
+def test_an_arm_sets_the_staleness_and_the_backend_of_its_trials():
+    specs = {x.arm: x for x in expand(staleness_study()) if x.seed == 0}
+    rollouts = {arm: (x.rollout.backend, x.rollout.max_staleness, x.rollout.vllm.url) for arm, x in specs.items()}
+    assert rollouts == {
+        "sync": ("vllm", 0, "http://127.0.0.1:1"),
+        "stale2": ("vllm", 2, "http://127.0.0.1:1"),
+        "in_process": ("hf", 0, None),  # the server's settings are the vllm backend's alone
+    }
+    assert specs["stale2"].algorithm == specs["sync"].algorithm  # the rollout keys are not the algorithm's
+    assert len({x.trial_id for x in specs.values()}) == 3
+    # an arm back on hf is the trial it was before the rollout section existed: the same id
+    plain = study(control="in_process", arms=[{"name": "in_process", "algorithm": "grpo"}])
+    assert [x.trial_id for x in expand(plain) if x.seed == 0] == [specs["in_process"].trial_id]
+
+
+def test_a_grid_varies_the_staleness_into_named_conditions():
+    s = staleness_study(
+        arms=[{"name": "sync", "algorithm": "grpo"}], grid={"rollout.max_staleness": [0, 2]}, control=None
+    )
+    assert s.conditions() == ["sync[rollout.max_staleness=0]", "sync[rollout.max_staleness=2]"]
+    by_name = {x.arm: x.rollout.max_staleness for x in expand(s) if x.seed == 0}
+    assert by_name == {"sync[rollout.max_staleness=0]": 0, "sync[rollout.max_staleness=2]": 2}
+
+
+def test_a_rollout_an_arm_cannot_run_is_one_line_naming_the_arm():
+    arms = [{"name": "sync", "algorithm": "grpo"}, {"name": "stale", "algorithm": "grpo", "set": {}}]
+    arms[1]["set"] = {"rollout.max_staleness": 2}
+    with pytest.raises(ConfigError, match=r"^arms\[1\] \(stale\): rollout.max_staleness 2 needs rollout.backend: vllm"):
+        study(control="sync", arms=arms)
+    arms[1]["set"] = {"rollout.backend": "hf"}  # the study's staleness, on hf
+    with pytest.raises(ConfigError, match=r"^arms\[1\] \(stale\): rollout.max_staleness 1 needs rollout.backend: vllm"):
+        study(control="sync", arms=arms, rollout={"backend": "vllm", "max_staleness": 1})
+    arms[1]["set"] = {"rollout.backend": "sglang"}
+    with pytest.raises(ConfigError, match=r"^arms\[1\]\.set\.rollout\.backend: Input should be 'hf' or 'vllm'"):
+        study(control="sync", arms=arms)
+    arms[1]["set"] = {"rollout.vllm": {"url": "http://127.0.0.1:1"}}  # where the server runs is the study's
+    with pytest.raises(ConfigError, match=r"^arms\[1\]\.set\.rollout\.vllm: unknown key; valid: .*, rollout.max"):
+        study(control="sync", arms=arms)
+    with pytest.raises(ConfigError, match=r"^grid\.rollout\.max_staleness: also fixed by arms\[1\]\.set\.rollout"):
+        staleness_study(grid={"rollout.max_staleness": [0, 1]})
+    with pytest.raises(ConfigError, match=r"^grid\.rollout\.max_staleness\[1\] \(with arms\[0\] grpo\): rollout.max"):
+        study(grid={"rollout.max_staleness": [0, 1]})

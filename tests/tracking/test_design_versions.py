@@ -44,8 +44,8 @@ def test_an_edited_arm_is_analysed_at_its_current_config_only(tmp_path):
     assert sorted(res.trials["trial_id"]) == sorted(s.trial_id for s in expand(second))
     assert (res.trials.loc[res.trials["arm"] == "grpo", "eval/accuracy"] >= 0.6).all()  # never pooled
     assert sorted(res.earlier["trial_id"]) == sorted(s.trial_id for s in expand(first) if s.arm == "grpo")
-    assert res.meta["earlier_design"] == ["3 trials from an earlier version of arm grpo are not used"]
-    assert res.meta["seed_matched"] is True  # the paired design survives the edit
+    assert res.meta.earlier_design == ["3 trials from an earlier version of arm grpo are not used"]
+    assert res.meta.seed_matched is True  # the paired design survives the edit
     assert set(res.curves["trial_id"]) <= set(res.trials["trial_id"])
 
 
@@ -56,8 +56,8 @@ def test_a_renamed_arm_and_a_dropped_seed_are_listed(tmp_path):
     load_study(write_study(tmp_path, arms=renamed, seeds=2))
     res = load_results(tmp_path / "edited.yaml")
     assert sorted(res.trials["trial_id"]) == sorted(s.trial_id for s in expand(first) if s.arm == "grpo" and s.seed < 2)
-    assert res.meta["conditions"] == ["grpo", "loo"]
-    assert res.meta["earlier_design"] == [
+    assert res.meta.conditions == ["grpo", "loo"]
+    assert res.meta.earlier_design == [
         "3 trials from arm rloo (no longer in the study) are not used",
         "1 trial from seed 2 (no longer among the study's seeds) is not used",
     ]
@@ -74,7 +74,7 @@ def test_tuned_trials_from_an_earlier_search_space_are_listed(tmp_path):
     run_fake(second, new, 0.4)
     res = load_results(tmp_path / "edited.yaml")
     assert sorted(res.trials["trial_id"]) == sorted(s.trial_id for s in new)
-    assert res.meta["earlier_design"] == [
+    assert res.meta.earlier_design == [
         "3 trials from arm grpo tuned over an earlier search space are not used",
         "3 trials from arm rloo tuned over an earlier search space are not used",
     ]

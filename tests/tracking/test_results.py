@@ -131,16 +131,16 @@ def test_curves_frame_holds_every_history_value(filled):
 def test_meta_describes_the_study(filled):
     folder, recs, _ = filled
     meta = load_results(folder).meta
-    assert meta["study"] == "demo"
-    assert (meta["primary_metric"], meta["direction"], meta["control"]) == ("eval/accuracy", "maximize", "grpo")
-    assert meta["conditions"] == ["grpo", "drgrpo"]
-    assert meta["comparisons"] == [("drgrpo", "grpo")]
-    assert meta["seeds"] == [0, 1, 2]
-    assert meta["seeds_by_condition"] == {"grpo": [0, 1], "drgrpo": [0]}
-    assert meta["seed_matched"] is False
-    assert meta["harness_version"] == harness.__version__
-    assert meta["git_commit"] == recs[0].git_commit
-    assert meta["status_counts"] == {"completed": 3, "failed": 2, "running": 1, "waiting": 1}
+    assert meta.study == "demo"
+    assert (meta.primary_metric, meta.direction, meta.control) == ("eval/accuracy", "maximize", "grpo")
+    assert meta.conditions == ["grpo", "drgrpo"]
+    assert meta.comparisons == [("drgrpo", "grpo")]
+    assert meta.seeds == [0, 1, 2]
+    assert meta.seeds_by_condition == {"grpo": [0, 1], "drgrpo": [0]}
+    assert meta.seed_matched is False
+    assert meta.harness_version == harness.__version__
+    assert meta.git_commit == recs[0].git_commit
+    assert meta.status_counts == {"completed": 3, "failed": 2, "running": 1, "waiting": 1}
 
 
 def test_study_yaml_path_study_object_and_package_shortcut(filled, monkeypatch):
@@ -160,7 +160,7 @@ def test_study_yaml_path_study_object_and_package_shortcut(filled, monkeypatch):
     with pytest.warns(UserWarning, match="using its raw fields"):
         plain = load_results(folder)
     pd.testing.assert_frame_equal(plain.trials, expected)
-    assert plain.meta["comparisons"] == [("drgrpo", "grpo")] and plain.meta["seeds"] == [0, 1, 2]
+    assert plain.meta.comparisons == [("drgrpo", "grpo")] and plain.meta.seeds == [0, 1, 2]
 
 
 @pytest.mark.parametrize("first", ["optuna_trials", "read_records"])
@@ -211,9 +211,9 @@ def test_grid_conditions_without_study_file_and_broken_queue(tmp_path, make_reco
     with pytest.warns(UserWarning, match="Optuna storage"):
         res = load_results(folder)
     assert len(res.trials) == 8 and set(res.trials["status"]) == {"completed"}
-    assert res.meta["study"] == "demo" and res.meta["seed_matched"] is True
-    assert res.meta["control"] is None and res.meta["comparisons"] == []
-    assert res.meta["conditions"] == sorted(res.meta["conditions"])
+    assert res.meta.study == "demo" and res.meta.seed_matched is True
+    assert res.meta.control is None and res.meta.comparisons == []
+    assert res.meta.conditions == sorted(res.meta.conditions)
     nothing = tmp_path / "nothing"
     nothing.mkdir()
     none = load_results(nothing)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.errors import ConfigError
 from harness.tracking.tidy_results import (
     TASK_SET,
@@ -59,18 +60,18 @@ def test_per_prompt_rows_become_a_study_s_frames():
     assert list(p.columns) == ["trial_id", "arm", "seed", "step", "prompt_id", "metric", "value"]
     assert len(p) == len(table) and set(p["metric"]) == {"eval/accuracy"} and set(p["step"]) == {0}
     m = res.meta
-    assert m["control"] == "base" and m["conditions"] == ["base", "new"] and m["comparisons"] == [("new", "base")]
-    assert m["primary_metric"] == "eval/accuracy" and m["min_effect"] == 0.05 and m["seed_matched"]
-    assert m["benchmarks"] == [] and m["seeds"] == [0, 1, 2]
+    assert m.control == "base" and m.conditions == ["base", "new"] and m.comparisons == [("new", "base")]
+    assert m.primary_metric == "eval/accuracy" and m.min_effect == 0.05 and m.seed_matched
+    assert m.benchmarks == [] and m.seeds == [0, 1, 2]
     assert res.curves.empty
 
 
 def test_per_run_rows_and_the_control_first():
     table = pd.DataFrame({"arm": ["new", "new", "base", "base"], "seed": [0, 1, 0, 1], "value": [0.5, 0.6, 0.4, 0.45]})
     res = results_from_table(table, SETTINGS)
-    assert res.meta["conditions"] == ["base", "new"] and res.prompts.empty
+    assert res.meta.conditions == ["base", "new"] and res.prompts.empty
     assert res.trials.set_index("trial_id").loc["new-s1", "eval/accuracy"] == 0.6
-    verdicts = analyze(res, n_permutations=100).verdicts
+    verdicts = analyze(res, ReadOptions(n_permutations=100)).verdicts
     assert verdicts.loc[0, "test"] == "paired_t"
 
 
@@ -79,30 +80,30 @@ def test_several_benchmarks_are_namespaced_and_listed_in_meta():
     settings = JudgeSettings(control="base", min_effect=0.05, benchmark_min_effect={"math500": 0.1})
     res = results_from_table(table, settings)
     assert {"eval/gsm8k/accuracy", "eval/math500/accuracy"} <= set(res.trials.columns)
-    assert res.meta["benchmarks"] == [
+    assert res.meta.to_dict()["benchmarks"] == [
         {"name": "gsm8k", "metric": "eval/gsm8k/accuracy", "min_effect": 0.05},
         {"name": "math500", "metric": "eval/math500/accuracy", "min_effect": 0.1},
     ]
-    assert res.meta["primary_metric"] == "eval/gsm8k/accuracy"
+    assert res.meta.primary_metric == "eval/gsm8k/accuracy"
     assert set(res.prompts["metric"]) == {"eval/gsm8k/accuracy", "eval/math500/accuracy"}
     one = results_from_table(per_prompt(benchmarks=("gsm8k",)), SETTINGS)
-    assert one.meta["primary_metric"] == "eval/accuracy" and one.meta["benchmarks"] == []
+    assert one.meta.primary_metric == "eval/accuracy" and one.meta.benchmarks == []
 
 
 def test_a_study_task_set_beside_benchmarks_is_the_primary_and_no_benchmark():
     task = per_prompt().assign(benchmark=TASK_SET)
     table = pd.concat([task, per_prompt(benchmarks=("gsm8k",))], ignore_index=True)
     res = results_from_table(table, SETTINGS)
-    assert res.meta["primary_metric"] == "eval/accuracy" and res.meta["min_effect"] == 0.05
-    assert res.meta["benchmarks"] == [{"name": "gsm8k", "metric": "eval/gsm8k/accuracy", "min_effect": 0.05}]
+    assert res.meta.primary_metric == "eval/accuracy" and res.meta.min_effect == 0.05
+    assert res.meta.to_dict()["benchmarks"] == [{"name": "gsm8k", "metric": "eval/gsm8k/accuracy", "min_effect": 0.05}]
     assert {"eval/accuracy", "eval/gsm8k/accuracy"} <= set(res.trials.columns)
     named = results_from_table(table, JudgeSettings(control="base", metric="eval/gsm8k/accuracy"))
-    assert named.meta["primary_metric"] == "eval/gsm8k/accuracy" and len(named.meta["benchmarks"]) == 1
+    assert named.meta.primary_metric == "eval/gsm8k/accuracy" and len(named.meta.benchmarks) == 1
     assert "eval/accuracy" in named.trials.columns  # the (task) rows keep the plain name
     back = tidy_frame(res)
     pd.testing.assert_frame_equal(back[table.columns.tolist()], table)
     only = results_from_table(task, SETTINGS)  # (task) alone: a plain single-metric table
-    assert only.meta["benchmarks"] == [] and only.meta["primary_metric"] == "eval/accuracy"
+    assert only.meta.benchmarks == [] and only.meta.primary_metric == "eval/accuracy"
 
 
 def test_sampled_scores_carry_their_sample_variance():
@@ -131,7 +132,7 @@ def test_tidy_frame_round_trips_benchmarks_and_parquet(tmp_path):
 def test_an_arm_named_like_a_missing_value_is_read_as_its_name(tmp_path):
     table = per_prompt(arms=("base", "null", "NA"))
     res = load_tidy(write(table, tmp_path / "t.csv"), SETTINGS)
-    assert res.meta["conditions"] == ["base", "null", "NA"]
+    assert res.meta.conditions == ["base", "null", "NA"]
 
 
 # ----------------------------------------------------------------------------- bad input, one line each

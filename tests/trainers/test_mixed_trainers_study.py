@@ -12,6 +12,7 @@ import yaml
 from trainer_helpers import PLAIN_LOOP
 
 from harness.decide.analysis import analyze
+from harness.decide.rules import ReadOptions
 from harness.report.markdown import render_markdown
 from harness.runner.options import RunOptions
 from harness.runner.run import run_study
@@ -67,7 +68,7 @@ def test_a_study_with_builtin_trl_and_command_arms_runs_reports_and_decides(tmp_
     )
     assert len(mlflow.MlflowClient().get_metric_history(run.info.run_id, "train/reward_mean")) == 2
 
-    analysis = analyze(results, n_permutations=100, curve_metrics=[])
+    analysis = analyze(results, ReadOptions(n_permutations=100), curve_metrics=[])
     verdicts = {row["condition"]: row for row in analysis.verdicts.to_dict(orient="records")}
     assert sorted(verdicts) == ["plain", "trl"]
     assert {row["test"] for row in verdicts.values()} == {"seed_prompt"}

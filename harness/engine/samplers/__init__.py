@@ -10,7 +10,9 @@ batches in a background thread while the current one trains (``rollout.max_stale
 
 After each step the trial calls ``publish(lm, version)``: the policy after ``version`` steps
 reaches the sampler, and the seconds it took come back (None where nothing moves: the ``hf``
-sampler samples with the policy itself).
+sampler samples with the policy itself). The trial's held-out evaluations go through the same
+backend (``backend.TrialBackend``): ``VllmSampler.evaluate`` scores the version just published on
+the server.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ import torch
 from harness.engine.models import LoadedModel
 from harness.engine.rollout import Rollout, pad_rows, prompt_token_ids
 from harness.engine.samplers.policy_sync import PolicySync
+from harness.engine.spec import PromptScores, TrainConfig
+from harness.engine.tasks.base import Task
+from harness.engine.vllm.evaluation import evaluate_served
 
 
 def completions_rollout(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence], pad_id: int, version: int):
@@ -84,6 +87,21 @@ class VllmSampler:
                 stop_token_ids=[self.eos_id],
             )
         return completions_rollout(prompts, completions, self.pad_id, version)
+
+    def evaluate(
+        self, lm: LoadedModel, task: Task, train: TrainConfig, step: int, *, benchmark: str | None = None
+    ) -> PromptScores:
+        """``harness.engine.evaluation.evaluate`` through the server, of the policy after ``step``
+        optimiser steps: the version published last, held (its adapter loaded, or no weight
+        reload) until every request of the evaluation is answered. A server that holds any other
+        version is a RuntimeError: an evaluation never scores a stale policy."""
+        with self.sync.serving() as (version, model):
+            if version != step:
+                raise RuntimeError(
+                    f"step {step}: the vLLM server holds policy version {version}, not the one to evaluate; "
+                    "publish the step's policy before evaluating it"
+                )
+            return evaluate_served(self.client, model, lm, task, train, step, benchmark=benchmark)
 
     def publish(self, lm: LoadedModel, version: int) -> float:
         return self.sync.publish(lm, version)

@@ -106,6 +106,22 @@ def test_validate_refuses_a_missing_vllm_environment_in_one_line(monkeypatch, ca
     assert code == 0 and out.startswith("ok:"), err
 
 
+def test_validate_checks_the_environment_of_an_arm_on_vllm_in_a_study_on_hf(monkeypatch, capsys, tmp_path):
+    from cli_main import run_main
+
+    monkeypatch.delenv(URL_ENV, raising=False)
+    missing = tmp_path / "nowhere" / "python"
+    monkeypatch.setenv(PYTHON_ENV, str(missing))
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        "name: served\nseeds: 3\ncontrol: grpo\ntask: {n_train: 50, n_eval: 8}\n"
+        "arms: [{name: grpo, algorithm: grpo}, {name: served, algorithm: grpo, set: {rollout.backend: vllm}}]\n"
+    )
+    code, out, err = run_main(monkeypatch, capsys, "validate", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"no vLLM environment at {missing}" in err
+
+
 def test_the_cpu_build_gets_an_explicit_kv_cache_and_a_gpu_build_vllms_own(vllm_env, tmp_path):
     from harness.engine.vllm.environment import is_cpu_build
     from harness.engine.vllm.server import CPU_KV_CACHE_BYTES

@@ -13,13 +13,16 @@ from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.mismatch import mismatch_measure
 from harness.algorithms.objective import UpdateBatch, update_loss
 from harness.algorithms.presets import resolve_algorithm
+from harness.engine import generation
+from harness.engine.evaluation import evaluate
 from harness.engine.logprobs import completion_forward
 from harness.engine.models import load_pretrained
 from harness.engine.rollout import Rollout, prompt_token_ids, sample_groups
 from harness.engine.samplers.policy_sync import PolicySync
 from harness.engine.samplers.server_sampler import VllmSampler
-from harness.engine.spec import ModelConfig, TrialSpec
+from harness.engine.spec import ModelConfig, PromptScores, TrialSpec
 from harness.engine.trial import run_trial
+from harness.engine.vllm import evaluation as served_evaluation
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +110,9 @@ def test_the_servers_log_probs_differ_from_the_trainers_and_the_corrections_act_
         assert _first_update_loss(cfg, same, trainer) == plain, correction
 
 
-def _trial(smollm2, vllm_server, max_staleness: int, *, lora: bool = True, steps: int = 3) -> TrialSpec:
+def _trial(
+    smollm2, vllm_server, max_staleness: int, *, lora: bool = True, steps: int = 3, eval_every: int = 0
+) -> TrialSpec:
     return TrialSpec(
         arm="grpo",
         algorithm=resolve_algorithm("grpo", {"group_size": 2, "entropy_coef": 0.01}),
@@ -119,7 +124,13 @@ def _trial(smollm2, vllm_server, max_staleness: int, *, lora: bool = True, steps
         },
         task={"name": "addition", "max_digits": 1, "n_train": 20, "n_eval": 4},
         warmstart={"enabled": False},
-        train={"steps": steps, "prompts_per_step": 2, "max_new_tokens": 8, "eval_every": 0, "eval_samples": 1},
+        train={
+            "steps": steps,
+            "prompts_per_step": 2,
+            "max_new_tokens": 8,
+            "eval_every": eval_every,
+            "eval_samples": 1,
+        },
         rollout={"backend": "vllm", "max_staleness": max_staleness, "vllm": {"url": vllm_server.base_url}},
         cache_dir=smollm2.cache_dir,
     )
@@ -138,6 +149,43 @@ def test_a_lora_trial_samples_with_the_server_at_staleness_k(smollm2, vllm_serve
         assert all(row["mismatch/abs_logp_max"] < LOGPROB_TOLERANCE for row in result.history[1:])
     client = vllm_server.client(vocab_size=1)
     assert not [name for name in client.served_models() if name.startswith("policy-")]  # its adapters unloaded
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_a_trials_evaluations_through_the_server_are_the_hf_evaluations_of_the_same_weights(
+    smollm2, vllm_server, monkeypatch, k
+):
+    """Every evaluation of a LoRA trial on the server (the start, each step) reads the same greedy
+    completions, and so the same per-prompt greedy scores, as the hf evaluation of the policy the
+    trainer holds at that moment: the version the step published."""
+    texts: dict[str, list[list[str]]] = {"vllm": [], "hf": []}
+
+    def recording(backend: str, score_groups):
+        def scored(items, completions, group_size, reward):
+            if group_size == 1:  # the greedy completions (the samples: eval_samples 1 too, in a second call)
+                texts[backend].append(list(completions))
+            return score_groups(items, completions, group_size, reward)
+
+        return scored
+
+    monkeypatch.setattr(served_evaluation, "score_groups", recording("vllm", served_evaluation.score_groups))
+    monkeypatch.setattr(generation, "score_groups", recording("hf", generation.score_groups))
+    by_hf: list[PromptScores] = []
+    served_evaluate = VllmSampler.evaluate
+
+    def both(self, lm, task, train, step, *, benchmark=None):
+        scores = served_evaluate(self, lm, task, train, step, benchmark=benchmark)
+        by_hf.append(evaluate(lm, task, train, step, benchmark=benchmark))
+        return scores
+
+    monkeypatch.setattr(VllmSampler, "evaluate", both)
+    result = run_trial(_trial(smollm2, vllm_server, k, steps=2, eval_every=1))
+    assert result.status == "completed" and [s.step for s in result.prompts] == [s.step for s in by_hf] == [0, 1, 2]
+    # per evaluation: the server's greedy texts, its samples', then the hf greedy texts and samples'
+    assert len(texts["vllm"]) == len(texts["hf"]) == 2 * len(by_hf)
+    for e, (ours, theirs) in enumerate(zip(result.prompts, by_hf)):
+        assert texts["vllm"][2 * e] == texts["hf"][2 * e], f"step {ours.step}: greedy completions differ"
+        assert ours.prompt_ids == theirs.prompt_ids and ours.greedy == theirs.greedy
 
 
 def test_a_full_fine_tuning_trial_reloads_the_servers_weights_every_step(smollm2, vllm_server):

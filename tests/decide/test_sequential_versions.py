@@ -2,17 +2,17 @@
 version may start."""
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
-from harness.decide.sequential_rule import (
+from harness.decide.rules import DecisionRules, ReadOptions
+from harness.decide.sequential.rule import SequentialRule, rule_of_meta, rule_of_study
+from harness.decide.sequential.versions import (
     RuleChanged,
-    SequentialRule,
-    check_file,
     next_version,
     read_rules,
-    rule_of_meta,
-    rule_of_study,
+    rule_in_force,
     versions_line,
 )
 from harness.errors import ConfigError
@@ -36,6 +36,11 @@ def study(tmp_path, **changes):
     }
     data.update(changes)
     return parse_study(data)
+
+
+def read_as(results, **options) -> DecisionRules:
+    """The rules ``results`` are read under with a command's ``options``."""
+    return DecisionRules.of(results.meta, ReadOptions(**options))
 
 
 def fixed(rule: SequentialRule, version: int = 1) -> SequentialRule:
@@ -64,8 +69,8 @@ def test_the_rule_holds_the_design_and_each_conditions_config_without_its_seed(t
 def test_the_study_file_and_the_results_meta_give_the_same_rule(tmp_path):
     s = study(tmp_path)
     meta = load_results(s).meta
-    assert meta["sequential_rules"] == []  # nothing fixed before the first look
-    from_meta = rule_of_meta(meta, alpha=0.05, correction="bonferroni", min_effect=meta["min_effect"])
+    assert meta.sequential_rules == []  # nothing fixed before the first look
+    from_meta = rule_of_meta(meta, alpha=0.05, correction="bonferroni", min_effect=meta.min_effect)
     assert from_meta.decision() == rule_of_study(s).decision()
 
 
@@ -87,7 +92,7 @@ def test_a_change_names_each_field_old_to_new_on_one_line(tmp_path):
     )
     assert len(changes) == 5  # the looks read fewer of the same seeds: that is the looks' change, not the seeds'
     with pytest.raises(RuleChanged) as caught:
-        check_file(after, [before], study="seq")
+        rule_in_force(after, [before], study="seq")
     line = str(caught.value)
     assert "\n" not in line and "; ".join(changes) in line
     assert line.startswith(
@@ -104,22 +109,22 @@ def test_other_seeds_are_a_change_and_the_same_rule_is_in_force(tmp_path):
         "seeds 0..7 -> [1, 0, 2, 3, 4, 5, 6, 7]"
     ]
     assert before.changes_to(rule_of_study(study(tmp_path, seeds=20))) == []  # a longer pool: the looks read the same
-    assert check_file(rule_of_study(study(tmp_path)), [before], study="seq") == before
-    assert check_file(rule_of_study(study(tmp_path)), [], study="seq") is None  # not fixed yet
+    assert rule_in_force(rule_of_study(study(tmp_path)), [before], study="seq") == before
+    assert rule_in_force(rule_of_study(study(tmp_path)), [], study="seq") is None  # not fixed yet
 
 
 def test_options_that_change_the_rule_are_refused_apart_from_the_study_file(tmp_path):
     s = study(tmp_path)
     results = load_results(s)
-    results.meta["sequential_rules"] = [fixed(rule_of_study(s)).model_dump(mode="json")]
-    rules = read_rules(results, alpha=0.05, correction="bonferroni", min_effect=0.05)
+    results.meta = replace(results.meta, sequential_rules=[fixed(rule_of_study(s)).model_dump(mode="json")])
+    rules = read_rules(results, read_as(results, alpha=0.05, correction="bonferroni", min_effect=0.05))
     assert rules.in_force.version == 1 and rules.current.decision() == rules.in_force.decision()
     with pytest.raises(
         RuleChanged,
         match=r"the options change it: alpha 0.05 -> 0.1; correction bonferroni -> none; "
         r"leave those options out",
     ):
-        read_rules(results, alpha=0.1, correction="none", min_effect=0.05)
+        read_rules(results, read_as(results, alpha=0.1, correction="none", min_effect=0.05))
 
 
 def test_a_new_version_needs_seeds_no_earlier_version_read(tmp_path):
@@ -135,13 +140,13 @@ def test_a_new_version_needs_seeds_no_earlier_version_read(tmp_path):
 def test_the_header_line_gives_the_rule_in_force_and_the_versions_it_replaced(tmp_path):
     s = study(tmp_path)
     results = load_results(s)
-    assert versions_line(read_rules(results, alpha=0.05, correction="bonferroni", min_effect=0.05)).startswith(
-        "not recorded"
-    )
+    assert versions_line(
+        read_rules(results, read_as(results, alpha=0.05, correction="bonferroni", min_effect=0.05))
+    ).startswith("not recorded")
     v1 = fixed(rule_of_study(study(tmp_path, seeds=list(range(20, 30)))))
     v2 = fixed(rule_of_study(s), version=2)
-    results.meta["sequential_rules"] = [v1.model_dump(mode="json"), v2.model_dump(mode="json")]
-    line = versions_line(read_rules(results, alpha=0.05, correction="bonferroni", min_effect=0.05))
+    results.meta = replace(results.meta, sequential_rules=[v1.model_dump(mode="json"), v2.model_dump(mode="json")])
+    line = versions_line(read_rules(results, read_as(results, alpha=0.05, correction="bonferroni", min_effect=0.05)))
     assert line == (
         f"rule {v2.label}, fixed 2026-01-02 03:04:05 UTC: looks at 3, 5, 8 seeds per arm (seeds 0..7), "
         "pocock spending, alpha 0.05 (bonferroni), min_effect 0.05, test auto on eval/accuracy "
@@ -161,14 +166,14 @@ def test_where_the_comparison_reads_each_trial_is_part_of_the_rule(tmp_path):
         "evaluations)"
     ]
     with pytest.raises(RuleChanged, match="primary_at eval/accuracy at the final evaluation -> "):
-        check_file(moved, [final], study="seq")
+        rule_in_force(moved, [final], study="seq")
     fixed_at_budget = fixed(moved)
     other_budget = rule_of_study(study(tmp_path, primary_at={**at_budget, "budget": 3e9}))
     with pytest.raises(RuleChanged, match=r"at 2\.0e9 FLOPs .* -> eval/accuracy at 3\.0e9 FLOPs"):
-        check_file(other_budget, [fixed_at_budget], study="seq")
-    assert check_file(rule_of_study(study(tmp_path, primary_at=at_budget)), [fixed_at_budget], study="seq")
+        rule_in_force(other_budget, [fixed_at_budget], study="seq")
+    assert rule_in_force(rule_of_study(study(tmp_path, primary_at=at_budget)), [fixed_at_budget], study="seq")
     assert "read as eval/accuracy at 2.0e9 FLOPs" in fixed_at_budget.line()
     s = study(tmp_path, primary_at=at_budget)
     meta = load_results(s).meta
-    from_meta = rule_of_meta(meta, alpha=0.05, correction="bonferroni", min_effect=meta["min_effect"])
+    from_meta = rule_of_meta(meta, alpha=0.05, correction="bonferroni", min_effect=meta.min_effect)
     assert from_meta.decision() == rule_of_study(s).decision()

@@ -9,11 +9,12 @@ is decided gives its verdict, and its arm stops there; the control goes on while
 it. A look whose seeds bring no new information (every new trial failed) spends no alpha.
 
 Every look is read under the rule fixed at the study's first look
-(:mod:`harness.decide.sequential_rule`): a study file or options that would read them under
+(:mod:`.versions`): a study file or options that would read them under
 another are refused before anything is read, and the Looks table names the rule of each row.
 
 The replay is a pure function of the stored trials, so every machine computes the same looks:
-the runner asks it which conditions need which look next (``Replay.wanted``). Failed trials at
+the runner asks it which conditions need which look next (``Replay.wanted``, through
+:mod:`.schedule`). The boundaries are :mod:`harness.stats.sequential`'s (``stats.Look``). Failed trials at
 the last look leave its information short of the maximum, so some alpha stays unspent there
 (conservative).
 """
@@ -28,8 +29,10 @@ import pandas as pd
 from harness import stats
 from harness.decide.comparisons import ArmScores, PairResult, compare_scores
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
-from harness.decide.look_trials import look_pool
-from harness.decide.sequential_rule import Rules, read_rules
+from harness.decide.rules import DecisionRules
+from harness.decide.sequential.pools import look_pool
+from harness.decide.sequential.versions import RuleVersions, read_rules
+from harness.tracking.study_meta import StudyMeta
 
 #: trial states after which a trial's result will not change (a retried failure is "waiting")
 FINISHED = ("completed", "failed")
@@ -80,7 +83,7 @@ class Replay:
     looks: list[int]
     spending: str
     table: pd.DataFrame
-    rules: Rules
+    rules: RuleVersions
     states: dict[tuple[str, str], PairState] = field(default_factory=dict)
     #: condition -> the 0-based look whose trials it needs next (enqueue them if missing)
     wanted: dict[str, int] = field(default_factory=dict)
@@ -94,10 +97,6 @@ class Replay:
         """The 1-based look the study is at: the furthest any comparison has reached or waits for."""
         marks = [s.waiting if s.waiting is not None else s.reached for s in self.states.values()]
         return max(marks, default=-1) + 1
-
-
-def sequential_of(results) -> dict | None:
-    return meta_of(results).get("sequential")
 
 
 def _look_trials(trials: pd.DataFrame, condition: str, seeds: list[int]) -> tuple[bool, bool]:
@@ -114,95 +113,121 @@ def on_pool(scores: ArmScores, seeds: list[int]) -> ArmScores:
     return dataclasses.replace(scores, values=scores.values[keep], table=table)
 
 
-def replay(
-    results,
-    scores: dict[str, ArmScores],
-    *,
-    metric: str,
-    alpha: float,
-    correction: str,
-    direction: str,
-    min_effect: float | None,
-    failures: str,
-    test: str,
-) -> Replay:
-    """Every comparison of a sequential study, look by look (see the module docstring); a rule
-    other than the one fixed at the first look raises ``RuleChanged``."""
+@dataclass(frozen=True)
+class _Reading:
+    """What every comparison's walk through the looks reads."""
+
+    results: object
+    scores: dict[str, ArmScores]
+    rules: DecisionRules
+    looks: list[int]
+    spending: str
+    family: int  # the comparisons Bonferroni divides alpha among
+    rule: str  # the label of the rule the looks are read under (the Looks table's column)
+
+
+def replay(results, scores: dict[str, ArmScores], rules: DecisionRules) -> Replay:
+    """Every comparison of a sequential study, look by look (see the module docstring), under
+    ``rules``; a rule other than the one fixed at the first look raises ``RuleChanged``."""
     meta = meta_of(results)
-    rules = read_rules(results, alpha=alpha, correction=correction, min_effect=min_effect)
-    rule = rules.in_force.label if rules.in_force is not None else UNRECORDED
-    design = meta["sequential"]
-    looks, spending = list(design["looks"]), design["spending"]
+    versions = read_rules(results, rules)
     pairs = comparisons_of(results)
-    family = len(pairs) if correction == "bonferroni" else 1
-    trials = results.trials
+    reading = _Reading(
+        results,
+        scores,
+        rules,
+        looks=list(meta.sequential.looks),
+        spending=meta.sequential.spending,
+        family=len(pairs) if rules.correction == "bonferroni" else 1,
+        rule=versions.in_force.label if versions.in_force is not None else UNRECORDED,
+    )
     rows, states, wanted = [], {}, {}
     for condition, control in pairs:
-        state = states[(condition, control)] = PairState()
-        for k, n_k in enumerate(looks):
-            checks = [_look_trials(trials, c, look_pool(meta, c, n_k)) for c in (condition, control)]
-            if not all(done for _, done in checks):
-                state.waiting = k
-                if not all(present for present, _ in checks):
-                    for c in (condition, control):
-                        wanted[c] = max(wanted.get(c, k), k)
-                break
-            state.reached = k
-            pair = compare_scores(
-                on_pool(scores[condition], look_pool(meta, condition, n_k)),
-                on_pool(scores[control], look_pool(meta, control, n_k)),
-                condition,
-                control,
-                metric,
-                seed_matched=bool(meta.get("seed_matched")),
-                test=test,
-                failures=failures,
-                robustness=False,
-            )
-            count = min(pair.difference.n_arm, pair.difference.n_control)
-            if not pair.difference.testable or count < MIN_SEEDS_FOR_TEST or (state.seen and count <= state.seen[-1]):
-                continue  # nothing new to read at this look: it spends no alpha
-            state.seen += (count,)
-            state.pair, state.look, state.tested_at = pair, stats.Look(state.seen, looks[-1], spending), k
-            [verdict] = stats.decide(
-                [pair.difference],
-                alpha=alpha,
-                direction=direction,
-                min_effect=min_effect,
-                correction=correction,
-                looks=[state.look],
-                family_size=family,
-            )
-            decided = verdict.label != stats.verdict.INCONCLUSIVE
-            rows.append(
-                {
-                    "condition": condition,
-                    "control": control,
-                    "look": k + 1,
-                    "seeds": n_k,
-                    "n": pair.difference.n_arm,
-                    "n_control": pair.difference.n_control,
-                    "diff": verdict.diff,
-                    "ci_low": verdict.ci_low,
-                    "ci_high": verdict.ci_high,
-                    "ci_level": verdict.ci_level,
-                    "p_adjusted": verdict.p_adjusted,
-                    "verdict": verdict.label,
-                    "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue"),
-                    "rule": rule,
-                }
-            )
-            if decided:
-                state.verdict, state.stopped_at = verdict.label, k
-                break
-    _follow_controls(meta, trials, looks, wanted)
-    return Replay(looks, spending, pd.DataFrame(rows, columns=LOOK_COLUMNS), rules, states, wanted)
+        states[(condition, control)] = _walk_looks(reading, condition, control, rows, wanted)
+    _follow_controls(meta, results.trials, reading.looks, wanted)
+    table = pd.DataFrame(rows, columns=LOOK_COLUMNS)
+    return Replay(reading.looks, reading.spending, table, versions, states, wanted)
 
 
-def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:
+def _walk_looks(reading: _Reading, condition: str, control: str, rows: list[dict], wanted: dict[str, int]) -> PairState:
+    """One comparison through the looks: each complete look is read until one decides it (its
+    rows added to ``rows``); the first look not complete is the one it waits for, and where its
+    trials are missing, ``wanted`` asks for them."""
+    meta, trials = meta_of(reading.results), reading.results.trials
+    state = PairState()
+    for k, n_k in enumerate(reading.looks):
+        checks = [_look_trials(trials, c, look_pool(meta, c, n_k)) for c in (condition, control)]
+        if not all(done for _, done in checks):
+            state.waiting = k
+            if not all(present for present, _ in checks):
+                for c in (condition, control):
+                    wanted[c] = max(wanted.get(c, k), k)
+            break
+        state.reached = k
+        row = _read_look(reading, state, condition, control, k)
+        if row is None:
+            continue  # nothing new to read at this look: it spends no alpha
+        rows.append(row)
+        if row["decision"] == "stop":
+            state.verdict, state.stopped_at = row["verdict"], k
+            break
+    return state
+
+
+def _read_look(reading: _Reading, state: PairState, condition: str, control: str, k: int) -> dict | None:
+    """Test the comparison on the seeds of look ``k`` and read it on the look's repeated
+    interval (``state`` moves on to it); its row of the Looks table, or None when the look adds
+    no information (no new testable seed)."""
+    meta, rules, looks = meta_of(reading.results), reading.rules, reading.looks
+    n_k = looks[k]
+    pair = compare_scores(
+        on_pool(reading.scores[condition], look_pool(meta, condition, n_k)),
+        on_pool(reading.scores[control], look_pool(meta, control, n_k)),
+        condition,
+        control,
+        rules.metric,
+        seed_matched=meta.seed_matched,
+        test=rules.test,
+        failures=rules.failures,
+        robustness=False,
+    )
+    count = min(pair.difference.n_arm, pair.difference.n_control)
+    if not pair.difference.testable or count < MIN_SEEDS_FOR_TEST or (state.seen and count <= state.seen[-1]):
+        return None
+    state.seen += (count,)
+    state.pair, state.look, state.tested_at = pair, stats.Look(state.seen, looks[-1], reading.spending), k
+    [verdict] = stats.decide(
+        [pair.difference],
+        alpha=rules.alpha,
+        direction=rules.direction,
+        min_effect=rules.min_effect,
+        correction=rules.correction,
+        looks=[state.look],
+        family_size=reading.family,
+    )
+    decided = verdict.label != stats.verdict.INCONCLUSIVE
+    return {
+        "condition": condition,
+        "control": control,
+        "look": k + 1,
+        "seeds": n_k,
+        "n": pair.difference.n_arm,
+        "n_control": pair.difference.n_control,
+        "diff": verdict.diff,
+        "ci_low": verdict.ci_low,
+        "ci_high": verdict.ci_high,
+        "ci_level": verdict.ci_level,
+        "p_adjusted": verdict.p_adjusted,
+        "verdict": verdict.label,
+        "decision": "stop" if decided else ("last look" if k == len(looks) - 1 else "continue"),
+        "rule": reading.rule,
+    }
+
+
+def _follow_controls(meta: StudyMeta, trials: pd.DataFrame, looks: list[int], wanted: dict[str, int]) -> None:
     """A calibration condition (A/A copy, placebo) takes the seeds its control has, look by look;
     it never asks for seeds of its own."""
-    for condition, control in (meta.get("mirrors") or {}).items():
+    for condition, control in meta.mirrors.items():
         has = [k for k, n in enumerate(looks) if _look_trials(trials, control, look_pool(meta, control, n))[0]]
         target = max([*has, wanted.get(control, -1)])
         if target >= 0 and not _look_trials(trials, condition, look_pool(meta, condition, looks[target]))[0]:
@@ -210,15 +235,7 @@ def _follow_controls(meta: dict, trials: pd.DataFrame, looks: list[int], wanted:
 
 
 def final_pairs(
-    rep: Replay,
-    results,
-    scores: dict[str, ArmScores],
-    *,
-    metric: str,
-    failures: str,
-    test: str,
-    n_permutations: int,
-    seed: int,
+    rep: Replay, results, scores: dict[str, ArmScores], rules: DecisionRules
 ) -> tuple[list[PairResult], list[stats.Look | None]]:
     """Each comparison on the seeds of the look that decided it (or of its latest look), with its
     robustness checks, and that look; one not yet tested at any look is untestable, saying why."""
@@ -231,12 +248,12 @@ def final_pairs(
             on_pool(scores[control], look_pool(meta, control, n)),
             condition,
             control,
-            metric,
-            seed_matched=bool(meta.get("seed_matched")),
-            test=test,
-            failures=failures,
-            n_permutations=n_permutations,
-            seed=seed,
+            rules.metric,
+            seed_matched=meta.seed_matched,
+            test=rules.test,
+            failures=rules.failures,
+            n_permutations=rules.n_permutations,
+            seed=rules.seed,
             robustness=state.tested_at is not None,
         )
         if state.tested_at is None:

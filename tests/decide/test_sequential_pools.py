@@ -1,9 +1,10 @@
 """The seeds a look reads and the trials it adds come from one module: the replay reads each look
 on the seeds the runner queued for it, and the runner queues every look a condition needs."""
 
-from harness.decide.look_trials import due_trials, look_pool, look_specs
+from harness.decide.sequential.pools import due_trials, look_pool, look_specs
 from harness.study.load import parse_study
 from harness.study.sections import AA_SEED_OFFSET
+from harness.tracking.study_meta import StudyMeta
 
 LOOKS = [2, 4, 6]
 
@@ -23,7 +24,7 @@ def sequential_study():
 
 def test_the_replay_reads_a_look_on_exactly_the_seeds_queued_up_to_it():
     s = sequential_study()
-    meta = {"seeds": s.seeds, "seed_pools": {c.name: s.condition_seeds(c) for c in s.iter_conditions()}}
+    meta = StudyMeta(seeds=s.seeds, seed_pools={c.name: s.condition_seeds(c) for c in s.iter_conditions()})
     for condition in s.conditions():
         queued: list[int] = []
         for look, n in enumerate(LOOKS):

@@ -4,9 +4,9 @@ A condition's seeds are its pool (``study.condition_seeds``: the study's seeds, 
 own), and a look at n seeds per arm reads the pool's first n. The looks are therefore nested:
 each adds the pool's next seeds, in order, and keeps every seed of the looks before it, which
 is what the boundaries of :mod:`harness.stats.sequential` assume (independent increments). The
-replay (:mod:`harness.decide.looks`) reads each look on :func:`look_pool`; the runner queues the
-trials :func:`due_trials` lists; both take the pool's first seeds (tests/decide/test_look_trials.py
-holds the two in step).
+replay (:mod:`.replay`) reads each look on :func:`look_pool`; the schedule (:mod:`.schedule`)
+hands the runner the trials :func:`due_trials` lists; both take the pool's first seeds
+(tests/decide/sequential/test_pools.py holds the two in step).
 
 Light on purpose (no pandas, no results loader): a runner process imports it at start.
 """
@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from harness.errors import ConfigError
 from harness.study.expand import specs_at_positions
 from harness.study.schema import Study
+from harness.tracking.study_meta import StudyMeta
 
 
-def look_pool(meta: Mapping, condition: str, n: int) -> list[int]:
+def look_pool(meta: StudyMeta, condition: str, n: int) -> list[int]:
     """The seeds a look at ``n`` seeds per arm reads of ``condition``: the first ``n`` of its own
     pool (an A/A copy's seeds are its own), from the results' meta."""
-    pools = meta.get("seed_pools") or {}
-    return list(pools.get(condition) or meta.get("seeds") or [])[:n]
+    return list(meta.seed_pools.get(condition) or meta.seeds)[:n]
 
 
 def look_positions(study: Study, look: int) -> range:
