@@ -113,7 +113,7 @@ def test_trial_that_fails_at_run_time_is_one_line_exit_1(tmp_path, monkeypatch, 
 def test_trial_failures_map_to_exit_codes(tmp_path, monkeypatch, capsys, raised, code, text):
     import harness.engine.trial as engine_trial
 
-    def fail(spec):
+    def fail(spec, folder=None):
         raise raised
 
     monkeypatch.chdir(tmp_path)

@@ -70,7 +70,7 @@ def test_a_trial_writes_its_record_and_mirrors_it(tmp_path, monkeypatch, capsys)
 def test_a_failed_trial_is_recorded_as_failed(monkeypatch, capsys):
     import harness.engine.trial as engine_trial
 
-    def fail(spec):
+    def fail(spec, folder=None):
         raise RuntimeError("CUDA out of memory")
 
     monkeypatch.setattr(engine_trial, "run_trial", fail)
