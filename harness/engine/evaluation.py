@@ -92,6 +92,21 @@ def evaluate(
         temperature=train.temperature,
         generator=torch.Generator(device=lm.device).manual_seed(EVAL_SEED),
     )
+    return prompt_scores(task, items, greedy, sampled, train, step, benchmark=benchmark)
+
+
+def prompt_scores(
+    task: Task,
+    items: list[Item],
+    greedy: list[float],
+    sampled: list[list[float]],
+    train: TrainConfig,
+    step: int,
+    *,
+    benchmark: str | None = None,
+) -> PromptScores:
+    """The record of an evaluation: each item's greedy score and its samples' mean, variance and
+    pass rates, whichever backend generated them."""
     ids = prompt_ids(items)
     return PromptScores(
         step=step,

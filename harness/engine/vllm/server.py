@@ -44,6 +44,8 @@ LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 #: the KV cache the CPU backend reserves: explicit, so it does not claim 92% of the machine's memory
 DEFAULT_KV_CACHE_BYTES = 1 << 30
 LOG_TAIL_LINES = 3
+#: how long a server that stopped answering is given to be seen exiting
+DEATH_WAIT_S = 5.0
 
 #: the watchdog, run as ``python -c WATCHDOG <harness pid> <grace s> <server argv...>``
 WATCHDOG = r"""
@@ -52,20 +54,21 @@ parent, grace, argv = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
 ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 if os.getppid() != parent:  # the harness died before the death signal was armed
     sys.exit(1)
-server = None
-def end_group(*_):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.killpg(0, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while server is not None and server.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    sys.stderr.flush()
-    os.killpg(0, signal.SIGKILL)
-signal.signal(signal.SIGTERM, end_group)
+asked = []
+signal.signal(signal.SIGTERM, lambda *_: asked.append(True))
 server = subprocess.Popen(argv)
-code = server.wait()
-print(f"[harness] vLLM server exited with code {code}", file=sys.stderr, flush=True)
-end_group()
+while server.poll() is None and not asked:
+    time.sleep(0.1)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if asked:
+    os.killpg(0, signal.SIGTERM)
+    try:
+        server.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+else:
+    print(f"[harness] vLLM server exited with code {server.returncode}", file=sys.stderr, flush=True)
+os.killpg(0, signal.SIGKILL)  # whatever is left of the group, this watchdog included
 """
 
 
@@ -114,6 +117,8 @@ class VllmServer:
         self.start_timeout_s, self.stop_grace_s = start_timeout_s, stop_grace_s
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
+        #: the process group of the last start (its watchdog's pid), kept after ``stop``
+        self.pgid: int | None = None
 
     # ---- what is started --------------------------------------------------------------------
 
@@ -191,6 +196,7 @@ class VllmServer:
                 )
             except OSError as err:
                 raise VllmStartError(f"cannot run the vLLM environment's Python {self.python}: {err}") from None
+        self.pgid = self.process.pid
         try:
             self._wait_ready()
         except BaseException:
@@ -216,9 +222,14 @@ class VllmServer:
                 )
             time.sleep(POLL_S)
 
-    def died(self) -> VllmDiedError | None:
-        """The error to fail with when the server's process has exited, else None."""
-        if self.process is None or self.process.poll() is None:
+    def died(self, wait_s: float = DEATH_WAIT_S) -> VllmDiedError | None:
+        """The error to fail with when the server's process has exited, else None. A request
+        that broke off may come a moment before the process is gone: it is given ``wait_s``."""
+        if self.process is None:
+            return None
+        try:
+            self.process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
             return None
         return VllmDiedError(
             f"the vLLM server at {self.base_url} stopped running (its watchdog's exit code "
@@ -229,7 +240,7 @@ class VllmServer:
         """SIGTERM to the server's process group, SIGKILL after the grace period; idempotent."""
         if self.process is None:
             return
-        pgid = self.process.pid  # the watchdog leads the group (start_new_session)
+        pgid = self.pgid  # the watchdog leads the group (start_new_session)
         _signal_group(pgid, signal.SIGTERM)
         try:
             self.process.wait(timeout=self.stop_grace_s + 5)

@@ -22,8 +22,12 @@ VOCAB = 100
 
 
 def choice(index, tokens=(5, 6, 2), logprobs=(-0.5, -1.0, -0.1), finish="stop"):
-    return {"index": index, "token_ids": list(tokens), "logprobs": {"token_logprobs": list(logprobs)},
-            "finish_reason": finish}
+    return {
+        "index": index,
+        "token_ids": list(tokens),
+        "logprobs": {"token_logprobs": list(logprobs)},
+        "finish_reason": finish,
+    }
 
 
 class FakeServer:
@@ -81,8 +85,16 @@ def complete(client: VllmClient, prompts=((1, 2, 3),), n=1, max_tokens=8):
 
 def test_a_good_answer_is_read_in_prompt_and_sample_order_and_the_request_asks_for_sampler_logprobs(fake):
     # choices out of order: the index says which prompt and sample each is
-    fake.answer({"choices": [choice(3, (9,), (-0.25,), "length"), choice(0), choice(2, (7, 2), (-0.1, -0.2)),
-                             choice(1, (8, 8), (0.0, -3.0), "length")]})
+    fake.answer(
+        {
+            "choices": [
+                choice(3, (9,), (-0.25,), "length"),
+                choice(0),
+                choice(2, (7, 2), (-0.1, -0.2)),
+                choice(1, (8, 8), (0.0, -3.0), "length"),
+            ]
+        }
+    )
     client = VllmClient(fake.url, vocab_size=VOCAB, api_key="s3cret")
     rows = complete(client, prompts=((1, 2), (3,)), n=2)
     assert rows == [
@@ -106,8 +118,11 @@ BAD_ANSWERS = {
     "fewer log-probs than tokens": ({"choices": [choice(0), choice(1, (5, 6), (-1.0,))]}, "1 log-probs for 2 tokens"),
     "no log-probs": ({"choices": [choice(0), {**choice(1), "logprobs": None}]}, "no log-probs for 3 tokens"),
     "positive log-prob": ({"choices": [choice(0), choice(1, (5,), (0.5,))]}, "log-prob 0.5"),
-    "NaN log-prob": (b'{"choices": [' + json.dumps(choice(0)).encode() + b', {"index": 1, "token_ids": [5], '
-                     b'"logprobs": {"token_logprobs": [NaN]}, "finish_reason": "stop"}]}', "log-prob nan"),
+    "NaN log-prob": (
+        b'{"choices": [' + json.dumps(choice(0)).encode() + b', {"index": 1, "token_ids": [5], '
+        b'"logprobs": {"token_logprobs": [NaN]}, "finish_reason": "stop"}]}',
+        "log-prob nan",
+    ),
     "null log-prob": ({"choices": [choice(0), choice(1, (5,), (None,))]}, "log-prob None"),
     "over the budget": ({"choices": [choice(0), choice(1, tuple(range(9)), (-1.0,) * 9)]}, "9 tokens, over"),
     "aborted": ({"choices": [choice(0), choice(1, finish="abort")]}, "finished with 'abort'"),
