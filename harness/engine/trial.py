@@ -2,7 +2,9 @@
 
 ``run_trial(spec) -> TrialResult`` is what the study runner calls in a worker process. Seed i of
 every arm shares the warm start, the prompt order and the evaluation set; only the algorithm
-differs. On CPU the same seed and config give bitwise-identical metrics.
+differs. On CPU the same seed and config give bitwise-identical metrics (with ``rollout.backend:
+hf``; a vLLM server draws its own samples, and with ``max_staleness`` > 0 the policy that samples
+a batch depends on timing: ``harness.engine.samplers.staleness``).
 
 A task the model's tokenizer cannot encode is a ``ConfigError`` before any work. A trial that ran
 but had nothing to learn from says so in ``TrialResult.warnings`` (and on stderr): every group

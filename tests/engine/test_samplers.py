@@ -113,6 +113,8 @@ def test_lora_sync_loads_each_version_and_unloads_an_old_one_once_no_request_use
         ("unload", "p-v1"),
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p-v2"]
+    sync.close()  # the trial's end: nothing of it stays on the server
+    assert client.calls[-1] == ("unload", "p-v2") and client.loaded == set()
 
 
 def test_full_fine_tuning_sync_reloads_the_saved_weights_and_keeps_the_served_name(tmp_path):

@@ -95,6 +95,16 @@ class PolicySync:
             self._weights = path
         return time.perf_counter() - clock
 
+    def close(self) -> None:
+        """Unload this trial's adapters (a server the user runs outlives the trial); full
+        fine-tuning leaves the last weights in the server it reloaded."""
+        if not self.lora:
+            return
+        with self._state:
+            loaded, self._loaded, self.name = self._loaded, [], None
+        for name in loaded:
+            self.client.unload_adapter(name)
+
     def _retire(self) -> None:
         """Unload every adapter that is neither the newest nor in use, and delete its folder."""
         with self._state:

@@ -57,9 +57,16 @@ class VllmSampler:
         self.client, self.sync, self.eos_id, self.pad_id = client, sync, eos_id, pad_id
 
     def sample_groups(
-        self, lm: LoadedModel, prompts: list[str], group_size: int, *, max_new_tokens: int, temperature: float, **_
+        self,
+        lm: LoadedModel,
+        prompts: list[str],
+        group_size: int,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        generator: torch.Generator | None = None,
     ) -> Rollout:
-        """As ``HfSampler.sample_groups``; the trial's generator is not read (the server draws)."""
+        """As ``HfSampler.sample_groups``; ``generator`` is not read (the server's seeded engine draws)."""
         ids = prompt_token_ids(lm, prompts)
         return self.sample_ids(ids, group_size, max_new_tokens=max_new_tokens, temperature=temperature).to(lm.device)
 
@@ -82,4 +89,4 @@ class VllmSampler:
         return self.sync.publish(lm, version)
 
     def close(self) -> None:
-        pass
+        self.sync.close()
