@@ -33,6 +33,7 @@ from harness.study.plan import (
     plan_study,
 )
 from harness.study.resources import Resources
+from harness.study.rollout_check import check_rollout
 from harness.study.sections import AA, AA_SEED_OFFSET
 from harness.tracking.records import read_records
 
@@ -155,8 +156,9 @@ def validate(
 
     Checks schema, presets, overrides, grid, tuning, the model as far as it can be read here (a
     GGUF file's header, a local folder's config.json, a chat template asked for; a hub id is left
-    to the trial), the task (its files, and that the tiny model can read it), and that arms which
-    differ in the file compute different losses; prints a summary per file. An include-only
+    to the trial), the vLLM environment of rollout.backend vllm (unless a server's URL is given),
+    the task (its files, and that the tiny model can read it), and that arms which differ in the
+    file compute different losses; prints a summary per file. An include-only
     fragment (fragment: true, e.g. studies/common/*.yaml) is checked as one: its keys and values. A
     bad file prints one line naming the field and exits with 2.
 
@@ -179,6 +181,7 @@ def validate(
                 continue
             study = load_study(path)
             check_model(study.model)
+            check_rollout(study.rollout)
             n_train, n_eval = check_task(study)
             check_arms_differ(study)
             check_resources(study)

@@ -508,7 +508,8 @@ class TrialSpec(StrictModel):
 
     @model_validator(mode="after")
     def _rollout_backend_fits(self) -> TrialSpec:
-        """The vLLM backend samples single-turn completions for the builtin RL step only."""
+        """The vLLM backend samples single-turn completions for the builtin RL step; for a program
+        trainer whose checkpoints the harness judges, it is the judge's backend."""
         if self.rollout.backend == "hf":
             return self
         refused = (
@@ -518,8 +519,9 @@ class TrialSpec(StrictModel):
             if self.model.name == "tiny" and not self.warmstart.enabled
             else f"a {self.algorithm.kind} arm samples its pairs in the trial process"
             if self.algorithm.kind != "rl"
-            else f"trainer {self.trainer.kind} samples with its own program"
-            if not self.trainer.is_builtin
+            else f"trainer {self.trainer.kind} samples with its own program (with scores: judge and max_staleness 0, "
+            "vllm is the judge's backend)"
+            if not self.trainer.is_builtin and (self.trainer.scores != "judge" or self.rollout.max_staleness)
             else None
         )
         if refused:

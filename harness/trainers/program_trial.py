@@ -21,6 +21,7 @@ from harness.trainers.program import run_program
 from harness.trainers.program_metrics import COMPUTE_PREFIX, merged_history, read_metrics
 from harness.trainers.trial_dir import fresh_trial_dir
 from harness.trainers.trial_inputs import held_out_items, write_inputs
+from harness.trainers.vllm_judge import judge_through_vllm
 
 
 def evaluation_rows(scores: list[PromptScores]) -> dict[int, dict[str, float]]:
@@ -55,15 +56,33 @@ def run_program_trial(spec: TrialSpec) -> TrialResult:
     for line in warnings:
         warn(line, prefix="")
     benchmarks = benchmark_tasks(spec, task, lm.tokenizer)
-    document = write_inputs(spec, task, benchmarks, lm, fresh_trial_dir(spec.trial_id))
+    trial_dir = fresh_trial_dir(spec.trial_id)
+    document = write_inputs(spec, task, benchmarks, lm, trial_dir)
     judging = spec.trainer.scores == "judge"
-    scores = judged_scores(lm, task, benchmarks, spec.train, 0) if judging else []
+    through_vllm = judging and spec.rollout.backend == "vllm"  # the start model too, after the program
+    scores = judged_scores(lm, task, benchmarks, spec.train, 0) if judging and not through_vllm else []
+    dtype = str(next(lm.model.parameters()).dtype).removeprefix("torch.")
     reader = Reader.released(lm)  # the program gets the memory the start model held
     clock = time.perf_counter()
     run_program(spec.trainer, document)
     program_s = time.perf_counter() - clock
     metrics = read_metrics(Path(document["metrics_file"]))
-    if judging:
+    if through_vllm:
+        server = spec.rollout.vllm
+        scores = judge_through_vllm(
+            spec,
+            reader,
+            document,
+            task,
+            benchmarks,
+            log_path=trial_dir / "vllm-judge.log",
+            dtype=dtype,
+            python=server.python,
+            url=server.url,
+            start_timeout_s=server.start_timeout_s,
+            request_timeout_s=server.request_timeout_s,
+        )
+    elif judging:
         scores += judge_checkpoints(spec, reader, document, task, benchmarks)
     else:
         expected = {None: prompt_ids(held_out_items(task, spec))}
