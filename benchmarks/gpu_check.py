@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -214,6 +215,7 @@ def backends(folder: str, device: str, steps: int, scale: dict, started: float) 
     task, lm, _, _ = start_policy(spec)
     batches = prompt_batches(task.train, scale["prompts"], VLLM_REPEATS, spec.seed)
     shape = Shape(spec.algorithm.group_size, scale["new_tokens"], spec.train.temperature)
+    log_path = Path(tempfile.mkdtemp(prefix="gpu-check-vllm-")) / "vllm-server.log"
     try:
         out = compare(
             python,
@@ -224,10 +226,11 @@ def backends(folder: str, device: str, steps: int, scale: dict, started: float) 
             warmup=1,
             reloads=VLLM_RELOADS,
             start_timeout_s=left - 60,
+            log_path=log_path,
             progress=lambda line: None,
         )
     except VllmError as err:
-        return _backends_line(f"failed: {one_line(err)}")
+        return _backends_line(f"failed: {one_line(err)} (server log: {log_path})")
     sync = {label: statistics.median(times) for label, times in out.sync.items()}
     reload = out.reload if isinstance(out.reload, str) else f"{statistics.median(out.reload['full sync']):.2f} s"
     row = {

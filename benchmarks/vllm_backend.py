@@ -196,17 +196,20 @@ def compare(
     warmup: int,
     reloads: int,
     start_timeout_s: float = 600.0,
+    log_path: Path | None = None,
     progress: Callable[[str], None] = print,
 ) -> Measured:
     """Both backends on ``batches`` (one per repeat, the first ``warmup`` not kept), alternating
     which goes first, one adapter sync after each repeat; then ``reloads`` full reloads. The
-    policy (``lm``) must be a LoRA model; the full reloads merge its adapter in (it is spent after)."""
+    policy (``lm``) must be a LoRA model; the full reloads merge its adapter in (it is spent after).
+    The server's log goes to ``log_path`` (default: the scratch folder, deleted at the end)."""
     if not is_lora(lm):
         raise ValueError("the benchmark syncs a LoRA adapter: the policy must have one (model.lora)")
     generator = torch.Generator(device=lm.device).manual_seed(seed)
     with tempfile.TemporaryDirectory(prefix="bench-vllm-") as scratch:
         folder = Path(scratch)
-        server, started = start_server(python, lm, seed, folder / "vllm-server.log", start_timeout_s)
+        log_path = log_path or folder / "vllm-server.log"
+        server, started = start_server(python, lm, seed, log_path, start_timeout_s)
         progress(f"vLLM server of {server.model_folder}: up in {started:.1f} s (log {server.log_path})")
         out = Measured(started)
         try:
