@@ -377,7 +377,7 @@ class RolloutConfig(StrictModel):
     log-probs; after each step the new policy is synced to the server. With ``max_staleness: k``
     a background thread samples the batches of later steps while the current one trains, each
     with the newest policy the server has, never one more than ``k`` steps older than the policy
-    it trains (AReaL's and prime-rl's rule; ``harness.engine.sampling.staleness``)."""
+    it trains (AReaL's and prime-rl's rule; ``harness.engine.samplers.staleness``)."""
 
     backend: Literal["hf", "vllm"] = Field(
         "hf",

@@ -22,6 +22,7 @@ from harness.engine.rollout import pad_rows, sample
 from harness.engine.samplers import backend
 from harness.engine.trial import run_trial
 from harness.engine.vllm.client import SampledCompletion
+from harness.engine.vllm.serving import Served
 
 OFFSET = 0.05
 
@@ -71,11 +72,20 @@ def stand_in(monkeypatch):
     servers: list[StandInServer] = []
 
     @contextmanager
-    def server(spec, lm, folder):
-        servers.append(StandInServer(lm))
-        yield servers[-1], "base"
+    def server(folder, *, vocab_size, **settings):
+        assert Path(folder, "config.json").is_file()  # the warm start's folder, which the server would load
+        servers.append(StandInServer(policy[0]))
+        yield Served(servers[-1], "base")
 
-    monkeypatch.setattr(backend, "_server", server)
+    policy = []
+    base_folder = backend.base_folder
+
+    def remembered(lm):
+        policy.append(lm)
+        return base_folder(lm)
+
+    monkeypatch.setattr(backend, "served", server)
+    monkeypatch.setattr(backend, "base_folder", remembered)
     return servers
 
 

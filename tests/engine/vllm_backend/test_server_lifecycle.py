@@ -61,6 +61,25 @@ TRIAL = textwrap.dedent(
 )
 
 
+#: a trial's process that says its server's process group as soon as it exists (from a thread:
+#: the main thread starts the server, as a trial does, and waits in ``start``)
+STARTING_TRIAL = textwrap.dedent(
+    """
+    import sys, threading, time
+    from harness.engine.vllm.server import VllmServer
+    python, folder, log = sys.argv[1:4]
+    server = VllmServer(python, folder, log_path=log, start_timeout_s=float(sys.argv[4]))
+    def say_group():
+        while server.pgid is None:
+            time.sleep(0.05)
+        print(server.pgid, flush=True)
+    threading.Thread(target=say_group, daemon=True).start()
+    server.start()
+    time.sleep(3600)
+    """
+)
+
+
 @pytest.fixture
 def fake_python(tmp_path) -> str:
     """A "Python" whose ``-m vllm.entrypoints.openai.api_server`` is the stand-in."""
@@ -134,7 +153,8 @@ def test_a_server_that_exits_at_start_is_a_start_error_naming_its_code_and_log(f
     with pytest.raises(VllmStartError) as caught:
         server.start()
     message = str(caught.value)
-    assert "exited with code" in message and "cannot load the model" in message
+    assert "stopped before it was ready" in message and "vLLM server exited with code 3" in message
+    assert "cannot load the model" in message
     assert str(tmp_path / "vllm.log") in message
     assert "\n" not in message and server.process is None
 
@@ -177,29 +197,40 @@ def test_kill_9_of_the_trial_leaves_no_server_behind(fake_python, tmp_path):
 
 @pytest.mark.slow
 def test_kill_9_of_the_trial_leaves_no_real_vllm_process_behind(vllm_env, smollm2, tmp_path):
-    """The same with the real server: the API server, its engine core and its workers all go."""
+    """The same with the real server, killed once vLLM's engine core runs (the process that
+    outlives its API server): the API server, its engine core and its workers all go."""
     trial = subprocess.Popen(
-        [sys.executable, "-c", TRIAL, vllm_env, smollm2.folder, str(tmp_path / "vllm.log"), "600"],
+        [sys.executable, "-c", STARTING_TRIAL, vllm_env, smollm2.folder, str(tmp_path / "vllm.log"), "600"],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
     )
     try:
         pgid = int(trial.stdout.readline())
-        members = group_members(pgid)
-        names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in members}
-        assert len(members) >= 3 and any("EngineCore" in name for name in names), names  # watchdog, server, core
+        end = time.monotonic() + 600
+        while not any("EngineCore" in command_line(pid) for pid in group_members(pgid)):
+            assert trial.poll() is None and time.monotonic() < end, "the engine core never started"
+            time.sleep(0.2)
     finally:
         trial.send_signal(signal.SIGKILL)
         trial.wait()
     wait_gone(pgid, None)
 
 
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 @pytest.mark.slow
 def test_a_real_server_that_cannot_load_its_model_is_a_start_error(vllm_env, tmp_path):
     (tmp_path / "not-a-model").mkdir()
     server = VllmServer(vllm_env, tmp_path / "not-a-model", log_path=tmp_path / "vllm.log")
-    with pytest.raises(VllmStartError, match="exited with code") as caught:
+    with pytest.raises(
+        VllmStartError, match=r"stopped before it was ready .*vLLM server exited with code [1-9]"
+    ) as caught:
         server.start()
     assert "\n" not in str(caught.value)
     wait_gone(server.pgid, None)

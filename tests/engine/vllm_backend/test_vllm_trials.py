@@ -107,14 +107,19 @@ def test_the_servers_log_probs_differ_from_the_trainers_and_the_corrections_act_
         assert _first_update_loss(cfg, same, trainer) == plain, correction
 
 
-def _trial(smollm2, vllm_server, max_staleness: int) -> TrialSpec:
+def _trial(smollm2, vllm_server, max_staleness: int, *, lora: bool = True, steps: int = 3) -> TrialSpec:
     return TrialSpec(
         arm="grpo",
         algorithm=resolve_algorithm("grpo", {"group_size": 2, "entropy_coef": 0.01}),
-        model={"name": smollm2.name, "dtype": "float32", "device": "cpu", "lora": {"r": 4, "alpha": 8}},
+        model={
+            "name": smollm2.name,
+            "dtype": "float32",
+            "device": "cpu",
+            "lora": {"r": 4, "alpha": 8} if lora else None,
+        },
         task={"name": "addition", "max_digits": 1, "n_train": 20, "n_eval": 4},
         warmstart={"enabled": False},
-        train={"steps": 3, "prompts_per_step": 2, "max_new_tokens": 8, "eval_every": 0, "eval_samples": 1},
+        train={"steps": steps, "prompts_per_step": 2, "max_new_tokens": 8, "eval_every": 0, "eval_samples": 1},
         rollout={"backend": "vllm", "max_staleness": max_staleness, "vllm": {"url": vllm_server.base_url}},
         cache_dir=smollm2.cache_dir,
     )
@@ -133,3 +138,18 @@ def test_a_lora_trial_samples_with_the_server_at_staleness_k(smollm2, vllm_serve
         assert all(row["mismatch/abs_logp_max"] < LOGPROB_TOLERANCE for row in result.history[1:])
     client = vllm_server.client(vocab_size=1)
     assert not [name for name in client.served_models() if name.startswith("policy-")]  # its adapters unloaded
+
+
+def test_a_full_fine_tuning_trial_reloads_the_servers_weights_every_step(smollm2, vllm_server):
+    """Last in the file: it changes the session server's weights (and puts the base back)."""
+    spec = _trial(smollm2, vllm_server, 0, lora=False, steps=1)
+    client = vllm_server.client(vocab_size=1)
+    try:
+        result = run_trial(spec)
+    finally:
+        client.reload_weights(smollm2.folder)
+    assert result.status == "completed"
+    (row,) = result.history[1:]
+    assert row["time/weight_sync_s"] > 0 and row["rollout/staleness_max"] == 0
+    # the server sampled with the weights the trainer started from (reloaded from the saved version 0)
+    assert 0 < row["mismatch/abs_logp_max"] < LOGPROB_TOLERANCE
