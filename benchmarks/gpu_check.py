@@ -8,10 +8,19 @@ the generation and update throughput (tokens/s, the steps after the first), the 
 and the largest per-token gap between the sampler's log-probs and the training forward pass's
 (``train/old_logprob_gap``: bf16 makes ``old_logprobs: auto`` recompute them). When ``trl`` is
 installed it times TRL's GRPOTrainer on the same folder, prompts, group size, completion budget
-and update schedule; otherwise it says so in one line. It finishes in well under 8 minutes.
+and update schedule; otherwise it says so in one line.
+
+When a vLLM environment is found (``$HARNESS_VLLM_PYTHON`` or ``.venv-vllm/``, README "vLLM
+backend"; with CUDA, the ``vllm`` wheel) it also runs both generation backends on the LoRA policy
+side by side (``benchmarks/vllm_backend.py``'s ``compare``: the same prompts, every completion to
+the budget, interleaved repeats): tokens/s of ``hf`` and ``vllm``, their ratio, the adapter sync
+of a step, a full-weights reload and the server's start; without one it says so in one line. It
+finishes in well under 8 minutes; the vLLM and TRL parts are skipped, with a line, past their
+share of the budget.
 
     python benchmarks/gpu_check.py              # CUDA only; without a device: one line, exit 0
     python benchmarks/gpu_check.py --cpu-smoke  # the same path at a tiny size on the CPU
+    python benchmarks/gpu_check.py --cpu-smoke --vllm   # and the two backends (a vLLM server start)
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -32,16 +42,24 @@ from harness.algorithms import resolve_algorithm
 from harness.engine.models import build_tiny_model, char_tokenizer
 from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
 from harness.engine.tasks import build_task
-from harness.engine.trial import run_trial
+from harness.engine.trial import prompt_batches, run_trial, start_policy
+from harness.engine.vllm.environment import check_vllm_environment, vllm_python
+from harness.errors import ConfigError, one_line
 
 #: hidden 1024, 16 layers, MLP 4096: about 268M parameters (the char vocabulary adds ~16k)
 GPU_SIZE = {"hidden_size": 1024, "layers": 16, "heads": 16, "intermediate_size": 4096}
-CPU_SIZE = {"hidden_size": 64, "layers": 2, "heads": 4, "intermediate_size": 128}
+#: one head of 64: vLLM's CPU attention has no kernel for heads of 16 (``--cpu-smoke --vllm``)
+CPU_SIZE = {"hidden_size": 64, "layers": 2, "heads": 1, "intermediate_size": 128}
 #: 5-digit addition (13-token prompts), dense partial credit so groups are mixed and updates real
 TASK = {"name": "addition", "min_digits": 5, "max_digits": 5, "n_train": 1024, "n_eval": 16, "reward": "partial_match"}
 LORA = {"r": 16, "alpha": 32}
 #: the whole check must end inside this; TRL is skipped (with a line) past it
 BUDGET_S = 7 * 60
+#: the two backends start only with this much of the budget left (a vLLM server's start, with CUDA
+#: graphs captured, is most of it), and the server gets this long to answer /health
+VLLM_RESERVE_S = 3 * 60
+#: interleaved repeats of the backend comparison (the first is a warm-up) and full reloads timed
+VLLM_REPEATS, VLLM_RELOADS = 4, 2
 
 
 def model_folder(size: dict, task, dtype: torch.dtype) -> tuple[str, int]:
@@ -180,10 +198,73 @@ def trl(folder: str, task, lora: bool, steps: int, scale: dict, cuda: bool) -> d
     }
 
 
+def backends(folder: str, device: str, steps: int, scale: dict, started: float) -> dict | str:
+    """Both generation backends on the LoRA policy, side by side (``vllm_backend.compare``), printed
+    on one line; or, on one line, why not."""
+    from vllm_backend import Shape, compare  # a sibling script, as this one is run
+
+    left = BUDGET_S - (time.perf_counter() - started)
+    if left < VLLM_RESERVE_S:
+        return _backends_line(f"skipped, {left:.0f} s of the {BUDGET_S} s budget left (it needs {VLLM_RESERVE_S} s)")
+    python = vllm_python()
+    try:
+        check_vllm_environment(python)
+    except ConfigError as err:
+        return _backends_line(f"not measured: {one_line(err)}")
+    log_path = Path(tempfile.mkdtemp(prefix="gpu-check-vllm-")) / "vllm-server.log"
+    try:
+        spec = trial_spec(folder, device, True, steps, scale)
+        task, lm, _, _ = start_policy(spec)
+        batches = prompt_batches(task.train, scale["prompts"], VLLM_REPEATS, spec.seed)
+        shape = Shape(spec.algorithm.group_size, scale["new_tokens"], spec.train.temperature)
+        out = compare(
+            python,
+            lm,
+            [[item.prompt for item in batch] for batch in batches],
+            shape,
+            seed=spec.seed,
+            warmup=1,
+            reloads=VLLM_RELOADS,
+            start_timeout_s=left - 60,
+            log_path=log_path,
+            progress=lambda line: None,
+        )
+    except Exception as err:  # noqa: BLE001 - vLLM's engine moves; say why and keep the numbers above
+        return _backends_line(f"failed: {one_line(err)} (server log: {log_path})")
+    sync = {label: statistics.median(times) for label, times in out.sync.items()}
+    reload = out.reload if isinstance(out.reload, str) else f"{statistics.median(out.reload['full sync']):.2f} s"
+    row = {
+        "hf_tok_s": out.tokens_per_s("hf"),
+        "vllm_tok_s": out.tokens_per_s("vllm"),
+        "vllm_over_hf": out.ratio(),
+        "tokens_per_repeat": {b: sorted({t for _, t in out.runs[b]}) for b in out.runs},
+        "adapter_sync_s": sync,
+        "full_reload": reload,
+        "server_start_s": out.server_start_s,
+    }
+    print(
+        f"backends lora: hf {row['hf_tok_s']:9.0f} tok/s | vllm {row['vllm_tok_s']:9.0f} tok/s | vllm/hf "
+        f"{row['vllm_over_hf']:.2f} | {row['tokens_per_repeat']['hf']} tokens a repeat each | adapter sync "
+        f"{sync['publish (all of it)']:.2f} s | full reload {reload} | server start {out.server_start_s:.0f} s"
+    )
+    return row
+
+
+def _backends_line(why: str) -> str:
+    print(f"backends    : hf vs vllm {why}")
+    return why
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-smoke", action="store_true", help="run the same path at a tiny size on the CPU")
     parser.add_argument("--steps", type=int, default=None, help="RL steps per trial (default 5; 2 with --cpu-smoke)")
+    parser.add_argument(
+        "--vllm",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the hf and vllm backends side by side (default: with CUDA, when a vLLM environment is found)",
+    )
     args = parser.parse_args()
     cuda = torch.cuda.is_available() and not args.cpu_smoke
     if not cuda and not args.cpu_smoke:
@@ -221,6 +302,10 @@ def main() -> int:
             f"max {row['old_logprob_gap_max']:.2e} (step 1: {row['old_logprob_gap_first']:.2e}) | "
             f"trial {row['trial_s']:.0f} s"
         )
+    if args.vllm if args.vllm is not None else cuda:
+        summary["backends"] = backends(folder, device, steps, scale, started)
+    else:
+        summary["backends"] = _backends_line("not run (--vllm runs it)")
     for lora in (False, True):
         name = "lora" if lora else "full"
         if time.perf_counter() - started > BUDGET_S:
