@@ -24,7 +24,7 @@ from harness.decide.comparisons import (
     VERDICT_COLUMNS,
     ArmScores,
     PairResult,
-    compare_scores,
+    compare_under,
     verdict_rows,
 )
 from harness.decide.frames import comparisons_of, meta_of
@@ -61,18 +61,7 @@ def calibration_table(results, scores: dict[str, ArmScores], rules: DecisionRule
         if meta.sequential:  # the seeds of the looks the two have reached
             n = min(len(a.values), len(b.values))
             a, b = on_pool(a, look_pool(meta, condition, n)), on_pool(b, look_pool(meta, other, n))
-        pair = compare_scores(
-            a,
-            b,
-            condition,
-            other,
-            rules.metric,
-            seed_matched=meta.seed_matched,
-            test=rules.test,
-            failures=rules.failures,
-            n_permutations=rules.n_permutations,
-            seed=rules.seed,
-        )
+        pair = compare_under(rules, a, b, condition, other, seed_matched=meta.seed_matched)
         pairs.append(pair)
         looks.append(_sequential_look(meta, pair))
     rows, _ = verdict_rows(

@@ -191,21 +191,35 @@ def study_pairs(results, scores: dict[str, ArmScores], rules: DecisionRules) -> 
     """Every pre-registered comparison of ``results`` on the rules' metric, from each condition's
     scores already read, under the study's seed matching and the rules' test, failure policy and
     permutation draws."""
-    return [
-        compare_scores(
-            scores[a],
-            scores[b],
-            a,
-            b,
-            rules.metric,
-            seed_matched=meta_of(results).seed_matched,
-            test=rules.test,
-            failures=rules.failures,
-            n_permutations=rules.n_permutations,
-            seed=rules.seed,
-        )
-        for a, b in comparisons_of(results)
-    ]
+    matched = meta_of(results).seed_matched
+    return [compare_under(rules, scores[a], scores[b], a, b, seed_matched=matched) for a, b in comparisons_of(results)]
+
+
+def compare_under(
+    rules: DecisionRules,
+    arm: ArmScores,
+    base: ArmScores,
+    condition: str,
+    control: str,
+    *,
+    seed_matched: bool,
+    robustness: bool = True,
+) -> PairResult:
+    """``compare_scores`` on the rules' metric with the rules' test, failure policy and
+    permutation draws: the one way a pre-registered comparison reads its settings."""
+    return compare_scores(
+        arm,
+        base,
+        condition,
+        control,
+        rules.metric,
+        seed_matched=seed_matched,
+        test=rules.test,
+        failures=rules.failures,
+        n_permutations=rules.n_permutations,
+        seed=rules.seed,
+        robustness=robustness,
+    )
 
 
 def compare_scores(

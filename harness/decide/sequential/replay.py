@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import stats
-from harness.decide.comparisons import ArmScores, PairResult, compare_scores
+from harness.decide.comparisons import ArmScores, PairResult, compare_scores, compare_under
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, meta_of
 from harness.decide.rules import DecisionRules
 from harness.decide.sequential.pools import look_pool
@@ -243,17 +243,13 @@ def final_pairs(
     pairs, looks = [], []
     for (condition, control), state in rep.states.items():
         n = rep.looks[0 if state.tested_at is None else state.tested_at]
-        pair = compare_scores(
+        pair = compare_under(
+            rules,
             on_pool(scores[condition], look_pool(meta, condition, n)),
             on_pool(scores[control], look_pool(meta, control, n)),
             condition,
             control,
-            rules.metric,
             seed_matched=meta.seed_matched,
-            test=rules.test,
-            failures=rules.failures,
-            n_permutations=rules.n_permutations,
-            seed=rules.seed,
             robustness=state.tested_at is not None,
         )
         if state.tested_at is None:
