@@ -52,6 +52,7 @@ from pathlib import Path
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import torch
+from study_arm import trial_spec
 from trl_match import grpo_config, interleave, quiet, suppress_eos
 
 from harness.engine.compute import ModelSize, StepTokens, model_size, step_flops
@@ -64,8 +65,6 @@ from harness.engine.spec import TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.trial import make_learner, prompt_batches, start_policy
 from harness.errors import HarnessError, one_line
-from harness.study.expand import condition_spec
-from harness.study.load import load_study
 
 PHASES = ("generate", "score", "reference", "update")
 RSS_MARK = "rss "  # the line a --rss-of process prints its measurements on
@@ -114,21 +113,6 @@ class Ours:
         completions of each of ``items``."""
         _, mask = encode_prompts(self.lm, [item.prompt for item in items])
         return float(rows_per_prompt * (mask.sum().item() + len(items) * self.prompts.spec.train.max_new_tokens))
-
-
-def trial_spec(args) -> TrialSpec:
-    """The study's control arm (or ``--arm``) at its first seed, at the benchmark's shape."""
-    study = load_study(args.study)
-    spec = condition_spec(study, args.arm or study.control, study.seeds[0])
-    train = spec.train.model_copy(
-        update={
-            "prompts_per_step": args.prompts or spec.train.prompts_per_step,
-            "max_new_tokens": args.tokens or spec.train.max_new_tokens,
-            "max_eval_prompts": args.eval_prompts or spec.train.max_eval_prompts,
-            "threads": args.threads or spec.train.threads,
-        }
-    )
-    return spec.model_copy(update={"train": train, "cache_dir": args.cache_dir or spec.cache_dir})
 
 
 def trial_prompts(spec: TrialSpec, rl_steps: int) -> Prompts:
@@ -224,7 +208,7 @@ def measure_rss(args) -> None:
     """One side alone in this process: its peak RSS after the imports and the task, after one RL
     step and (ours) after one evaluation, printed on one ``RSS_MARK`` line for the parent. (The
     weights are memory-mapped: they count once a pass has read them, not at the load.)"""
-    prompts = trial_prompts(trial_spec(args), 1)
+    prompts = trial_prompts(trial_spec(args, max_eval_prompts=args.eval_prompts), 1)
     out = {"imports": peak_rss_mb()}
     if args.rss_of == "ours":
         ours = build_ours(prompts)
@@ -393,7 +377,7 @@ def main() -> None:
 
 def run(args) -> None:
     """The interleaved run, the matmul peak around it, the RSS processes, and the report."""
-    spec = trial_spec(args)
+    spec = trial_spec(args, max_eval_prompts=args.eval_prompts)
     print(f"command: python benchmarks/real_model_step.py {' '.join(sys.argv[1:])}")
     print(
         f"machine: {_machine()}; torch {torch.__version__}, transformers {version('transformers')}, "

@@ -53,13 +53,13 @@ from types import SimpleNamespace
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import torch
+from study_arm import trial_spec  # a sibling script, as this one is run
 
 from harness.engine.models import LoadedModel
 from harness.engine.rollout import Rollout, encode_prompts, sample
 from harness.engine.samplers.backend import base_folder
 from harness.engine.samplers.policy_sync import PolicySync, is_lora
 from harness.engine.samplers.server_sampler import VllmSampler
-from harness.engine.spec import TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.trial import prompt_batches, start_policy
 from harness.engine.vllm.client import VllmClient
@@ -67,8 +67,6 @@ from harness.engine.vllm.environment import DISTRIBUTIONS, check_vllm_environmen
 from harness.engine.vllm.errors import VllmError
 from harness.engine.vllm.server import VllmServer
 from harness.errors import HarnessError, one_line
-from harness.study.expand import condition_spec
-from harness.study.load import load_study
 
 BACKENDS = ("hf", "vllm")
 
@@ -278,20 +276,6 @@ def full_reloads(
         return f"failed: {one_line(err)}"
     times["full sync"] = [a + b for a, b in zip(times["save model folder"], times["reload_weights"])]
     return times
-
-
-def trial_spec(args) -> TrialSpec:
-    """The study's control arm (or ``--arm``) at its first seed, at the benchmark's shape."""
-    study = load_study(args.study)
-    spec = condition_spec(study, args.arm or study.control, study.seeds[0])
-    train = spec.train.model_copy(
-        update={
-            "prompts_per_step": args.prompts or spec.train.prompts_per_step,
-            "max_new_tokens": args.tokens or spec.train.max_new_tokens,
-            "threads": args.threads or spec.train.threads,
-        }
-    )
-    return spec.model_copy(update={"train": train, "cache_dir": args.cache_dir or spec.cache_dir})
 
 
 def vllm_version(python: str) -> str:
