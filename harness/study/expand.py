@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.presets import resolve_algorithm
-from harness.engine.spec import RolloutConfig, TrainConfig, TrialSpec, VllmConfig
+from harness.engine.rollout_config import RolloutConfig, VllmConfig
+from harness.engine.spec import TrainConfig, TrialSpec
 from harness.errors import ConfigError
 from harness.study.field_errors import FieldError, format_validation_error
 from harness.study.overrides import coerce_override, split_key

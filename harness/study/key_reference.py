@@ -27,7 +27,8 @@ from pydantic.fields import FieldInfo
 from harness.algorithms import parts
 from harness.algorithms.config import CONFIG_TYPES
 from harness.algorithms.presets import PRESETS
-from harness.engine.spec import RolloutConfig, TrainConfig
+from harness.engine.rollout_config import RolloutConfig
+from harness.engine.spec import TrainConfig
 from harness.engine.tasks import TASKS, TOOLS, jsonl
 from harness.engine.tasks.rewards import REWARDS
 from harness.study.load import INCLUDE_MEANING

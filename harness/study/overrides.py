@@ -18,7 +18,8 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from harness.algorithms.config import CONFIG_TYPES
-from harness.engine.spec import RolloutConfig, TrainConfig
+from harness.engine.rollout_config import RolloutConfig
+from harness.engine.spec import TrainConfig
 from harness.study.field_errors import FieldError, Loc, field_error, unwrap_type
 
 #: Algorithm config fields that identify a preset rather than configure it.

@@ -6,7 +6,7 @@ to install and where, ``harness.engine.vllm.environment.check_vllm_environment``
 
 from __future__ import annotations
 
-from harness.engine.spec import RolloutConfig
+from harness.engine.rollout_config import RolloutConfig
 from harness.engine.vllm.environment import check_vllm_environment, user_endpoint, vllm_python
 from harness.study.expand import arm_rollout, split_params
 from harness.study.schema import Study

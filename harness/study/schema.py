@@ -26,11 +26,11 @@ from pydantic import (
     model_validator,
 )
 
+from harness.engine.rollout_config import RolloutConfig
 from harness.engine.spec import (
     METRIC_RANGES,
     BenchmarkConfig,
     ModelConfig,
-    RolloutConfig,
     TaskConfig,
     TrainConfig,
     WarmStartConfig,

@@ -49,6 +49,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.model_source",  # validate reads a GGUF header or a model folder (torch-free)
         "engine.vllm",  # validate checks the vLLM environment of rollout.backend vllm (torch-free)
         "engine.trainer_config",
+        "engine.rollout_config",  # the rollout section of the spec, as trainer_config is the trainer section
         "engine.trial_file",
         "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)
     },
