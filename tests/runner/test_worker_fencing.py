@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -117,6 +118,27 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def pause_outside_transaction(pid: int, database: Path) -> None:
+    """Stop ``pid`` (SIGSTOP) at a moment it holds no lock on the SQLite ``database``.
+
+    A process stopped inside a transaction keeps SQLite's file lock, and every other process then
+    waits out its busy timeout: the tests here are about a stale claim, not about that (a paused
+    worker on a server database holds no such lock). So stop it, check that an exclusive lock
+    can be had at once, and if not let it run on for a moment and try again."""
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        probe = sqlite3.connect(database, timeout=0)
+        try:
+            probe.execute("BEGIN EXCLUSIVE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.01)
+        finally:
+            probe.close()
+
+
 def running_under(q, pid: int):
     """The job that worker ``pid`` holds (RUNNING, its claim naming that pid), or None."""
     for job in queue.jobs(q, states=(TrialState.RUNNING,)):
@@ -169,7 +191,7 @@ def test_paused_worker_discards_its_result_and_the_newer_attempt_stands(tmp_path
             90,
             "worker A to start the trial",
         )
-        os.kill(a.pid, signal.SIGSTOP)
+        pause_outside_transaction(a.pid, setup.study_dir / "optuna.db")
         b = WorkerProcess(setup, worker_config(setup, "b", tracking=True), env)
         assert b.wait(120) == 0, b.stderr()
         wait_for(lambda: calls(fake_env, trial_id, "done") == 2, 30, "A's trial process to finish too")
@@ -210,7 +232,7 @@ def test_resumed_worker_stops_the_trial_that_was_handed_on(tmp_path, fake_env):
             "worker A to start the trial",
         )
         trial_pid = int((fake_env / f"{trial_id}.started").read_text().split()[0])
-        os.kill(a.pid, signal.SIGSTOP)
+        pause_outside_transaction(a.pid, setup.study_dir / "optuna.db")
         b = WorkerProcess(setup, worker_config(setup, "b"), env)
         assert b.wait(120) == 0, b.stderr()
         resumed = time.monotonic()
