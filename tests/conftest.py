@@ -24,6 +24,9 @@ import pytest
 # there is then closed, pytest's own among them, and its new ones write to the sys.stdout and
 # sys.stderr of that moment, a test's captured streams): in the tests it leaves logging as it is.
 os.environ.setdefault("SUBMITIT_LOG_LEVEL", "NOCONFIG")
+# The suite runs offline: a model named by a Hugging Face hub id (the tests that price or refuse
+# one) fails at once from the local cache instead of retrying the network for about 45 s.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 GUARDED = ("runs", "reports", ".cache")
