@@ -175,12 +175,13 @@ def test_decide_on_a_testbed_study_s_records_gives_its_verdicts(monkeypatch, cap
             model: {name: tiny, tiny: {hidden_size: 32, layers: 1, heads: 2, intermediate_size: 64}}
             warmstart: {steps: 20, batch_size: 16, lr: 0.003}
             train: {steps: 2, prompts_per_step: 4, max_new_tokens: 4, eval_every: 0, eval_samples: 2}
+            checks: {seeds: false}
             arms:
               - {name: grpo, algorithm: grpo}
               - {name: rloo, algorithm: rloo}
             """)
     )
-    code, _, err = run_main(monkeypatch, capsys, "run", "studies/tiny.yaml", "--workers", "1")
+    code, _, err = run_main(monkeypatch, capsys, "run", "studies/tiny.yaml", "--workers", "1", "--no-tracking")
     assert code == 0, err
     assert run_main(monkeypatch, capsys, "report", "tiny", "--out", "a")[0] == 0
     assert run_main(monkeypatch, capsys, "tidy", "tiny", "--out", "tiny.csv")[0] == 0

@@ -33,6 +33,7 @@ def test_a_study_with_builtin_trl_and_command_arms_runs_reports_and_decides(tmp_
         "seeds": SEEDS,
         "min_effect": 0.1,
         "primary_metric": "eval/mean_reward",
+        "checks": {"seeds": False},
         "task": {"name": "addition", "max_digits": 1, "n_train": 60, "n_eval": 12, "reward": "partial_match"},
         "model": {"name": "tiny", "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64}},
         "warmstart": {"steps": 20, "batch_size": 16, "lr": 3e-3},
