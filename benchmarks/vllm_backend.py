@@ -21,7 +21,9 @@ The weight sync is what a LoRA trial pays after each optimiser step (``time/weig
 under a new name and unloads the one before; each part is timed. A full fine-tune's sync is
 measured after the repeats: the LoRA-merged model saved as a full model folder and reloaded in
 place (``VllmClient.reload_weights``), ``--reloads`` times. The server's start (process start to
-``/health`` answering) is timed on its own: a trial pays it once.
+``/health`` answering) is timed on its own: a trial pays it once. After each repeat the same
+request goes to the served base model (no adapter; HTTP only, EOS ignored), which says what
+vLLM's LoRA path costs on this machine.
 
 The vLLM environment: ``--vllm-python``, else ``$HARNESS_VLLM_PYTHON``, else ``.venv-vllm/``
 (README, "vLLM backend"). The default run (1 warm-up and 5 measured repeats, 3 full reloads)
@@ -116,15 +118,20 @@ class Measured:
 
     server_start_s: float
     runs: dict[str, list[tuple[float, int]]] = field(default_factory=lambda: {b: [] for b in BACKENDS})
+    base_runs: list[tuple[float, int]] = field(default_factory=list)  # vLLM on the base model, no adapter
     sync: dict[str, list[float]] = field(default_factory=dict)
     reload: dict[str, list[float]] | str = "not measured"
 
     def tokens_per_s(self, backend: str) -> float:
-        return statistics.median(tokens / seconds for seconds, tokens in self.runs[backend])
+        return _rate(self.runs[backend])
 
     def ratio(self) -> float:
         """vLLM's tokens/s over hf's (medians)."""
         return self.tokens_per_s("vllm") / self.tokens_per_s("hf")
+
+
+def _rate(runs: list[tuple[float, int]]) -> float:
+    return statistics.median(tokens / seconds for seconds, tokens in runs)
 
 
 def without_eos(lm: LoadedModel) -> LoadedModel:
@@ -159,6 +166,17 @@ def vllm_run(sampler: VllmSampler, lm: LoadedModel, batch: list[str], shape: Sha
     clock = time.perf_counter()
     rollout = sampler.sample_groups(lm, batch, shape.group, max_new_tokens=shape.tokens, temperature=shape.temperature)
     return _synced(lm, lambda: time.perf_counter() - clock), _generated(rollout)
+
+
+def vllm_base_run(client: VllmClient, base_name: str, lm: LoadedModel, batch: list[str], shape: Shape):
+    """The same request on the served base model, no adapter: what vLLM's LoRA path costs here."""
+    ids, mask = encode_prompts(lm, batch)
+    prompts = [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]
+    clock = time.perf_counter()
+    done = client.complete(
+        prompts, n=shape.group, max_tokens=shape.tokens, temperature=shape.temperature, model=base_name
+    )
+    return time.perf_counter() - clock, sum(len(sample.token_ids) for row in done for sample in row)
 
 
 def _generated(rollout: Rollout) -> int:
@@ -230,15 +248,17 @@ def compare(
                     else vllm_run(sampler, lm, batch, shape)
                     for backend in order
                 }
+                base = vllm_base_run(client, server.model_name, lm, batch, shape)
                 sampler.publish(lm, index + 1)
                 kept = index >= warmup
-                for backend in BACKENDS:
-                    if kept:
+                if kept:
+                    out.base_runs.append(base)
+                    for backend in BACKENDS:
                         out.runs[backend].append(row[backend])
                 progress(
                     f"  repeat {index}{'' if kept else ' (warm-up)'}: "
                     + ", ".join(f"{b} {row[b][0]:.2f} s for {row[b][1]} tokens" for b in order)
-                    + f"; sync {clock.calls['publish (all of it)'][-1]:.2f} s"
+                    + f"; vllm base model {base[0]:.2f} s; sync {clock.calls['publish (all of it)'][-1]:.2f} s"
                 )
             out.sync = {label: times[at_start.get(label, 0) :] for label, times in clock.calls.items()}
             out.reload = full_reloads(lm, client, server.model_name, folder, reloads, shape)
@@ -318,6 +338,11 @@ def report(out: Measured, shape: Shape, prompts: int, loads: tuple[float, float]
     ratio = out.ratio()
     faster, slower, factor = ("vllm", "hf", ratio) if ratio >= 1 else ("hf", "vllm", 1 / ratio)
     print(f"vllm / hf tokens/s: {ratio:.2f} ({faster} is {factor:.2f}x {slower} here)")
+    base = _rate(out.base_runs)
+    print(
+        f"vllm on the base model (no adapter; the same prompts and budget, HTTP only): {base:.1f} tokens/s, "
+        f"{base / out.tokens_per_s('vllm'):.2f}x its LoRA policy's"
+    )
     syncs = len(out.sync.get("publish (all of it)", []))
     print(f"\nweight sync a step, LoRA adapter (PolicySync.publish; medians of {syncs} syncs, seconds):")
     for label, times in out.sync.items():
