@@ -30,6 +30,7 @@ from harness.engine.warmstart_key import MANIFEST_FILE, cache_folder
 from harness.errors import ConfigError
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import (
+    arm_rollout,
     comparisons,
     condition_params,
     condition_spec,
@@ -527,6 +528,24 @@ def _control_sd(study: Study, records: list[Any]) -> dict[str, Any]:
 
 
 def _cost_warnings(study: Study, costs: Costs) -> list[str]:
+    return _probe_warnings(study, costs) + _served_sampling_warnings(study, costs)
+
+
+def _served_sampling_warnings(study: Study, costs: Costs) -> list[str]:
+    """A study that samples with vLLM, priced without its records: the costs are the in-process
+    sampler's, while a server's start and its sampling speed (slower than ``hf`` for LoRA on a
+    small CPU, faster on a GPU) are not in them."""
+    served = [arm.name for arm in study.arms if arm_rollout(study, arm, {}, arm.name).backend == "vllm"]
+    if costs.measured_from or not served:
+        return []
+    return [
+        f"{', '.join(served)}: rollout.backend vllm, priced as if the trial process sampled (hf); the vLLM "
+        "server's start and its own sampling speed are not in the estimate; run one trial and plan again: its "
+        "completed records replace it"
+    ]
+
+
+def _probe_warnings(study: Study, costs: Costs) -> list[str]:
     probe = costs.probe
     if probe is not None and not costs.measured_from and probe.load_average > probe.cpus:
         return [

@@ -139,3 +139,16 @@ def test_a_real_model_without_records_is_warned_about_the_defaults():
     assert any(
         w.startswith("model ./models/my-model: the default costs are the tiny testbed model's") for w in warnings
     )
+
+
+def test_arms_sampled_by_vllm_are_warned_that_the_defaults_price_the_in_process_sampler():
+    path = small("rollout: {backend: vllm, vllm: {url: 'http://127.0.0.1:9'}}\n")
+    path.write_text(
+        path.read_text().replace(
+            "{name: rloo, algorithm: rloo}", "{name: rloo, algorithm: rloo, set: {rollout.backend: hf}}"
+        )
+    )
+    [warning] = [w for w in plan_study(load_study(path)).warnings if "rollout.backend vllm" in w]
+    assert warning.startswith("grpo: rollout.backend vllm, priced as if the trial process sampled (hf)")
+    path.write_text(path.read_text().replace("rollout: {backend: vllm, vllm: {url: 'http://127.0.0.1:9'}}\n", ""))
+    assert not [w for w in plan_study(load_study(path)).warnings if "rollout.backend" in w]
