@@ -142,3 +142,24 @@ def test_a_tuned_study_is_refused(tmp_path, monkeypatch, capsys, ran):
     code, _, err = run_main(monkeypatch, capsys, "trial", "--study", str(path), "--arm", "base")
     assert code == 2 and "tunes its arms first" in err, err
     assert ran == []
+
+
+@pytest.mark.slow
+def test_a_real_shortened_trial_of_a_tiny_study_runs_and_mirrors_apart(tmp_path, monkeypatch, capsys):
+    """The builtin trainer on a tiny study, one of its 4 steps, mirrored to MLflow for real."""
+    monkeypatch.chdir(tmp_path)
+    tiny = {
+        "task": {"name": "addition", "max_digits": 2, "n_train": 200, "n_eval": 8, "reward": "partial_match"},
+        "model": {"name": "tiny", "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64}},
+        "warmstart": {"steps": 5, "batch_size": 8},
+        "train": {"steps": 4, "prompts_per_step": 2, "max_new_tokens": 4, "eval_every": 0, "eval_samples": 1},
+    }
+    path = _study(tmp_path, **tiny)
+    code, out, err = run_main(monkeypatch, capsys, "trial", "--study", str(path), "--arm", "wide", "--steps", "1")
+    assert code == 0, err
+    folder = tmp_path / "out" / "st" / STUDY_TRIALS_DIR
+    (record,) = read_records(folder)
+    assert record.status == "completed" and record.seed == 3 and [row["step"] for row in record.history] == [0, 1]
+    assert record.warnings[-1].startswith("shortened: 1 of arm wide's 4 steps")
+    assert Tracker.holds(Tracker(None, folder, "st/trials").trial_runs(record.trial_id)[record.trial_id], record)
+    assert read_records(tmp_path / "out" / "st") == []
