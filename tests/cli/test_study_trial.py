@@ -133,7 +133,9 @@ def test_an_arm_without_a_study_and_no_trial_at_all_are_refused(tmp_path, monkey
     assert code == 2 and "--arm names an arm of a study: give the study's file with --study" in err
     code, _, err = run_main(monkeypatch, capsys, "trial")
     assert code == 2 and "give --algorithm (an ad hoc trial) or --study FILE --arm NAME" in err
-    assert ran == []
+    code, _, err = run_main(monkeypatch, capsys, "trial", "--study", "nope.yaml", "--arm", "base")
+    assert code == 2 and err.strip() == "error: study file not found: nope.yaml"
+    assert ran == [] and not any(tmp_path.iterdir())
 
 
 def test_a_tuned_study_is_refused(tmp_path, monkeypatch, capsys, ran):
