@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
-from harness.engine.spec import TrialResult, TrialSpec
+from harness.engine.spec import FLOPS_COUNTING, TrialResult, TrialSpec
 from harness.errors import HarnessError, one_line
 from harness.ground.files import atomic_write
 from harness.tracking.prompt_scores import encode_scores
@@ -64,11 +64,15 @@ class TrialRecord(BaseModel):
     warnings: list[str] = []
     # the scheduler's job that ran it (executor, id, name, log files); None: run by a local worker
     scheduler_job: dict[str, str] | None = None
+    # how its compute/flops was counted (harness.engine.spec.FLOPS_COUNTING); None: no compute/flops,
+    # or a record from before the field (counting 1)
+    flops_counting: int | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_fields(self, handler):
-        """A record without per-prompt scores, warnings or a scheduler job dumps as before those fields existed, so
-        its file and fingerprint (what MLflow and the shared storage match on) stay the same."""
+        """A record without per-prompt scores, warnings, a scheduler job or a FLOPs counting dumps as
+        before those fields existed, so its file and fingerprint (what MLflow and the shared storage
+        match on) stay the same."""
         data = handler(self)
         if data.get("prompt_scores") is None:
             data.pop("prompt_scores", None)
@@ -76,6 +80,8 @@ class TrialRecord(BaseModel):
             data.pop("warnings", None)
         if data.get("scheduler_job") is None:
             data.pop("scheduler_job", None)
+        if data.get("flops_counting") is None:
+            data.pop("flops_counting", None)
         return data
 
     def fingerprint(self) -> str:
@@ -192,6 +198,7 @@ def make_record(
         prompt_scores=encode_scores(result.prompts),
         warnings=list(result.warnings),
         scheduler_job=scheduler_job,
+        flops_counting=FLOPS_COUNTING if "compute/flops" in result.final else None,
     )
 
 
