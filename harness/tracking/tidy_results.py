@@ -42,6 +42,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from harness.engine.spec import BENCHMARK_NAME, OVERALL
 from harness.errors import ConfigError, HarnessError
+from harness.ground.spreadsheet import plain_frame
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import format_validation_error
 from harness.study.schema import PRIMARY_TESTS
@@ -117,10 +118,9 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
     if suffix not in (".csv", ".parquet"):
         raise ConfigError(f"{path}: not a .csv or .parquet file; give a tidy table (arm, seed, value, ...)")
     try:
-        if suffix == ".csv":
-            return pd.read_csv(
-                path, dtype={"arm": str, "benchmark": str, "prompt_id": str}, keep_default_na=False
-            ), "line"
+        if suffix == ".csv":  # a text cell `harness tidy` quoted for spreadsheets reads as it was
+            table = pd.read_csv(path, dtype={"arm": str, "benchmark": str, "prompt_id": str}, keep_default_na=False)
+            return plain_frame(table), "line"
         return pd.read_parquet(path), "row"
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
