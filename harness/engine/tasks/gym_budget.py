@@ -142,7 +142,8 @@ def _limit_memory() -> None:
             held = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except (ImportError, OSError, ValueError):
         return
-    resource.setrlimit(resource.RLIMIT_AS, (held + SAMPLE_MEMORY_BYTES, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    soft, hard = held + SAMPLE_MEMORY_BYTES, resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
 def _read_until(fd: int, deadline: float) -> str | None:
