@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import HarnessError, one_line
-from harness.ground.console import warn
+from harness.ground.console import warn_once
 from harness.ground.files import atomic_write
 from harness.tracking.prompt_scores import encode_scores
 from harness.version import __version__
@@ -338,15 +338,10 @@ def read_records(study_dir: str | os.PathLike, *, strict: bool = False) -> list[
     return out
 
 
-#: the mismatched records this process has warned of (a command reads a folder more than once)
-_WARNED: set[str] = set()
-
-
 def _say_mismatch(err: RecordMismatch) -> None:
-    """One warning line for a record that is not believed, once per process."""
-    if str(err) not in _WARNED:
-        _WARNED.add(str(err))
-        warn(f"{err}: not believed, set aside (the shared storage's copy stands in where there is one)")
+    """One warning line for a record that is not believed (once per process: a command may read
+    the folder more than once)."""
+    warn_once(f"{err}: not believed, set aside (the shared storage's copy stands in where there is one)")
 
 
 def read_failed_attempts(study_dir: str | os.PathLike) -> list[TrialRecord]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
-from harness.ground.console import warn
+from harness.ground.console import warn_once
 from harness.store import open_storage
 from harness.store import records as record_table
 from harness.tracking.records import (
@@ -69,7 +69,7 @@ def _differs(stored: TrialRecord, local: TrialRecord | None) -> bool:
 
 def _say_differs(study_dir: str | os.PathLike | None, record: TrialRecord) -> None:
     where = record_path(study_dir, record.trial_id) if study_dir is not None else f"of trial {record.trial_id}"
-    warn(
+    warn_once(
         f"the local record {where} differs from the shared storage's copy of attempt {record.attempt}; "
         "the storage's copy is used"
     )
