@@ -22,7 +22,7 @@ from harness.ground.console import say
 from harness.runner import queue
 from harness.runner.launch import module_command
 from harness.runner.options import RunOptions
-from harness.runner.secrets import conceal, hand_over
+from harness.runner.secret_pipe import conceal, hand_over
 from harness.runner.slots import Slot
 from harness.runner.worker_config import WorkerConfig
 from harness.study.plan import format_duration

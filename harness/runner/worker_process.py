@@ -1,6 +1,6 @@
 """The process a worker runs in: ``python -m harness.runner.worker_process CONFIG.json`` (a
 :class:`~harness.runner.worker_config.WorkerConfig`: the run's options without the URLs, which
-come through a pipe from the runner, ``harness.runner.secrets``, or, for a scheduler's job, in the
+come through a pipe from the runner, ``harness.runner.secret_pipe``, or, for a scheduler's job, in the
 environment). It takes the URLs out of its environment (and out of what ``/proc`` shows of it)
 before any trial process is started, stops cleanly on SIGINT and SIGTERM, stops when the runner
 that started it is gone, and runs a :class:`~harness.runner.worker.Worker` until the work is done.
@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.ground.console import say
 from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 from harness.runner.launch import prestart_forkserver
-from harness.runner.secrets import conceal, take_over
+from harness.runner.secret_pipe import conceal, take_over
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig, WorkerStats
 

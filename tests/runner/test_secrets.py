@@ -18,7 +18,7 @@ import yaml
 
 from harness.runner.options import RunOptions
 from harness.runner.run import run_study
-from harness.runner.secrets import SECRETS_FD_ENV, hand_over, take_over
+from harness.runner.secret_pipe import SECRETS_FD_ENV, hand_over, take_over
 from harness.tracking.results import load_results
 
 PASSWORD = "s3cret-pw"
@@ -47,7 +47,7 @@ def test_secrets_travel_through_the_pipe_and_only_once():
 CONCEALING_CHILD = """
 import os, sys
 sys.path.insert(0, sys.argv[2])
-from harness.runner.secrets import conceal
+from harness.runner.secret_pipe import conceal
 conceal(os.environ, ["HARNESS_TRACKING_URI", "HARNESS_WORKER_TRACKING"], [sys.argv[1]])
 assert "HARNESS_TRACKING_URI" not in os.environ
 print("ready", flush=True)
