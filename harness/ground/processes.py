@@ -26,6 +26,22 @@ END_WITHIN_S = 5.0
 POLL_S = 0.01
 
 
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie waiting to be reaped counts as exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
+
+
 def set_subreaper(on: bool = True) -> bool:
     """Make this process the subreaper of its descendants (or no longer, ``on=False``; Linux);
     whether that took effect."""
@@ -73,7 +89,8 @@ def descendants(pid: int | None = None) -> set[int]:
 def end_descendants(keep: set[int] = frozenset()) -> set[int]:
     """SIGKILL every descendant of this process but those in ``keep`` (and theirs), pass after
     pass until none runs (one that was mid-fork, or an orphan reparented here, is found by the
-    next pass), reaping those that end up this process's children; the pids ended."""
+    next pass), reaping those that end up this process's children, and waits (a few seconds at
+    most) until each has exited, wherever it was reparented; the pids ended."""
     me = os.getpid()
     ended: set[int] = set()
     deadline = time.monotonic() + END_WITHIN_S
@@ -90,5 +107,8 @@ def end_descendants(keep: set[int] = frozenset()) -> set[int]:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
         if not found or time.monotonic() > deadline:
-            return ended
+            break
         time.sleep(POLL_S)
+    while not all(process_gone(pid) for pid in ended) and time.monotonic() < deadline:
+        time.sleep(POLL_S)  # one reparented to another subreaper (or init) dies a moment after the kill
+    return ended

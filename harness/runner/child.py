@@ -36,28 +36,12 @@ from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import ErrorRecord
 from harness.ground.dotted import resolve
 from harness.ground.files import atomic_write
-from harness.ground.processes import end_descendants
+from harness.ground.processes import end_descendants, process_gone
 from harness.trainers.trial_dir import TRIAL_DIR_ENV
 
 THREADS_ENV = "HARNESS_TRIAL_THREADS"
 DEFAULT_TRIAL_FN = "harness.trainers.dispatch:run_trial"
 SPEC_SUFFIX = ".spec.json"
-
-
-def process_gone(pid: int) -> bool:
-    """Whether process ``pid`` has exited (a zombie waiting to be reaped counts as exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state in (b"Z", b"X")
 
 
 def _end_trial() -> None:
