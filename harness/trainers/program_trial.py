@@ -66,7 +66,7 @@ def run_program_trial(spec: TrialSpec) -> TrialResult:
     clock = time.perf_counter()
     run_program(spec.trainer, document)
     program_s = time.perf_counter() - clock
-    metrics = read_metrics(Path(document["metrics_file"]))
+    metrics = read_metrics(Path(document["metrics_file"]), spec.train.steps)
     if through_vllm:
         server = spec.rollout.vllm
         scores = judge_through_vllm(

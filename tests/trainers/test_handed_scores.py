@@ -11,6 +11,7 @@ import pytest
 from harness.engine.spec import TrainConfig
 from harness.trainers.faults import ProgramTrialError
 from harness.trainers.handed_scores import evaluated_steps, read_scores
+from harness.trainers.program_metrics import read_metrics
 
 IDS = ["p0", "p1"]
 
@@ -98,3 +99,13 @@ def test_values_at_the_edges_of_their_ranges_are_believed(tmp_path):
     # four scores 0, 0, 1, 1: mean 0.5, sample variance 1/3, the most four scores in [0, 1] can spread
     assert scores_of(tmp_path, [0, 2], train, samples=4, sampled_var=1 / 3)[0].samples == 4
     assert scores_of(tmp_path, [0, 2], train, greedy=0.0, sampled_mean=0.0, sampled_var=0.0)[0].greedy == [0.0, 0.0]
+
+
+def test_metrics_past_the_budget_are_refused(tmp_path):
+    """A metrics row past train.steps would be the last history row: its compute totals the trial's."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 2, "compute/flops": 1e9}) + "\n")
+    assert read_metrics(path, 2) == {2: {"compute/flops": 1e9}}
+    path.write_text(json.dumps({"step": 10**12, "compute/flops": 1.0}) + "\n")
+    with pytest.raises(ProgramTrialError, match=f"line 1: step {10**12} is past train.steps 2; report steps 0 to 2"):
+        read_metrics(path, 2)
