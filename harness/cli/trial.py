@@ -12,6 +12,7 @@ by what the warm start reads), so a trial set up like a study's arm reuses that 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +213,12 @@ def trial(
     else:
         spec, folder, experiment, noted = chosen.spec, chosen.folder, chosen.experiment, chosen.noted
     from harness.engine.spec import TrialResult
+    from harness.runner.secret_pipe import conceal
     from harness.tracking.records import now_iso
     from harness.trainers.dispatch import run_trial
+
+    # this process is a program trainer's parent: the URL leaves what /proc shows of it
+    conceal(os.environ, ["HARNESS_TRACKING_URI"], [tracking_uri])
 
     started_at = now_iso()
     try:

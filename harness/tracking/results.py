@@ -501,7 +501,7 @@ def load_results(
     # and a sequential study's replay would take a look for complete too early.
     queued = optuna_trials(ref.dir, storage=storage, study=name, strict=strict_storage)
     shared = stored_records(ref.dir, storage=storage, study=name, strict=strict_storage)
-    records = merge(read_records(ref.dir), shared)
+    records = merge(read_records(ref.dir), shared, ref.dir)
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
     earlier = earlier_trials(ref.study, records, queued, trials)
