@@ -9,6 +9,9 @@ one Ray task per trial, named ``study/arm/seedN`` in the dashboard, the study da
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from executors_helpers import (
     Background,
@@ -24,6 +27,7 @@ from executors_helpers import (
 )
 
 from harness.runner.executors.cancel import cancel_study
+from harness.runner.outcomes import study_status
 from harness.runner.run import run_study
 
 pytestmark = pytest.mark.slow
@@ -68,10 +72,14 @@ def test_the_second_node_killed_mid_trial_is_retried_and_recorded_once(tmp_path,
 
 def test_harness_cancel_stops_the_ray_tasks_and_a_rerun_finishes(tmp_path, trial_env, ray_cluster, monkeypatch):
     monkeypatch.setenv("FAKE_SLOW_FIRST_S", "60")
-    path = write_study(tmp_path, ["slowfirst"], resources={"cpus": 1})
+    # a study folder relative to where `harness run` starts (the Ray worker runs elsewhere)
+    path = write_study(tmp_path, ["slowfirst"], resources={"cpus": 1}, output_dir="out/t")
     study_dir = tmp_path / "out" / "t"
     run = Background(path, ray_options())
     wait_for(lambda: started(trial_env, "slowfirst"), 60, "the trial's start")
+    status = study_status(study_dir).format()
+    log = Path(re.search(r"running  slowfirst-s0\S* \(attempt 1\) on .*; ray job \w+ \(logs: (\S+)\)", status)[1])
+    assert log.is_absolute() and log.is_file(), status  # the path `harness status` prints opens
     lines = "\n".join(cancel_study(study_dir).lines())
     assert "asked the `harness run` that owns them to cancel 1 Ray task(s)" in lines
     assert run.wait(RUN_S).exit_code == 130
@@ -80,3 +88,4 @@ def test_harness_cancel_stops_the_ray_tasks_and_a_rerun_finishes(tmp_path, trial
     summary = run_study(path, ray_options())
     assert summary.exit_code == 0, summary.format()
     assert started(trial_env, "slowfirst") == 2 and len(completed_records(study_dir)[job.key]) == 1
+    assert f"{job.key}: attempt 1 ran here" in log.read_text()  # the rerun's task wrote there too
