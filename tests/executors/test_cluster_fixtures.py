@@ -70,6 +70,7 @@ def test_ray_runs_on_the_second_node_and_sees_it_killed(ray_cluster, tmp_path):
     pid_file = tmp_path / "worker.pid"
     ray.init(address=ray_cluster.address, logging_level="ERROR", log_to_driver=False)
     try:
+        assert {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]} == {"127.0.0.1"}
 
         @ray.remote(num_cpus=1, resources={resource: 1}, max_retries=0)
         def node_of_this_task() -> str:
