@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+from executors_helpers import pid_alive
 
 
 def test_slurm_runs_a_submitit_job(slurm_cluster, tmp_path):
@@ -49,18 +50,6 @@ def _wait_for(path, timeout_s: float = 30.0) -> str:
     return path.read_text()
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie left for its (killed) parent's reaper is not running anything
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.slow  # starting the two nodes takes about 15 s on two cores
 def test_ray_runs_on_the_second_node_and_sees_it_killed(ray_cluster, tmp_path):
     ray = pytest.importorskip("ray")
@@ -87,7 +76,7 @@ def test_ray_runs_on_the_second_node_and_sees_it_killed(ray_cluster, tmp_path):
         worker_pid = int(_wait_for(pid_file))
         ray_cluster.kill_second_node()
         assert not ray_cluster.second_node_alive()
-        assert not _pid_alive(worker_pid)
+        assert not pid_alive(worker_pid)
         with pytest.raises(ray.exceptions.RayError):
             ray.get(held, timeout=60)
     finally:

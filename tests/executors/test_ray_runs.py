@@ -20,6 +20,7 @@ from executors_helpers import (
     latest_jobs,
     options,
     started,
+    timings,
     trial_env_fixture,  # noqa: F401  (the fixture trial_env)
     trial_ids,
     wait_for,
@@ -36,7 +37,7 @@ RUN_S = 120
 
 
 def ray_options(**kw):
-    return options(executor="ray", grace_period=3, heartbeat_interval=1, poll_interval=0.5, **kw)
+    return options(executor="ray", **timings(**kw))
 
 
 def test_a_study_runs_through_a_two_node_ray_cluster(tmp_path, trial_env, ray_cluster):
@@ -55,12 +56,16 @@ def test_a_study_runs_through_a_two_node_ray_cluster(tmp_path, trial_env, ray_cl
 
 
 def test_the_second_node_killed_mid_trial_is_retried_and_recorded_once(tmp_path, trial_env, ray_cluster, monkeypatch):
-    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "8")  # both nodes busy at once; the head's trial ends first
+    # both nodes busy at once, each trial held until the test releases it after the kill
+    release = tmp_path / "release"
+    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "600")
+    monkeypatch.setenv("FAKE_RELEASE_FILE", str(release))
     path = write_study(tmp_path, ["slowfirst", "slowfirstb"], resources={"cpus": 1})
     study_dir = tmp_path / "out" / "t"
     run = Background(path, ray_options())
     wait_for(lambda: started(trial_env, "slowfirst") and started(trial_env, "slowfirstb"), 60, "both trials' start")
     ray_cluster.kill_second_node()
+    release.touch()  # the head's trial ends; the lost one runs again there
     summary = run.wait(RUN_S)
     assert summary.exit_code == 0, summary.format()
     ids = trial_ids(study_dir)
@@ -71,7 +76,7 @@ def test_the_second_node_killed_mid_trial_is_retried_and_recorded_once(tmp_path,
 
 
 def test_harness_cancel_stops_the_ray_tasks_and_a_rerun_finishes(tmp_path, trial_env, ray_cluster, monkeypatch):
-    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "60")
+    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "600")  # until cancelled
     # a study folder relative to where `harness run` starts (the Ray worker runs elsewhere)
     path = write_study(tmp_path, ["slowfirst"], resources={"cpus": 1}, output_dir="out/t")
     study_dir = tmp_path / "out" / "t"
