@@ -25,7 +25,8 @@ stopped by its process group (never ``ray stop``, which would stop any Ray on th
   in its already imported Ray); ``dashboard_url`` serves the state API. (Ray Client, ``ray://``,
   is left out: its per-client server starts too slowly for a test on a busy machine.)
 
-Missing binaries, or a cluster that does not come up within ``STARTUP_TIMEOUT_S``, skip the tests
+Missing binaries, or a cluster that does not come up within ``STARTUP_TIMEOUT_S`` (on an idle
+machine; stretched by the load, :class:`slowness.Deadline`), skip the tests
 that need it with the reason (and the daemons' log tail).
 """
 
@@ -47,13 +48,16 @@ from pathlib import Path
 
 import pytest
 from local_servers import free_port
+from slowness import Deadline
 
 STARTUP_TIMEOUT_S = 30.0
 SLURM_DAEMONS = ("munged", "slurmctld", "slurmd")
 SECOND_NODE_RESOURCE = "second_node"
 LOOPBACK = "127.0.0.1"
-#: with it off, Ray keeps 127.0.0.1 as a node's address (and binds there) instead of the machine's own
-RAY_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: the test cluster's Ray settings, for its nodes and the test's driver: 127.0.0.1 stays a node's
+#: address (and where it binds) instead of the machine's own; no token authentication, whatever
+#: token the user's ~/.ray holds (which would turn it on and lock the state API's plain requests out)
+RAY_TEST_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
 RAY_LOOPBACK_NODE = Path(__file__).resolve().parent / "ray_loopback_node.py"
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # Ray's floor is 75 MiB; the tests move no large objects
 
@@ -260,23 +264,23 @@ class SlurmCluster:
         assert_loopback_only([proc.pid for proc in self.procs.values()], "the Slurm daemons")
 
     def _wait(self, ready, what: str) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
+        deadline = Deadline(STARTUP_TIMEOUT_S)
+        while not deadline.passed():
             dead = [name for name, proc in self.procs.items() if proc.poll() is not None]
             if dead:
                 raise ClusterUnavailable(f"{', '.join(dead)} exited at start:\n{self.logs()}")
             if ready():
                 return
             time.sleep(0.3)
-        raise ClusterUnavailable(f"{what} within {STARTUP_TIMEOUT_S:.0f}s:\n{self.logs()}")
+        raise ClusterUnavailable(f"{what} within {deadline.limit():.0f}s:\n{self.logs()}")
 
     def cancel_all(self, wait_s: float = 30.0) -> None:
         """Cancel every job and wait until none is left running (a cancelled job's steps get
         ``KillWait`` to end); a node left down or drained is returned to service."""
         if self.jobs():
             self.run("scancel", "--user", getpass.getuser())
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(s not in ("COMPLETED", "CANCELLED") for s in self.jobs().values()):
+        deadline = Deadline(wait_s)
+        while not deadline.passed() and any(s not in ("COMPLETED", "CANCELLED") for s in self.jobs().values()):
             time.sleep(0.3)
         if self.node_state() not in ("idle", "mixed", "allocated"):
             self.run("scontrol", "update", f"NodeName={self.node}", "State=RESUME")
@@ -351,12 +355,12 @@ class RayCluster:
     @property
     def env(self) -> dict[str, str]:
         """What a test's driver needs: the cluster's address, and Ray keeping 127.0.0.1 as it is."""
-        return {"RAY_ADDRESS": self.address, **RAY_LOOPBACK_ENV}
+        return {"RAY_ADDRESS": self.address, **RAY_TEST_ENV}
 
     def _env(self) -> dict[str, str]:
         return {
             **os.environ,
-            **RAY_LOOPBACK_ENV,
+            **RAY_TEST_ENV,
             "RAY_USAGE_STATS_ENABLED": "0",
             # a killed node is declared dead after about 3 s instead of about 15 s
             "RAY_health_check_initial_delay_ms": "1000",
@@ -445,21 +449,21 @@ class RayCluster:
             except ProcessLookupError:
                 pass
             self.second.wait(timeout=10)
-        deadline = time.monotonic() + wait_s
+        deadline = Deadline(wait_s)
         while self.second_node_alive():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Ray still lists the killed second node alive after {wait_s:.0f}s")
+            if deadline.passed():
+                raise AssertionError(f"Ray still lists the killed second node alive after {deadline.limit():.0f}s")
             time.sleep(0.3)
 
     def _wait(self, ready, what: str, procs: list[subprocess.Popen | None]) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
+        deadline = Deadline(STARTUP_TIMEOUT_S)
+        while not deadline.passed():
             if any(proc is None or proc.poll() is not None for proc in procs):
                 raise ClusterUnavailable(f"`ray start` exited:\n{self.logs()}")
             if ready():
                 return
             time.sleep(0.5)
-        raise ClusterUnavailable(f"{what} within {STARTUP_TIMEOUT_S:.0f}s:\n{self.logs()}")
+        raise ClusterUnavailable(f"{what} within {deadline.limit():.0f}s:\n{self.logs()}")
 
     def stop(self) -> None:
         _stop_group(self.second, wait_s=3)
@@ -470,7 +474,17 @@ class RayCluster:
 
 @pytest.fixture(scope="session")
 def ray_daemons():
-    """A two-node Ray cluster on loopback for the session (skips with the reason when it cannot start)."""
+    """A two-node Ray cluster on loopback for the session (skips with the reason when it cannot start).
+
+    For the rest of this test process, a Ray call without a connected driver (a run a failed test
+    left behind, after its cluster went) fails instead of starting a local cluster of its own,
+    which would write a token into the user's ~/.ray and switch their later clusters to token auth."""
+    try:
+        from ray._private import auto_init_hook
+
+        auto_init_hook.enable_auto_connect = False
+    except ImportError:
+        pass  # start() says Ray is missing
     cluster = RayCluster(Path(tempfile.mkdtemp(prefix="hray-")))
     try:
         cluster.start()
