@@ -19,6 +19,7 @@ from executors_helpers import (
     completed_records,
     latest_jobs,
     options,
+    pid_alive,
     started,
     timings,
     trial_env_fixture,  # noqa: F401  (the fixture trial_env)
@@ -64,7 +65,10 @@ def test_the_second_node_killed_mid_trial_is_retried_and_recorded_once(tmp_path,
     study_dir = tmp_path / "out" / "t"
     run = Background(path, ray_options())
     wait_for(lambda: started(trial_env, "slowfirst") and started(trial_env, "slowfirstb"), 60, "both trials' start")
+    first_calls = [int(path.read_text().split()[0]) for path in trial_env.glob("*.started")]
     ray_cluster.kill_second_node()
+    # the lost trial's process ends with its worker (it watches it); then the head's trial may end
+    wait_for(lambda: sum(map(pid_alive, first_calls)) == 1, 30, "the lost trial's process to end")
     release.touch()  # the head's trial ends; the lost one runs again there
     summary = run.wait(RUN_S)
     assert summary.exit_code == 0, summary.format()
