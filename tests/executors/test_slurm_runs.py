@@ -61,7 +61,8 @@ def test_a_study_runs_to_completion_through_slurm(tmp_path, trial_env, slurm_clu
 def test_a_scancelled_job_is_run_again_and_its_trial_recorded_once(tmp_path, trial_env, slurm_cluster, monkeypatch):
     monkeypatch.setenv("FAKE_SLOW_FIRST_S", "600")  # until its job is cancelled
     path = write_study(tmp_path, ["slowfirst"])
-    run = Background(path, slurm_options())
+    opts = slurm_options()
+    run = Background(path, opts)
     study_dir = tmp_path / "out" / "t"
     wait_for(lambda: started(trial_env, "slowfirst") == 1, 60, "the trial's first start")
     trial = trial_ids(study_dir)["slowfirst"]
@@ -72,6 +73,12 @@ def test_a_scancelled_job_is_run_again_and_its_trial_recorded_once(tmp_path, tri
     assert calls(trial_env, trial) == 2 and calls(trial_env, trial, "done") == 1
     (record,) = completed_records(study_dir)[trial]
     assert record.scheduler_job["id"] != first  # the second job ran it
+    # the run says why it submitted again: the job put its trial back (SIGTERM), or it went stale
+    said = opts.stream.getvalue()
+    if record.attempt == 1:
+        assert f": slurm job {first} ended with the trial unfinished (cancelled, e.g. by scancel" in said, said
+    else:
+        assert f"re-queued {trial} (attempt 1)" in said, said
 
 
 def test_harness_cancel_stops_every_job_and_a_rerun_finishes(tmp_path, trial_env, slurm_cluster, monkeypatch):
@@ -89,6 +96,8 @@ def test_harness_cancel_stops_every_job_and_a_rerun_finishes(tmp_path, trial_env
     assert interrupted.exit_code == 130
     wait_for(lambda: not slurm_cluster.jobs(), 30, "the cancelled jobs' end")
     assert {j.state for j in latest_jobs(study_dir, "t").values()} == {TrialState.WAITING}
+    status = study_status(study_dir).format()  # the cancelled jobs are over, not the trials' live jobs
+    assert "GONE" not in status and status.count("has ended (cancelled or lost): the next `harness run`") == 2
     assert not completed_records(study_dir)
     first_pids = [pid for trial_id in trial_ids(study_dir).values() for pid in trial_pids(trial_env, trial_id)]
     wait_for(lambda: not any(map(pid_alive, first_pids)), 30, "the cancelled trials' processes to end")
