@@ -86,6 +86,15 @@ class Machine:
             )
         return (code, *self.output(label))
 
+    def finish(self, proc: subprocess.Popen, timeout: float) -> int:
+        """The exit code of a command started here; ``timeout`` (seconds on an idle machine, a
+        :class:`Deadline` stretched by the load while it waits) only bounds a hang."""
+        deadline = Deadline(timeout)
+        code = wait_process(proc, deadline)
+        if code is None:
+            raise AssertionError(f"{' '.join(map(str, proc.args[-8:]))} on {self.name} ran past {deadline.limit():g}s")
+        return code
+
     def output(self, label: str) -> tuple[str, str]:
         return (
             (self.dir / f"{label}.out").read_text(errors="replace"),
