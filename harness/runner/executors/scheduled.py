@@ -14,8 +14,9 @@ The queue is filled as for the local pool; then, every poll, until nothing is wa
 
 Ctrl-C (or ``harness cancel``, seen as the queues' ``cancel_requested``) cancels the jobs and puts
 their running trials back in the queue: the next ``harness run`` resumes the study.
-A runner started again adopts the live jobs its trials record, so it never submits a second job
-for a trial that still has one.
+A runner started again adopts the live jobs its trials record, one line each, so it never submits
+a second job for a trial that still has one; a waiting trial whose job ended without finishing it
+(``scancel``, a preemption, a job that failed at start) gets a new one, and its line says why.
 """
 
 from __future__ import annotations
