@@ -14,13 +14,19 @@ the budget and both do the same work. After each TRL step one of ours runs
 evaluation of the study's shape (every held-out prompt greedy plus ``eval_samples`` samples;
 ours only, EOS suppressed too). One difference is TRL's by design: with more than one
 minibatch it recomputes the old log-probs in a no-grad pass (counted in its reference phase and
-its FLOPs); ours takes the sampler's, which in fp32 are the same.
+its FLOPs); ours takes the sampler's, which in fp32 are the same. So the same work is also
+compared: after each of our steps the pass TRL runs and ours skips (the policy's no-grad
+log-probs of the step's rollout, ``old_logprobs: recompute``'s pass) is timed, and the ratio of
+TRL's step to ours plus that pass is printed beside the plain one.
 
-FLOPs are the harness's estimate (``harness.engine.compute``: 2 N a token for a forward pass, 4 N
-+ 2 N_trainable for a forward and backward one, N the matmul parameters), on the real (unpadded)
-prompt and completion tokens each phase processed; the achieved FLOP/s of a phase is that over
-its median time, against the median of fp32 ``torch.matmul`` on square matrices measured in the
-same run on the same threads (before and after the steps; the higher is the peak).
+FLOPs are the harness's estimate (``harness.engine.compute``: the trunk and the LM head apart,
+each pass counted as it runs), on the real (unpadded) prompt and completion tokens each phase
+processed: our sampler prefills each prompt once for its group, TRL's generation each row's;
+a log-prob pass runs the head at the completion tokens (TRL's one position more a row), and our
+update computes the head's logits again in its backward pass (TRL keeps them). The achieved
+FLOP/s of a phase is that over its median time, against the median of fp32 ``torch.matmul`` on
+square matrices measured in the same run on the same threads (before and after the steps; the
+higher is the peak).
 
 Peak RSS (the kernel's ``VmHWM``) is taken in a fresh process per side (loaded, one RL step,
 and for ours one evaluation), since in the interleaved process both models are resident; that
@@ -45,7 +51,8 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
@@ -55,12 +62,22 @@ import torch
 from study_arm import trial_spec
 from trl_match import grpo_config, interleave, quiet, suppress_eos
 
-from harness.engine.compute import ModelSize, StepTokens, model_size, step_flops
+from harness.engine.compute import (
+    ModelSize,
+    PassTokens,
+    StepTokens,
+    logprob_pass,
+    model_size,
+    sampling_pass,
+    step_flops,
+)
 from harness.engine.evaluation import evaluate
+from harness.engine.logprobs import completion_forward
+from harness.engine.micro_batches import in_micro_batches
 from harness.engine.model_prepare import local_model
 from harness.engine.models import lora_config, task_tokenizer, uses_chat_template
 from harness.engine.rl_step import rl_step
-from harness.engine.rollout import encode_prompts
+from harness.engine.rollout import Rollout, encode_prompts
 from harness.engine.spec import TrialSpec
 from harness.engine.tasks import build_task
 from harness.engine.trial import make_learner, prompt_batches, start_policy
@@ -93,26 +110,52 @@ class Ours:
     evals: list[float] = field(default_factory=list)
 
     def step(self, index: int) -> dict[str, float]:
-        clock = time.perf_counter()
-        metrics = rl_step(self.learner, self.prompts.task, self.prompts.batches[index])
-        total = time.perf_counter() - clock
+        reference = self.learner.reference
+        seen: list[Rollout] = []
+
+        def recorded(rollout, *args, **kwargs):  # the step's rollout, as its reference pass reads it
+            seen.append(rollout)
+            return type(reference).logprobs(reference, rollout, *args, **kwargs)
+
+        reference.logprobs = recorded
+        try:
+            clock = time.perf_counter()
+            metrics = rl_step(self.learner, self.prompts.task, self.prompts.batches[index])
+            total = time.perf_counter() - clock
+        finally:
+            del reference.logprobs
         assert metrics["train/completion_len"] == self.prompts.spec.train.max_new_tokens, "EOS was not suppressed"
         return {
             **{phase: metrics[f"time/{phase}_s"] for phase in PHASES},
             "step": total,
+            "old_logprobs": self.old_logprob_pass(seen[0]),
             "own_flops": metrics["compute/step_flops"],
         }
+
+    def old_logprob_pass(self, rollout: Rollout) -> float:
+        """Seconds of the pass TRL runs and ours skips: the policy's no-grad log-probs of the
+        step's rollout, as ``rl_step`` recomputes old log-probs (``old_logprobs: recompute``)."""
+        train = self.prompts.spec.train
+        self.lm.model.eval()
+        clock = time.perf_counter()
+        with torch.no_grad():
+            forward = partial(completion_forward, self.lm.model, temperature=train.temperature)
+            in_micro_batches(forward, rollout, train.micro_batch_size)
+        return time.perf_counter() - clock
 
     def evaluate(self) -> float:
         clock = time.perf_counter()
         evaluate(self.lm, self.prompts.task, self.prompts.spec.train, step=0)
         return time.perf_counter() - clock
 
-    def context_tokens(self, items, rows_per_prompt: int) -> float:
-        """Prompt and completion tokens (padding left out) of ``rows_per_prompt`` full-budget
-        completions of each of ``items``."""
-        _, mask = encode_prompts(self.lm, [item.prompt for item in items])
-        return float(rows_per_prompt * (mask.sum().item() + len(items) * self.prompts.spec.train.max_new_tokens))
+    def full_budget(self, items, rows_per_prompt: int) -> Rollout:
+        """The shape of ``rows_per_prompt`` full-budget completions of each of ``items`` (their
+        prompts' real tokens and masks; the token ids are not read), what the counts read."""
+        ids, mask = encode_prompts(self.lm, [item.prompt for item in items])
+        rows, budget = len(items) * rows_per_prompt, self.prompts.spec.train.max_new_tokens
+        ones = torch.ones(rows, budget, device=mask.device)
+        repeated = (t.repeat_interleave(rows_per_prompt, 0) for t in (ids, mask))
+        return Rollout(*repeated, ones.long(), ones, ones)
 
 
 def trial_prompts(spec: TrialSpec, rl_steps: int) -> Prompts:
@@ -259,21 +302,42 @@ def _row(*cells: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def phase_flops(ours: Ours, items, group: int, epochs: int, trl_extra_pass: bool) -> tuple[dict, dict]:
+    """The GFLOP of each phase of a step on ``items`` (``group`` full-budget rows each), ours and
+    TRL's: our sampler prefills each prompt once for its group, TRL's generation each row's; TRL's
+    log-prob passes run the head at one more position a row and its update keeps the logits."""
+    size, rollout = ours.size, ours.full_budget(items, group)
+    one_pass = logprob_pass(rollout)
+    ours_flops = {
+        "generate": step_flops(StepTokens(sampled=sampling_pass(rollout, group)), size),
+        "score": 0.0,
+        "reference": step_flops(StepTokens(forward=one_pass), size),
+        "update": step_flops(StepTokens(updated=one_pass * epochs), size),
+    }
+    trl_pass = one_pass + PassTokens(head=float(len(rollout.prompt_ids)))  # logits_to_keep + 1 positions a row
+    trl_size = replace(size, head_recomputed=False)
+    trl_flops = {
+        "generate": step_flops(StepTokens(sampled=sampling_pass(rollout, 1)), trl_size),
+        "score": 0.0,
+        "reference": step_flops(StepTokens(forward=trl_pass * (1 + trl_extra_pass)), trl_size),
+        "update": step_flops(StepTokens(updated=trl_pass * epochs), trl_size),
+    }
+    return ({k: float(v) for k, v in ours_flops.items()}, {k: float(v) for k, v in trl_flops.items()})
+
+
 def report(args, ours: Ours, trl_rows, trl_extra_pass: bool, peaks: tuple[float, float], rss) -> None:
     spec, size, batches = ours.prompts.spec, ours.size, ours.prompts.batches
     train, cfg = spec.train, spec.algorithm
     group, steps = cfg.group_size, ours.steps
-    items = [item for batch in batches[args.warmup :] for item in batch]
-    per_step = ours.context_tokens(items, group) / (len(batches) - args.warmup)  # mean over measured steps
+    measured = batches[args.warmup :]
+    per_step = [phase_flops(ours, batch, group, cfg.epochs, trl_extra_pass) for batch in measured]
+    ours_flops, trl_flops = ({k: statistics.mean(f[side][k] for f in per_step) for k in PHASES} for side in (0, 1))
+    per_step_tokens = statistics.mean(float(ours.full_budget(batch, group).attention_mask.sum()) for batch in measured)
     eval_items = list(ours.prompts.task.eval[: train.max_eval_prompts])
-    eval_tokens = ours.context_tokens(eval_items, 1 + train.eval_samples)
-    ours_flops = {
-        "generate": step_flops(StepTokens(sampled=per_step), size),
-        "score": 0.0,
-        "reference": step_flops(StepTokens(forward=per_step), size),
-        "update": step_flops(StepTokens(updated=per_step * cfg.epochs), size),
-    }
-    trl_flops = {**ours_flops, "reference": ours_flops["reference"] * (1 + trl_extra_pass)}
+    eval_passes = sampling_pass(ours.full_budget(eval_items, 1), 1) + sampling_pass(
+        ours.full_budget(eval_items, train.eval_samples), train.eval_samples
+    )
+    extra_pass = ours_flops["reference"]  # the old log-probs' pass: the reference's arithmetic
     ours_flops["step"], trl_flops["step"] = sum(ours_flops.values()), sum(trl_flops.values())
     peak = max(peaks)
     generated = len(batches[0]) * group * train.max_new_tokens
@@ -283,7 +347,7 @@ def report(args, ours: Ours, trl_rows, trl_extra_pass: bool, peaks: tuple[float,
     print(f"{peaks[0] / 1e9:.1f} GFLOP/s before the steps, {peaks[1] / 1e9:.1f} after; peak {peak / 1e9:.1f}")
     print(
         f"model: {size.matmul / 1e6:.1f}M matmul parameters, {size.trainable / 1e6:.2f}M trained (LoRA); "
-        f"{per_step:.0f} prompt+completion tokens a step ({generated} generated, {trained} trained); "
+        f"{per_step_tokens:.0f} prompt+completion tokens a step ({generated} generated, {trained} trained); "
         f"our own step-FLOPs count, median {_median(steps, 'own_flops') / 1e9:.1f} GFLOP "
         f"(this table: {ours_flops['step'] / 1e9:.1f})"
     )
@@ -319,7 +383,7 @@ def report(args, ours: Ours, trl_rows, trl_extra_pass: bool, peaks: tuple[float,
             )
         )
     evaluation = statistics.median(ours.evals)
-    eval_flops = step_flops(StepTokens(sampled=eval_tokens), size)
+    eval_flops = step_flops(StepTokens(sampled=eval_passes), size)
     eval_generated = len(eval_items) * (1 + train.eval_samples) * train.max_new_tokens
     print(
         _row(
@@ -337,6 +401,13 @@ def report(args, ours: Ours, trl_rows, trl_extra_pass: bool, peaks: tuple[float,
         f"\nTRL / ours, median step time: {_median(trl_rows, 'step') / _median(steps, 'step'):.2f}"
         + ("; TRL's reference phase includes its old-log-prob pass (counted in its FLOPs)" if trl_extra_pass else "")
     )
+    if trl_extra_pass:
+        matched = [row["step"] + row["old_logprobs"] for row in steps]
+        print(
+            f"TRL / ours, the same work (ours plus the old-log-prob pass TRL runs, timed after each step: median "
+            f"{_median(steps, 'old_logprobs'):.3f} s, {extra_pass / 1e9:.1f} GFLOP): "
+            f"{_median(trl_rows, 'step') / statistics.median(matched):.2f}"
+        )
     print("\npeak RSS (VmHWM), MB, each side alone in a fresh process: after imports, one RL step, one evaluation")
     for side, numbers in rss.items():
         if isinstance(numbers, str):

@@ -137,6 +137,7 @@ def tidy(
     benchmark, each on the metric its verdicts are decided on."""
     from harness.decide.frames import check_metric
     from harness.ground.files import atomic_write
+    from harness.ground.spreadsheet import safe_frame
     from harness.tracking.results import load_results
     from harness.tracking.tidy_results import tidy_frame
 
@@ -145,7 +146,7 @@ def tidy(
     results = load_results(str(named_study(study).path))
     frame = tidy_frame(results, check_metric(results, metric) if metric else None)
     if out.suffix.lower() == ".csv":
-        atomic_write(out, frame.to_csv(index=False))
+        atomic_write(out, safe_frame(frame).to_csv(index=False))
     else:
         atomic_write(out, frame.to_parquet(index=False))
     typer.echo(f"wrote {out} ({len(frame)} rows)")

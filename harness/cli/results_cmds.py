@@ -17,6 +17,7 @@ import typer
 from harness.cli.app import app, former_name
 from harness.errors import ConfigError, HarnessError
 from harness.ground.exit_codes import EXIT_OK, EXIT_SOME_FAILED
+from harness.ground.spreadsheet import safe_frame
 from harness.ground.urls import redact_url
 
 #: what every reading command's STUDY argument accepts
@@ -208,7 +209,7 @@ def results_cmd(
     for flag, path, frame in (("--csv", csv, results.trials), ("--curves-csv", curves_csv, results.curves)):
         if path is not None:
             try:
-                frame.to_csv(path, index=False)
+                safe_frame(frame).to_csv(path, index=False)
             except OSError as err:
                 why = err.strerror or str(err)
                 raise HarnessError(f"{flag} {path}: cannot write it ({why})") from None

@@ -24,8 +24,9 @@ from harness.cli.results_cmds import StudyArg
 from harness.ground.exit_codes import EXIT_INTERRUPTED
 from harness.runner.options import RunOptions, flag_of
 
-#: the runner flags `harness --help` leaves out (tests, tuning the timings)
-HIDDEN = {"trial_fn", "tracking", "heartbeat_interval", "grace_period", "poll_interval", "kill_grace"}
+#: the runner flags `harness --help` leaves out (tests, tuning the timings); the heartbeat interval and
+#: the grace period are shown: README tells a user with slow machines or networks to set them
+HIDDEN = {"trial_fn", "tracking", "poll_interval", "kill_grace"}
 
 
 def _cli_type(annotation) -> type:

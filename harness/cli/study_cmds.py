@@ -102,6 +102,27 @@ def resource_lines(study) -> list[str]:
     lines = [f"executor {study.executor or 'local'} (harness run --executor overrides it); resources per trial:"]
     width = max(len(arm.name) for arm in study.arms)
     lines += [f"  {arm.name:<{width}}  {study.resources_of(arm.name).describe()}" for arm in study.arms]
+    return lines + scheduler_notes(study)
+
+
+def scheduler_notes(study) -> list[str]:
+    """What a scheduler study's first ``harness run`` does before any job goes out, and the Slurm
+    time limit of an arm that gives none."""
+    from harness.runner.executors.slurm import DEFAULT_TIME_MIN, TIMEOUT_MARGIN_MIN
+
+    if study.executor not in ("slurm", "ray"):
+        return []
+    lines = []
+    if study.executor == "slurm" and any(study.resources_of(arm.name).time is None for arm in study.arms):
+        lines.append(
+            f"  an arm without time: its Slurm jobs get --trial-timeout + {TIMEOUT_MARGIN_MIN} min, "
+            f"else {DEFAULT_TIME_MIN} min"
+        )
+    if study.checks.seeds and condition_spec(study, study.control, study.seeds[0]).trainer.is_builtin:
+        lines.append(
+            "seed check: the first `harness run` runs it, and builds the warm start it needs, on the machine it "
+            "runs on (a login node) before any job goes out; checks: {seeds: false} skips it, a pass is kept"
+        )
     return lines
 
 

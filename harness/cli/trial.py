@@ -5,11 +5,14 @@
 mirrored to MLflow (default store ``runs/trials/<name>/mlflow.db``), so ``harness results
 runs/trials/<name>`` lists it. It uses the studies' warm-start cache (``.cache/harness``, keyed
 by what the warm start reads), so a trial set up like a study's arm reuses that study's warm start.
+``--study FILE --arm NAME --seed N`` runs one trial of a study as its runner would
+(``harness.cli.study_trial``), its record beside the study's.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from pydantic import ValidationError
 
 from harness.algorithms import describe_parts, describe_presets, resolve_algorithm
 from harness.cli.app import app
+from harness.cli.study_trial import StudyTrial, study_trial
 from harness.engine.spec import TrialSpec
 from harness.errors import ConfigError, HarnessError, one_line
 from harness.ground.exit_codes import EXIT_SOME_FAILED
@@ -77,9 +81,12 @@ def build_spec(
         raise ConfigError(format_validation_error(err, TrialSpec)) from err
 
 
-def keep_record(spec: TrialSpec, result, started_at: str, tracking_uri: str | None) -> str:
-    """Write the trial's record (a re-run is the next attempt: the previous one is archived, not
-    overwritten) and mirror it to MLflow; the line that says where it went."""
+def keep_record(
+    spec: TrialSpec, result, started_at: str, tracking_uri: str | None, folder: Path, experiment: str
+) -> str:
+    """Write the trial's record under ``folder`` (a re-run is the next attempt: the previous one
+    is archived, not overwritten) and mirror it to MLflow's ``experiment``; the line that says
+    where it went."""
     import torch
 
     from harness.tracking.mlflow_mirror import Tracker
@@ -90,7 +97,6 @@ def keep_record(spec: TrialSpec, result, started_at: str, tracking_uri: str | No
         write_record,
     )
 
-    folder = TRIALS_DIR / spec.study
     previous = record_path(folder, spec.trial_id)
     try:
         attempt = read_record(previous).attempt + 1 if previous.is_file() else 1
@@ -105,7 +111,7 @@ def keep_record(spec: TrialSpec, result, started_at: str, tracking_uri: str | No
             f"cannot write the trial's record under {folder} ({err.strerror or err}); "
             "free the space or pass --no-record"
         ) from None
-    tracker = Tracker(tracking_uri, folder, spec.study)
+    tracker = Tracker(tracking_uri, folder, experiment)
     mirrored = tracker.log_record(record)  # on failure it warns, naming `harness mirror-to-mlflow`
     return f"record: {path}" + (f" (mirrored to MLflow {tracker.tracking_uri})" if mirrored else "")
 
@@ -133,12 +139,51 @@ def algorithms(
     typer.echo("(every part of every slot, with its citation: harness algorithms --parts)")
 
 
+def _study_trial_only(given: dict[str, bool]) -> None:
+    """Refuse the ad hoc trial's options beside --study: they would change the study's spec."""
+    extra = [flag for flag, on in given.items() if on]
+    if extra:
+        raise ConfigError(
+            f"{', '.join(extra)}: not with --study, whose trial is the study's own spec "
+            "(only --steps shortens it); drop them, or run an ad hoc trial with --algorithm"
+        )
+
+
+def _which_trial(
+    study: Path | None, arm: str | None, algorithm: str | None, seed: int | None, steps: int | None, adhoc: dict
+) -> StudyTrial | None:
+    """The study's trial (--study and --arm), or None for an ad hoc one (--algorithm)."""
+    if study is None:
+        if arm is not None:
+            raise ConfigError("--arm names an arm of a study: give the study's file with --study")
+        if algorithm is None:
+            raise ConfigError(
+                "give --algorithm (an ad hoc trial) or --study FILE --arm NAME (one trial of a study's arm)"
+            )
+        return None
+    if algorithm is not None or arm is None:
+        raise ConfigError("--study runs one trial of a study's arm: give --arm NAME (not --algorithm)")
+    _study_trial_only(adhoc)
+    return study_trial(study, arm, seed, steps)
+
+
 @app.command()
 def trial(
-    algorithm: str = typer.Option(..., "--algorithm", "-a", help="preset name (see `harness algorithms`)"),
+    algorithm: str | None = typer.Option(
+        None, "--algorithm", "-a", help="preset name, for an ad hoc trial (see `harness algorithms`)"
+    ),
+    study: Path | None = typer.Option(
+        None,
+        "--study",
+        help="a study's YAML file: run one trial of it (with --arm and --seed) exactly as `harness run` would; "
+        "its record goes to <study folder>/trials/records/, apart from the study's results",
+    ),
+    arm: str | None = typer.Option(None, "--arm", help="with --study: the arm (or grid condition) to run"),
     task: str | None = typer.Option(None, help="task name (addition, sorting, gsm8k_jsonl)"),
-    steps: int | None = typer.Option(None, help="RL steps"),
-    seed: int = typer.Option(0, help="trial seed"),
+    steps: int | None = typer.Option(
+        None, help="RL steps; with --study, fewer than the arm's (shortened: its own trial id, said in its record)"
+    ),
+    seed: int | None = typer.Option(None, help="trial seed (default 0; with --study, the arm's first seed)"),
     assignments: list[str] = typer.Option(
         [],
         "--set",
@@ -155,14 +200,25 @@ def trial(
         None,
         "--tracking-uri",
         envvar="HARNESS_TRACKING_URI",
-        help=f"MLflow tracking URI (default: sqlite:///{TRIALS_DIR}/NAME/mlflow.db)",
+        help=f"MLflow tracking URI (default: sqlite:///{TRIALS_DIR}/NAME/mlflow.db; with --study, "
+        "sqlite:///<study folder>/trials/mlflow.db, experiment <study>/trials)",
     ),
 ) -> None:
-    """Run one training trial, print its final metrics and keep its record."""
-    spec = build_spec(algorithm, task, steps, seed, assignments, name)
+    """Run one training trial (ad hoc, or one of a study's), print its final metrics and keep its record."""
+    adhoc = {"--task": task is not None, "--set": bool(assignments), "--name": name != "adhoc"}
+    chosen = _which_trial(study, arm, algorithm, seed, steps, adhoc)
+    if chosen is None:
+        spec = build_spec(algorithm, task, steps, 0 if seed is None else seed, assignments, name)
+        folder, experiment, noted = TRIALS_DIR / spec.study, spec.study, lambda result: result
+    else:
+        spec, folder, experiment, noted = chosen.spec, chosen.folder, chosen.experiment, chosen.noted
     from harness.engine.spec import TrialResult
+    from harness.runner.secret_pipe import conceal
     from harness.tracking.records import now_iso
     from harness.trainers.dispatch import run_trial
+
+    # this process is a program trainer's parent: the URL leaves what /proc shows of it
+    conceal(os.environ, ["HARNESS_TRACKING_URI"], [tracking_uri])
 
     started_at = now_iso()
     try:
@@ -172,9 +228,10 @@ def trial(
     except Exception as err:  # noqa: BLE001 - any failure of the trial itself is its one-line reason
         typer.echo(f"error: trial {spec.trial_id} failed: {one_line(err)}", err=True)
         if record:
-            failed = TrialResult(trial_id=spec.trial_id, status="failed", error=one_line(err))
-            typer.echo(keep_record(spec, failed, started_at, tracking_uri))
+            failed = noted(TrialResult(trial_id=spec.trial_id, status="failed", error=one_line(err)))
+            typer.echo(keep_record(spec, failed, started_at, tracking_uri, folder, experiment))
         raise typer.Exit(EXIT_SOME_FAILED) from None
+    result = noted(result)
     if as_json:
         payload = {"trial_id": result.trial_id, "final": result.final, "warnings": result.warnings}
         typer.echo(json.dumps(payload, indent=2))
@@ -185,4 +242,4 @@ def trial(
         for line in result.warnings:
             typer.echo(f"warning: {line}")
     if record:
-        typer.echo(keep_record(spec, result, started_at, tracking_uri), err=as_json)
+        typer.echo(keep_record(spec, result, started_at, tracking_uri, folder, experiment), err=as_json)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from harness.algorithms import build_pairs, dpo_loss, pair_sampler
-from harness.engine.compute import STEP_FLOPS, StepTokens, context_tokens, model_size, step_flops
+from harness.engine.compute import STEP_FLOPS, StepTokens, logprob_pass, model_size, sampling_pass, step_flops
 from harness.engine.generation import generate
 from harness.engine.learner import (
     Learner,
@@ -63,8 +63,9 @@ def dpo_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float
         "train/pairs": float(len(pairs)),
     }
     policy = model_size(lm.model, checkpointed=train.gradient_checkpointing)
+    sampled = sampling_pass(rollout, group, generation.episodes)  # from the reference or the policy: the same size
     if not pairs:
-        return to_host({STEP_FLOPS: step_flops(StepTokens(sampled=context_tokens(rollout)), policy), **metrics})
+        return to_host({STEP_FLOPS: step_flops(StepTokens(sampled=sampled), policy), **metrics})
     device = rollout.completion_mask.device
     chosen = rollout.rows(torch.tensor([p * group + c for p, c, _ in pairs], device=device))
     rejected = rollout.rows(torch.tensor([p * group + r for p, _, r in pairs], device=device))
@@ -83,10 +84,10 @@ def dpo_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float
     lm.model.eval()
     metrics.update(mean.means())
     metrics["tokens/trained"] = (chosen.completion_mask.sum() + rejected.completion_mask.sum()) * cfg.epochs
-    # the passes: sampling (from the reference or the policy: the same size), the reference's
-    # log-probs of the pairs, ``epochs`` updates of the pairs (harness.engine.compute)
-    pair_tokens = context_tokens(chosen) + context_tokens(rejected)
-    tokens = StepTokens(sampled=context_tokens(rollout), forward=pair_tokens, updated=pair_tokens * cfg.epochs)
+    # the passes: sampling, the reference's log-probs of the pairs, ``epochs`` updates of the
+    # pairs (harness.engine.compute)
+    pair_tokens = logprob_pass(chosen) + logprob_pass(rejected)
+    tokens = StepTokens(sampled=sampled, forward=pair_tokens, updated=pair_tokens * cfg.epochs)
     return to_host({STEP_FLOPS: step_flops(tokens, policy), **metrics})
 
 

@@ -10,8 +10,8 @@ topped up with uncounted ones, in the order drawn, so it always holds ``len(item
 draw whose groups all count (``once``) is the batch as drawn.
 
 The reward metrics are the first draw's: the step's own prompts, as in an arm that draws once.
-``tokens/generated`` counts every draw's tokens, the compute the step spent; ``context_tokens``
-every draw's prompt and completion tokens, what its sampling passes processed.
+``tokens/generated`` counts every draw's tokens, the compute the step spent; ``sampled`` what
+every draw's sampling passes ran (``harness.engine.compute.sampling_pass``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from harness.algorithms.sampling import choose_groups
-from harness.engine.compute import context_tokens
+from harness.engine.compute import PassTokens, sampling_pass
 from harness.engine.generation import Generation
 from harness.engine.learner import Learner, draw_samples, training_scores
 from harness.engine.rollout import join_rollouts
@@ -38,7 +38,7 @@ class Drawn:
     scores: Tensor  # [B] training scores of the batch's rows
     reward_metrics: dict[str, float]  # the first draw's
     generated_tokens: Tensor  # sampled tokens of every draw
-    context_tokens: Tensor  # prompt and completion tokens of every draw (float64)
+    sampled: PassTokens  # what every draw's sampling passes ran
     metrics: dict[str, float]  # ``train/sampling_draws`` where the part may draw more than once
 
 
@@ -49,7 +49,7 @@ def draw_groups(learner: Learner, task: Task, items: list[Item], timings: dict[s
     draws: list[tuple[Generation, Tensor]] = []
     counted: list[tuple[int, int]] = []  # (draw, group) in the order drawn
     uncounted: list[tuple[int, int]] = []
-    prompts, reward_metrics, generated, context = items, None, None, None
+    prompts, reward_metrics, generated, sampled = items, None, None, None
     while True:
         clock = time.perf_counter()
         generation = draw_samples(learner, task, prompts)
@@ -64,8 +64,8 @@ def draw_groups(learner: Learner, task: Task, items: list[Item], timings: dict[s
         reward_metrics = metrics if reward_metrics is None else reward_metrics
         tokens = generation.rollout.sampled.sum()
         generated = tokens if generated is None else generated + tokens
-        processed = context_tokens(generation.rollout)
-        context = processed if context is None else context + processed
+        processed = sampling_pass(generation.rollout, cfg.group_size, generation.episodes)
+        sampled = processed if sampled is None else sampled + processed
         if len(counted) >= len(items) or len(draws) >= choice.max_draws:
             break
         prompts = _more_prompts(learner, task, len(items))
@@ -75,7 +75,7 @@ def draw_groups(learner: Learner, task: Task, items: list[Item], timings: dict[s
         generation, scores = draws[0]
     else:
         generation, scores = _assemble(learner, draws, chosen)
-    return Drawn(generation, scores, reward_metrics, generated, context, sampling)
+    return Drawn(generation, scores, reward_metrics, generated, sampled, sampling)
 
 
 def _more_prompts(learner: Learner, task: Task, n: int) -> list[Item]:

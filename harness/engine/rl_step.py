@@ -27,7 +27,7 @@ from harness.algorithms.mismatch import mismatch_measure
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
 from harness.algorithms.sampling import trained_rows
-from harness.engine.compute import STEP_FLOPS, StepTokens, context_tokens, model_size, step_flops
+from harness.engine.compute import NONE, STEP_FLOPS, StepTokens, hidden_pass, logprob_pass, model_size, step_flops
 from harness.engine.critic import critic_values
 from harness.engine.group_sampling import Drawn, draw_groups
 from harness.engine.learner import Learner, MetricMean, apply_gradients, to_host
@@ -166,20 +166,21 @@ def _staleness(learner: Learner, rollout: Rollout) -> dict[str, Tensor]:
 
 def _flops(learner: Learner, drawn: Drawn, rollout: Rollout, keep_rows: Tensor, recompute: bool) -> Tensor:
     """The step's estimated FLOPs (``harness.engine.compute``), from the passes it ran: the
-    sampling of every draw, the reference's pass (always: ``train/kl_ref``), the recomputed old
-    log-probs, the critic's old values (on the policy's trunk a pass of its own unless the
-    recompute pass gave its hidden states) and ``epochs`` updates of the kept rows."""
+    sampling of every draw, the reference's log-probs (always: ``train/kl_ref``), the recomputed
+    old log-probs, the critic's old values (on the policy's trunk a trunk pass of its own unless
+    the recompute pass gave its hidden states) and ``epochs`` updates of the kept rows."""
     critic, epochs = learner.critic, learner.algorithm.epochs
-    batch = context_tokens(rollout)
-    updated = context_tokens(rollout.rows(torch.nonzero(keep_rows.to(rollout.completion_mask.device)).squeeze(1)))
+    updated = rollout.rows(torch.nonzero(keep_rows.to(rollout.completion_mask.device)).squeeze(1))
     own_trunk = critic is not None and critic.trunk is not None
-    policy_passes = 1 + recompute + (critic is not None and not own_trunk and not recompute)
+    forward = logprob_pass(rollout) * (1 + recompute)  # the reference's, and the old log-probs' when recomputed
+    if critic is not None and not own_trunk and not recompute:
+        forward = forward + hidden_pass(rollout)  # the old values on the policy's trunk
     tokens = StepTokens(
-        sampled=drawn.context_tokens,
-        forward=batch * policy_passes,
-        updated=updated * epochs,
-        critic_forward=batch if own_trunk else 0.0,
-        critic_updated=updated * epochs if own_trunk else 0.0,
+        sampled=drawn.sampled,
+        forward=forward,
+        updated=logprob_pass(updated) * epochs,
+        critic_forward=hidden_pass(rollout) if own_trunk else NONE,
+        critic_updated=hidden_pass(updated) * epochs if own_trunk else NONE,
     )
     policy = model_size(learner.lm.model, checkpointed=learner.train.gradient_checkpointing)
     return step_flops(tokens, policy, model_size(critic.trunk, head=False) if own_trunk else None)

@@ -503,6 +503,12 @@ class TrialSpec(StrictModel):
 #: (step 0: all 0); ``harness.engine.compute`` says how each is counted.
 COMPUTE_METRICS = ("compute/flops", "compute/generated_tokens", "compute/trained_tokens", "compute/wall_s")
 
+#: How ``compute/flops`` is counted, stored in each record that has it (``TrialRecord.flops_counting``):
+#: 1 (records without the field) charged the LM head on every prompt token and prefilled each
+#: sample's prompt; 2 charges the head only where a pass computes logits and prefills a group's
+#: prompt once, as the sampler does. Trials counted two ways are not on one axis.
+FLOPS_COUNTING = 2
+
 #: What every held-out evaluation reports: greedy accuracy, and the mean reward of k samples.
 GREEDY_METRIC = "eval/accuracy"
 SAMPLED_METRIC = "eval/mean_reward"

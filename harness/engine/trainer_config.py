@@ -78,6 +78,9 @@ class TrainerConfig(StrictModel):
             raise ValueError(f"`command` is read only by kind: command (this trainer is {self.kind}); drop it")
         if self.kind != "trl" and self.vllm is not None:
             raise ValueError(f"`vllm` is read only by kind: trl (this trainer is {self.kind}); drop it")
+        for i, part in enumerate(self.command or []):
+            if "\0" in part:
+                raise ValueError(f"command[{i}] holds a NUL byte, which no program argument can carry; remove it")
         if self.kind == "builtin" and (self.env or self.scores != "judge"):
             raise ValueError("`env` and `scores` are read only by a program trainer (kind: command or trl)")
         for name in self.env:
@@ -85,6 +88,8 @@ class TrainerConfig(StrictModel):
                 raise ValueError(f"env: {name!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)")
             if name.startswith(RESERVED_ENV_PREFIX):
                 raise ValueError(f"env: {name} starts with {RESERVED_ENV_PREFIX}, which the harness sets itself")
+            if "\0" in self.env[name]:
+                raise ValueError(f"env: {name} holds a NUL byte, which no environment variable can carry; remove it")
         return self
 
     @property

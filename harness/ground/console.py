@@ -19,6 +19,18 @@ def warn(message: str, *, prefix: str = "[harness]", stream: TextIO | None = Non
     say(f"warning: {message}", prefix=prefix, stream=stream)
 
 
+#: the warnings said once per process (``warn_once``)
+_SAID: set[str] = set()
+
+
+def warn_once(message: str, *, prefix: str = "[harness]", stream: TextIO | None = None) -> None:
+    """``warn`` unless this process said the same warning already (a command that reads the
+    same files twice says what is wrong with them once)."""
+    if message not in _SAID:
+        _SAID.add(message)
+        warn(message, prefix=prefix, stream=stream)
+
+
 def error(message: str, *, stream: TextIO | None = None) -> None:
     """The CLI's one-line error: ``error: ...`` (no prefix: it is the command's last word)."""
     say(f"error: {message}", prefix="", stream=stream)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 _SECRET_KEYS = re.compile(r"(pass|pwd|secret|token|key|auth|sig|credential)", re.IGNORECASE)
 _MASK = "***"
@@ -57,3 +58,28 @@ def redact_text(text: str, url: str | None) -> str:
         if len(secret) >= 3:
             text = text.replace(secret, _MASK)
     return text
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a ``sqlite:`` URL opens, as SQLAlchemy reads the URL; None for an in-memory database.
+
+    The query string is no part of the path: ``sqlite:////abs/x.db?timeout=30`` is ``/abs/x.db``
+    (SQLAlchemy hands ``timeout`` to the driver). With ``uri=true`` the database is a ``file:``
+    URI (SQLAlchemy passes ``mode`` and the other driver options on in it), whose path is the file.
+    A URL SQLAlchemy cannot read is a ``ValueError``.
+    """
+    from sqlalchemy.engine import make_url  # imported here: the CLI starts without SQLAlchemy
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError as err:
+        raise ValueError(str(err)) from None
+    database = parsed.database or ""
+    if str(parsed.query.get("uri", "")).lower() in {"true", "1"}:
+        if parsed.query.get("mode") == "memory":
+            return None
+        database = unquote(urlsplit(database).path) if database.startswith("file:") else database
+    if not database or database == ":memory:":
+        return None
+    return Path(database)

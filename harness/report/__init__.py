@@ -17,6 +17,7 @@ from harness.decide.comparisons import EVAL_ONLY_LABELS, UNTESTED
 from harness.decide.rules import ReadOptions
 from harness.errors import ConfigError, HarnessError
 from harness.ground.files import atomic_write_all
+from harness.ground.spreadsheet import safe_frame
 from harness.report.figures import all_figures, check_smooth
 from harness.report.html_report import PLOTLY_JS, plotly_js_to_write, render_html
 from harness.report.markdown import render_markdown
@@ -51,7 +52,7 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
     js = plotly_js_to_write(out)
     if js is not None:
         files[out / PLOTLY_JS] = js
-    files[out / "results.csv"] = analysis.trials.to_csv(index=False)
+    files[out / "results.csv"] = safe_frame(analysis.trials).to_csv(index=False)
     files[out / "summary.md"] = render_markdown(analysis)
     files[out / "index.html"] = render_html(analysis, figures)  # renamed last: the page comes with the rest
     try:

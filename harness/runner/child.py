@@ -36,6 +36,7 @@ from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import ErrorRecord
 from harness.ground.dotted import resolve
 from harness.ground.files import atomic_write
+from harness.ground.processes import end_descendants, process_gone
 from harness.trainers.trial_dir import TRIAL_DIR_ENV
 
 THREADS_ENV = "HARNESS_TRIAL_THREADS"
@@ -43,26 +44,12 @@ DEFAULT_TRIAL_FN = "harness.trainers.dispatch:run_trial"
 SPEC_SUFFIX = ".spec.json"
 
 
-def process_gone(pid: int) -> bool:
-    """Whether process ``pid`` has exited (a zombie waiting to be reaped counts as exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state in (b"Z", b"X")
-
-
 def _end_trial() -> None:
-    """Exit at once, taking along every process of the trial's group when this process leads it
-    (a trainer's program and whatever it started must not outlive a worker that is gone)."""
+    """Exit at once, taking along every process of the trial's group when this process leads it,
+    and every descendant, wherever it detached to (a trainer's program and whatever it started
+    must not outlive a worker that is gone)."""
     if os.getpgid(0) == os.getpid():
+        end_descendants()
         os.killpg(os.getpid(), signal.SIGKILL)
     os._exit(1)
 
@@ -72,15 +59,18 @@ def _die_with_parent(worker_pid: int | None = None) -> None:
 
     A forked trial's parent is the worker's forkserver, not the worker, and the forkserver
     outlives a killed worker for as long as its children run (they hold its liveness pipe), so
-    such a trial watches the worker's pid itself (``worker_pid``).
+    such a trial watches the worker's pid itself (``worker_pid``). The kernel's signal on the
+    parent's death is SIGTERM: it ends the process as SIGKILL would, unless a program trainer's
+    is running, whose handler first ends every process the program started
+    (``harness.trainers.program``).
     """
     parent = os.getppid()
     watched = worker_pid if worker_pid is not None else parent
     if sys.platform.startswith("linux"):
-        try:  # the kernel kills us with the parent (PR_SET_PDEATHSIG = 1)
+        try:  # the kernel ends us with the parent (PR_SET_PDEATHSIG = 1)
             import ctypes
 
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
         except (OSError, AttributeError):
             pass
 

@@ -16,6 +16,7 @@ from harness.errors import ConfigError
 from harness.ground.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED
 from harness.ground.urls import redact_url
 from harness.runner import queue
+from harness.runner.executors.base import GONE
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir
 from harness.study.load import load_study
@@ -39,12 +40,22 @@ class TrialOutcome:
     job_state: str | None = None  # that job's state as the scheduler tells it (`harness status`)
 
     def job_line(self) -> str:
-        """``; slurm job 123 RUNNING (logs: ...)`` for a trial a scheduler runs, else nothing."""
+        """``; slurm job 123 RUNNING (logs: ...)`` for a trial a scheduler runs, else nothing. A
+        job the scheduler no longer holds (cancelled, ended, lost) is said to be over, with what
+        comes next, never shown as if it were the trial's live job."""
         if not self.job:
             return ""
-        state = f" {self.job_state}" if self.job_state else ""
         logs = f" (logs: {self.job['logs']})" if self.job.get("logs") else ""
-        return f"; {self.job['executor']} job {self.job['id']}{state}{logs}"
+        what = f"{self.job['executor']} job {self.job['id']}"
+        if self.job_state == GONE:
+            nxt = (
+                "the next `harness run` submits a new one"
+                if self.status == "waiting"
+                else "the trial goes back to the queue once its heartbeat is stale"
+            )
+            return f"; its last {what} has ended (cancelled or lost): {nxt}{logs}"
+        state = f" {self.job_state}" if self.job_state else ""
+        return f"; {what}{state}{logs}"
 
     @property
     def reason(self) -> str | None:

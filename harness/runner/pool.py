@@ -22,6 +22,7 @@ from harness.ground.console import say
 from harness.runner import queue
 from harness.runner.launch import module_command
 from harness.runner.options import RunOptions
+from harness.runner.secret_pipe import conceal, hand_over
 from harness.runner.slots import Slot
 from harness.runner.worker_config import WorkerConfig
 from harness.study.plan import format_duration
@@ -160,6 +161,8 @@ def run_pool(
     config_dir.mkdir(parents=True, exist_ok=True)
     procs: list[tuple[Slot, subprocess.Popen]] = []
     out = opts.out()
+    # the runner is an ancestor of every trial's program: the URLs leave what /proc shows of it
+    conceal(os.environ, RunOptions.secret_env_vars(), opts.secret_env().values())
     with Interrupt() as interrupt:
         run = opts.model_copy(update={"storage": storage})  # the URL the workers open
         for slot in slots:
@@ -175,8 +178,14 @@ def run_pool(
             )
             path = config_dir / f"worker-{os.getpid()}-{slot.name}.json"
             path.write_text(config.to_json(), encoding="utf-8")
-            env = {**os.environ, **slot.env, **config.secret_env()}
-            proc = subprocess.Popen([*module_command("harness.runner.worker_process"), str(path)], env=env)
+            secrets, named = hand_over(config.secret_env())  # a pipe: never the worker's environment
+            env = {**os.environ, **slot.env, **named}
+            try:
+                proc = subprocess.Popen(
+                    [*module_command("harness.runner.worker_process"), str(path)], env=env, pass_fds=(secrets,)
+                )
+            finally:
+                os.close(secrets)
             procs.append((slot, proc))
         try:
             _watch(procs, interrupt, progress, on_tick, opts)

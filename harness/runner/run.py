@@ -281,7 +281,7 @@ def run_study(study_path: str | Path, opts: RunOptions | None = None) -> RunSumm
         else f"executor {executor.name}: one job per trial"
     )
     say(f"study {study.name}: {setup.study_dir} | storage {redact_url(setup.storage_url)} | {where}", stream=out)
-    say(seed_check(study, setup.study_dir, opts), stream=out)
+    say(seed_check(study, setup.study_dir, opts, before_jobs=executor is not None), stream=out)
     summary = RunSummary(study.name, setup.study_dir, setup.storage_url)
     phases = _Phases(setup, opts, len(slots) if executor is None else len(study.conditions()) * len(study.seeds))
     try:

@@ -30,8 +30,10 @@ class SeedCheckFailed(HarnessError):
     """The seeds do not reach the rollouts, one seed does not repeat, or the check could not run."""
 
 
-def seed_check(study, study_dir, opts: RunOptions) -> str:
-    """Run the check unless switched off, skipped or passed before; the line to print."""
+def seed_check(study, study_dir, opts: RunOptions, *, before_jobs: bool = False) -> str:
+    """Run the check unless switched off, skipped or passed before; the line to print.
+    ``before_jobs``: a scheduler runs the trials, so the check (and the warm start it builds)
+    runs here, on the submitting machine, before any job goes out; the line says so."""
     if not study.checks.seeds:
         return "seed check: off (checks: {seeds: false})"
     if opts.trial_fn != DEFAULT_TRIAL_FN:
@@ -45,9 +47,15 @@ def seed_check(study, study_dir, opts: RunOptions) -> str:
     if passed.is_file():
         return f"seed check: passed before ({passed.name})"
     log_path = study_dir / "logs" / "seed-check.log"
+    here = (
+        " on this machine, before any job is submitted (it may build the warm start first; "
+        "checks: {seeds: false} skips the check)"
+        if before_jobs
+        else ""
+    )
     say(
         f"seed check: sampling the control's first rollout with seed {spec.seed} twice and seed {spec.seed + 1} "
-        f"once (log: {log_path})",
+        f"once{here} (log: {log_path})",
         stream=opts.out(),
     )
     outcome = run_trial_process(

@@ -1,8 +1,9 @@
 """The process a worker runs in: ``python -m harness.runner.worker_process CONFIG.json`` (a
 :class:`~harness.runner.worker_config.WorkerConfig`: the run's options without the URLs, which
-come in the environment). It takes the URLs out of its environment before any trial process is
-started, stops cleanly on SIGINT and SIGTERM, stops when the runner that started it is gone, and
-runs a :class:`~harness.runner.worker.Worker` until the work is done.
+come through a pipe from the runner, ``harness.runner.secret_pipe``, or, for a scheduler's job, in the
+environment). It takes the URLs out of its environment (and out of what ``/proc`` shows of it)
+before any trial process is started, stops cleanly on SIGINT and SIGTERM, stops when the runner
+that started it is gone, and runs a :class:`~harness.runner.worker.Worker` until the work is done.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from harness.errors import HarnessError
 from harness.ground.console import say
 from harness.ground.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 from harness.runner.launch import prestart_forkserver
+from harness.runner.secret_pipe import conceal, take_over
 from harness.runner.worker import Worker
 from harness.runner.worker_config import WorkerConfig, WorkerStats
 
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m harness.runner.worker_process CONFIG.json", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        config = WorkerConfig.from_json(Path(argv[0]).read_text(encoding="utf-8"))
+        handed = take_over()  # the URLs, from the runner's pipe
+        config = WorkerConfig.from_json(Path(argv[0]).read_text(encoding="utf-8"), {**os.environ, **handed})
     except HarnessError as err:
         say(f"error: {err}", prefix="[worker]")
         return EXIT_BAD_INPUT
@@ -71,8 +74,7 @@ def serve(config: WorkerConfig, work: Callable[[threading.Event], WorkerStats], 
     SIGINT and SIGTERM (and when the runner is gone, if ``config.watch_parent``), then run
     ``work(stop)``. Exit code 0, or 2 when it stopped early or could not start (one line on
     stderr, prefixed ``label``)."""
-    for var in config.run.secret_env_vars():  # trial processes never see the URLs
-        os.environ.pop(var, None)
+    conceal(os.environ, config.run.secret_env_vars(), config.secret_env().values())  # no trial sees the URLs
     prestart_forkserver()
     stop = threading.Event()
     install_stop_handlers(stop)

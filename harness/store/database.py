@@ -10,10 +10,11 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from optuna.storages import RDBStorage
 
-from harness.ground.urls import redact_url
+from harness.ground.urls import redact_url, sqlite_file
 from harness.store.errors import StorageError, error_line
 from harness.store.schema import prepare
 
@@ -48,11 +49,13 @@ def _open_rdb(url: str, create: bool) -> RDBStorage:
     """Optuna's storage for ``url``, every failure one line (a ``StorageError``)."""
     engine_kwargs: dict[str, Any] = {}
     if is_sqlite(url):
-        path = url.split(":///", 1)[-1]
-        if not create and path and not Path(path).exists():
+        path = _sqlite_path(url)
+        if not create and path is not None and not path.exists():
             raise StorageError(f"no study database at {redact_url(url)}; start the study with `harness run` first")
-        # Several worker processes write the same file: wait for the lock instead of failing.
-        engine_kwargs["connect_args"] = {"timeout": 120}
+        # Several worker processes write the same file: wait for the lock instead of failing
+        # (for as long as the URL says, when it says: sqlite:///x.db?timeout=30).
+        if "timeout" not in dict(parse_qsl(urlsplit(url).query)):
+            engine_kwargs["connect_args"] = {"timeout": 120}
     else:
         engine_kwargs["pool_pre_ping"] = True
     try:
@@ -78,6 +81,14 @@ def _open_rdb(url: str, create: bool) -> RDBStorage:
 
 
 _SCHEMA_RACE_TRIES = 6
+
+
+def _sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL, its query string aside; a URL SQLAlchemy cannot read is a ``StorageError``."""
+    try:
+        return sqlite_file(url)
+    except ValueError as err:
+        raise StorageError(f"cannot read the SQLite URL {redact_url(url)}: {err}") from None
 
 
 def _chain_text(err: BaseException) -> str:

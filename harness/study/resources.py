@@ -92,13 +92,17 @@ class Resources(StrictModel):
         return max(1, -(-seconds // 60))
 
     def describe(self) -> str:
-        """One line for ``harness plan``: ``2 GPUs, 8 CPUs, 64G, 4:00:00, partition gpu``."""
+        """One line for ``harness plan``: ``2 GPUs, 8 CPUs, 64G, time limit 4:00:00 (240 min), partition gpu``."""
         parts = []
         if self.gpus is not None:
             parts.append(f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}")
         if self.cpus is not None:
             parts.append(f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}")
-        parts += [v for v in (self.memory, self.time) if v is not None]
+        if self.memory is not None:
+            parts.append(self.memory)
+        if self.time is not None:
+            minutes = f"{self.time_minutes} min"
+            parts.append(f"time limit {minutes}" if self.time.isdigit() else f"time limit {self.time} ({minutes})")
         parts += [f"{k} {v}" for k in ("partition", "account", "qos", "constraint") if (v := getattr(self, k))]
         parts += [f"--{k}={v}" for k, v in self.extra.items()]
         return ", ".join(parts) or "executor defaults"

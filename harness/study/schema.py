@@ -14,6 +14,7 @@ pydantic ``ValidationError`` into the one line the CLI prints, e.g.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -469,8 +470,23 @@ class Study(StrictModel):
 
     # -- helpers ----------------------------------------------------------------------------
 
+    @cached_property
+    def _arms_by_name(self) -> tuple[list[Arm], dict[str, Arm]]:
+        """The arms list the index was built from, and the index (kept out of the fields: not
+        compared, dumped or validated)."""
+        return self.arms, {arm.name: arm for arm in reversed(self.arms)}  # reversed: the first of a name wins
+
     def arm(self, name: str) -> Arm:
-        for arm in self.arms:
+        """The arm called ``name``, looked up in an index: a study of thousands of arms asks for
+        its arm for each of its conditions, and a scan for each was quadratic."""
+        arms, by_name = self._arms_by_name
+        if arms is not self.arms:  # replaced since (model_copy(update=...), assignment): index them again
+            del self.__dict__["_arms_by_name"]
+            arms, by_name = self._arms_by_name
+        arm = by_name.get(name)
+        if arm is not None and arm.name == name:
+            return arm
+        for arm in self.arms:  # added or renamed in place since the index was built
             if arm.name == name:
                 return arm
         raise KeyError(name)

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from harness.ground.spreadsheet import safe_cell
 from harness.tracking import mlflow_env  # noqa: F401 - MLflow's environment, before mlflow_key imports it
 from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
 from harness.tracking.records import TrialRecord, flatten, iso_to_ms
@@ -122,10 +123,11 @@ def history_csv(record: TrialRecord) -> str:
         keys.remove("step")
     keys = ["step", *keys]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(map(safe_cell, keys))  # a program names its metrics: no formula reaches a spreadsheet
     for index, row in enumerate(record.history):
-        writer.writerow({"step": row.get("step", index), **{k: v for k, v in row.items() if k != "step"}})
+        cells = {"step": row.get("step", index), **{k: v for k, v in row.items() if k != "step"}}
+        writer.writerow(safe_cell(cells.get(key, "")) for key in keys)
     return buf.getvalue()
 
 
@@ -135,5 +137,5 @@ def prompt_scores_csv_gz(record: TrialRecord, where: str) -> bytes:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(LONG_COLUMNS)
-    writer.writerows(zip(*(cols[c] for c in LONG_COLUMNS)))
+    writer.writerows(map(safe_cell, row) for row in zip(*(cols[c] for c in LONG_COLUMNS)))  # prompt ids: a dataset's
     return gzip.compress(buf.getvalue().encode("utf-8"), mtime=0)

@@ -45,7 +45,7 @@ import yaml
 
 from harness.errors import ConfigError, one_line, squeeze
 from harness.ground.files import file_lock
-from harness.ground.urls import redact_text, redact_url
+from harness.ground.urls import redact_text, redact_url, sqlite_file
 from harness.tracking import mlflow_env
 from harness.tracking.mlflow_layout import (
     FINAL_PREFIX,
@@ -110,8 +110,10 @@ def local_store_path(uri: str) -> Path | None:
     """Where a local store lives: the SQLite file, or the folder of a file store; None for a
     server or an in-memory SQLite store."""
     if uri.startswith("sqlite:"):
-        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
-        return Path(path) if path and path != ":memory:" else None
+        try:
+            return sqlite_file(uri)
+        except ValueError:  # not a URL SQLAlchemy reads: MLflow says so when it opens it
+            return None
     parts = urlsplit(uri)
     if parts.scheme == "file":
         return Path(parts.path)
@@ -378,14 +380,15 @@ class Tracker:
 
     def _damaged_store(self, err: BaseException) -> Path | None:
         """The SQLite file of the store when ``err`` says it is not a database, or a damaged one."""
-        if not self.tracking_uri.startswith("sqlite:///"):
+        store = local_store_path(self.tracking_uri) if self.tracking_uri.startswith("sqlite:") else None
+        if store is None:
             return None
         seen: BaseException | None = err
         for _ in range(8):
             if seen is None:
                 return None
             if any(text in str(seen) for text in _DAMAGED_SQLITE):
-                return Path(self.tracking_uri[len("sqlite:///") :]).resolve()
+                return store.resolve()
             seen = seen.__cause__ or seen.__context__
         return None
 

@@ -4,6 +4,14 @@ A trial writes ``<study_dir>/records/<trial_id>.json`` atomically (temporary fil
 rename) *before* it tells MLflow or Optuna, so a crashed mirror never loses a result and can be
 replayed with ``harness mirror-to-mlflow``. A retried trial keeps only its latest attempt there; the failed
 records of earlier attempts are archived as ``records/failed/<trial_id>.<attempt>.json``.
+
+Every file carries a ``checksum`` of its content (:func:`content_checksum`), and a file whose
+content no longer matches it (a record edited after it was written, by a program trainer or by
+hand) is not believed: reading it raises :class:`RecordMismatch`, which the readers turn into one
+warning line naming the file, and the shared storage's copy stands in where there is one
+(:mod:`harness.tracking.shared_records`). A file without a checksum (written before records had
+one) is read as it is. The checksum is no signature: whoever can write the folder can recompute
+it; it catches an edited value, and the storage database is the copy out of a program's reach.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import hashlib
+import json
 import os
 import socket
 import subprocess
@@ -20,8 +29,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
-from harness.engine.spec import TrialResult, TrialSpec
+from harness.engine.spec import FLOPS_COUNTING, TrialResult, TrialSpec
 from harness.errors import HarnessError, one_line
+from harness.ground.console import warn_once
 from harness.ground.files import atomic_write
 from harness.tracking.prompt_scores import encode_scores
 from harness.version import __version__
@@ -29,6 +39,12 @@ from harness.version import __version__
 RECORDS_DIR = "records"
 FAILED_DIR = "failed"
 SUPERSEDED_DIR = "superseded"
+#: the key of a record file holding the checksum of the rest of its content
+CHECKSUM_KEY = "checksum"
+
+
+class RecordMismatch(HarnessError):
+    """A record file whose content does not match its checksum: it is not believed."""
 
 
 class TrialRecord(BaseModel):
@@ -64,11 +80,15 @@ class TrialRecord(BaseModel):
     warnings: list[str] = []
     # the scheduler's job that ran it (executor, id, name, log files); None: run by a local worker
     scheduler_job: dict[str, str] | None = None
+    # how its compute/flops was counted (harness.engine.spec.FLOPS_COUNTING); None: no compute/flops,
+    # or a record from before the field (counting 1)
+    flops_counting: int | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_fields(self, handler):
-        """A record without per-prompt scores, warnings or a scheduler job dumps as before those fields existed, so
-        its file and fingerprint (what MLflow and the shared storage match on) stay the same."""
+        """A record without per-prompt scores, warnings, a scheduler job or a FLOPs counting dumps as
+        before those fields existed, so its file and fingerprint (what MLflow and the shared storage
+        match on) stay the same."""
         data = handler(self)
         if data.get("prompt_scores") is None:
             data.pop("prompt_scores", None)
@@ -76,6 +96,8 @@ class TrialRecord(BaseModel):
             data.pop("warnings", None)
         if data.get("scheduler_job") is None:
             data.pop("scheduler_job", None)
+        if data.get("flops_counting") is None:
+            data.pop("flops_counting", None)
         return data
 
     def fingerprint(self) -> str:
@@ -192,6 +214,7 @@ def make_record(
         prompt_scores=encode_scores(result.prompts),
         warnings=list(result.warnings),
         scheduler_job=scheduler_job,
+        flops_counting=FLOPS_COUNTING if "compute/flops" in result.final else None,
     )
 
 
@@ -229,10 +252,22 @@ def failed_record_path(study_dir: str | os.PathLike, trial_id: str, attempt: int
     return records_dir(study_dir) / FAILED_DIR / f"{_file_stem(trial_id)}.{attempt}.json"
 
 
+def content_checksum(data: dict[str, Any]) -> str:
+    """The checksum of a record file's content (``data``, its JSON parsed): SHA-256 of the content
+    without the checksum itself, in a canonical form (sorted keys, no spaces), so it does not
+    depend on how the file is laid out, and covers fields this version does not know."""
+    content = {key: value for key, value in data.items() if key != CHECKSUM_KEY}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 def _write(path: Path, record: TrialRecord) -> None:
-    """``record`` as the JSON file ``path``, whole or not at all, its folder made if need be."""
+    """``record`` as the JSON file ``path`` with its checksum, whole or not at all, its folder
+    made if need be."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, record.model_dump_json(indent=1) + "\n")
+    data = json.loads(record.model_dump_json())
+    data[CHECKSUM_KEY] = content_checksum(data)
+    atomic_write(path, json.dumps(data, indent=1, ensure_ascii=False, allow_nan=True) + "\n")
 
 
 def archive_failed(study_dir: str | os.PathLike, record: TrialRecord) -> Path:
@@ -270,11 +305,18 @@ def write_record(study_dir: str | os.PathLike, record: TrialRecord) -> Path:
 
 
 def read_record(path: str | os.PathLike) -> TrialRecord:
+    """The record in ``path``: a ``HarnessError`` when it cannot be read, a ``RecordMismatch``
+    when its content does not match its checksum."""
     path = Path(path)
     try:
-        return TrialRecord.model_validate_json(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        record = TrialRecord.model_validate_json(text)
+        data = json.loads(text)
     except (OSError, ValueError, ValidationError) as err:
         raise HarnessError(f"unreadable trial record {path}: {one_line(err)}") from err
+    if CHECKSUM_KEY in data and data[CHECKSUM_KEY] != content_checksum(data):
+        raise RecordMismatch(f"trial record {path} does not match its checksum (edited since it was written)")
+    return record
 
 
 def read_records(study_dir: str | os.PathLike, *, strict: bool = False) -> list[TrialRecord]:
@@ -291,12 +333,22 @@ def read_records(study_dir: str | os.PathLike, *, strict: bool = False) -> list[
             continue
         try:
             out.append(read_record(path))
+        except RecordMismatch as err:
+            if strict:
+                raise
+            _say_mismatch(err)
         except HarnessError as err:
             if strict:
                 raise
             warnings.warn(f"{err}; skipped", stacklevel=2)
     out.sort(key=lambda r: r.trial_id)
     return out
+
+
+def _say_mismatch(err: RecordMismatch) -> None:
+    """One warning line for a record that is not believed (once per process: a command may read
+    the folder more than once)."""
+    warn_once(f"{err}: not believed, set aside (the shared storage's copy stands in where there is one)")
 
 
 def read_failed_attempts(study_dir: str | os.PathLike) -> list[TrialRecord]:
@@ -309,6 +361,8 @@ def read_failed_attempts(study_dir: str | os.PathLike) -> list[TrialRecord]:
         if not path.name.startswith("."):
             try:
                 out.append(read_record(path))
+            except RecordMismatch as err:
+                _say_mismatch(err)
             except HarnessError as err:
                 warnings.warn(f"{err}; skipped", stacklevel=2)
     out.sort(key=lambda r: (r.trial_id, r.attempt))

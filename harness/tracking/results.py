@@ -501,7 +501,7 @@ def load_results(
     # and a sequential study's replay would take a look for complete too early.
     queued = optuna_trials(ref.dir, storage=storage, study=name, strict=strict_storage)
     shared = stored_records(ref.dir, storage=storage, study=name, strict=strict_storage)
-    records = merge(read_records(ref.dir), shared)
+    records = merge(read_records(ref.dir), shared, ref.dir)
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
     earlier = earlier_trials(ref.study, records, queued, trials)
@@ -514,8 +514,30 @@ def load_results(
         meta = dataclasses.replace(meta, sequential_rules=rules)
     earlier_ids = set(earlier["trial_id"])
     current = [r for r in records if r.trial_id not in earlier_ids]
+    _warn_mixed_flops_counting(current)
     prompts = functools.partial(prompts_frame, current, ref.dir, phase=phase)
     return Results(trials=trials, curves=curves, meta=meta, earlier=earlier, prompt_source=prompts)
+
+
+def _warn_mixed_flops_counting(records: list[TrialRecord]) -> None:
+    """One warning line when the completed trials' ``compute/flops`` were counted two ways
+    (``harness.engine.spec.FLOPS_COUNTING``): a curve, a fit or a verdict at a FLOPs budget would
+    put them on one axis."""
+    by_counting: dict[int, list[str]] = {}
+    for record in records:
+        if record.status == "completed" and "compute/flops" in record.final:
+            by_counting.setdefault(record.flops_counting or 1, []).append(record.trial_id)
+    if len(by_counting) < 2:
+        return
+    newest = max(by_counting)
+    older = sorted(t for counting, ids in by_counting.items() if counting != newest for t in ids)
+    warnings.warn(
+        f"compute/flops of {len(older)} trial(s) was counted by an older harness (counting "
+        f"{min(by_counting)}; now {newest}: the LM head only where logits are computed, a group's prompt "
+        f"prefilled once), e.g. {older[0]}: curves, fits and verdicts on compute/flops mix the two; re-run "
+        "those trials (delete their records) or read the study at steps",
+        stacklevel=3,
+    )
 
 
 def earlier_trials(

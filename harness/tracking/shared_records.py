@@ -18,7 +18,10 @@ together, 4. MLflow mirror.
   connection between steps 2 and 3); ``harness mirror-to-mlflow --storage URL`` does it.
 
 Every attempt is kept (unique by study, trial id and attempt); the highest attempt of a trial
-is its current record, as in the local folder.
+is its current record, as in the local folder. Where a local record and the stored copy of the
+same attempt differ (a local file edited after it was written: a program trainer can write the
+study folder, not the database), the stored copy wins, with one warning line naming the file; a
+local file that does not match its checksum is not read at all (``records.RecordMismatch``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
+from harness.ground.console import warn_once
 from harness.store import open_storage
 from harness.store import records as record_table
 from harness.tracking.records import (
@@ -52,6 +56,23 @@ def _newer(a: TrialRecord, b: TrialRecord | None) -> bool:
     if b is None:
         return True
     return (a.attempt, a.status == "completed") > (b.attempt, b.status == "completed")
+
+
+def _differs(stored: TrialRecord, local: TrialRecord | None) -> bool:
+    """Whether ``local`` is the same attempt as ``stored`` (and as complete) with other content."""
+    return (
+        local is not None
+        and (stored.attempt, stored.status) == (local.attempt, local.status)
+        and stored.fingerprint() != local.fingerprint()
+    )
+
+
+def _say_differs(study_dir: str | os.PathLike | None, record: TrialRecord) -> None:
+    where = record_path(study_dir, record.trial_id) if study_dir is not None else f"of trial {record.trial_id}"
+    warn_once(
+        f"the local record {where} differs from the shared storage's copy of attempt {record.attempt}; "
+        "the storage's copy is used"
+    )
 
 
 class RecordStore:
@@ -100,12 +121,18 @@ class RecordStore:
         return record_table.fingerprints(self.engine, self.study)
 
 
-def merge(local: list[TrialRecord], stored: dict[str, TrialRecord]) -> list[TrialRecord]:
+def merge(
+    local: list[TrialRecord], stored: dict[str, TrialRecord], study_dir: str | os.PathLike | None = None
+) -> list[TrialRecord]:
     """Local records, completed by stored ones they lack or that are newer (a later attempt ran
-    on another machine); sorted by trial id."""
+    on another machine), and replaced by the stored copy of the same attempt where the two differ
+    (one warning line each, naming the file in ``study_dir``); sorted by trial id."""
     out = {r.trial_id: r for r in local}
     for trial_id, record in stored.items():
-        if _newer(record, out.get(trial_id)):
+        if _differs(record, out.get(trial_id)):
+            _say_differs(study_dir, record)
+            out[trial_id] = record
+        elif _newer(record, out.get(trial_id)):
             out[trial_id] = record
     return [out[k] for k in sorted(out)]
 
@@ -150,7 +177,9 @@ def import_records(study_dir: str | os.PathLike, store: RecordStore) -> ImportRe
             current[record.trial_id] = record
     for trial_id, record in current.items():
         here = _local(record_path(study_dir, trial_id))
-        if here is not None and not _newer(record, here):
+        if _differs(record, here):
+            _say_differs(study_dir, record)
+        elif here is not None and not _newer(record, here):
             report.present += 1
             continue
         write_record(study_dir, record)
@@ -165,11 +194,13 @@ def import_records(study_dir: str | os.PathLike, store: RecordStore) -> ImportRe
 
 
 def publish_missing(study_dir: str | os.PathLike, store: RecordStore) -> int:
-    """Store every local record (current and archived failed attempts) the table lacks."""
+    """Store every local record (current and archived failed attempts) the table lacks; an
+    attempt the table holds already is left as stored there, even where the local copy differs."""
     held = store.fingerprints()
+    attempts = {(trial_id, attempt) for trial_id, attempt, _ in held}
     sent = 0
     for record in [*read_records(study_dir), *read_failed_attempts(study_dir)]:
-        if (record.trial_id, record.attempt, record.fingerprint()) not in held:
+        if (record.trial_id, record.attempt) not in attempts:
             store.put(record)
             sent += 1
     return sent

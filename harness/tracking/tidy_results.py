@@ -33,6 +33,7 @@ writes a study's results as such a table.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +43,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from harness.engine.spec import BENCHMARK_NAME, OVERALL
 from harness.errors import ConfigError, HarnessError
+from harness.ground.spreadsheet import plain_frame
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import format_validation_error
 from harness.study.schema import PRIMARY_TESTS
@@ -117,10 +119,9 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
     if suffix not in (".csv", ".parquet"):
         raise ConfigError(f"{path}: not a .csv or .parquet file; give a tidy table (arm, seed, value, ...)")
     try:
-        if suffix == ".csv":
-            return pd.read_csv(
-                path, dtype={"arm": str, "benchmark": str, "prompt_id": str}, keep_default_na=False
-            ), "line"
+        if suffix == ".csv":  # a text cell `harness tidy` quoted for spreadsheets reads as it was
+            table = pd.read_csv(path, dtype={"arm": str, "benchmark": str, "prompt_id": str}, keep_default_na=False)
+            return plain_frame(table), "line"
         return pd.read_parquet(path), "row"
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
@@ -220,10 +221,28 @@ def _number_column(frame: pd.DataFrame, column: str, rows: _Rows, *, integer: bo
     return numbers.astype("int64") if integer else numbers
 
 
+def _computable(numbers: pd.Series, column: str, rows: _Rows) -> None:
+    """Every number of ``column`` small enough that what the statistics take of them stays finite:
+    sums of squares of the values and of differences between arms, and the squared variances of
+    Welch's degrees of freedom (fourth powers), so at most float max ** (1/4) / (2 x rows) in
+    magnitude (about 1e75 for a few hundred rows). A larger one overflows to inf, and a comparison
+    would be "untested: zero variance" when the variance is anything but zero."""
+    limit = sys.float_info.max**0.25 / (2 * len(numbers))
+    magnitudes = np.abs(numbers.to_numpy(dtype=float))
+    i = int(np.argmax(magnitudes))
+    if magnitudes[i] > limit:
+        raise rows.error(
+            i,
+            f"{column} {numbers.iloc[i]:g} is too large to compute with (with {len(numbers)} rows, sums of "
+            f"squares and fourth powers overflow beyond {limit:.3g} in magnitude); rescale the column",
+        )
+
+
 def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataFrame:
     """The table with its columns checked and typed; the first problem is a one-line ConfigError
     naming its row: a missing column, an empty arm or prompt id, a seed that is not an integer, a
-    value that is not a finite number, a bad benchmark name, a duplicated row."""
+    value that is not a finite number or too large for its sums of squares, a bad benchmark name,
+    a duplicated row."""
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise ConfigError(
@@ -237,6 +256,7 @@ def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataF
     out = pd.DataFrame({"arm": _text_column(frame, "arm", rows)})
     out["seed"] = _number_column(frame, "seed", rows, integer=True)
     out["value"] = _number_column(frame, "value", rows, integer=False)
+    _computable(out["value"], "value", rows)
     if "benchmark" in frame:
         out["benchmark"] = _text_column(frame, "benchmark", rows)
         for i, name in enumerate(out["benchmark"]):
@@ -257,6 +277,7 @@ def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataF
             raise ConfigError(f"{where}: samples and sample_var are per prompt; add prompt_id")
         out["samples"] = _number_column(frame, "samples", rows, integer=True)
         out["sample_var"] = _number_column(frame, "sample_var", rows, integer=False)
+        _computable(out["sample_var"], "sample_var", rows)
         for i, (k, var) in enumerate(zip(out["samples"], out["sample_var"])):
             if k < 1 or var < 0:
                 raise rows.error(i, f"samples must be >= 1 and sample_var >= 0; got {k} and {var}")

@@ -1,9 +1,12 @@
 """Run a trial's program: its argument list filled from the trial file, no shell, in the trial's
-process group (the worker's timeout and kill end it with every process it started) and the
-harness's working folder (a relative path in the command reads as the study's other paths do),
-its output copied line by line into the trial's log, its environment the contract's
-(docs/trainers.md) with every ``HARNESS_*`` variable of the trial process left out: the storage
-and tracking URLs, which may carry passwords, never reach a program.
+process group, under the trial process as the subreaper of everything it starts (so a child that
+detaches into a session of its own is still found: ``harness.ground.processes``); the program
+and every process it started end with the trial (when the program exits, on the worker's
+timeout or stop, and when the worker is gone). It runs in the harness's working folder (a
+relative path in the command reads as the study's other paths do), its output copied line by
+line into the trial's log, its environment the contract's (docs/trainers.md) with every
+``HARNESS_*`` variable of the trial process left out: the storage and tracking URLs, which may
+carry passwords, never reach a program.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from harness.engine.trainer_config import RESERVED_ENV_PREFIX, TrainerConfig
 from harness.engine.trial_file import fill
+from harness.ground.processes import descendants, end_descendants, set_subreaper
 from harness.trainers.faults import ProgramTrialError
 
 #: the shipped TRL adapter, run as a program like any other
@@ -67,13 +71,18 @@ def _copy_output(stream, tail: deque[str]) -> None:
             tail.append(raw.decode("utf-8", "replace").strip())
 
 
-def end_stragglers() -> None:
-    """End what the program left running in this trial process's group (a server it started, a
-    child that outlived it): only when this process leads the group, as a trial process does, so
-    that nothing outside the trial is ever touched."""
-    group = os.getpgid(0)
-    if group != os.getpid():
-        return
+def leads_group() -> bool:
+    """Whether this process leads its process group, as a trial process does: only then does it
+    end what a program leaves, so that nothing outside the trial is ever touched."""
+    return os.getpgid(0) == os.getpid()
+
+
+def end_stragglers(keep: set[int]) -> None:
+    """End what the program left running (a server it started, a child that outlived it, one that
+    detached into a session of its own): every descendant of this trial process, which leads its
+    group, but ``keep`` (its own, from before the program), and every process of its group."""
+    end_descendants(keep)
+    group = os.getpid()
     for entry in Path("/proc").glob("[0-9]*"):
         pid = int(entry.name)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -81,11 +90,46 @@ def end_stragglers() -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def ends_on_term(keep: set[int]):
+    """While the program runs, SIGTERM (the worker's timeout or stop, or the worker gone) first
+    ends every process the program started, wherever it detached to, then this process as the
+    signal would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.SIG_DFL if previous is None else previous
+
+    def on_term(signum, frame):
+        end_descendants(keep)
+        signal.signal(signal.SIGTERM, previous)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_program(trainer: TrainerConfig, document: dict[str, Any]) -> None:
     """Run the trial's program to its end; a ``ProgramTrialError`` quoting the tail of its output
     when it cannot start or exits non-zero."""
     argv = program_argv(trainer, document)
     print(f"trainer: running {' '.join(argv)}", flush=True)
+    keep = descendants() if leads_group() else None  # this process's own, from before the program: spared
+    subreaper = keep is not None and set_subreaper()
+    try:
+        _run(trainer, document, argv, keep)
+    finally:
+        if subreaper:  # for as long as the program runs (a test's process runs programs too)
+            set_subreaper(False)
+
+
+def _run(trainer: TrainerConfig, document: dict[str, Any], argv: list[str], keep: set[int] | None) -> None:
+    """Start the program, copy its output, wait for it and end what it left (``keep`` None: this
+    process does not lead its group, and touches nothing but the program)."""
     try:
         proc = subprocess.Popen(
             argv,
@@ -99,8 +143,10 @@ def run_program(trainer: TrainerConfig, document: dict[str, Any]) -> None:
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     copier = threading.Thread(target=_copy_output, args=(proc.stdout, tail), name="program-output", daemon=True)
     copier.start()
-    code = proc.wait()
-    end_stragglers()
+    with ends_on_term(keep) if keep is not None else contextlib.nullcontext():
+        code = proc.wait()
+    if keep is not None:
+        end_stragglers(keep)
     copier.join(DRAIN_S)
     if code != 0:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"

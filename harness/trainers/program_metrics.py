@@ -16,9 +16,10 @@ COMPUTE_PREFIX = "compute/"
 TOKEN_METRICS = ("compute/generated_tokens", "compute/trained_tokens")
 
 
-def read_metrics(path: Path) -> dict[int, dict[str, float]]:
-    """The program's metrics by step (none when it wrote no file); a malformed line is a
-    ``ProgramTrialError`` naming it."""
+def read_metrics(path: Path, last_step: int) -> dict[int, dict[str, float]]:
+    """The program's metrics by step (none when it wrote no file); a malformed line, or a step
+    past the budget (``last_step``, ``train.steps``: its compute totals would be the trial's), is
+    a ``ProgramTrialError`` naming it."""
     if not path.is_file():
         return {}
     by_step: dict[int, dict[str, float]] = {}
@@ -33,6 +34,10 @@ def read_metrics(path: Path) -> dict[int, dict[str, float]]:
         step = row.get("step") if isinstance(row, dict) else None
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ProgramTrialError(f'{where}: needs "step", a non-negative integer')
+        if step > last_step:
+            raise ProgramTrialError(
+                f"{where}: step {step} is past train.steps {last_step}; report steps 0 to {last_step}"
+            )
         for name, value in row.items():
             if name != "step" and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ProgramTrialError(f"{where}: {name} is {value!r}, not a number")

@@ -66,7 +66,7 @@ def run_program_trial(spec: TrialSpec) -> TrialResult:
     clock = time.perf_counter()
     run_program(spec.trainer, document)
     program_s = time.perf_counter() - clock
-    metrics = read_metrics(Path(document["metrics_file"]))
+    metrics = read_metrics(Path(document["metrics_file"]), spec.train.steps)
     if through_vllm:
         server = spec.rollout.vllm
         scores = judge_through_vllm(
@@ -87,7 +87,7 @@ def run_program_trial(spec: TrialSpec) -> TrialResult:
     else:
         expected = {None: prompt_ids(held_out_items(task, spec))}
         expected |= {name: prompt_ids(held_out_items(bench, spec)) for name, bench in benchmarks.items()}
-        scores = read_scores(Path(document["scores_file"]), expected, spec.train.steps)
+        scores = read_scores(Path(document["scores_file"]), expected, spec.train)
     evaluations = evaluation_rows(scores)
     history = merged_history(metrics, evaluations)
     final = {

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,11 +114,13 @@ class HarnessMetrics:
     compute: generated tokens (completion tokens sampled), trained tokens (prompt and completion
     tokens the updates read, once per epoch), the steps' wall seconds, and FLOPs estimated by the
     builtin trainer's formula (``harness.engine.compute``) from the tokens TRL sampled, the no-grad
-    passes it runs over them (``no_grad_passes``) and the updates' epochs."""
+    passes it runs over them (``no_grad_passes``) and the updates' epochs: each pass runs the trunk
+    over every prompt and completion token of every row (TRL samples each row's prompt on its own)
+    and the LM head at the completion tokens."""
 
-    def __init__(self, path: Path, *, updates_per_step: int, rows_per_step: int, epochs: int, flops_per_token: float):
+    def __init__(self, path: Path, *, updates_per_step: int, rows_per_step: int, epochs: int, flops: TokenFlops):
         self.path, self.updates, self.rows, self.epochs = path, updates_per_step, rows_per_step, epochs
-        self.flops_per_token = flops_per_token  # of one sampled token: its sampling, no-grad and update passes
+        self.flops = flops
         self.generated = 0.0
         self.wall = 0.0
         self.last = time.perf_counter()
@@ -142,7 +145,7 @@ class HarnessMetrics:
         out["compute/generated_tokens"] = self.generated
         sampled = float(logs.get("num_tokens", 0.0))  # prompt and completion tokens of every row so far
         out["compute/trained_tokens"] = sampled * self.epochs
-        out["compute/flops"] = sampled * self.flops_per_token
+        out["compute/flops"] = sampled * self.flops.context + self.generated * self.flops.completion
         out["compute/wall_s"] = self.wall
         return out
 
@@ -178,23 +181,45 @@ def _callbacks(trial: dict[str, Any], metrics: HarnessMetrics, tokenizer, *, upd
     return [Relay()]
 
 
+@dataclass(frozen=True)
+class TokenFlops:
+    """The FLOPs of a sampled row's tokens in all of TRL's passes over them (sampling, no-grad
+    passes, the updates' epochs): of each prompt or completion token through the trunk, and
+    more of each completion token through the LM head."""
+
+    context: float
+    completion: float
+
+
+def token_flops(size, *, no_grad_passes: int, epochs: int) -> TokenFlops:
+    """``TokenFlops`` of a model of ``size`` (``harness.engine.compute.ModelSize``; TRL keeps the
+    head's logits for the backward pass, so they are not recomputed)."""
+    from harness.engine.compute import PassTokens, StepTokens, step_flops
+
+    size = replace(size, head_recomputed=False)
+
+    def per_token(one: PassTokens) -> float:
+        return float(step_flops(StepTokens(sampled=one, forward=one * no_grad_passes, updated=one * epochs), size))
+
+    return TokenFlops(context=per_token(PassTokens(trunk=1.0)), completion=per_token(PassTokens(head=1.0)))
+
+
 def _harness_metrics(trial: dict[str, Any], trl_plan, algorithm, model) -> HarnessMetrics:
     """The writer of ``metrics_file`` (emptied: a retried attempt starts its curve again), with the
-    FLOPs of one sampled token as the builtin trainer would count TRL's passes over it."""
-    from harness.engine.compute import StepTokens, model_size, step_flops
+    FLOPs of the tokens TRL samples as the builtin trainer would count TRL's passes over them."""
+    from harness.engine.compute import model_size
 
     path = Path(trial.get("metrics_file") or Path(trial["output_dir"]) / "metrics.jsonl")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     size = model_size(model, checkpointed=bool(trl_plan.kwargs["gradient_checkpointing"]))
     passes = no_grad_passes(trl_plan.trainer, trl_plan.kwargs)
-    per_token = StepTokens(sampled=1.0, forward=float(passes), updated=float(algorithm.epochs))
     return HarnessMetrics(
         path,
         updates_per_step=algorithm.minibatches * algorithm.epochs,
         rows_per_step=trial["train"]["prompts_per_step"] * algorithm.group_size,
         epochs=algorithm.epochs,
-        flops_per_token=float(step_flops(per_token, size)),
+        flops=token_flops(size, no_grad_passes=passes, epochs=algorithm.epochs),
     )
 
 

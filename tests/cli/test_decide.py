@@ -133,6 +133,16 @@ def test_options_override_the_config_file_and_the_report_lands_under_its_name(mo
             "t.csv line 4: duplicates line 2 (arm grpo, seed 0); one row per arm, seed",
         ),
         ({"t.csv": "arm,seed,value\ngrpo,0,nan\n"}, ["t.csv", "--control", "grpo"], "t.csv line 2: value"),
+        (
+            {"t.csv": "arm,seed,value\ngrpo,0,0.1\ngrpo,1,-1e308\nb,0,0.1\nb,1,0.2\n"},
+            ["t.csv", "--control", "grpo"],
+            "t.csv line 3: value -1e+308 is too large to compute with (with 4 rows, sums of squares and fourth",
+        ),
+        (
+            {"t.csv": "arm,seed,value\ngrpo,0,1e200\ngrpo,1,-1e200\nb,0,3e200\nb,1,1e199\n"},
+            ["t.csv", "--control", "grpo"],
+            "t.csv line 4: value 3e+200 is too large to compute with",
+        ),
         ({"t.csv": "arm,seed,value\ngrpo,0,0.1\n"}, ["t.csv", "--control", "base"], "the control 'base' has no rows"),
         ({"t.csv": "arm,seed,value\n"}, ["t.csv"], "no control arm: give --control ARM"),
         ({}, ["absent.csv", "--control", "a"], "absent.csv: no such file"),
@@ -153,6 +163,24 @@ def test_bad_input_is_one_line_and_exit_2(monkeypatch, capsys, files, args, mess
     assert code == 2, (out, err)
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not Path("reports").exists()
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_values_at_the_size_limit_are_decided_with_finite_numbers(monkeypatch, capsys):
+    """The largest values the check lets through (float max ** (1/4) / (2 x rows)) keep every sum
+    of squares and fourth power finite: the comparison is tested, not "untested: zero variance"
+    after an overflow (nor any overflow warning on the way)."""
+    limit = float(np.finfo(float).max ** 0.25 / (2 * 6))
+    values = {"grpo": [limit, -limit, 0.5 * limit], "big": [-limit, limit, -0.5 * limit]}
+    rows = [{"arm": arm, "seed": seed, "value": repr(x)} for arm, xs in values.items() for seed, x in enumerate(xs)]
+    pd.DataFrame(rows).to_csv("t.csv", index=False)
+    differences = np.subtract(values["big"], values["grpo"])
+    assert np.isfinite(np.sum(differences**4)) and np.isfinite(np.sum(np.square(values["grpo"] + values["big"]) ** 2))
+    code, out, err = run_main(monkeypatch, capsys, "decide", "t.csv", "--control", "grpo", "--out", "judged")
+    assert code == 0, err
+    said = re.search(r"^big vs grpo: (.+) \(difference (.+)\)$", out, re.M)
+    assert said, out
+    assert "untested" not in said[1] and np.isfinite(float(said[2])), out
 
 
 def test_tidy_refuses_an_unknown_suffix(monkeypatch, capsys):

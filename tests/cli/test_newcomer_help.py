@@ -5,6 +5,7 @@ line, not a traceback)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import typer
@@ -81,3 +82,20 @@ def test_a_set_value_that_is_not_yaml_is_one_line(monkeypatch, capsys):
     code, _, err = run_main(monkeypatch, capsys, "trial", "-a", "grpo", "--set", "task.path=...")
     assert code == 2 and "Traceback" not in err
     assert err.strip() == "error: --set 'task.path=...': the value is not valid YAML; quote it, e.g. task.path='...'"
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_every_flag_the_readme_cites_is_in_the_help():
+    """A flag README tells a user to set is one `--help` shows (issue 37, item 12)."""
+    cited = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", README.read_text()))
+    hidden = {(name, flag) for name, param in options() if param.hidden for flag in param.opts}
+    assert "--grace-period" in cited
+    assert not {(name, flag) for name, flag in hidden if flag in cited}
+
+
+def test_run_help_shows_the_heartbeat_interval_and_the_grace_period():
+    text = help_text("run")
+    assert "--grace-period" in text
+    assert "--heartbeat-interval" in text

@@ -1,26 +1,32 @@
 """Real schedulers for the executor tests: a single-host Slurm and a two-node Ray cluster.
 
-Both run on this machine only (Slurm on loopback; Ray turns 127.0.0.1 into the machine's own
-address), on free ports, in short temporary folders (a munge socket path must fit in a Unix
+Both run on this machine only and on loopback: every daemon listens on 127.0.0.1 only and every
+node's address is 127.0.0.1 (checked when they start: the tests' traffic never leaves the
+machine), on free ports, in short temporary folders (a munge socket path must fit in a Unix
 socket name), for the whole session; every process they start is the test session's own and is
 stopped by its process group (never ``ray stop``, which would stop any Ray on the machine).
 
 - **Slurm** (Debian: ``apt-get install slurm-wlm munge``; CI's ``.ci/run`` installs them): a
   munged with its own key and socket, ``slurmctld -D`` and ``slurmd -D`` on a ``slurm.conf``
-  written here (one node ``localhost`` with this machine's CPUs, partition ``debug``; no cgroup
-  plugins, which a container does not give; no accounting daemon, so ``sacct`` answers nothing and
-  submitit warns that it falls back to ``squeue``). ``slurm_cluster`` puts ``SLURM_CONF`` in the
-  test's environment, so ``sbatch``, ``squeue``, ``scancel`` and submitit reach it, and cancels
-  every job the test left.
+  written here (one node ``localhost`` at 127.0.0.1 with this machine's CPUs, partition
+  ``debug``; the daemons bind to that address, not every interface; no cgroup plugins, which a
+  container does not give; no accounting daemon, so ``sacct`` answers nothing and submitit warns
+  that it falls back to ``squeue``). ``slurm_cluster`` puts ``SLURM_CONF`` in the test's
+  environment, so ``sbatch``, ``squeue``, ``scancel`` and submitit reach it, and cancels every
+  job the test left.
 - **Ray** (``pip install -e '.[ray]'``): ``ray start --head`` and a second node joined to it
   carrying the custom resource ``second_node``, each ``ray start --block`` in a process group of
   its own, so ``kill_second_node()`` kills that node (raylet, agents, the workers running its
-  tasks) with one signal. ``ray_cluster`` brings a killed second node back before each test and
-  puts ``RAY_ADDRESS`` (the GCS address) in the test's environment; ``dashboard_url`` serves the
-  state API. (Ray Client, ``ray://``, is left out: its per-client server starts too slowly for a
-  test on a busy machine.)
+  tasks) with one signal. Both run with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, without which
+  Ray turns ``--node-ip-address=127.0.0.1`` into the machine's network address and listens on
+  every interface; the second node starts through ``ray_loopback_node.py`` (``ray start`` refuses
+  to add a node with that setting). ``ray_cluster`` brings a killed second node back before each
+  test and puts ``RAY_ADDRESS`` (the GCS address) and the setting in the test's environment (and
+  in its already imported Ray); ``dashboard_url`` serves the state API. (Ray Client, ``ray://``,
+  is left out: its per-client server starts too slowly for a test on a busy machine.)
 
-Missing binaries, or a cluster that does not come up within ``STARTUP_TIMEOUT_S``, skip the tests
+Missing binaries, or a cluster that does not come up within ``STARTUP_TIMEOUT_S`` (on an idle
+machine; stretched by the load, :class:`slowness.Deadline`), skip the tests
 that need it with the reason (and the daemons' log tail).
 """
 
@@ -42,10 +48,17 @@ from pathlib import Path
 
 import pytest
 from local_servers import free_port
+from slowness import Deadline
 
 STARTUP_TIMEOUT_S = 30.0
 SLURM_DAEMONS = ("munged", "slurmctld", "slurmd")
 SECOND_NODE_RESOURCE = "second_node"
+LOOPBACK = "127.0.0.1"
+#: the test cluster's Ray settings, for its nodes and the test's driver: 127.0.0.1 stays a node's
+#: address (and where it binds) instead of the machine's own; no token authentication, whatever
+#: token the user's ~/.ray holds (which would turn it on and lock the state API's plain requests out)
+RAY_TEST_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
+RAY_LOOPBACK_NODE = Path(__file__).resolve().parent / "ray_loopback_node.py"
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # Ray's floor is 75 MiB; the tests move no large objects
 
 
@@ -72,6 +85,30 @@ def _stop_group(proc: subprocess.Popen | None, wait_s: float = 10.0) -> None:
         pass
     if proc.poll() is None:
         proc.wait(timeout=wait_s)
+
+
+def listening(groups: list[int]) -> list[str]:
+    """The TCP addresses (``host:port``) that processes of these process groups listen on."""
+    import psutil  # Ray's own dependency
+
+    found = []
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status != psutil.CONN_LISTEN or conn.pid is None:
+            continue
+        try:
+            if os.getpgid(conn.pid) in groups:
+                found.append(f"{conn.laddr.ip.removeprefix('::ffff:')}:{conn.laddr.port}")
+        except ProcessLookupError:
+            continue
+    return found
+
+
+def assert_loopback_only(groups: list[int], what: str) -> None:
+    """``what`` listens, and only on 127.0.0.1: the tests' traffic never leaves this machine."""
+    found = listening(groups)
+    assert found, f"{what}: no listening socket found (the check would be empty)"
+    beyond = [address for address in found if address.rsplit(":", 1)[0] != LOOPBACK]
+    assert not beyond, f"{what} listens beyond 127.0.0.1: {beyond}"
 
 
 def _tail(*paths: Path, chars: int = 1500) -> str:
@@ -175,6 +212,8 @@ class SlurmCluster:
                     "SelectTypeParameters=CR_Core",
                     "MpiDefault=none",
                     "MailProg=/bin/true",
+                    # bind to the hosts' addresses (127.0.0.1) rather than every interface
+                    "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny",
                     "JobRequeue=1",
                     "ReturnToService=2",
                     "SlurmdTimeout=30",
@@ -222,25 +261,26 @@ class SlurmCluster:
         self.procs["slurmctld"] = _start(["slurmctld", "-D", "-i"], r / "slurmctld.out", env, r)
         self.procs["slurmd"] = _start(["slurmd", "-D", "-N", self.node], r / "slurmd.out", env, r)
         self._wait(lambda: self.node_state() == "idle", "the Slurm node did not become idle")
+        assert_loopback_only([proc.pid for proc in self.procs.values()], "the Slurm daemons")
 
     def _wait(self, ready, what: str) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
+        deadline = Deadline(STARTUP_TIMEOUT_S)
+        while not deadline.passed():
             dead = [name for name, proc in self.procs.items() if proc.poll() is not None]
             if dead:
                 raise ClusterUnavailable(f"{', '.join(dead)} exited at start:\n{self.logs()}")
             if ready():
                 return
             time.sleep(0.3)
-        raise ClusterUnavailable(f"{what} within {STARTUP_TIMEOUT_S:.0f}s:\n{self.logs()}")
+        raise ClusterUnavailable(f"{what} within {deadline.limit():.0f}s:\n{self.logs()}")
 
     def cancel_all(self, wait_s: float = 30.0) -> None:
         """Cancel every job and wait until none is left running (a cancelled job's steps get
         ``KillWait`` to end); a node left down or drained is returned to service."""
         if self.jobs():
             self.run("scancel", "--user", getpass.getuser())
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(s not in ("COMPLETED", "CANCELLED") for s in self.jobs().values()):
+        deadline = Deadline(wait_s)
+        while not deadline.passed() and any(s not in ("COMPLETED", "CANCELLED") for s in self.jobs().values()):
             time.sleep(0.3)
         if self.node_state() not in ("idle", "mixed", "allocated"):
             self.run("scontrol", "update", f"NodeName={self.node}", "State=RESUME")
@@ -306,19 +346,21 @@ class RayCluster:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{LOOPBACK}:{self.port}"
 
     @property
     def dashboard_url(self) -> str:
-        return f"http://127.0.0.1:{self.dashboard_port}"
+        return f"http://{LOOPBACK}:{self.dashboard_port}"
 
     @property
     def env(self) -> dict[str, str]:
-        return {"RAY_ADDRESS": self.address}
+        """What a test's driver needs: the cluster's address, and Ray keeping 127.0.0.1 as it is."""
+        return {"RAY_ADDRESS": self.address, **RAY_TEST_ENV}
 
     def _env(self) -> dict[str, str]:
         return {
             **os.environ,
+            **RAY_TEST_ENV,
             "RAY_USAGE_STATS_ENABLED": "0",
             # a killed node is declared dead after about 3 s instead of about 15 s
             "RAY_health_check_initial_delay_ms": "1000",
@@ -331,7 +373,7 @@ class RayCluster:
         temp.mkdir(exist_ok=True)
         return [
             "--block",
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={LOOPBACK}",
             "--num-cpus=1",
             "--num-gpus=0",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
@@ -368,7 +410,7 @@ class RayCluster:
             "--head",
             f"--port={self.port}",
             "--include-dashboard=true",
-            "--dashboard-host=127.0.0.1",
+            f"--dashboard-host={LOOPBACK}",
             f"--dashboard-port={self.dashboard_port}",
             f"--ray-client-server-port={free_port()}",
             *self._node_args(self.root / "head"),
@@ -377,10 +419,18 @@ class RayCluster:
         self._wait(lambda: len(self.alive()) == 1, "the Ray head node did not come up", [self.head])
         self.start_second_node()
 
+    def check_loopback(self) -> None:
+        """Every node's address is 127.0.0.1 and no process of the cluster listens beyond loopback
+        (an AssertionError, not a skip: the tests' traffic must stay on this machine)."""
+        addresses = {node["node_id"]: node.get("node_ip") for node in self.alive()}
+        assert len(addresses) == 2 and set(addresses.values()) == {LOOPBACK}, addresses
+        assert_loopback_only([proc.pid for proc in (self.head, self.second) if proc is not None], "the Ray cluster")
+
     def start_second_node(self) -> None:
         self.second_starts += 1
         cmd = [
-            *_ray_command(),
+            sys.executable,
+            str(RAY_LOOPBACK_NODE),
             "start",
             f"--address={self.address}",
             f"--resources={json.dumps({self.second_node_resource: 1})}",
@@ -388,6 +438,7 @@ class RayCluster:
         ]
         self.second = _start(cmd, self.root / f"second.{self.second_starts}.out", self._env(), self.root)
         self._wait(self.second_node_alive, "the second Ray node did not join", [self.head, self.second])
+        self.check_loopback()
 
     def kill_second_node(self, wait_s: float = STARTUP_TIMEOUT_S) -> None:
         """SIGKILL the second node's whole process group (its raylet, agents and task workers),
@@ -398,21 +449,21 @@ class RayCluster:
             except ProcessLookupError:
                 pass
             self.second.wait(timeout=10)
-        deadline = time.monotonic() + wait_s
+        deadline = Deadline(wait_s)
         while self.second_node_alive():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Ray still lists the killed second node alive after {wait_s:.0f}s")
+            if deadline.passed():
+                raise AssertionError(f"Ray still lists the killed second node alive after {deadline.limit():.0f}s")
             time.sleep(0.3)
 
     def _wait(self, ready, what: str, procs: list[subprocess.Popen | None]) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
+        deadline = Deadline(STARTUP_TIMEOUT_S)
+        while not deadline.passed():
             if any(proc is None or proc.poll() is not None for proc in procs):
                 raise ClusterUnavailable(f"`ray start` exited:\n{self.logs()}")
             if ready():
                 return
             time.sleep(0.5)
-        raise ClusterUnavailable(f"{what} within {STARTUP_TIMEOUT_S:.0f}s:\n{self.logs()}")
+        raise ClusterUnavailable(f"{what} within {deadline.limit():.0f}s:\n{self.logs()}")
 
     def stop(self) -> None:
         _stop_group(self.second, wait_s=3)
@@ -423,7 +474,17 @@ class RayCluster:
 
 @pytest.fixture(scope="session")
 def ray_daemons():
-    """A two-node Ray cluster on loopback for the session (skips with the reason when it cannot start)."""
+    """A two-node Ray cluster on loopback for the session (skips with the reason when it cannot start).
+
+    For the rest of this test process, a Ray call without a connected driver (a run a failed test
+    left behind, after its cluster went) fails instead of starting a local cluster of its own,
+    which would write a token into the user's ~/.ray and switch their later clusters to token auth."""
+    try:
+        from ray._private import auto_init_hook
+
+        auto_init_hook.enable_auto_connect = False
+    except ImportError:
+        pass  # start() says Ray is missing
     cluster = RayCluster(Path(tempfile.mkdtemp(prefix="hray-")))
     try:
         cluster.start()
@@ -445,4 +506,8 @@ def ray_cluster(ray_daemons, monkeypatch):
             pytest.skip(f"the second Ray node did not come back: {exc}")
     for name, value in ray_daemons.env.items():
         monkeypatch.setenv(name, value)
+    # Ray read the variable when this process imported it: the driver keeps 127.0.0.1 as well
+    from ray._private import ray_constants
+
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     return ray_daemons

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from slowness import Deadline, slowness
 
 RUNNER_TESTS = Path(__file__).resolve().parent.parent / "runner"
 if str(RUNNER_TESTS) not in sys.path:
@@ -32,9 +33,11 @@ def trial_env_fixture(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_TRIALS_DIR", str(counters))
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(RUNNER_TESTS), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("HARNESS_FORWARD_ENV", "FAKE_TRIALS_DIR,FAKE_SLOW_FIRST_S,PYTHONPATH,MLFLOW_DISABLE_TELEMETRY")
+    monkeypatch.setenv(
+        "HARNESS_FORWARD_ENV", "FAKE_TRIALS_DIR,FAKE_SLOW_FIRST_S,FAKE_RELEASE_FILE,PYTHONPATH,MLFLOW_DISABLE_TELEMETRY"
+    )
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    for var in ("FAKE_TRIAL_SLEEP", "FAKE_SLOW_FIRST_S", "HARNESS_MIN_FREE_MB"):
+    for var in ("FAKE_TRIAL_SLEEP", "FAKE_SLOW_FIRST_S", "FAKE_RELEASE_FILE", "HARNESS_MIN_FREE_MB"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
     return counters
@@ -58,17 +61,48 @@ class Background:
         self.thread.start()
 
     def wait(self, timeout: float):
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"the run did not end within {timeout}s"
+        """The run's summary once it ends; ``timeout`` (seconds on an idle machine, a
+        :class:`Deadline` stretched by the load while it waits) only bounds a hang."""
+        deadline = Deadline(timeout)
+        while self.thread.is_alive() and not deadline.passed():
+            self.thread.join(min(1.0, max(deadline.left(), 0.05)))
+        assert not self.thread.is_alive(), f"the run did not end within {deadline.limit():g}s"
         assert self.error is None, repr(self.error)
         return self.summary
 
 
 def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    """Wait until ``condition()`` holds; ``timeout`` (seconds on an idle machine, stretched by the
+    load while it waits) only bounds a hang."""
+    deadline = Deadline(timeout)
     while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
+        assert not deadline.passed(), f"{what} did not happen within {deadline.limit():g}s"
         time.sleep(0.2)
+
+
+def timings(**kw) -> dict:
+    """Heartbeats every second; a trial is stale 3 s after its last one on an idle machine,
+    stretched by :func:`slowness` (a busy machine's late heartbeat is not a lost trial)."""
+    return {"grace_period": 3 * slowness(), "heartbeat_interval": 1, "poll_interval": 0.5, **kw}
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for its parent's reaper is not running anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def trial_pids(counters: Path, trial_id: str) -> list[int]:
+    """The pids of the fake trial's calls for ``trial_id`` so far."""
+    path = counters / f"{trial_id}.started"
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
 
 
 def latest_jobs(study_dir: Path, name: str) -> dict:

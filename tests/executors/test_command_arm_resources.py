@@ -53,7 +53,7 @@ def test_a_two_gpu_command_arm_plans_and_validates_on_nodes_that_have_them(slurm
     code, out, err = run_main(monkeypatch, capsys, command, "study.yaml")
     assert code == 0, err
     assert "executor slurm" in out
-    assert "verl_grpo  2 GPUs, 4 CPUs, 32G, 2:00:00, partition gpu" in out
+    assert "verl_grpo  2 GPUs, 4 CPUs, 32G, time limit 2:00:00 (120 min), partition gpu" in out
 
 
 def test_a_two_gpu_command_arm_on_one_gpu_nodes_is_one_line(slurm_node, monkeypatch, capsys):

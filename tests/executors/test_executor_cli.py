@@ -12,6 +12,7 @@ from harness.cli.study_cmds import resource_lines
 from harness.runner import queue
 from harness.runner.run import prepare
 from harness.study.load import load_study
+from harness.study.resources import Resources
 
 
 def test_slurm_without_sbatch_is_one_line_and_nothing_is_created(tmp_path, trial_env, monkeypatch, capsys):
@@ -57,4 +58,17 @@ def test_plan_and_validate_print_each_arms_resources(tmp_path, trial_env):
     path.write_text(text)
     out = "\n".join(resource_lines(load_study(path)))  # what `harness plan` and `harness validate` print
     assert "executor slurm (harness run --executor overrides it); resources per trial:" in out
-    assert "ok   4 CPUs, 32G, 2:00:00" in out and "okb  2 GPUs, 4 CPUs, 32G, 2:00:00" in out
+    assert "ok   4 CPUs, 32G, time limit 2:00:00 (120 min)" in out
+    assert "okb  2 GPUs, 4 CPUs, 32G, time limit 2:00:00 (120 min)" in out
+
+
+def test_plan_says_where_a_scheduler_studys_seed_check_runs_and_the_default_time_limit(tmp_path, trial_env):
+    slurm = load_study(write_study(tmp_path, ["ok"], name="s", executor="slurm", resources={"cpus": 2}))
+    out = "\n".join(resource_lines(slurm))
+    assert "ok  2 CPUs" in out
+    assert "an arm without time: its Slurm jobs get --trial-timeout + 10 min, else 1440 min" in out
+    assert "seed check: the first `harness run` runs it, and builds the warm start it needs, on the machine" in out
+    assert "checks: {seeds: false} skips it" in out
+    off = load_study(write_study(tmp_path, ["ok"], name="o", executor="ray", checks={"seeds": False}))
+    assert not any("seed check" in line or "without time" in line for line in resource_lines(off))
+    assert "time limit 90 min" in Resources(time="90").describe()

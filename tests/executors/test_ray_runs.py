@@ -9,6 +9,9 @@ one Ray task per trial, named ``study/arm/seedN`` in the dashboard, the study da
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from executors_helpers import (
     Background,
@@ -16,7 +19,9 @@ from executors_helpers import (
     completed_records,
     latest_jobs,
     options,
+    pid_alive,
     started,
+    timings,
     trial_env_fixture,  # noqa: F401  (the fixture trial_env)
     trial_ids,
     wait_for,
@@ -24,6 +29,7 @@ from executors_helpers import (
 )
 
 from harness.runner.executors.cancel import cancel_study
+from harness.runner.outcomes import study_status
 from harness.runner.run import run_study
 
 pytestmark = pytest.mark.slow
@@ -32,7 +38,7 @@ RUN_S = 120
 
 
 def ray_options(**kw):
-    return options(executor="ray", grace_period=3, heartbeat_interval=1, poll_interval=0.5, **kw)
+    return options(executor="ray", **timings(**kw))
 
 
 def test_a_study_runs_through_a_two_node_ray_cluster(tmp_path, trial_env, ray_cluster):
@@ -51,12 +57,19 @@ def test_a_study_runs_through_a_two_node_ray_cluster(tmp_path, trial_env, ray_cl
 
 
 def test_the_second_node_killed_mid_trial_is_retried_and_recorded_once(tmp_path, trial_env, ray_cluster, monkeypatch):
-    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "8")  # both nodes busy at once; the head's trial ends first
+    # both nodes busy at once, each trial held until the test releases it after the kill
+    release = tmp_path / "release"
+    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "600")
+    monkeypatch.setenv("FAKE_RELEASE_FILE", str(release))
     path = write_study(tmp_path, ["slowfirst", "slowfirstb"], resources={"cpus": 1})
     study_dir = tmp_path / "out" / "t"
     run = Background(path, ray_options())
     wait_for(lambda: started(trial_env, "slowfirst") and started(trial_env, "slowfirstb"), 60, "both trials' start")
+    first_calls = [int(path.read_text().split()[0]) for path in trial_env.glob("*.started")]
     ray_cluster.kill_second_node()
+    # the lost trial's process ends with its worker (it watches it); then the head's trial may end
+    wait_for(lambda: sum(map(pid_alive, first_calls)) == 1, 30, "the lost trial's process to end")
+    release.touch()  # the head's trial ends; the lost one runs again there
     summary = run.wait(RUN_S)
     assert summary.exit_code == 0, summary.format()
     ids = trial_ids(study_dir)
@@ -67,11 +80,15 @@ def test_the_second_node_killed_mid_trial_is_retried_and_recorded_once(tmp_path,
 
 
 def test_harness_cancel_stops_the_ray_tasks_and_a_rerun_finishes(tmp_path, trial_env, ray_cluster, monkeypatch):
-    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "60")
-    path = write_study(tmp_path, ["slowfirst"], resources={"cpus": 1})
+    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "600")  # until cancelled
+    # a study folder relative to where `harness run` starts (the Ray worker runs elsewhere)
+    path = write_study(tmp_path, ["slowfirst"], resources={"cpus": 1}, output_dir="out/t")
     study_dir = tmp_path / "out" / "t"
     run = Background(path, ray_options())
     wait_for(lambda: started(trial_env, "slowfirst"), 60, "the trial's start")
+    status = study_status(study_dir).format()
+    log = Path(re.search(r"running  slowfirst-s0\S* \(attempt 1\) on .*; ray job \w+ \(logs: (\S+)\)", status)[1])
+    assert log.is_absolute() and log.is_file(), status  # the path `harness status` prints opens
     lines = "\n".join(cancel_study(study_dir).lines())
     assert "asked the `harness run` that owns them to cancel 1 Ray task(s)" in lines
     assert run.wait(RUN_S).exit_code == 130
@@ -80,3 +97,4 @@ def test_harness_cancel_stops_the_ray_tasks_and_a_rerun_finishes(tmp_path, trial
     summary = run_study(path, ray_options())
     assert summary.exit_code == 0, summary.format()
     assert started(trial_env, "slowfirst") == 2 and len(completed_records(study_dir)[job.key]) == 1
+    assert f"{job.key}: attempt 1 ran here" in log.read_text()  # the rerun's task wrote there too

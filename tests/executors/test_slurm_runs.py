@@ -8,7 +8,6 @@ one job per trial through submitit, the study database the one record.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,12 @@ from executors_helpers import (
     completed_records,
     latest_jobs,
     options,
+    pid_alive,
     started,
+    timings,
     trial_env_fixture,  # noqa: F401  (the fixture trial_env)
     trial_ids,
+    trial_pids,
     wait_for,
     write_study,
 )
@@ -37,7 +39,7 @@ RUN_S = 120  # a run's ceiling; the studies here take a few job start-ups
 
 
 def slurm_options(**kw):
-    return options(executor="slurm", grace_period=3, heartbeat_interval=1, poll_interval=0.5, **kw)
+    return options(executor="slurm", **timings(**kw))
 
 
 def test_a_study_runs_to_completion_through_slurm(tmp_path, trial_env, slurm_cluster):
@@ -57,9 +59,10 @@ def test_a_study_runs_to_completion_through_slurm(tmp_path, trial_env, slurm_clu
 
 
 def test_a_scancelled_job_is_run_again_and_its_trial_recorded_once(tmp_path, trial_env, slurm_cluster, monkeypatch):
-    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "60")
+    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "600")  # until its job is cancelled
     path = write_study(tmp_path, ["slowfirst"])
-    run = Background(path, slurm_options())
+    opts = slurm_options()
+    run = Background(path, opts)
     study_dir = tmp_path / "out" / "t"
     wait_for(lambda: started(trial_env, "slowfirst") == 1, 60, "the trial's first start")
     trial = trial_ids(study_dir)["slowfirst"]
@@ -70,10 +73,16 @@ def test_a_scancelled_job_is_run_again_and_its_trial_recorded_once(tmp_path, tri
     assert calls(trial_env, trial) == 2 and calls(trial_env, trial, "done") == 1
     (record,) = completed_records(study_dir)[trial]
     assert record.scheduler_job["id"] != first  # the second job ran it
+    # the run says why it submitted again: the job put its trial back (SIGTERM), or it went stale
+    said = opts.stream.getvalue()
+    if record.attempt == 1:
+        assert f": slurm job {first} ended with the trial unfinished (cancelled, e.g. by scancel" in said, said
+    else:
+        assert f"re-queued {trial} (attempt 1)" in said, said
 
 
 def test_harness_cancel_stops_every_job_and_a_rerun_finishes(tmp_path, trial_env, slurm_cluster, monkeypatch):
-    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "60")
+    monkeypatch.setenv("FAKE_SLOW_FIRST_S", "600")  # until its job is cancelled
     path = write_study(tmp_path, ["slowfirst", "slowfirstb"])
     study_dir = tmp_path / "out" / "t"
     run = Background(path, slurm_options())
@@ -87,8 +96,11 @@ def test_harness_cancel_stops_every_job_and_a_rerun_finishes(tmp_path, trial_env
     assert interrupted.exit_code == 130
     wait_for(lambda: not slurm_cluster.jobs(), 30, "the cancelled jobs' end")
     assert {j.state for j in latest_jobs(study_dir, "t").values()} == {TrialState.WAITING}
+    status = study_status(study_dir).format()  # the cancelled jobs are over, not the trials' live jobs
+    assert "GONE" not in status and status.count("has ended (cancelled or lost): the next `harness run`") == 2
     assert not completed_records(study_dir)
-    time.sleep(1)  # a trial process killed with its job is gone, not late
+    first_pids = [pid for trial_id in trial_ids(study_dir).values() for pid in trial_pids(trial_env, trial_id)]
+    wait_for(lambda: not any(map(pid_alive, first_pids)), 30, "the cancelled trials' processes to end")
     summary = run_study(path, slurm_options())
     assert summary.exit_code == 0, summary.format()
     for trial_id in trial_ids(study_dir).values():

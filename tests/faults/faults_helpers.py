@@ -10,11 +10,21 @@ from pathlib import Path
 
 import yaml
 from runner_helpers import FAKE
-from slowness import slowness
+from slowness import Deadline
 
 HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
-# fast timings: a dead worker's trial is stale after 3 s without a heartbeat
-FAST = ["--trial-fn", FAKE, "--poll-interval", "0.2", "--heartbeat-interval", "1", "--grace-period", "3"]
+
+
+def fast(grace_s: float = 3.0) -> list[str]:
+    """Fast timings: a dead worker's trial is stale ``grace_s`` seconds after its last heartbeat.
+    A test in which no worker dies gives a long grace (:data:`NO_DEATHS_GRACE_S`, stretched by
+    :func:`slowness`), so a live trial whose heartbeat a busy machine delays is never taken for lost."""
+    return ["--trial-fn", FAKE, "--poll-interval", "0.2", "--heartbeat-interval", "1", "--grace-period", f"{grace_s:g}"]
+
+
+#: a grace period no heartbeat of a live worker misses, for tests in which no worker dies
+NO_DEATHS_GRACE_S = 60.0
+FAST = fast()
 
 
 def write_study(folder: Path, name: str, arms: list[str], *, seeds=1, output_dir: str | None = None) -> Path:
@@ -63,18 +73,27 @@ class Machine:
 
     def run(self, *args: str, label: str, env: dict[str, str] | None = None, timeout: float = 180):
         """Run a harness command to its end: (exit code, stdout, stderr). ``timeout`` (seconds on
-        an idle machine, stretched by :func:`slowness`) only bounds a hang."""
-        timeout *= slowness()
+        an idle machine, a :class:`Deadline` stretched by the load while it runs) only bounds a hang."""
+        deadline = Deadline(timeout)
         proc = self.start(*args, label=label, env=env)
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        code = wait_process(proc, deadline)
+        if code is None:
             proc.kill()
             proc.wait()
             raise AssertionError(
-                f"`harness {' '.join(args)}` on {self.name} ran past {timeout:g}s:\n{self.output(label)[1][-3000:]}"
-            ) from None
+                f"`harness {' '.join(args)}` on {self.name} ran past {deadline.limit():g}s:\n"
+                f"{self.output(label)[1][-3000:]}"
+            )
         return (code, *self.output(label))
+
+    def finish(self, proc: subprocess.Popen, timeout: float) -> int:
+        """The exit code of a command started here; ``timeout`` (seconds on an idle machine, a
+        :class:`Deadline` stretched by the load while it waits) only bounds a hang."""
+        deadline = Deadline(timeout)
+        code = wait_process(proc, deadline)
+        if code is None:
+            raise AssertionError(f"{' '.join(map(str, proc.args[-8:]))} on {self.name} ran past {deadline.limit():g}s")
+        return code
 
     def output(self, label: str) -> tuple[str, str]:
         return (
@@ -89,20 +108,30 @@ class Machine:
                 proc.wait(timeout=30)
 
 
+def wait_process(proc: subprocess.Popen, deadline: Deadline) -> int | None:
+    """``proc``'s exit code once it ends, or None when ``deadline`` passes first."""
+    while True:
+        try:
+            return proc.wait(timeout=min(1.0, max(deadline.left(), 0.05)))
+        except subprocess.TimeoutExpired:
+            if deadline.passed():
+                return None
+
+
 def wait_for(predicate, timeout: float, what: str, poll: float = 0.2, *, unless_ended=None) -> None:
-    """Wait until ``predicate()`` holds. ``timeout`` (seconds on an idle machine, stretched by
-    :func:`slowness`) only bounds a hang; ``unless_ended`` (a process) fails the wait at once
-    when that process ends first, since what it was to bring about can no longer come."""
-    limit = timeout * slowness()
-    deadline = time.monotonic() + limit
+    """Wait until ``predicate()`` holds. ``timeout`` (seconds on an idle machine, a
+    :class:`Deadline` stretched by the load while it waits) only bounds a hang; ``unless_ended``
+    (a process) fails the wait at once when that process ends first, since what it was to bring
+    about can no longer come."""
+    deadline = Deadline(timeout)
     while not predicate():
         if unless_ended is not None and unless_ended.poll() is not None:
             if predicate():
                 return
             code = unless_ended.returncode
             raise AssertionError(f"{what}: the process that was to bring it about ended (exit code {code})")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit:g}s waiting for {what}")
+        if deadline.passed():
+            raise AssertionError(f"timed out after {deadline.limit():g}s waiting for {what}")
         time.sleep(poll)
 
 

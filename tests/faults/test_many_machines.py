@@ -72,7 +72,7 @@ def test_three_workers_on_two_machines_run_every_trial_exactly_once(tmp_path, fa
             label="worker",
             env=env,
         )
-        code_a = runner.wait(timeout=120)
+        code_a = a.finish(runner, 120)
     finally:
         a.stop_all()
         b.stop_all()
@@ -152,7 +152,7 @@ def test_sigkilled_worker_trial_is_found_stale_and_completed_by_another(tmp_path
         trial_pid = calls(fault_env, victim.key)[0]
         assert pid_alive(worker_pid) and pid_alive(trial_pid)
         os.kill(worker_pid, signal.SIGKILL)
-        code = runner.wait(timeout=120)
+        code = a.finish(runner, 120)
     finally:
         a.stop_all()
     out, err = a.output("run")

@@ -12,10 +12,10 @@ from collections import Counter
 
 import pytest
 import yaml
-from faults_helpers import Machine, queue_jobs, record_files, wait_for
+from faults_helpers import Machine, queue_jobs, record_files, wait_for, wait_process
 from optuna.trial import TrialState
 from runner_helpers import at_once
-from slowness import slowness
+from slowness import Deadline, slowness
 
 from harness import store as study_db
 from harness.decide.sequential.pools import look_specs
@@ -100,23 +100,31 @@ def test_machines_finding_the_first_look_due_at_once_fix_one_rule(tmp_path, pg_u
 def test_a_worker_on_another_machine_runs_the_next_looks_when_the_runner_machine_dies(tmp_path, fault_env, pg_url):
     a, b = Machine(tmp_path, "machine_a"), Machine(tmp_path, "machine_b")
     study_a, study_b = write_sequential(a.dir), write_sequential(b.dir)  # the same file, copied
-    # look 2 (4 trials) takes A's one worker 4 s or more (on an idle machine; stretched on a busy
-    # one, where this test's polling runs late): A dies while it runs
-    env = {"FAKE_TRIAL_SLEEP": f"{slowness():g}"}
+    # look 2's trials (seeds 3 and 4) hold until released: A dies while they run, whatever the load
+    release = tmp_path / "release"
+    env = {"FAKE_HOLD_FROM_SEED": "3", "FAKE_RELEASE_FILE": str(release)}
 
     def completed() -> list:
         return [j for j in queue_jobs(pg_url, "seq") if j.state == TrialState.COMPLETE]
 
+    def look_two_running() -> bool:
+        jobs = queue_jobs(pg_url, "seq")
+        return sum(j.state == TrialState.COMPLETE for j in jobs) == 9 and any(
+            j.state == TrialState.RUNNING for j in jobs
+        )
+
     try:
         runner = a.start("run", study_a.name, "--storage", pg_url, "--workers", "1", *fast(), label="run", env=env)
-        wait_for(lambda: len(completed()) >= 9, 120, "the first look's 9 trials", unless_ended=runner)
+        wait_for(look_two_running, 120, "the first look's 9 trials, then look 2 running", unless_ended=runner)
         runner.kill()  # the `harness run` machine dies; its orphaned worker puts its trial back and stops
-        runner.wait(timeout=30 * slowness())
+        assert wait_process(runner, Deadline(30)) is not None, "the killed `harness run` did not end"
         wait_for(
             lambda: not any(j.state == TrialState.RUNNING for j in queue_jobs(pg_url, "seq")),
             60,
             "machine A's worker to stop",
         )
+        assert len(completed()) == 9  # A died inside look 2
+        release.touch()
         code, _, err = b.run(
             "worker", study_b.name, "--storage", pg_url, "--workers", "1", *fast(), label="worker", env=env, timeout=240
         )

@@ -83,7 +83,7 @@ def test_tracking_server_down_mid_study_then_sync_restores_everything(tmp_path, 
         down_at = len(record_files(folder))
         wait_for(lambda: len(record_files(folder)) >= down_at + 2, 60, "two trials while MLflow is down")
         mlflow_server.start()  # back before the study ends
-        code = runner.wait(timeout=120)
+        code = a.finish(runner, 120)
     finally:
         a.stop_all()
     out, err = a.output("run")

@@ -394,7 +394,7 @@ def test_postgres_down_for_seconds_mid_run_loses_nothing(tmp_path, fault_env, po
         _database(postgres, pg_url, open_=False)
         time.sleep(6)
         _database(postgres, pg_url, open_=True)
-        code = runner.wait(timeout=180)
+        code = a.finish(runner, 180)
     finally:
         _database(postgres, pg_url, open_=True)
         a.stop_all()
@@ -434,7 +434,7 @@ def test_postgres_down_past_the_bound_stops_workers_with_one_line_each(
         )
         wait_for(lambda: sum(len(calls(fault_env, tid)) for tid in ids) >= 2, 120, "two trials to start")
         _database(postgres, pg_url, open_=False)
-        code = proc.wait(timeout=120)
+        code = a.finish(proc, 120)
         _database(postgres, pg_url, open_=True)
         out, err = a.output("worker")
         assert code == 2, out + err

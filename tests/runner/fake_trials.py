@@ -12,6 +12,11 @@ They behave by arm name, so one study can mix outcomes:
 - ``slowfirst*``: the first call for a trial id sleeps ``FAKE_SLOW_FIRST_S`` seconds (default
   60) before succeeding, later calls succeed at once (a trial to kill its worker in).
 
+With ``FAKE_RELEASE_FILE`` set, a trial holding (a ``slowfirst`` first call, or a ``planted``
+trial of seed ``FAKE_HOLD_FROM_SEED`` or later) waits until that file exists instead (at most
+its sleep): a test holds trials running until it has done what it must meanwhile, whatever the
+load, then releases them by writing the file.
+
 ``planted`` (``fake_trials:planted``) gives every arm the same accuracy up to a little seeded
 noise, except arms named ``big*``, which get a large effect (+0.3): a sequential study stops
 them at the first look.
@@ -56,6 +61,17 @@ def metrics(spec: TrialSpec) -> dict[str, float]:
     return {"eval/accuracy": acc, "eval/mean_reward": acc / 2, "tokens/total": 100.0}
 
 
+def _hold(seconds: float) -> None:
+    """Sleep ``seconds``, or until ``$FAKE_RELEASE_FILE`` exists when it is set."""
+    release = os.environ.get("FAKE_RELEASE_FILE")
+    if not release:
+        time.sleep(seconds)
+        return
+    end = time.monotonic() + seconds
+    while not Path(release).exists() and (left := end - time.monotonic()) > 0:
+        time.sleep(min(0.1, left))
+
+
 def _succeed(spec: TrialSpec) -> TrialResult:
     time.sleep(float(os.environ.get("FAKE_TRIAL_SLEEP", "0")))
     final = metrics(spec)
@@ -79,6 +95,9 @@ def planted_accuracy(arm: str, seed: int) -> float:
 
 def planted(spec: TrialSpec) -> TrialResult:
     _mark(spec, "started")
+    hold_from = os.environ.get("FAKE_HOLD_FROM_SEED")
+    if hold_from is not None and spec.seed >= int(hold_from):
+        _hold(600)
     time.sleep(float(os.environ.get("FAKE_TRIAL_SLEEP", "0")))
     acc = planted_accuracy(spec.arm, spec.seed)
     _mark(spec, "done")
@@ -103,7 +122,7 @@ def by_arm(spec: TrialSpec) -> TrialResult:
     if arm.startswith("die"):
         os.kill(os.getpid(), signal.SIGKILL)
     if arm.startswith("slowfirst") and calls == 1:
-        time.sleep(float(os.environ.get("FAKE_SLOW_FIRST_S", "60")))
+        _hold(float(os.environ.get("FAKE_SLOW_FIRST_S", "60")))
     if arm.startswith("badmetric"):
         return TrialResult(trial_id=spec.trial_id, final={"eval/accuracy": float("nan")})
     return _succeed(spec)

@@ -68,3 +68,13 @@ def test_the_console_shows_what_the_check_builds_as_it_goes(tmp_path, check_with
     lines = opts.stream.getvalue().splitlines()
     assert lines[0].startswith("[harness] seed check: sampling the control's first rollout with seed 0 twice")
     assert lines[1:] == [f"[harness] seed check: warm start: step {n}/2, val accuracy 0.5 (target 0.4)" for n in (1, 2)]
+
+
+def test_before_a_schedulers_jobs_the_check_says_it_runs_on_this_machine(tmp_path, check_with):
+    check_with("passing_seed_check")
+    study = load_study(write_study(tmp_path, ["ok_a"]))
+    opts = options(trial_fn=DEFAULT_TRIAL_FN)
+    preflight.seed_check(study, tmp_path / "out" / "t", opts, before_jobs=True)
+    first = opts.stream.getvalue().splitlines()[0]
+    assert "once on this machine, before any job is submitted (it may build the warm start first" in first
+    assert "checks: {seeds: false} skips the check" in first

@@ -2,8 +2,11 @@
 re-ran its trial never overwrites the newer attempt; records, MLflow and Optuna agree on one
 attempt. Plus the queue's fence itself (:func:`fencing.renew` and :func:`fencing.commit`).
 
-Timings as in the other runner tests, shorter: heartbeats every 0.2 s, a grace period of 1 s
-(SQLite's clock has 1 s resolution, so a claim goes stale 1-2 s after its last beat).
+Timings as in the other runner tests, shorter: heartbeats every 0.2 s, a grace period of 1 s on
+an idle machine, stretched by the measured load so a live worker's late beat is not a lost one
+(SQLite's clock has 1 s resolution, so a claim goes stale 1-2 s after its last beat). Every
+wait bounds only a hang (:class:`slowness.Deadline`); a trial to pause or resume a worker in
+holds until the test releases it (``FAKE_RELEASE_FILE``), never for a fixed time.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 from optuna.trial import TrialState
 from runner_helpers import FAKE, calls, options, write_study
+from slowness import Deadline, slowness
 
 from harness import store as study_db
 from harness.runner import queue
@@ -56,7 +60,7 @@ def worker_config(setup, name: str, **run) -> WorkerConfig:
             "trial_fn": FAKE,
             "tracking": False,
             "heartbeat_interval": HEARTBEAT_S,
-            "grace_period": GRACE_S,
+            "grace_period": GRACE_S * slowness(),
             "poll_interval": 0.1,
             "kill_grace": 2,
             **run,
@@ -95,10 +99,17 @@ class WorkerProcess:
         return self.proc.pid
 
     def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"worker {self.pid} ran past {timeout}s:\n{self.stderr()[-3000:]}") from None
+        """The worker's exit code; ``timeout`` (seconds on an idle machine, stretched by the load
+        while it waits) only bounds a hang."""
+        deadline = Deadline(timeout)
+        while True:
+            try:
+                return self.proc.wait(timeout=min(1.0, max(deadline.left(), 0.05)))
+            except subprocess.TimeoutExpired:
+                if deadline.passed():
+                    raise AssertionError(
+                        f"worker {self.pid} ran past {deadline.limit():g}s:\n{self.stderr()[-3000:]}"
+                    ) from None
 
     def stderr(self) -> str:
         return self.err_path.read_text(errors="replace")
@@ -111,10 +122,10 @@ class WorkerProcess:
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        if deadline.passed():
+            raise AssertionError(f"timed out after {deadline.limit():g}s waiting for {what}")
         time.sleep(0.1)
 
 
@@ -182,7 +193,8 @@ def test_paused_worker_discards_its_result_and_the_newer_attempt_stands(tmp_path
     attempt 2 (before the fence, A's attempt 1 replaced attempt 2's record and MLflow run)."""
     path, setup, q = queued_study(tmp_path, ["slowfirst"])
     (trial_id,) = [s.trial_id for s in expand(setup.study)]
-    env = {"FAKE_SLOW_FIRST_S": "3"}
+    release = tmp_path / "release"  # A's trial holds until B has run attempt 2
+    env = {"FAKE_SLOW_FIRST_S": "600", "FAKE_RELEASE_FILE": str(release)}
     a = WorkerProcess(setup, worker_config(setup, "a", tracking=True), env)
     b = None
     try:
@@ -194,6 +206,7 @@ def test_paused_worker_discards_its_result_and_the_newer_attempt_stands(tmp_path
         pause_outside_transaction(a.pid, setup.study_dir / "optuna.db")
         b = WorkerProcess(setup, worker_config(setup, "b", tracking=True), env)
         assert b.wait(120) == 0, b.stderr()
+        release.touch()
         wait_for(lambda: calls(fake_env, trial_id, "done") == 2, 30, "A's trial process to finish too")
         os.kill(a.pid, signal.SIGCONT)
         assert a.wait(60) == 0, a.stderr()
@@ -222,7 +235,7 @@ def test_resumed_worker_stops_the_trial_that_was_handed_on(tmp_path, fake_env):
     a result nobody wants) and writes nothing."""
     _, setup, q = queued_study(tmp_path, ["slowfirst"])
     (trial_id,) = [s.trial_id for s in expand(setup.study)]
-    env = {"FAKE_SLOW_FIRST_S": "120"}
+    env = {"FAKE_SLOW_FIRST_S": "600"}  # far past any bound below: A must end it, not wait for it
     a = WorkerProcess(setup, worker_config(setup, "a"), env)
     b = None
     try:
@@ -235,10 +248,8 @@ def test_resumed_worker_stops_the_trial_that_was_handed_on(tmp_path, fake_env):
         pause_outside_transaction(a.pid, setup.study_dir / "optuna.db")
         b = WorkerProcess(setup, worker_config(setup, "b"), env)
         assert b.wait(120) == 0, b.stderr()
-        resumed = time.monotonic()
         os.kill(a.pid, signal.SIGCONT)
-        assert a.wait(60) == 0, a.stderr()
-        assert time.monotonic() - resumed < 30  # not the 120 s the trial would have slept
+        assert a.wait(60) == 0, a.stderr()  # had A waited for its trial, that trial would have written `done`
     finally:
         a.kill()
         if b is not None:

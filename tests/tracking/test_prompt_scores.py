@@ -206,6 +206,7 @@ def test_a_damaged_record_fails_only_when_prompts_are_asked_for(study):
     victim = records.record_path(out, next(iter(scored)))
     data = json.loads(victim.read_text())
     data["prompt_scores"] = data["prompt_scores"][:-20] + "A" * 20
+    del data["checksum"]  # as a record written before records had one (with one, it is set aside when read)
     victim.write_text(json.dumps(data))
     res = load_results(path)  # the trials and curves do not need the scores
     assert len(res.trials)

@@ -55,6 +55,10 @@ def test_a_program_that_exits_non_zero_fails_with_the_tail_of_its_log(program_sp
     assert "boom: no such dataset" in (tmp_path / "logs" / "trial.log").read_text()  # its output is in the log
 
 
+#: a program's line starting a child that leaves the trial's group and session (a daemon's way)
+DETACHED = 'subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)'
+
+
 @pytest.mark.slow
 def test_a_program_past_the_timeout_is_ended_with_everything_it_started(program_spec, script, tmp_path):
     pids = tmp_path / "pids.json"
@@ -63,15 +67,17 @@ def test_a_program_past_the_timeout_is_ended_with_everything_it_started(program_
         + f"""
 import subprocess, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-Path({str(pids)!r}).write_text(json.dumps([os.getpid(), child.pid]))
+detached = {DETACHED}
+Path({str(pids)!r}).write_text(json.dumps([os.getpid(), child.pid, detached.pid]))
 time.sleep(600)
 """
     )
     spec = program_spec(command, warmstart={"enabled": False})  # the program starts within seconds
     outcome = in_trial_process(spec, tmp_path, timeout_s=15)
     assert outcome.result is None and outcome.reason.startswith("timeout")
-    program, grandchild = json.loads(pids.read_text())
+    program, grandchild, detached = json.loads(pids.read_text())
     assert process_gone(program) and process_gone(grandchild)
+    assert process_gone(detached)  # in a session of its own, out of reach of the group's kill
 
 
 @pytest.mark.slow
@@ -82,14 +88,20 @@ def test_what_a_program_leaves_running_is_ended_with_it(program_spec, script, tm
         + f"""
 import subprocess
 server = subprocess.Popen([sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(600)"])
-Path({str(pids)!r}).write_text(json.dumps([server.pid]))
+daemon = subprocess.Popen(
+    [sys.executable, "-c", {"import subprocess, sys; print(" + DETACHED + ".pid, flush=True)"!r}],
+    stdout=subprocess.PIPE, text=True,
+)  # starts a detached child and exits: the child is an orphan in a session of its own
+detached = int(daemon.stdout.readline()); daemon.wait()
+Path({str(pids)!r}).write_text(json.dumps([server.pid, detached]))
 model.save_pretrained(trial["checkpoint_dir"])
 """
     )
     outcome = in_trial_process(program_spec(script(body), warmstart={"enabled": False}), tmp_path, timeout_s=120)
     assert outcome.result is not None, outcome.reason
-    [server] = json.loads(pids.read_text())
+    server, detached = json.loads(pids.read_text())
     assert process_gone(server)
+    assert process_gone(detached)  # docs/trainers.md: what the program leaves running ends with the trial
 
 
 def test_a_program_that_cannot_start_fails_with_its_name(program_spec):
@@ -221,7 +233,9 @@ def test_a_program_is_ended_when_its_worker_is_killed(program_spec, script, tmp_
     whole group when it sees the worker gone), so nothing keeps a GPU busy for a dead worker."""
     pids = tmp_path / "pids.json"
     command = script(
-        PREAMBLE + f"import time\nPath({str(pids)!r}).write_text(json.dumps([os.getpid()]))\ntime.sleep(600)"
+        PREAMBLE
+        + f"import subprocess, time\ndetached = {DETACHED}\n"
+        + f"Path({str(pids)!r}).write_text(json.dumps([os.getpid(), detached.pid]))\ntime.sleep(600)"
     )
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(program_spec(command, warmstart={"enabled": False}).model_dump_json())
@@ -243,10 +257,10 @@ def test_a_program_is_ended_when_its_worker_is_killed(program_spec, script, tmp_
     while not pids.exists() and time.monotonic() < deadline and worker.poll() is None:
         time.sleep(0.2)
     assert pids.exists(), (tmp_path / "trial.log").read_text() if (tmp_path / "trial.log").exists() else "no log"
-    [program] = json.loads(pids.read_text())
+    program, detached = json.loads(pids.read_text())
     worker.kill()
     worker.wait()
     deadline = time.monotonic() + 10
-    while not process_gone(program) and time.monotonic() < deadline:
+    while not (process_gone(program) and process_gone(detached)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert process_gone(program)
+    assert process_gone(program) and process_gone(detached)

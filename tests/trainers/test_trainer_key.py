@@ -69,6 +69,8 @@ def test_a_bare_kind_is_short_for_a_mapping():
         ({"kind": "command", "command": ["x"], "env": {"HARNESS_STORAGE": "y"}}, "starts with HARNESS_"),
         ({"kind": "verl"}, "kind"),
         ({"kind": "command", "command": ["x"], "shell": True}, "shell"),
+        ({"kind": "command", "command": ["python", "train\0.py"]}, "command[1] holds a NUL byte"),
+        ({"kind": "command", "command": ["x"], "env": {"MY_LR": "1\0"}}, "env: MY_LR holds a NUL byte"),
     ],
 )
 def test_a_bad_trainer_is_one_line_naming_the_key(trainer, expected):

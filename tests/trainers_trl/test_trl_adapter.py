@@ -52,8 +52,7 @@ def test_a_short_grpo_run_writes_loadable_checkpoints_and_harness_metrics(tmp_pa
     assert generated[1] < trained[1]  # the updates read the prompts too
     assert lines[1]["compute/wall_s"] >= lines[0]["compute/wall_s"]
     flops = [line["compute/flops"] for line in lines]
-    assert 0 < flops[0] < flops[1]
-    assert flops[1] / flops[0] == pytest.approx(trained[1] / trained[0])  # a fixed cost per sampled token
+    assert 0 < flops[0] < flops[1]  # the count itself: tests/trainers_trl/test_trl_metrics.py
 
 
 @pytest.mark.slow

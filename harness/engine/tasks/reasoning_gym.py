@@ -16,6 +16,10 @@ The verifier reads the answer (``answer: tag``: the last tag's content, reasonin
 small model that answers "4 - 1 = 3" without the tag) and scores it with the dataset's
 ``score_answer`` against the problem's own entry: 1.0 for a right answer, and the partial credit
 some datasets give. The warm start's target is the tagged reference answer.
+
+Sizes are checked before the prompts are made: at most ``MAX_PROMPTS`` in all (as a synthetic
+task), and the dataset's settings within a memory and time budget measured on its first problems
+(:mod:`.gym_budget`), so absurd settings are one line, not an exhausted machine.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any
 
 from harness.engine.spec import ReasoningGymConfig
 from harness.engine.tasks.base import Item, Task
+from harness.engine.tasks.gym_budget import check_budget
+from harness.engine.tasks.synthetic import MAX_PROMPTS
 from harness.errors import ConfigError, one_line
 
 INSTRUCTION = "\nGive only the final answer, inside <answer></answer>."
@@ -62,8 +68,15 @@ def read_answer(completion: str, how: str) -> str | None:
 def reasoning_gym_task(config) -> Task:
     """The task of ``config.reasoning_gym``: ``n_train`` training and ``n_eval`` held-out prompts."""
     gym: ReasoningGymConfig = config.reasoning_gym
+    wanted = config.n_train + config.n_eval
+    if wanted > MAX_PROMPTS:
+        raise ConfigError(
+            f"task.reasoning_gym: asked for {config.n_train:,} train + {config.n_eval:,} eval prompts; a "
+            f"reasoning-gym task gives at most {MAX_PROMPTS:,} in all: lower task.n_train/n_eval"
+        )
     train_set = _dataset(gym, gym.train_seed, config.n_train)
     eval_set = _dataset(gym, gym.eval_seed, config.n_eval)
+    check_budget(train_set, wanted, f"task.reasoning_gym ({gym.dataset})")
     held_out = [_item(entry) for entry in eval_set]
     held_prompts = {item.prompt for item in held_out}
     train_entries = [(entry, _item(entry)) for entry in train_set]

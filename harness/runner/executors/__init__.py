@@ -23,7 +23,11 @@ def executor_name(study, opts: RunOptions) -> str:
 
 
 def make_executor(name: str, *, study_dir: Path, opts: RunOptions) -> Executor:
-    """A scheduler executor (``slurm`` or ``ray``) for a study whose files are under ``study_dir``."""
+    """A scheduler executor (``slurm`` or ``ray``) for a study whose files are under ``study_dir``.
+
+    Its folders are absolute: a job or task runs in another working directory (a Ray worker's is
+    its session folder), and the log paths it records are what ``harness status`` prints."""
+    study_dir = study_dir.absolute()
     if name == "slurm":
         from harness.runner.executors.slurm import SlurmExecutor
 

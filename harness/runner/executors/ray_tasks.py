@@ -78,7 +78,7 @@ class RayExecutor(Executor):
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ConfigError(f"--executor ray: cannot reach a Ray cluster at {target}: {first}") from None
         self.ray = ray
-        self.log_dir = log_dir
+        self.log_dir = log_dir.absolute()  # the task opens it in the Ray worker's working directory
         self.remote = ray.remote(run_logged)
         self.refs: dict[str, object] = {}
 

@@ -14,8 +14,9 @@ The queue is filled as for the local pool; then, every poll, until nothing is wa
 
 Ctrl-C (or ``harness cancel``, seen as the queues' ``cancel_requested``) cancels the jobs and puts
 their running trials back in the queue: the next ``harness run`` resumes the study.
-A runner started again adopts the live jobs its trials record, so it never submits a second job
-for a trial that still has one.
+A runner started again adopts the live jobs its trials record, one line each, so it never submits
+a second job for a trial that still has one; a waiting trial whose job ended without finishing it
+(``scancel``, a preemption, a job that failed at start) gets a new one, and its line says why.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ class _Tracked:
     key: str
     attempt: int
     handle: JobHandle
+
+
+def ended_job_reason(handle: JobHandle) -> str:
+    """Why a trial gets a second job for the same attempt: the one it had is no longer held by
+    the scheduler and the trial is still waiting (``harness status`` shows it ``GONE``)."""
+    logs = f"; its logs: {' '.join(handle.logs)}" if handle.logs else ""
+    return (
+        f"{handle.executor} job {handle.id} ended with the trial unfinished "
+        f"(cancelled, e.g. by scancel, preempted, or failed at start{logs})"
+    )
 
 
 def job_name(study: str, job: queue.Job) -> str:
@@ -118,14 +129,19 @@ class Scheduled:
         )
 
     def submit(self, q, job: queue.Job) -> None:
+        ended = self.tracked.get((q.study_name, job.key))
         handle = self.executor.submit(self.request(q, job))
         queue.set_attr(q, job, study_db.EXECUTOR_JOB, handle.as_attr())
         self.tracked[(q.study_name, job.key)] = _Tracked(q.study_name, job.key, job.attempt, handle)
         self.submits[(q.study_name, job.key, job.attempt)] += 1
-        say(f"submitted {job.key} (attempt {job.attempt}) as {self.executor.name} job {handle.id}", stream=self.out)
+        line = f"submitted {job.key} (attempt {job.attempt}) as {self.executor.name} job {handle.id}"
+        if ended is not None and ended.attempt == job.attempt:  # a new attempt's reason was said when it was queued
+            line += f": {ended_job_reason(ended.handle)}"
+        say(line, stream=self.out)
 
     def adopt(self) -> None:
-        """Track the jobs that waiting or running trials record (a runner started again)."""
+        """Track the jobs that waiting or running trials record (a runner started again), saying
+        which are still alive: those are watched, not submitted again."""
         for q in self.queues:
             for job in queue.latest(queue.jobs(q)).values():
                 attr = job.attrs.get(study_db.EXECUTOR_JOB)
@@ -133,6 +149,14 @@ class Scheduled:
                     handle = JobHandle.from_attr(attr)
                     if handle.executor == self.executor.name:
                         self.tracked[(q.study_name, job.key)] = _Tracked(q.study_name, job.key, job.attempt, handle)
+        states = self.executor.states([t.handle for t in self.tracked.values()]) if self.tracked else {}
+        for t in self.tracked.values():
+            if states.get(t.handle.id, GONE) != GONE:
+                say(
+                    f"adopted {t.key} (attempt {t.attempt}): its {t.handle.executor} job {t.handle.id} from an earlier "
+                    f"`harness run` is still {states[t.handle.id]}; watching it, not submitting another",
+                    stream=self.out,
+                )
 
     # ---- the loop ----------------------------------------------------------------------------
 
