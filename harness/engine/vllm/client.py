@@ -27,10 +27,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.engine.vllm.errors import (
     VllmMalformedOutput,
     VllmRequestError,
+    VllmTiedHeadReload,
     VllmTimeout,
     VllmUnavailable,
 )
@@ -127,7 +129,15 @@ class VllmClient:
 
     def reload_weights(self, folder: str) -> None:
         """Replace the served model's weights, in place, by those of the model folder ``folder``
-        (same architecture), and drop the prefix cache computed with the old ones."""
+        (same architecture), and drop the prefix cache computed with the old ones. A model with
+        tied input and output embeddings is refused before anything is sent (``VllmTiedHeadReload``)."""
+        if ties_embeddings(folder):
+            raise VllmTiedHeadReload(
+                f"cannot sync full weights to the vLLM server: the model in {folder} ties its LM head to its "
+                "input embeddings, and vLLM's in-place reload keeps the LM head it started with (the server "
+                "would sample from neither the old policy nor the new one); train a LoRA adapter (model.lora) "
+                "or a model with untied embeddings, or use rollout.backend: hf"
+            )
         self._post(
             "/collective_rpc",
             {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}},
@@ -215,6 +225,18 @@ def _error_detail(err: urllib.error.HTTPError) -> str:
     except (json.JSONDecodeError, AttributeError):
         pass
     return squeeze(text, 300)
+
+
+def ties_embeddings(folder: str | Path) -> bool:
+    """Whether the model folder's config ties the LM head to the input embeddings, as transformers
+    reads it (its model type's default where the file says nothing); False where it cannot be read."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError):
+        return False
+    return bool(getattr(config.get_text_config(), "tie_word_embeddings", False))
 
 
 def parse_completions(answer, prompts: int, n: int, max_tokens: int, vocab_size: int) -> list[list[SampledCompletion]]:

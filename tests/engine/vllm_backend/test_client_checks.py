@@ -13,6 +13,7 @@ from harness.engine.vllm.client import SampledCompletion, VllmClient, parse_comp
 from harness.engine.vllm.errors import (
     VllmMalformedOutput,
     VllmRequestError,
+    VllmTiedHeadReload,
     VllmTimeout,
     VllmUnavailable,
 )
@@ -164,3 +165,19 @@ def test_parse_keeps_an_empty_completion_and_clips_rounding_above_zero():
     answer = {"choices": [choice(0, (), ()), choice(1, (4,), (3e-7,))]}
     rows = parse_completions(answer, prompts=1, n=2, max_tokens=4, vocab_size=VOCAB)
     assert rows == [[SampledCompletion((), (), "stop"), SampledCompletion((4,), (0.0,), "stop")]]
+
+
+def test_full_weights_of_a_tied_model_are_refused_before_anything_is_sent(tmp_path):
+    """Nothing listens at the URL: a tied model's reload is refused by its config alone (a request
+    would have been VllmUnavailable); an untied one goes on to the request."""
+    from transformers import LlamaConfig
+
+    url = f"http://127.0.0.1:{free_port()}"
+    small = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+    for name, tied in [("tied", True), ("untied", False)]:
+        LlamaConfig(tie_word_embeddings=tied, **small).save_pretrained(tmp_path / name)
+    with pytest.raises(VllmTiedHeadReload, match="ties its LM head to its input embeddings") as refused:
+        VllmClient(url, vocab_size=VOCAB).reload_weights(str(tmp_path / "tied"))
+    assert "\n" not in str(refused.value)
+    with pytest.raises(VllmUnavailable):
+        VllmClient(url, vocab_size=VOCAB).reload_weights(str(tmp_path / "untied"))
