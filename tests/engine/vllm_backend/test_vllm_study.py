@@ -1,8 +1,9 @@
 """A study with ``rollout.backend: vllm`` end to end, as a user runs it: ``harness run`` queues and
-runs every trial through the runner (each trial process samples and evaluates with the session's
-real vLLM server, named by ``rollout.vllm.url``), ``harness report`` reads the records and decides
-every arm against the control. One arm corrects the mismatch (token TIS) and samples up to one
-step stale, so the per-arm rollout settings travel through the runner too."""
+runs every trial through the runner, two at a time (each trial process samples and evaluates
+with the session's real vLLM server, named by ``rollout.vllm.url``, under adapter names of its
+own), ``harness report`` reads the records and decides every arm against the control. One arm
+corrects the mismatch (token TIS) and samples up to one step stale, so the per-arm rollout
+settings travel through the runner too."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_a_vllm_study_runs_reports_and_decides(smollm2, vllm_server, tmp_path):
     path = tmp_path / "vllm_e2e.yaml"
     path.write_text(yaml.safe_dump(_study(smollm2, vllm_server)))
     run = subprocess.run(
-        [*HARNESS, "run", str(path), "--workers", "1", "--no-tracking"],
+        [*HARNESS, "run", str(path), "--workers", "2", "--no-tracking"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
