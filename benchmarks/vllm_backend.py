@@ -58,7 +58,7 @@ import torch
 from study_arm import trial_spec  # a sibling script, as this one is run
 
 from harness.engine.models import LoadedModel
-from harness.engine.rollout import Rollout, encode_prompts, sample
+from harness.engine.rollout import Rollout, encode_prompts, prompt_token_ids, sample
 from harness.engine.samplers.backend import base_folder
 from harness.engine.samplers.policy_sync import PolicySync, is_lora
 from harness.engine.samplers.server_sampler import VllmSampler
@@ -170,8 +170,7 @@ def vllm_run(sampler: VllmSampler, lm: LoadedModel, batch: list[str], shape: Sha
 
 def vllm_base_run(client: VllmClient, base_name: str, lm: LoadedModel, batch: list[str], shape: Shape):
     """The same request on the served base model, no adapter: what vLLM's LoRA path costs here."""
-    ids, mask = encode_prompts(lm, batch)
-    prompts = [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]
+    prompts = prompt_token_ids(lm, batch)
     clock = time.perf_counter()
     done = client.complete(
         prompts, n=shape.group, max_tokens=shape.tokens, temperature=shape.temperature, model=base_name
