@@ -135,9 +135,12 @@ def pause_outside_transaction(pid: int, database: Path) -> None:
     A process stopped inside a transaction keeps SQLite's file lock, and every other process then
     waits out its busy timeout: the tests here are about a stale claim, not about that (a paused
     worker on a server database holds no such lock). So stop it, check that an exclusive lock
-    can be had at once, and if not let it run on for a moment and try again."""
+    can be had at once, and if not let it run on for a moment and try again. ``kill`` only sends
+    the signal: a thread still running on another core may take a lock after it returns, so the
+    probe waits until the kernel shows every thread of ``pid`` stopped."""
     while True:
         os.kill(pid, signal.SIGSTOP)
+        wait_for(lambda: all_threads_stopped(pid), 30, f"process {pid} to stop")
         probe = sqlite3.connect(database, timeout=0)
         try:
             probe.execute("BEGIN EXCLUSIVE")
@@ -148,6 +151,17 @@ def pause_outside_transaction(pid: int, database: Path) -> None:
             time.sleep(0.01)
         finally:
             probe.close()
+
+
+def all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is in the stopped state (``T``) in ``/proc``."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (FileNotFoundError, IndexError):
+            continue  # a thread that ended meanwhile
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 def running_under(q, pid: int):
