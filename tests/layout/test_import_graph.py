@@ -59,6 +59,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # a program trial: the engine's policy, evaluator, trial file and metric ranges
     "trainers": {"algorithms", "engine"},  # algorithms: the TRL mapping reads the arm's parts
     "report": {"decide", "tracking"},  # tracking: the report is attached to the study's MLflow run
+    "evallogs": set(),  # evaluation tools' logs, read into per-sample rows
     # engine.reward_model: `harness reward-model train` trains in its own process (imported lazily, in the command)
     "cli": {
         "algorithms",
@@ -67,6 +68,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.reward_model",
         "engine.model_source",  # `harness prepare-model`: the GGUF source it names
         "engine.model_prepare",  # `harness prepare-model`: its conversion into the cache, in the command
+        "evallogs",  # `harness decide` on an evaluation tool's logs
         "engine.cost_probe",  # `harness plan` of a real model: its trial's costs, probed (imported in the command)
         "trainers.dispatch",  # `harness trial`: one trial in this process, by its trainer
         "report",
