@@ -493,7 +493,7 @@ def analyze(results, options: ReadOptions | None = None, *, curve_metrics: list[
         scaling=scaling_analysis(results, rules),
         curves=all_curves(results, curve_metrics, rules.alpha),
     )
-    analysis.notes += shortfall_notes(results, rules.metric)
+    analysis.notes += meta_of(results).input_notes + shortfall_notes(results, rules.metric)
     untested = decided.verdicts[decided.verdicts["p_value"].isna()]
     if len(untested):
         analysis.notes.append(

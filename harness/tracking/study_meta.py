@@ -77,6 +77,7 @@ class StudyMeta:
     earlier_design: list[str] = field(default_factory=list)  # lines on trials of an earlier design
     sequential_rules: list[dict[str, Any]] | None = None  # the stored rule versions, as stored (JSON)
     source: str | None = None  # a tidy table: the file it was read from
+    input_notes: list[str] = field(default_factory=list)  # a tidy table: what reading it did (samples, dropped prompts)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | StudyMeta | None) -> StudyMeta:
@@ -107,4 +108,6 @@ class StudyMeta:
             del out["sequential_rules"]
         if self.source is None:
             del out["source"]
+        if not self.input_notes:
+            del out["input_notes"]
         return out

@@ -47,12 +47,15 @@ from harness.ground.spreadsheet import plain_frame
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import format_validation_error
 from harness.study.schema import PRIMARY_TESTS
-from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
+from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, samples_metric
 from harness.tracking.results import CURVE_COLUMNS, PROMPT_COLUMNS, Results
 from harness.tracking.study_meta import BenchmarkMeta, StudyMeta
+from harness.tracking.tidy_samples import number_repeats, pass_leaf, per_prompt, sample_counts
 
-REQUIRED_COLUMNS = ("arm", "seed", "value")
-OPTIONAL_COLUMNS = ("benchmark", "prompt_id", "samples", "sample_var")
+REQUIRED_COLUMNS = ("arm", "value")
+OPTIONAL_COLUMNS = ("seed", "benchmark", "prompt_id", "sample", "samples", "sample_var")
+#: the seed of every row of a table without a seed column (one run per arm)
+NO_SEED = 0
 #: the ``benchmark`` of a study's own task's held-out set (not a valid benchmark name: no clash)
 TASK_SET = "(task)"
 #: the tags (or params) of an MLflow run that name its arm and seed; ``harness mirror-to-mlflow`` sets both tags
@@ -89,6 +92,11 @@ class JudgeSettings(StrictModel):
     )
     arms: list[str] | None = Field(
         None, description="the arms in report order (default: the control, then as they appear); each must have rows"
+    )
+    repeats_are_samples: bool = Field(
+        False,
+        description="rows repeating a run's prompt are its sampled answers (numbered in file order), as a sample "
+        "column would say; without it a repeated row is refused as a duplicate",
     )
 
     @field_validator("benchmark_min_effect")
@@ -190,6 +198,8 @@ class _Rows:
     def __init__(self, frame: pd.DataFrame, where: str, unit: str):
         self.where, self.unit = where, unit
         self.runs = frame["run"].astype(str).tolist() if unit == "run" else None
+        #: rows read from a tool's logs name their own place (``file:line``)
+        self.places = frame["where"].astype(str).tolist() if "where" in frame else None
 
     def number(self, i: int) -> str:
         if self.runs is not None:
@@ -197,6 +207,8 @@ class _Rows:
         return str(i + 2 if self.unit == "line" else i + 1)
 
     def name(self, i: int) -> str:
+        if self.places is not None:
+            return self.places[i]
         return f"{self.where} {self.unit} {self.number(i)}"
 
     def error(self, i: int, what: str) -> ConfigError:
@@ -238,11 +250,14 @@ def _computable(numbers: pd.Series, column: str, rows: _Rows) -> None:
         )
 
 
-def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataFrame:
+def check_table(
+    frame: pd.DataFrame, where: str, unit: str = "line", *, repeats_are_samples: bool = False
+) -> pd.DataFrame:
     """The table with its columns checked and typed; the first problem is a one-line ConfigError
     naming its row: a missing column, an empty arm or prompt id, a seed that is not an integer, a
     value that is not a finite number or too large for its sums of squares, a bad benchmark name,
-    a duplicated row."""
+    a duplicated row. Without a seed column every row is seed ``NO_SEED`` (one run per arm);
+    ``repeats_are_samples`` numbers a prompt's repeated rows as its samples."""
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise ConfigError(
@@ -254,7 +269,7 @@ def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataF
     frame = frame.reset_index(drop=True)
     rows = _Rows(frame, where, unit)
     out = pd.DataFrame({"arm": _text_column(frame, "arm", rows)})
-    out["seed"] = _number_column(frame, "seed", rows, integer=True)
+    out["seed"] = _number_column(frame, "seed", rows, integer=True) if "seed" in frame else NO_SEED
     out["value"] = _number_column(frame, "value", rows, integer=False)
     _computable(out["value"], "value", rows)
     if "benchmark" in frame:
@@ -272,6 +287,18 @@ def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataF
         out["prompt_id"] = _text_column(frame, "prompt_id", rows)
     if ("samples" in frame) != ("sample_var" in frame):
         raise ConfigError(f"{where}: samples and sample_var come together (k and the variance of the k scores)")
+    if "sample" in frame:
+        if "prompt_id" not in frame:
+            raise ConfigError(f"{where}: sample numbers a prompt's answers; add prompt_id")
+        if "samples" in frame:
+            raise ConfigError(
+                f"{where}: give one row per sample (a sample column) or per prompt with samples and sample_var, "
+                "not both: from samples the harness computes the other two itself"
+            )
+        out["sample"] = _number_column(frame, "sample", rows, integer=True)
+        for i, index in enumerate(out["sample"]):
+            if index < 0:
+                raise rows.error(i, f"sample must be >= 0; got {index}")
     if "samples" in frame:
         if "prompt_id" not in frame:
             raise ConfigError(f"{where}: samples and sample_var are per prompt; add prompt_id")
@@ -281,13 +308,23 @@ def check_table(frame: pd.DataFrame, where: str, unit: str = "line") -> pd.DataF
         for i, (k, var) in enumerate(zip(out["samples"], out["sample_var"])):
             if k < 1 or var < 0:
                 raise rows.error(i, f"samples must be >= 1 and sample_var >= 0; got {k} and {var}")
-    keys = [c for c in ("arm", "seed", "benchmark", "prompt_id") if c in out]
+    if repeats_are_samples and "sample" not in out:
+        if "prompt_id" not in out:
+            raise ConfigError(f"{where}: repeated rows are samples of a prompt; add prompt_id")
+        out = number_repeats(out)
+    keys = [c for c in ("arm", "seed", "benchmark", "prompt_id", "sample") if c in out]
     repeated = np.flatnonzero(out.duplicated(keys, keep="first").to_numpy())
     if len(repeated):
         second = int(repeated[0])
         first = int(np.flatnonzero((out[keys] == out.loc[second, keys]).all(axis=1).to_numpy())[0])
         held = ", ".join(f"{k} {out.loc[second, k]}" for k in keys)
-        raise rows.error(second, f"duplicates {rows.unit} {rows.number(first)} ({held}); one row per {', '.join(keys)}")
+        hint = (
+            " (or a sample column numbering a prompt's answers, or --repeats-are-samples)"
+            if "prompt_id" in out and "sample" not in out
+            else ""
+        )
+        first_name = rows.name(first) if rows.places is not None else f"{rows.unit} {rows.number(first)}"
+        raise rows.error(second, f"duplicates {first_name} ({held}); one row per {', '.join(keys)}{hint}")
     return out
 
 
@@ -320,20 +357,32 @@ def _check_design(table: pd.DataFrame, settings: JudgeSettings, where: str) -> l
                     f"{where}: arm {arm}, seed {seed} has no rows for benchmark {lacking[0]}; "
                     "every run needs every benchmark"
                 )
-    if "prompt_id" in table:
-        by = ["benchmark"] if "benchmark" in table else []
-        for key, rows in table.groupby(by) if by else [((), table)]:
-            prompts = list(dict.fromkeys(rows["prompt_id"]))
-            per_run = rows.groupby(["arm", "seed"])["prompt_id"].agg(set)
-            for (arm, seed), got in per_run.items():
-                lacking = [p for p in prompts if p not in got]
-                if lacking:
-                    bench = f" of benchmark {key[0] if isinstance(key, tuple) else key}" if by else ""
-                    raise ConfigError(
-                        f"{where}: arm {arm}, seed {seed} has no row for prompt {lacking[0]!r}{bench} "
-                        f"({len(lacking)} of {len(prompts)} prompts missing); every run needs a score on every prompt"
-                    )
     return arms
+
+
+def common_prompts(table: pd.DataFrame, where: str) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of the prompts every run has (per benchmark), and a line for each benchmark that
+    lost prompts: a question missing from one arm's log is left out of every arm's comparison, so
+    both sides are averaged over the same questions."""
+    notes: list[str] = []
+    by = ["benchmark"] if "benchmark" in table else []
+    keep = pd.Series(True, index=table.index)
+    for key, rows in table.groupby(by, sort=False) if by else [((), table)]:
+        per_run = rows.groupby(["arm", "seed"])["prompt_id"].agg(set)
+        every = set.intersection(*per_run)
+        seen = list(dict.fromkeys(rows["prompt_id"]))
+        bench = f" of benchmark {key[0] if isinstance(key, tuple) else key}" if by else ""
+        if not every:
+            raise ConfigError(f"{where}: no prompt{bench} is scored in every run; nothing to compare")
+        if len(every) < len(seen):
+            (arm, seed), got = next((run, got) for run, got in per_run.items() if got != set(seen))
+            first = next(p for p in seen if p not in got)
+            notes.append(
+                f"{len(seen) - len(every)} of {len(seen)} prompts{bench} are not scored in every run (arm {arm}, "
+                f"seed {seed} lacks {first!r}): every arm is compared on the {len(every)} prompts all runs have"
+            )
+            keep &= ~(table.index.isin(rows.index) & ~table["prompt_id"].isin(every))
+    return table[keep], notes
 
 
 # ----------------------------------------------------------------------------- building
@@ -363,9 +412,25 @@ def _metric_names(table: pd.DataFrame, settings: JudgeSettings, where: str) -> t
 def results_from_table(
     table: pd.DataFrame, settings: JudgeSettings, *, where: str = "table", unit: str = "line"
 ) -> Results:
-    """The ``Results`` of a tidy table (checked here: one line naming the row on a problem)."""
-    table = check_table(table, where, unit)
+    """The ``Results`` of a tidy table (checked here: one line naming the row on a problem).
+
+    A per-sample table (a ``sample`` column, or ``settings.repeats_are_samples``) is made one row
+    per run and prompt as ``settings.metric`` scores it (:mod:`harness.tracking.tidy_samples`:
+    the mean with its within-prompt variance, or pass@k / pass^k); prompts some run lacks are
+    left out of every run. ``meta.input_notes`` says what reading did."""
+    table = check_table(table, where, unit, repeats_are_samples=settings.repeats_are_samples)
     arms = _check_design(table, settings, where)
+    notes: list[str] = []
+    if "prompt_id" in table:
+        table, notes = common_prompts(table, where)
+    if pass_leaf(settings.metric) is not None and "sample" not in table:
+        raise ConfigError(
+            f"{where}: {settings.metric} is computed from each prompt's sampled answers; give one row per sample "
+            "(a sample column, or --repeats-are-samples)"
+        )
+    if "sample" in table:
+        notes.insert(0, f"Read {sample_counts(table).line()}.")
+        table = per_prompt(table, settings.metric, where)
     metrics, primary, named = _metric_names(table, settings, where)
     table = table.assign(metric=table["benchmark"].map(metrics) if "benchmark" in table else settings.metric)
     table["trial_id"] = table["arm"] + "-s" + table["seed"].astype(str)
@@ -377,17 +442,15 @@ def results_from_table(
     prompts = pd.DataFrame(columns=PROMPT_COLUMNS)
     if "prompt_id" in table:
         parts = [table.assign(step=0)[PROMPT_COLUMNS]]
-        if "samples" in table:
+        if "sample_var" in table:
             parts.append(
                 table.assign(step=0, metric=table["metric"] + SAMPLE_VAR_SUFFIX, value=table["sample_var"])[
                     PROMPT_COLUMNS
                 ]
             )
-            parts.append(
-                table.assign(step=0, metric=table["metric"] + SAMPLES_SUFFIX, value=table["samples"].astype(float))[
-                    PROMPT_COLUMNS
-                ]
-            )
+        if "samples" in table:  # pass@k's k rows go by the metric its samples are named under
+            counted = table["metric"].map(samples_metric) + SAMPLES_SUFFIX
+            parts.append(table.assign(step=0, metric=counted, value=table["samples"].astype(float))[PROMPT_COLUMNS])
         prompts = pd.concat(parts, ignore_index=True).astype({"seed": "int64", "step": "int64", "value": "float64"})
     seeds = {a: sorted(int(s) for s in runs.loc[runs["arm"] == a, "seed"]) for a in arms}
     benchmarks = [
@@ -424,6 +487,7 @@ def results_from_table(
         earlier_design=[],
         benchmarks=[BenchmarkMeta(**b) for b in benchmarks],
         source=where,
+        input_notes=notes,
     )
     return Results(
         trials=trials,

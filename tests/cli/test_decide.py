@@ -123,9 +123,9 @@ def test_options_override_the_config_file_and_the_report_lands_under_its_name(mo
     ("files", "args", "message"),
     [
         (
-            {"t.csv": "arm,value\ngrpo,0.1\n"},
+            {"t.csv": "arm,score\ngrpo,0.1\n"},
             ["t.csv", "--control", "grpo"],
-            "t.csv: missing column seed; a tidy table",
+            "t.csv: missing column value; a tidy table",
         ),
         (
             {"t.csv": "arm,seed,value\ngrpo,0,0.1\nnew,0,0.2\ngrpo,0,0.3\n"},

@@ -53,7 +53,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.trial_file",
         "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)
     },
-    "tracking": {"study", "engine.spec", "store"},
+    "tracking": {"study", "engine.spec", "store", "stats.pass_at_k"},  # pass@k of a judged table's samples
     "decide": {"stats", "tracking", "study", "store"},  # store: a study database that cannot be read
     "runner": {"decide", "study", "tracking", "store", "engine.spec", "trainers.trial_dir"},
     # a program trial: the engine's policy, evaluator, trial file and metric ranges

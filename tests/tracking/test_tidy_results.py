@@ -147,7 +147,7 @@ def _fails(tmp_path, frame: pd.DataFrame, match: str, settings: JudgeSettings = 
 
 
 def test_missing_columns(tmp_path):
-    _fails(tmp_path, per_prompt().drop(columns=["seed", "value"]), "missing columns seed, value; a tidy table has arm")
+    _fails(tmp_path, per_prompt().drop(columns=["arm", "value"]), "missing columns arm, value; a tidy table has arm")
 
 
 @pytest.mark.parametrize(
@@ -191,15 +191,27 @@ def test_the_control_absent_and_an_arm_with_no_rows(tmp_path):
     )
 
 
-def test_a_prompt_missing_for_a_run_is_named(tmp_path):
+def test_prompts_some_run_lacks_are_left_out_of_every_run_and_said(tmp_path):
     table = per_prompt()
     table = table.drop(index=table[(table.arm == "new") & (table.seed == 2) & (table.prompt_id == "q4")].index)
-    _fails(tmp_path, table, r"arm new, seed 2 has no row for prompt 'q4' \(1 of 6 prompts missing\)")
+    res = results_from_table(table, SETTINGS)
+    assert set(res.prompts["prompt_id"]) == {"q0", "q1", "q2", "q3", "q5"}
+    common = table[(table.arm == "base") & (table.seed == 0) & (table.prompt_id != "q4")]["value"].mean()
+    assert res.trials.set_index("trial_id").loc["base-s0", "eval/accuracy"] == pytest.approx(common)
+    (note,) = res.meta.input_notes
+    assert note.startswith("1 of 6 prompts are not scored in every run (arm new, seed 2 lacks 'q4')")
+    assert "compared on the 5 prompts all runs have" in note
     bench = per_prompt(benchmarks=("gsm8k", "aime"))
     bench = bench.drop(
         index=bench[(bench.arm == "base") & (bench.benchmark == "aime") & (bench.prompt_id == "q0")].index
     )
-    _fails(tmp_path, bench, "has no row for prompt 'q0' of benchmark aime")
+    (note,) = results_from_table(bench, SETTINGS).meta.input_notes
+    assert note.startswith("1 of 6 prompts of benchmark aime are not scored in every run")
+    alone = per_prompt(prompts=2)
+    alone = alone[
+        ~((alone.arm == "new") & (alone.prompt_id == "q0")) & ~((alone.arm == "base") & (alone.prompt_id == "q1"))
+    ]
+    _fails(tmp_path, alone, "no prompt is scored in every run; nothing to compare")
     runs = per_prompt(benchmarks=("gsm8k", "aime"))
     runs = runs.drop(index=runs[(runs.arm == "new") & (runs.seed == 0) & (runs.benchmark == "aime")].index)
     _fails(tmp_path, runs, "arm new, seed 0 has no rows for benchmark aime; every run needs every benchmark")
