@@ -32,6 +32,7 @@ writes a study's results as such a table.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -56,6 +57,10 @@ REQUIRED_COLUMNS = ("arm", "value")
 OPTIONAL_COLUMNS = ("seed", "benchmark", "prompt_id", "sample", "samples", "sample_var")
 #: the seed of every row of a table without a seed column (one run per arm)
 NO_SEED = 0
+#: the column that names each row's place in its file (``FILE line 7``), where rows say it themselves
+PLACE_COLUMN = "where"
+#: tidy tables ``read_table`` reads
+TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
 #: the ``benchmark`` of a study's own task's held-out set (not a valid benchmark name: no clash)
 TASK_SET = "(task)"
 #: the tags (or params) of an MLflow run that name its arm and seed; ``harness mirror-to-mlflow`` sets both tags
@@ -93,6 +98,10 @@ class JudgeSettings(StrictModel):
     arms: list[str] | None = Field(
         None, description="the arms in report order (default: the control, then as they appear); each must have rows"
     )
+    columns: dict[str, str] = Field(
+        default_factory=dict,
+        description="tidy column -> the table's own name for it (arm: model, value: score), where they differ",
+    )
     repeats_are_samples: bool = Field(
         False,
         description="rows repeating a run's prompt are its sampled answers (numbered in file order), as a sample "
@@ -120,22 +129,61 @@ def settings_from(values: dict[str, Any], where: str) -> JudgeSettings:
 
 
 def read_table(path: str | Path) -> tuple[pd.DataFrame, str]:
-    """The table in ``path`` (``.csv`` or ``.parquet``) and how its rows are named ("line" for a
-    CSV, whose header is line 1; "row" for Parquet)."""
+    """The table in ``path`` (``.csv``, ``.parquet`` or ``.jsonl``) and how its rows are named:
+    "line" for a CSV, whose header is line 1; "row" for Parquet; "place" for JSONL, whose rows
+    carry their own line number (blank lines are skipped)."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in (".csv", ".parquet"):
-        raise ConfigError(f"{path}: not a .csv or .parquet file; give a tidy table (arm, seed, value, ...)")
+    if suffix not in TABLE_SUFFIXES:
+        raise ConfigError(f"{path}: not a {', '.join(TABLE_SUFFIXES)} file; give a tidy table (arm, value, ...)")
     try:
+        if suffix == ".jsonl":
+            return _read_jsonl(path), "place"
         if suffix == ".csv":  # a text cell `harness tidy` quoted for spreadsheets reads as it was
             table = pd.read_csv(path, dtype={"arm": str, "benchmark": str, "prompt_id": str}, keep_default_na=False)
             return plain_frame(table), "line"
         return pd.read_parquet(path), "row"
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except HarnessError:
+        raise
     except Exception as err:  # noqa: BLE001 - any parser failure is an unreadable file
         text = " ".join(str(err).split())[:300]
         raise ConfigError(f"{path}: cannot read it as {suffix[1:]} ({type(err).__name__}: {text})") from None
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """One row per JSON object line, each naming its line; a line that is not an object is refused."""
+    rows = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ConfigError(f"{path} line {number}: not valid JSON ({err})") from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{path} line {number}: not a JSON object (arm, value, ...)")
+            rows.append({**row, PLACE_COLUMN: f"{path} line {number}"})
+    return pd.DataFrame(rows)
+
+
+def renamed_columns(table: pd.DataFrame, columns: dict[str, str], where: str) -> pd.DataFrame:
+    """``table`` with the user's column names mapped to the tidy ones (``columns``: tidy name ->
+    the table's, e.g. ``{"arm": "model", "value": "score"}``)."""
+    known = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+    for tidy, own in columns.items():
+        if tidy not in known:
+            raise ConfigError(f"--column {tidy}={own}: {tidy!r} is not a tidy column; one of {', '.join(known)}")
+        if own not in table:
+            raise ConfigError(
+                f"{where}: no column {own!r} (--column {tidy}={own}); columns there: "
+                f"{', '.join(c for c in table.columns if c != PLACE_COLUMN)}"
+            )
+        if tidy in table and tidy != own:
+            raise ConfigError(f"{where}: has a column {tidy!r} already; --column {tidy}={own} would hide it")
+    return table.rename(columns={own: tidy for tidy, own in columns.items()})
 
 
 def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame:
@@ -198,8 +246,8 @@ class _Rows:
     def __init__(self, frame: pd.DataFrame, where: str, unit: str):
         self.where, self.unit = where, unit
         self.runs = frame["run"].astype(str).tolist() if unit == "run" else None
-        #: rows read from a tool's logs name their own place (``file:line``)
-        self.places = frame["where"].astype(str).tolist() if "where" in frame else None
+        #: rows read from a JSONL file or a tool's logs name their own place (unit "place")
+        self.places = frame[PLACE_COLUMN].astype(str).tolist() if unit == "place" else None
 
     def number(self, i: int) -> str:
         if self.runs is not None:
@@ -418,7 +466,9 @@ def results_from_table(
     per run and prompt as ``settings.metric`` scores it (:mod:`harness.tracking.tidy_samples`:
     the mean with its within-prompt variance, or pass@k / pass^k); prompts some run lacks are
     left out of every run. ``meta.input_notes`` says what reading did."""
-    table = check_table(table, where, unit, repeats_are_samples=settings.repeats_are_samples)
+    table = check_table(
+        renamed_columns(table, settings.columns, where), where, unit, repeats_are_samples=settings.repeats_are_samples
+    )
     arms = _check_design(table, settings, where)
     notes: list[str] = []
     if "prompt_id" in table:
