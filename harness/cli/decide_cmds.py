@@ -105,7 +105,7 @@ def decide(
         None, "--pass-hat-k", help="also judge pass^k (all k answers correct) for each k, e.g. 4"
     ),
     test: str | None = typer.Option(
-        None, "--test", help="the primary test, as in a study: auto | seed_prompt | paired_t | welch_t | ..."
+        None, "--test", help="the primary test, as in a study: auto | seed_prompt | welch_t | paired_t | yuen"
     ),
     score: str | None = typer.Option(
         None, "--score", help="an evaluation tool's field to judge (default: the task's own first metric)"
