@@ -2,14 +2,15 @@
 ``harness tidy`` (a study's results as the tidy table ``harness decide`` reads). ``harness judge``
 is ``harness decide``'s former name, kept for one release.
 
-Thin: the table is read and checked in ``harness.tracking.tidy_results``, decided in
-``harness.decide`` and written by ``harness.report``, as ``harness report`` does for a study.
+Thin: the table is read and checked in ``harness.tracking.tidy_results`` (an MLflow experiment's runs
+read in ``harness.tracking.mlflow_results``), decided in ``harness.decide`` and written by
+``harness.report``, as ``harness report`` does for a study.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -23,6 +24,27 @@ _SOURCE_HELP = (
     "or per run and prompt) and samples, sample_var (k sampled scores per prompt); benchmark (task) marks a "
     "study task's own held-out set (harness tidy writes it)"
 )
+
+ArmKeyOpt = Annotated[
+    str | None, typer.Option("--arm-key", help="the tag (or param) of each MLflow run that names its arm (default arm)")
+]
+SeedKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seed-key",
+        help="the tag (or param) of each MLflow run that holds its seed (default seed); without it on any run, "
+        "each arm's runs are numbered as seeds 0, 1, ... in start-time order",
+    ),
+]
+MlflowTableOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow-table",
+        metavar="FILE",
+        help="read each MLflow run's values per prompt from the table it logged with mlflow.log_table(data, "
+        "artifact_file=FILE): columns prompt_id, value, optionally benchmark, sample (instead of the run's metric)",
+    ),
+]
 
 
 def _config_file(path: Path | None) -> dict[str, Any]:
@@ -70,12 +92,15 @@ def decide(
     mlflow_experiment: str | None = typer.Option(
         None,
         "--mlflow-experiment",
-        help="read the runs of this MLflow experiment instead of a file: tags (or params) arm and seed, "
-        "metric final/<metric> or <metric>",
+        help="read the finished runs of this MLflow experiment instead of a file: arm and seed from a tag (or param) "
+        "each, the value from metric final/<metric> or <metric> (or --mlflow-table)",
     ),
     tracking_uri: str | None = typer.Option(
         None, "--tracking-uri", envvar="HARNESS_TRACKING_URI", help="MLflow tracking URI of --mlflow-experiment"
     ),
+    arm_key: ArmKeyOpt = None,
+    seed_key: SeedKeyOpt = None,
+    mlflow_table: MlflowTableOpt = None,
     out: Path | None = typer.Option(None, "--out", help="output folder (default: reports/<name>/)"),
 ) -> None:
     """Decide on results made anywhere: the same verdicts, intervals and report as a study's.
@@ -84,12 +109,14 @@ def decide(
     from harness.decide.analysis import analyze
     from harness.decide.rules import ReadOptions
     from harness.report import write_analysis
-    from harness.tracking.tidy_results import load_mlflow, load_tidy, settings_from
+    from harness.tracking.tidy_results import load_tidy, settings_from
 
     if (file is None) == (mlflow_experiment is None):
         raise ConfigError("give either a tidy FILE or --mlflow-experiment NAME (with --tracking-uri), not both")
     if mlflow_experiment is not None and not tracking_uri:
         raise ConfigError("--mlflow-experiment needs --tracking-uri URI (or HARNESS_TRACKING_URI)")
+    if mlflow_experiment is None and (arm_key, seed_key, mlflow_table) != (None, None, None):
+        raise ConfigError("--arm-key, --seed-key and --mlflow-table go with --mlflow-experiment NAME")
     given = {
         "control": control,
         "metric": metric,
@@ -108,13 +135,26 @@ def decide(
     if file is not None:
         results = load_tidy(file, settings)
     else:
-        results = load_mlflow(mlflow_experiment, tracking_uri, settings)
+        results = _mlflow_results(mlflow_experiment, tracking_uri, settings, arm_key, seed_key, mlflow_table)
     out_dir = out if out is not None else default_report_dir(results)
     analysis = analyze(results, ReadOptions(correction=settings.correction, alpha=settings.alpha))
     path = write_analysis(analysis, out_dir)
     typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
     for row in analysis.verdicts.itertuples():
         typer.echo(f"{row.condition} vs {row.control}: {row.verdict} (difference {row.diff:+.4g})")
+
+
+def _mlflow_results(
+    experiment: str, tracking_uri: str, settings, arm_key: str | None, seed_key: str | None, table: str | None
+):
+    """The results of an MLflow experiment's runs (``load_mlflow``); the console's first line says
+    where they came from and how their seeds were found."""
+    from harness.tracking.mlflow_results import ARM_KEY, SEED_KEY, load_mlflow
+
+    keys = {"arm_key": arm_key or ARM_KEY, "seed_key": seed_key or SEED_KEY}
+    results = load_mlflow(experiment, tracking_uri, settings, **keys, table=table)
+    typer.echo(f"read {results.meta.source}")
+    return results
 
 
 former_name("judge", "decide", decide)
