@@ -2,14 +2,16 @@
 ``harness tidy`` (a study's results as the tidy table ``harness decide`` reads). ``harness judge``
 is ``harness decide``'s former name, kept for one release.
 
-Thin: the table is read and checked in ``harness.tracking.tidy_results``, decided in
-``harness.decide`` and written by ``harness.report``, as ``harness report`` does for a study.
+Thin: the table is read and checked in ``harness.tracking.tidy_results`` (an MLflow experiment's runs
+read in ``harness.tracking.mlflow_results``), decided in ``harness.decide`` and written by
+``harness.report``, as ``harness report`` does for a study.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +26,103 @@ _SOURCE_HELP = (
     "logs: lm-evaluation-harness --log_samples output, lighteval --save-details output, Inspect .eval/.json logs "
     "(a file or its folder)"
 )
+#: ``--from`` values
+SOURCES = ("lm-eval", "lighteval", "inspect", "table")
+
+FileArg = Annotated[Path | None, typer.Argument(help=_SOURCE_HELP, metavar="FILE", show_default=False)]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="YAML file of settings: name, description, control, metric, direction, min_effect, "
+        "benchmark_min_effect, alpha, correction, test, seed_matched, arms, columns, repeats_are_samples",
+    ),
+]
+FromOpt = Annotated[
+    str | None, typer.Option("--from", help="what FILE is: lm-eval | lighteval | inspect | table (default: its shape)")
+]
+ControlOpt = Annotated[str | None, typer.Option("--control", help="the arm every other arm is compared with")]
+MetricOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metric",
+        help="the metric the values are (default eval/accuracy); with benchmarks the primary verdicts are on the "
+        "benchmark it names (eval/<benchmark>/accuracy), else on the (task) rows, else on the first benchmark",
+    ),
+]
+PassKOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pass-k", help="judge pass@k for each k (e.g. 1,4): unbiased, from each prompt's sampled 0/1 answers"
+    ),
+]
+PassHatKOpt = Annotated[
+    str | None, typer.Option("--pass-hat-k", help="judge pass^k (all k answers correct) for each k, e.g. 4")
+]
+TestOpt = Annotated[
+    str | None,
+    typer.Option("--test", help="the primary test, as in a study: auto | seed_prompt | welch_t | paired_t | yuen"),
+]
+ScoreOpt = Annotated[
+    str | None,
+    typer.Option("--score", help="the evaluation tool's field to judge (default: the task's own first metric)"),
+]
+RunsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--runs",
+        help="regular expression over each evaluated model's name: group (?P<arm>...) is the arm, optional "
+        "(?P<seed>...) the seed (default: the name's last part is the arm, one seed)",
+    ),
+]
+ColumnOpt = Annotated[
+    list[str],
+    typer.Option("--column", help="TIDY=YOURS: a table's own name for a tidy column (repeat), e.g. arm=model"),
+]
+RepeatsOpt = Annotated[
+    bool,
+    typer.Option("--repeats-are-samples", help="a table's rows repeating a run's prompt are its sampled answers"),
+]
+DirectionOpt = Annotated[str | None, typer.Option("--direction", help="maximize | minimize (default maximize)")]
+MinEffectOpt = Annotated[
+    float | None, typer.Option("--min-effect", help="smallest difference worth knowing about, in the metric's units")
+]
+AlphaOpt = Annotated[float | None, typer.Option("--alpha", help="significance level (default 0.05)")]
+CorrectionOpt = Annotated[str | None, typer.Option("--correction", help="bonferroni | none (default bonferroni)")]
+NameOpt = Annotated[str | None, typer.Option("--name", help="name of the report (default judged)")]
+ExperimentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow-experiment",
+        help="read the finished runs of this MLflow experiment instead of a file: arm and seed from a tag (or param) "
+        "each, the value from metric final/<metric> or <metric> (or --mlflow-table)",
+    ),
+]
+TrackingUriOpt = Annotated[
+    str | None,
+    typer.Option("--tracking-uri", envvar="HARNESS_TRACKING_URI", help="MLflow tracking URI of --mlflow-experiment"),
+]
+ArmKeyOpt = Annotated[
+    str | None, typer.Option("--arm-key", help="the tag (or param) of each MLflow run that names its arm (default arm)")
+]
+SeedKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seed-key",
+        help="the tag (or param) of each MLflow run that holds its seed (default seed); without it on any run, "
+        "each arm's runs are numbered as seeds 0, 1, ... in start-time order",
+    ),
+]
+MlflowTableOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow-table",
+        metavar="FILE",
+        help="read each MLflow run's values per prompt from the table it logged with mlflow.log_table(data, "
+        "artifact_file=FILE): columns prompt_id, value, optionally benchmark, sample (instead of the run's metric)",
+    ),
+]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="output folder (default: reports/<name>/)")]
 
 
 def _config_file(path: Path | None) -> dict[str, Any]:
@@ -72,73 +171,34 @@ def _column_map(pairs: list[str]) -> dict[str, str]:
 def _metric_slug(metric: str) -> str:
     """``eval/pass@4`` -> ``pass_at_4``: the folder of a further metric's report."""
     leaf = metric.rsplit("/", 1)[-1]
-    return leaf.replace("@", "_at_").replace("^", "_hat_").replace("/", "_")
+    return leaf.replace("@", "_at_").replace("^", "_hat_")
 
 
 @app.command("decide")
 def decide(
-    file: Path | None = typer.Argument(None, help=_SOURCE_HELP, metavar="FILE", show_default=False),
-    config: Path | None = typer.Option(
-        None,
-        "--config",
-        help="YAML file of settings: name, description, control, metric, direction, min_effect, "
-        "benchmark_min_effect, alpha, correction, test, seed_matched, arms, columns, repeats_are_samples",
-    ),
-    source: str | None = typer.Option(
-        None,
-        "--from",
-        help="what FILE is: lm-eval | lighteval | inspect | table (default: told from the file)",
-    ),
-    control: str | None = typer.Option(None, "--control", help="the arm every other arm is compared with"),
-    metric: str | None = typer.Option(
-        None,
-        "--metric",
-        help="the metric the values are (default eval/accuracy); with benchmarks the primary verdicts are on the "
-        "benchmark it names (eval/<benchmark>/accuracy), else on the (task) rows, else on the first benchmark",
-    ),
-    pass_k: str | None = typer.Option(
-        None,
-        "--pass-k",
-        help="also judge pass@k for each k (e.g. 1,4): unbiased, from each prompt's sampled 0/1 answers",
-    ),
-    pass_hat_k: str | None = typer.Option(
-        None, "--pass-hat-k", help="also judge pass^k (all k answers correct) for each k, e.g. 4"
-    ),
-    test: str | None = typer.Option(
-        None, "--test", help="the primary test, as in a study: auto | seed_prompt | welch_t | paired_t | yuen"
-    ),
-    score: str | None = typer.Option(
-        None, "--score", help="an evaluation tool's field to judge (default: the task's own first metric)"
-    ),
-    runs: str | None = typer.Option(
-        None,
-        "--runs",
-        help="regular expression over each evaluated model's name: group (?P<arm>...) is the arm, optional "
-        "(?P<seed>...) the seed (default: the name's last part is the arm, one seed)",
-    ),
-    column: list[str] = typer.Option(
-        [], "--column", help="TIDY=YOURS: a table's own column name for a tidy one (repeat), e.g. arm=model"
-    ),
-    repeats_are_samples: bool = typer.Option(
-        False, "--repeats-are-samples", help="a table's rows repeating a run's prompt are its sampled answers"
-    ),
-    direction: str | None = typer.Option(None, "--direction", help="maximize | minimize (default maximize)"),
-    min_effect: float | None = typer.Option(
-        None, "--min-effect", help="smallest difference worth knowing about, in the metric's units"
-    ),
-    alpha: float | None = typer.Option(None, "--alpha", help="significance level (default 0.05)"),
-    correction: str | None = typer.Option(None, "--correction", help="bonferroni | none (default bonferroni)"),
-    name: str | None = typer.Option(None, "--name", help="name of the report (default judged)"),
-    mlflow_experiment: str | None = typer.Option(
-        None,
-        "--mlflow-experiment",
-        help="read the runs of this MLflow experiment instead of a file: tags (or params) arm and seed, "
-        "metric final/<metric> or <metric>",
-    ),
-    tracking_uri: str | None = typer.Option(
-        None, "--tracking-uri", envvar="HARNESS_TRACKING_URI", help="MLflow tracking URI of --mlflow-experiment"
-    ),
-    out: Path | None = typer.Option(None, "--out", help="output folder (default: reports/<name>/)"),
+    file: FileArg = None,
+    config: ConfigOpt = None,
+    source: FromOpt = None,
+    control: ControlOpt = None,
+    metric: MetricOpt = None,
+    pass_k: PassKOpt = None,
+    pass_hat_k: PassHatKOpt = None,
+    test: TestOpt = None,
+    score: ScoreOpt = None,
+    runs: RunsOpt = None,
+    column: ColumnOpt = [],  # noqa: B006 - typer's way of a repeated option; never mutated
+    repeats_are_samples: RepeatsOpt = False,
+    direction: DirectionOpt = None,
+    min_effect: MinEffectOpt = None,
+    alpha: AlphaOpt = None,
+    correction: CorrectionOpt = None,
+    name: NameOpt = None,
+    mlflow_experiment: ExperimentOpt = None,
+    tracking_uri: TrackingUriOpt = None,
+    arm_key: ArmKeyOpt = None,
+    seed_key: SeedKeyOpt = None,
+    mlflow_table: MlflowTableOpt = None,
+    out: OutOpt = None,
 ) -> None:
     """Decide on results made anywhere: the same verdicts, intervals and report as a study's.
 
@@ -150,6 +210,8 @@ def decide(
         raise ConfigError("give either a FILE (a table or a tool's logs) or --mlflow-experiment NAME, not both")
     if mlflow_experiment is not None and not tracking_uri:
         raise ConfigError("--mlflow-experiment needs --tracking-uri URI (or HARNESS_TRACKING_URI)")
+    if mlflow_experiment is None and (arm_key, seed_key, mlflow_table) != (None, None, None):
+        raise ConfigError("--arm-key, --seed-key and --mlflow-table go with --mlflow-experiment NAME")
     given = {
         "control": control,
         "metric": metric,
@@ -166,69 +228,76 @@ def decide(
     if "control" not in values:
         raise ConfigError("no control arm: give --control ARM or control: in --config")
     settings = settings_from(values, f"--config {config}" if config else "decide settings")
-    passes = [f"eval/pass@{k}" for k in _ks(pass_k, "--pass-k")] + [
-        f"eval/pass^{k}" for k in _ks(pass_hat_k, "--pass-hat-k")
-    ]
-    metrics = ([settings.metric] if metric is not None or "metric" in values or not passes else []) + passes
+    passes = [f"eval/pass@{k}" for k in _ks(pass_k, "--pass-k")]
+    passes += [f"eval/pass^{k}" for k in _ks(pass_hat_k, "--pass-hat-k")]
+    metrics = ([settings.metric] if "metric" in values or not passes else []) + passes
     if out is not None:
         check_report_dir(out)
-    table, where, unit = _read_input(file, source, score, runs, mlflow_experiment, tracking_uri, settings)
+    if file is not None:
+        load = _file_loader(file, source, score, runs, settings)
+    else:
+        load = _mlflow_loader(mlflow_experiment, tracking_uri, settings, arm_key, seed_key, mlflow_table)
     first_dir = None
-    for index, judged in enumerate(metrics):
-        judged_settings = settings.model_copy(update={"metric": judged})
-        first_dir = _judge(table, judged_settings, where, unit, out, first_dir, index, len(metrics))
+    for judged in metrics:
+        results = load(settings.model_copy(update={"metric": judged}))
+        first_dir = first_dir or (out if out is not None else default_report_dir(results))
+        _judge(results, settings, first_dir if judged == metrics[0] else first_dir / _metric_slug(judged), metrics)
 
 
-def _read_input(file, source, score, runs, mlflow_experiment, tracking_uri, settings):
-    """The tidy rows to judge, where they came from, and how their rows are named."""
-    from harness.tracking.tidy_results import read_mlflow, read_table
-
-    if file is None:
-        return (
-            read_mlflow(mlflow_experiment, tracking_uri, settings.metric),
-            f"MLflow experiment {mlflow_experiment!r}",
-            "run",
-        )
+def _file_loader(file: Path, source: str | None, score: str | None, runs: str | None, settings) -> Callable:
+    """What a FILE holds, read once: a function from the settings (one per judged metric) to its results."""
     from harness.evallogs.naming import RunNames
     from harness.evallogs.sources import read_tool_logs, source_of
+    from harness.tracking.tidy_results import read_table, results_from_table
 
-    if source is not None and source not in ("lm-eval", "lighteval", "inspect", "table"):
-        raise ConfigError(f"--from {source!r}: give lm-eval, lighteval, inspect or table")
+    if source is not None and source not in SOURCES:
+        raise ConfigError(f"--from {source!r}: give one of {', '.join(SOURCES)}")
     kind = source_of(file, source)
     if kind == "table":
         if score is not None or runs is not None:
             raise ConfigError("--score and --runs read an evaluation tool's logs; a table names its columns (--column)")
         table, unit = read_table(file)
-        return table, str(file), unit
-    if settings.columns or settings.repeats_are_samples:
-        raise ConfigError("--column and --repeats-are-samples shape a tidy table; a tool's logs name their own fields")
-    table, line = read_tool_logs(file, kind, score, RunNames.parse(runs))
-    return table, line, "place"
+        where = str(file)
+    else:
+        if settings.columns or settings.repeats_are_samples:
+            raise ConfigError("--column and --repeats-are-samples shape a tidy table; a tool's logs name their fields")
+        table, where = read_tool_logs(file, kind, score, RunNames.parse(runs))
+        unit = "place"
+        typer.echo(f"read {where}")
+    return lambda judged: results_from_table(table, judged, where=where, unit=unit)
 
 
-def _judge(table, settings, where: str, unit: str, out: Path | None, first_dir, index: int, count: int):
-    """Judge ``table`` on ``settings.metric``: write its report (the first metric's in the output
-    folder, a further one's in a folder inside it) and print its verdicts; the first folder."""
+def _mlflow_loader(
+    experiment: str, tracking_uri: str, settings, arm_key: str | None, seed_key: str | None, table: str | None
+) -> Callable:
+    """An MLflow experiment's runs, read once (``read_mlflow``): a function from the settings to
+    their results; the console's first line says where they came from and how seeds were found."""
+    from harness.tracking.mlflow_results import ARM_KEY, SEED_KEY, read_mlflow, results_of
+
+    seed_key = seed_key or SEED_KEY
+    read = read_mlflow(
+        experiment, tracking_uri, settings.metric, arm_key=arm_key or ARM_KEY, seed_key=seed_key, table=table
+    )
+    typer.echo(f"read {read.source}")
+    return lambda judged: results_of(read, experiment, judged, seed_key=seed_key)
+
+
+def _judge(results, settings, out_dir: Path, metrics: list[str]) -> None:
+    """Decide ``results``, write their report in ``out_dir`` and print their verdicts."""
     from harness.decide.analysis import analyze
     from harness.decide.frames import meta_of
     from harness.decide.rules import ReadOptions
     from harness.report import write_analysis
-    from harness.tracking.tidy_results import results_from_table
 
-    results = results_from_table(table, settings, where=where, unit=unit)
-    if first_dir is None:
-        first_dir = out if out is not None else default_report_dir(results)
-    out_dir = first_dir if index == 0 else first_dir / _metric_slug(settings.metric)
     analysis = analyze(results, ReadOptions(correction=settings.correction, alpha=settings.alpha))
     path = write_analysis(analysis, out_dir)
-    if count > 1:
-        typer.echo(f"{settings.metric}:")
+    if len(metrics) > 1:
+        typer.echo(f"{meta_of(results).primary_metric}:")
     typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
     for note in meta_of(results).input_notes:
         typer.echo(note)
     for row in analysis.verdicts.itertuples():
         typer.echo(f"{row.condition} vs {row.control}: {row.verdict} (difference {row.diff:+.4g})")
-    return first_dir
 
 
 former_name("judge", "decide", decide)

@@ -18,3 +18,6 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 # MLflow prints "View run ... at: <tracking URI>/#/..." on stdout after every run it ends, with
 # the URI as given: credentials in it would be printed in full. Never.
 os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+# MLflow draws a progress bar on stderr for every artifact it moves, however small (a per-prompt
+# table `harness decide` reads, a record the mirror logs). The user's own setting wins.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")

@@ -1,4 +1,5 @@
-"""Results from anywhere: a tidy table (CSV or Parquet) or an MLflow experiment as a ``Results``.
+"""Results from anywhere: a tidy table (CSV or Parquet, or the rows :mod:`harness.tracking.mlflow_results`
+reads from an MLflow experiment) as a ``Results``.
 
 A tidy table has one row per run (``arm``, ``seed``, ``value``) or one row per run and held-out
 prompt (``prompt_id`` too), optionally a ``benchmark`` column naming several held-out sets, and
@@ -63,8 +64,6 @@ PLACE_COLUMN = "where"
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
 #: the ``benchmark`` of a study's own task's held-out set (not a valid benchmark name: no clash)
 TASK_SET = "(task)"
-#: the tags (or params) of an MLflow run that name its arm and seed; ``harness mirror-to-mlflow`` sets both tags
-ARM_KEY, SEED_KEY = "arm", "seed"
 
 
 class JudgeSettings(StrictModel):
@@ -184,57 +183,6 @@ def renamed_columns(table: pd.DataFrame, columns: dict[str, str], where: str) ->
         if tidy in table and tidy != own:
             raise ConfigError(f"{where}: has a column {tidy!r} already; --column {tidy}={own} would hide it")
     return table.rename(columns={own: tidy for tidy, own in columns.items()})
-
-
-def read_mlflow(experiment: str, tracking_uri: str, metric: str) -> pd.DataFrame:
-    """One tidy row per finished run of an MLflow experiment: the arm and seed from its tags (or
-    params) ``arm`` and ``seed``, the value from its metric ``final/<metric>`` (as ``harness mirror-to-mlflow``
-    logs it) or else ``<metric>`` (the last value logged). A study's parent run (tag
-    ``harness.role`` = ``study``) and its tuning trials (tag ``phase`` = ``tune``) are skipped.
-    Per-run rows only."""
-    from harness.ground.urls import redact_url
-    from harness.tracking.mlflow_layout import FINAL_PREFIX, ROLE_TAG, mlflow_key
-    from harness.tracking.mlflow_mirror import quiet_mlflow
-
-    quiet_mlflow()
-    import mlflow
-
-    where = f"MLflow experiment {experiment!r} at {redact_url(tracking_uri)}"
-    try:
-        client = mlflow.MlflowClient(tracking_uri=tracking_uri)
-        found = client.get_experiment_by_name(experiment)
-        if found is None:
-            raise ConfigError(f"{where}: no such experiment")
-        runs = client.search_runs([found.experiment_id], "attributes.status = 'FINISHED'", max_results=50_000)
-    except HarnessError:
-        raise
-    except Exception as err:  # noqa: BLE001 - an unreachable or damaged store is one line
-        raise ConfigError(
-            f"{where}: cannot read it ({type(err).__name__}: {' '.join(str(err).split())[:300]})"
-        ) from None
-    rows = []
-    for run in sorted(runs, key=lambda r: r.info.start_time or 0):
-        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
-        if tags.get(ROLE_TAG) == "study" or tags.get("phase") == "tune":
-            continue
-        row: dict[str, Any] = {"run": run.info.run_id}
-        for key in (ARM_KEY, SEED_KEY):
-            value = tags.get(key, params.get(key))
-            if value is None:
-                raise ConfigError(
-                    f"{where}: run {run.info.run_id} has no {key!r} tag or param; tag every run with its arm and seed"
-                )
-            row[key] = value
-        value = metrics.get(mlflow_key(FINAL_PREFIX + metric), metrics.get(mlflow_key(metric)))
-        if value is None:
-            raise ConfigError(
-                f"{where}: run {run.info.run_id} (arm {row['arm']}, seed {row['seed']}) logged no metric {metric!r}"
-            )
-        row["value"] = value
-        rows.append(row)
-    if not rows:
-        raise ConfigError(f"{where}: no finished runs")
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- checking
@@ -551,12 +499,6 @@ def load_tidy(path: str | Path, settings: JudgeSettings) -> Results:
     """``results_from_table`` of the CSV or Parquet file at ``path``."""
     table, unit = read_table(path)
     return results_from_table(table, settings, where=str(path), unit=unit)
-
-
-def load_mlflow(experiment: str, tracking_uri: str, settings: JudgeSettings) -> Results:
-    """``results_from_table`` of an MLflow experiment's runs (:func:`read_mlflow`)."""
-    table = read_mlflow(experiment, tracking_uri, settings.metric)
-    return results_from_table(table, settings, where=f"MLflow experiment {experiment!r}", unit="run")
 
 
 # ----------------------------------------------------------------------------- writing

@@ -221,26 +221,6 @@ def test_decide_on_a_testbed_study_s_records_gives_its_verdicts(monkeypatch, cap
     assert judged["Verdicts in full"] == study["Verdicts in full"]
 
 
-def test_decide_reads_an_mlflow_experiment(monkeypatch, capsys, tmp_path):
-    from mlflow import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("external")
-    for arm, seed, value in [("base", 0, 0.40), ("base", 1, 0.41), ("new", 0, 0.60), ("new", 1, 0.62)]:
-        run = client.create_run(exp, tags={"arm": arm, "seed": str(seed)})
-        client.log_metric(run.info.run_id, "eval/accuracy", value)
-        client.set_terminated(run.info.run_id)
-    code, out, err = run_main(
-        monkeypatch, capsys, "decide", "--mlflow-experiment", "external", "--tracking-uri", uri,
-        "--control", "base", "--out", "rep",
-    )  # fmt: skip
-    assert code == 0, err
-    assert "new vs base: " in out and Path("rep/summary.md").is_file()
-    row = tables(Path("rep/summary.md"))["Verdicts in full"][2]
-    assert "| new | base | 2 pairs |" in row and "paired_t" in row
-
-
 @pytest.mark.slow
 def test_decide_and_tidy_import_no_torch_and_no_mlflow():
     """Like the commands of ``test_startup``: judging a file trains nothing and talks to no MLflow."""

@@ -1,9 +1,7 @@
-"""Tidy tables (CSV, Parquet, an MLflow experiment) as Results: the frames a study has, and one
+"""Tidy tables (CSV, Parquet) as Results: the frames a study has, and one
 line naming the row for every kind of bad input."""
 
 from __future__ import annotations
-
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -15,7 +13,6 @@ from harness.errors import ConfigError
 from harness.tracking.tidy_results import (
     TASK_SET,
     JudgeSettings,
-    load_mlflow,
     load_tidy,
     read_table,
     results_from_table,
@@ -252,44 +249,3 @@ def test_settings_are_strict_and_one_line():
         settings_from({"control": "a", "min_effect": -1}, "judge.yaml")
     with pytest.raises(ConfigError, match="direction"):
         settings_from({"control": "a", "direction": "up"}, "judge.yaml")
-
-
-# ----------------------------------------------------------------------------- MLflow
-
-
-def _log_runs(uri: str, rows: list[tuple[str, int, float]], experiment: str = "ext") -> None:
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment(experiment)
-    parent = client.create_run(exp, tags={"harness.role": "study"})
-    client.set_terminated(parent.info.run_id)
-    for arm, seed, value in rows:
-        run = client.create_run(exp, tags={"arm": arm})
-        client.log_param(run.info.run_id, "seed", str(seed))
-        client.log_metric(run.info.run_id, "final/eval/accuracy", value)
-        client.set_terminated(run.info.run_id)
-    running = client.create_run(exp, tags={"arm": "new", "seed": "9"})  # unfinished: not read
-    client.log_metric(running.info.run_id, "eval/accuracy", 0.0)
-
-
-def test_an_mlflow_experiment_gives_one_row_per_run(tmp_path, mlflow_template):
-    shutil.copy(mlflow_template, tmp_path / "mlflow.db")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    rows = [("base", 0, 0.40), ("base", 1, 0.42), ("new", 0, 0.50), ("new", 1, 0.55)]
-    _log_runs(uri, rows)
-    res = load_mlflow("ext", uri, SETTINGS)
-    got = res.trials.set_index("trial_id")["eval/accuracy"].to_dict()
-    assert got == {f"{a}-s{s}": v for a, s, v in rows}
-    with pytest.raises(ConfigError, match="no such experiment"):
-        load_mlflow("absent", uri, SETTINGS)
-    with pytest.raises(ConfigError, match="logged no metric 'eval/reward'"):
-        load_mlflow("ext", uri, JudgeSettings(control="base", metric="eval/reward"))
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("ext").experiment_id
-    stray = client.create_run(exp, tags={"seed": "3"})
-    client.set_terminated(stray.info.run_id)
-    with pytest.raises(ConfigError, match=f"run {stray.info.run_id} has no 'arm' tag or param"):
-        load_mlflow("ext", uri, SETTINGS)
