@@ -227,7 +227,7 @@ def test_bad_benchmark_names_and_lonely_sample_columns(tmp_path):
 def test_unreadable_files(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         read_table(tmp_path / "absent.csv")
-    with pytest.raises(ConfigError, match="not a .csv or .parquet file"):
+    with pytest.raises(ConfigError, match=r"not a \.csv, \.parquet, \.jsonl file"):
         read_table(tmp_path / "t.json")
     (tmp_path / "t.parquet").write_text("not parquet")
     with pytest.raises(ConfigError, match=r"t.parquet: cannot read it as parquet \(") as err:
