@@ -16,7 +16,7 @@ from scipy import stats
 from harness.decide.analysis import analyze
 from harness.decide.rules import ReadOptions
 from harness.errors import ConfigError
-from harness.tracking.mlflow_results import load_mlflow, read_mlflow
+from harness.tracking.mlflow_results import load_mlflow, read_mlflow, results_of
 from harness.tracking.tidy_results import JudgeSettings
 
 SETTINGS = JudgeSettings(control="base", min_effect=0.05)
@@ -203,6 +203,12 @@ def test_a_table_with_benchmark_and_samples_keeps_one_row_per_sample(store):
         ["gsm8k", "2", 0, 1.0],
         ["gsm8k", "2", 1, 1.0],
     ]
+    # the per-sample rows are judged as one row per prompt: the mean and pass@2 of its two answers
+    settings = JudgeSettings(control="base", metric="eval/pass@2")
+    results = results_of(read, "sampled", settings)
+    prompts = results.prompts[results.prompts["metric"] == "eval/pass@2"]
+    assert prompts[prompts["arm"] == "base"]["value"].tolist() == [1.0, 1.0]  # 1 of 2 and 2 of 2 correct
+    assert results.meta.input_notes == ["Read 2 samples per prompt (4 prompt rows, one per run and prompt)."]
 
 
 # ----------------------------------------------------------------------------- bad input
