@@ -27,6 +27,7 @@ question's score under that metric (``--score 'pass@k:k=4&n=4'`` judges lighteva
 A row: ``run`` = ``config_general.model_name`` of the results file beside the details (else the
 ``<model>`` part of the details path), ``benchmark`` = the task's name (``addition|0``) made a
 benchmark name, ``prompt_id`` = ``doc.id``, ``sample`` = 0, ``value`` = the metric's number.
+``where`` = ``<file>:<N>``, the question's row (from 1) in the details file.
 ``doc.id`` is the question's index in the task's evaluation split (``LightevalTask._get_docs_from_split``
 sets ``str(ix)``), the same in every run of the task on the same data; the rows themselves come in a
 shuffled order. The score read is the one named, else each task's first metric.
@@ -48,6 +49,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.errors import ConfigError, one_line, squeeze
@@ -236,7 +238,7 @@ def _question_rows(file: DetailsFile, benchmark: str, table: pa.Table, field: st
             "--score, or read the files of the tasks that have it (a folder per setting)"
         )
     docs = table.column("doc").to_pylist()
-    values = pa.chunked_array([chunk.field(field) for chunk in table.column("metric").chunks]).to_pylist()
+    values = pc.struct_field(table.column("metric"), field).to_pylist()
     for number, (doc, value) in enumerate(zip(docs, values), start=1):
         where = f"{file.path}:{number}"
         yield file.run, benchmark, _prompt_id(doc, where), 0, _score_value(value, field, where, names), where

@@ -161,13 +161,28 @@ def test_a_cut_short_details_file_is_named(tmp_path):
         lighteval.read(file, None)
 
 
-def test_a_non_finite_score_is_named_with_its_row(tmp_path):
-    file = _details(_copy(tmp_path), "smollm2")
+def _with_metric(file: Path, values: list) -> None:
+    """Rewrites a details file with ``em_number`` = ``values`` (one per row; None: the row has no metric)."""
     table = pq.read_table(file)
-    values = [float("nan") if i == 1 else 1.0 for i in range(table.num_rows)]
-    metric = pa.StructArray.from_arrays([pa.array(values)], names=["em_number"])
+    metric = pa.array([None if value is None else {"em_number": value} for value in values])
     pq.write_table(table.set_column(table.schema.get_field_index("metric"), "metric", metric), file)
-    with pytest.raises(ConfigError, match=rf"^{re.escape(str(file))}:2: metric 'em_number' is nan"):
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [(float("nan"), "metric 'em_number' is nan, not a finite number"), (None, "metric 'em_number' has no value")],
+)
+def test_a_score_that_is_no_number_is_named_with_its_row(tmp_path, bad, message):
+    file = _details(_copy(tmp_path), "smollm2")
+    _with_metric(file, [1.0, bad] + [1.0] * (pq.read_metadata(file).num_rows - 2))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(file))}:2: {message}"):
+        lighteval.read(file, None)
+
+
+def test_a_corpus_level_metrics_inputs_are_no_score(tmp_path):
+    file = _details(_copy(tmp_path), "smollm2")
+    _with_metric(file, [{"golds": [1], "preds": [0]}] * pq.read_metadata(file).num_rows)
+    with pytest.raises(ConfigError, match=r":1: metric 'em_number' is \{.*not one number per question .*corpus-level"):
         lighteval.read(file, None)
 
 
