@@ -112,7 +112,7 @@ def _details_paths(path: Path) -> list[tuple[Path, re.Match[str]]]:
     """The details file at ``path``, or the details files under the folder ``path`` (in path order),
     each with its name's parts."""
     if path.is_dir():
-        files = sorted(_details_under(path))
+        files = sorted(_details_under(path), key=lambda found: found[0])
     else:
         match = _DETAILS_NAME.match(path.name)
         files = [(path, match)] if match and path.is_file() else []
@@ -277,7 +277,8 @@ def _refuse_repeat(first_seen: dict[tuple[str, str, str], str], row: tuple[Any, 
         return
     raise ConfigError(
         f"{where} repeats {first_seen[key]}: question {prompt_id!r} of task {benchmark!r} for model {run!r} "
-        "twice; read one run's details (lighteval keeps each run in details/<model>/<timestamp>/)"
+        "twice (two runs of the model in one output folder, or a task on two splits, whose doc.ids both count "
+        "from 0); read one run's details (lighteval keeps each run in details/<model>/<timestamp>/)"
     )
 
 
