@@ -83,7 +83,7 @@ def decide(
     Options override the --config file's settings."""
     from harness.decide.analysis import analyze
     from harness.decide.rules import ReadOptions
-    from harness.report import write_analysis
+    from harness.report import console_lines, write_analysis, written_line
     from harness.tracking.tidy_results import load_mlflow, load_tidy, settings_from
 
     if (file is None) == (mlflow_experiment is None):
@@ -112,9 +112,8 @@ def decide(
     out_dir = out if out is not None else default_report_dir(results)
     analysis = analyze(results, ReadOptions(correction=settings.correction, alpha=settings.alpha))
     path = write_analysis(analysis, out_dir)
-    typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
-    for row in analysis.verdicts.itertuples():
-        typer.echo(f"{row.condition} vs {row.control}: {row.verdict} (difference {row.diff:+.4g})")
+    for line in [written_line(path), *console_lines(analysis)]:
+        typer.echo(line)
 
 
 former_name("judge", "decide", decide)
