@@ -130,9 +130,10 @@ def overall_methods(overall: pd.DataFrame) -> str:
 
 def _overall_caption(analysis: Analysis) -> str:
     b, h = analysis.benchmarks, analysis.header
+    testable = int(np.isfinite(b.overall["p_value"]).sum())
     family = (
-        f"Bonferroni over the {len(b.overall)} comparisons, so the overall verdicts hold together with "
-        f"probability at least {1 - h['alpha']:.0%}"
+        f"Bonferroni over the {testable} testable comparison{'s' if testable != 1 else ''}, so the overall "
+        f"verdicts hold together with probability at least {1 - h['alpha']:.0%}"
         if h["correction"] == "bonferroni"
         else "each comparison alone (correction: none)"
     )
