@@ -167,8 +167,8 @@ def _aggregates(
     performance profiles, each with its stratified bootstrap interval. For a metric to minimise
     the probability of improvement is P(arm below control) and profiles count scores below tau.
     ``seeds`` (``control_seeds``) is each side's seed count; where a side has fewer than
-    ``MIN_SEEDS_FOR_AGGREGATE_INTERVAL`` the interval is NaN (no interval), not the zero-width
-    one a bootstrap over one seed returns."""
+    ``MIN_SEEDS_FOR_AGGREGATE_INTERVAL`` the interval (and the profile's band) is NaN (none), not
+    the zero-width one a bootstrap over one seed returns."""
     sign = 1.0 if direction == "maximize" else -1.0
     usable = {c: m for c, m in by_condition.items() if len(m)}
     rows = []
@@ -224,6 +224,8 @@ def _aggregates(
                 rng=seed,
                 taus=sign * taus,
             )
+            if len(matrix) < MIN_SEEDS_FOR_AGGREGATE_INTERVAL:
+                low, high = np.full_like(taus, np.nan), np.full_like(taus, np.nan)
             profiles.append(
                 pd.DataFrame({"condition": condition, "tau": taus, "fraction": fraction, "low": low, "high": high})
             )

@@ -208,3 +208,12 @@ def test_iqm_and_probability_of_improvement_from_one_seed_print_no_interval(one_
     for cell in [*shown["IQM"], *shown["P(improvement)"]]:
         low, high = (float(x) for x in re.search(r"\[(.+), (.+)\]", cell).groups())
         assert low < high, cell
+
+
+def test_performance_profiles_from_one_seed_draw_no_band(one_seed, four_seeds):
+    from harness.report.figures import performance_profile_plot
+
+    assert one_seed.benchmarks.profiles[["low", "high"]].isna().all().all()
+    bands = [t for t in performance_profile_plot(one_seed).data if t.fill == "toself"]
+    assert bands == [] and all("(one seed: no band)" in t.name for t in performance_profile_plot(one_seed).data)
+    assert len([t for t in performance_profile_plot(four_seeds).data if t.fill == "toself"]) == 3
