@@ -2,7 +2,8 @@
 
 plotly.js (from the installed plotly package, 4.8 MB) is written once as ``plotly.min.js`` and
 loaded with a relative ``<script src>``; nothing is fetched from the network. The reports in the
-harness's own reports folder (``reports/<name>/``) share one copy in ``reports/``; a report
+harness's own reports folder (``reports/<name>/`` and reports nested in those) share one copy in
+``reports/``; a report
 written anywhere else (``--out``) keeps its own copy beside it, so that its folder can be moved
 or sent whole.
 """
@@ -43,11 +44,11 @@ th { background: #f4f4f4; }
 
 def plotly_home(out_dir: Path) -> Path:
     """The folder whose ``plotly.min.js`` the report in ``out_dir`` loads: the harness's reports
-    folder when ``out_dir`` is one of its report folders (``reports/<name>/``, whatever way it was
-    named), else ``out_dir`` itself (a folder the user chose, which may be anywhere)."""
+    folder when ``out_dir`` is inside it (``reports/<name>/``, or a report nested in one, such as
+    ``harness decide``'s pass@k reports, whatever way the folder was named), else ``out_dir``
+    itself (a folder the user chose, which may be anywhere and be moved or sent whole)."""
     out = Path(out_dir)
-    root = REPORTS_ROOT.resolve()
-    return REPORTS_ROOT if out.resolve().parent == root else out
+    return REPORTS_ROOT if REPORTS_ROOT.resolve() in out.resolve().parents else out
 
 
 def plotly_src(out_dir: Path, home: Path) -> str:

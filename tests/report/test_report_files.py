@@ -151,9 +151,10 @@ def test_reports_in_the_reports_folder_share_one_plotly_js(analysis):
     (Path("reports/b") / "plotly.min.js").write_text("an earlier copy")
     a = write_analysis(analysis, Path("reports") / "a")
     b = write_analysis(analysis, (Path("reports") / "b").resolve())  # --out naming it another way
+    nested = write_analysis(analysis, Path("reports") / "a" / "pass@2")  # decide's further metric
     assert sorted(p.relative_to("reports").as_posix() for p in Path("reports").rglob("*.js")) == ["plotly.min.js"]
     assert Path("reports/plotly.min.js").read_text(encoding="utf-8") == plotly.offline.get_plotlyjs()
-    assert _src(a) == _src(b) == ["../plotly.min.js"]
+    assert _src(a) == _src(b) == ["../plotly.min.js"] and _src(nested) == ["../../plotly.min.js"]
     assert written_line(a) == (
         "wrote reports/a/index.html (with summary.md, results.csv in reports/a; plotly.min.js shared in reports)"
     )
