@@ -3,9 +3,8 @@
 plotly.js (from the installed plotly package, 4.8 MB) is written once as ``plotly.min.js`` and
 loaded with a relative ``<script src>``; nothing is fetched from the network. The reports in the
 harness's own reports folder (``reports/<name>/`` and reports nested in those) share one copy in
-``reports/``; a report
-written anywhere else (``--out``) keeps its own copy beside it, so that its folder can be moved
-or sent whole.
+``reports/``; a report written anywhere else (``--out``) keeps its own copy beside it, so that its
+folder can be moved or sent whole.
 """
 
 from __future__ import annotations
