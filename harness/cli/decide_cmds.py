@@ -287,17 +287,14 @@ def _judge(results, settings, out_dir: Path, metrics: list[str]) -> None:
     from harness.decide.analysis import analyze
     from harness.decide.frames import meta_of
     from harness.decide.rules import ReadOptions
-    from harness.report import write_analysis
+    from harness.report import console_lines, write_analysis, written_line
 
     analysis = analyze(results, ReadOptions(correction=settings.correction, alpha=settings.alpha))
     path = write_analysis(analysis, out_dir)
     if len(metrics) > 1:
         typer.echo(f"{meta_of(results).primary_metric}:")
-    typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
-    for note in meta_of(results).input_notes:
-        typer.echo(note)
-    for row in analysis.verdicts.itertuples():
-        typer.echo(f"{row.condition} vs {row.control}: {row.verdict} (difference {row.diff:+.4g})")
+    for line in [written_line(path), *meta_of(results).input_notes, *console_lines(analysis)]:
+        typer.echo(line)
 
 
 former_name("judge", "decide", decide)

@@ -15,6 +15,7 @@ import typer
 from harness.cli.app import app
 from harness.cli.results_cmds import StudyArg
 from harness.errors import ConfigError, HarnessError
+from harness.ground.folders import REPORTS_ROOT
 
 _STORAGE_HELP = (
     "the study's Optuna storage URL (e.g. PostgreSQL shared by many machines): first copy here "
@@ -35,10 +36,6 @@ def _load(study: str, storage: str | None = None):
 def _results(study: str, storage: str | None):
     """``_load`` for a command; called with the study alone when no storage is given."""
     return _load(study) if storage is None else _load(study, storage)
-
-
-#: where ``harness report`` writes without ``--out``: ``reports/<study name>/``
-REPORTS_ROOT = Path("reports")
 
 
 def default_report_dir(results, root: Path = REPORTS_ROOT) -> Path:
@@ -101,7 +98,7 @@ def report(
     from harness.decide.analysis import analyze
     from harness.decide.frames import meta_of
     from harness.decide.rules import ReadOptions
-    from harness.report import mirror_report, write_analysis
+    from harness.report import mirror_report, write_analysis, written_line
     from harness.report.figures import check_smooth
     from harness.tracking.mlflow_mirror import require_existing_store
 
@@ -115,7 +112,7 @@ def report(
     out_dir = out if out is not None else default_report_dir(results)
     analysis = analyze(results, options)
     path = write_analysis(analysis, out_dir, smooth=smooth)
-    typer.echo(f"wrote {path} (with summary.md, results.csv, plotly.min.js in {path.parent})")
+    typer.echo(written_line(path))
     typer.echo(mirror_report(analysis, path.parent, meta_of(results).study_dir, tracking_uri))
 
 
@@ -180,7 +177,7 @@ def noise_floor(
     from harness.decide.noise import noise_floor_table
     from harness.decide.rules import ReadOptions
     from harness.report.cells import jsonable
-    from harness.report.tables import components_display, noise_table_display
+    from harness.report.noise_tables import components_display, noise_table_display
 
     options = ReadOptions(min_effect=min_effect)
     results = _results(study, storage)

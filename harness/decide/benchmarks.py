@@ -18,6 +18,9 @@ names (``harness decide``) is decided the same way.
   per comparison), at the level the primary verdicts use. With one training run on a side every
   benchmark's difference is eval-only, and so is the overall one (:func:`harness.stats.eval_only_mean`:
   the mean of the benchmarks' eval-only differences, conditional on these checkpoints).
+* **Noise** per benchmark, as the primary metric's: its noise floor (each condition's sd of trial
+  means, seeds to decide at the benchmarks' level and the benchmark's planning effect), its noise
+  by source and what more budget buys, each a frame with a ``benchmark`` column.
 * **Aggregates** (descriptive, beside the overall verdict): each condition's IQM of its
   seeds x benchmarks scores, the probability that a seed of the arm beats a seed of the control
   on a benchmark, and performance profiles, with rliable's stratified bootstrap intervals
@@ -42,17 +45,25 @@ from harness.decide.comparisons import (
     verdict_rows,
 )
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, conditions_of, meta_of
+from harness.decide.noise import noise_floor_table, noise_split, typical_plan
 from harness.decide.rules import DecisionRules
 from harness.tracking.study_meta import BenchmarkMeta
 
 #: the overall verdict's metric label
 OVERALL_METRIC = "mean over benchmarks"
+#: the overall verdict's test with one training run on a side (the mean of the eval-only differences)
+EVAL_ONLY_OVERALL_TEST = stats.EVAL_ONLY_MEAN_TEST
+#: fewest seeds of a condition whose bootstrap over seeds gives an interval (one seed: every
+#: resample is that seed, so a zero-width "interval" that says nothing)
+MIN_SEEDS_FOR_AGGREGATE_INTERVAL = 2
 #: bootstrap replicates of the aggregates' intervals, and the profile's thresholds
 AGGREGATE_REPS = 2000
 PROFILE_POINTS = 41
 AGGREGATE_COLUMNS = [
     "condition",
     "control",
+    "seeds",
+    "control_seeds",
     "iqm",
     "iqm_low",
     "iqm_high",
@@ -68,7 +79,9 @@ class BenchmarkAnalysis:
     """The benchmarks' tables: ``verdicts`` (one row per benchmark x comparison: ``benchmark`` and
     the verdict columns), ``overall`` (one verdict row per comparison), ``aggregates`` (IQM and
     probability of improvement per condition, with intervals), ``profiles`` (each condition's
-    performance profile), the per-benchmark ``family_size`` and ``level``."""
+    performance profile), the per-benchmark ``family_size`` and ``level``, and each benchmark's
+    ``noise_floor``, ``components`` and ``budget`` (the primary metric's frames with a leading
+    ``benchmark`` column)."""
 
     benchmarks: list[BenchmarkMeta]
     verdicts: pd.DataFrame
@@ -78,6 +91,9 @@ class BenchmarkAnalysis:
     family_size: int
     level: float
     overall_level: float
+    noise_floor: pd.DataFrame = field(default_factory=pd.DataFrame)
+    components: pd.DataFrame = field(default_factory=pd.DataFrame)
+    budget: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list[str] = field(default_factory=list)
 
 
@@ -149,14 +165,18 @@ def _aggregates(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """rliable's IQM (per condition), probability of improvement (each arm over its control) and
     performance profiles, each with its stratified bootstrap interval. For a metric to minimise
-    the probability of improvement is P(arm below control) and profiles count scores below tau."""
+    the probability of improvement is P(arm below control) and profiles count scores below tau.
+    ``seeds`` (``control_seeds``) is each side's seed count; where a side has fewer than
+    ``MIN_SEEDS_FOR_AGGREGATE_INTERVAL`` the interval (and the profile's band) is NaN (none), not
+    the zero-width one a bootstrap over one seed returns."""
     sign = 1.0 if direction == "maximize" else -1.0
     usable = {c: m for c, m in by_condition.items() if len(m)}
     rows = []
     for condition, matrix in usable.items():
         iqm = stats.stratified_interval("iqm", matrix.to_numpy(), reps=AGGREGATE_REPS, alpha=alpha, rng=seed)
-        rows.append({"condition": condition, "iqm": iqm.point, "iqm_low": iqm.low, "iqm_high": iqm.high})
-    aggregates = pd.DataFrame(rows, columns=["condition", "iqm", "iqm_low", "iqm_high"])
+        low, high = (iqm.low, iqm.high) if len(matrix) >= MIN_SEEDS_FOR_AGGREGATE_INTERVAL else (np.nan, np.nan)
+        rows.append({"condition": condition, "seeds": len(matrix), "iqm": iqm.point, "iqm_low": low, "iqm_high": high})
+    aggregates = pd.DataFrame(rows, columns=["condition", "seeds", "iqm", "iqm_low", "iqm_high"])
     poi = []
     for condition, control in comparisons_of(results):
         if condition in usable and control in usable:
@@ -168,17 +188,27 @@ def _aggregates(
                 alpha=alpha,
                 rng=seed,
             )
+            both = min(len(usable[condition]), len(usable[control])) >= MIN_SEEDS_FOR_AGGREGATE_INTERVAL
             poi.append(
                 {
                     "condition": condition,
                     "control": control,
+                    "control_seeds": len(usable[control]),
                     "prob_improvement": p.point,
-                    "prob_improvement_low": p.low,
-                    "prob_improvement_high": p.high,
+                    "prob_improvement_low": p.low if both else np.nan,
+                    "prob_improvement_high": p.high if both else np.nan,
                 }
             )
     poi_frame = pd.DataFrame(
-        poi, columns=["condition", "control", "prob_improvement", "prob_improvement_low", "prob_improvement_high"]
+        poi,
+        columns=[
+            "condition",
+            "control",
+            "control_seeds",
+            "prob_improvement",
+            "prob_improvement_low",
+            "prob_improvement_high",
+        ],
     )
     aggregates = aggregates.merge(poi_frame, on="condition", how="left")[AGGREGATE_COLUMNS]
     profiles = []
@@ -194,11 +224,58 @@ def _aggregates(
                 rng=seed,
                 taus=sign * taus,
             )
+            if len(matrix) < MIN_SEEDS_FOR_AGGREGATE_INTERVAL:
+                low, high = np.full_like(taus, np.nan), np.full_like(taus, np.nan)
             profiles.append(
                 pd.DataFrame({"condition": condition, "tau": taus, "fraction": fraction, "low": low, "high": high})
             )
     profile_frame = pd.concat(profiles, ignore_index=True) if profiles else pd.DataFrame(columns=PROFILE_COLUMNS)
     return aggregates, profile_frame
+
+
+def _benchmark_noise(
+    results,
+    benchmarks: list[BenchmarkMeta],
+    scores: dict[str, dict[str, ArmScores]],
+    pairs: dict[str, list[PairResult]],
+    rules: DecisionRules,
+    level: float,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Each benchmark's noise floor, noise by source and budget table, as the primary metric's are
+    made, at the benchmarks' ``level`` and each benchmark's own planning effect, stacked with a
+    leading ``benchmark`` column."""
+    floors, components, budgets = [], [], []
+    for b in benchmarks:
+        margin = b.min_effect if b.min_effect is not None else rules.min_effect
+        effect = planning_effect(margin, scores[b.name], rules.control)
+        floor = noise_floor_table(
+            results,
+            b.metric,
+            alpha=rules.alpha,
+            power=rules.power,
+            level=level,
+            effect=effect,
+            failures=rules.failures,
+            scores=scores[b.name],
+        )
+        split = noise_split(
+            b.metric,
+            scores[b.name],
+            level=level,
+            effect=effect,
+            margin=margin,
+            power=rules.power,
+            plan=typical_plan(pairs[b.name]),
+        )
+        floors.append(floor.assign(benchmark=b.name))
+        components.append(split.components.assign(benchmark=b.name))
+        budgets.append(split.budget.assign(benchmark=b.name))
+
+    def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+        frame = pd.concat(frames, ignore_index=True)
+        return frame[["benchmark", *(c for c in frame.columns if c != "benchmark")]]
+
+    return stacked(floors), stacked(components), stacked(budgets)
 
 
 def analyze_benchmarks(results, rules: DecisionRules) -> BenchmarkAnalysis | None:
@@ -242,6 +319,8 @@ def analyze_benchmarks(results, rules: DecisionRules) -> BenchmarkAnalysis | Non
     by_condition = {c: _seed_matrix([scores[b.name][c] for b in benchmarks]) for c in conds}
     aggregates, profiles = _aggregates(results, by_condition, rules.direction, rules.alpha, rules.seed)
     overall_family = sum(p.difference.testable for p in overall_pairs)
+    level = stats.interval_level(rules.alpha, family, rules.correction)
+    noise_floor, components, budget = _benchmark_noise(results, benchmarks, scores, pairs, rules, level)
     notes = []
     untested = verdicts[verdicts["p_value"].isna()]
     if len(untested):
@@ -253,7 +332,10 @@ def analyze_benchmarks(results, rules: DecisionRules) -> BenchmarkAnalysis | Non
         aggregates=aggregates,
         profiles=profiles,
         family_size=family,
-        level=stats.interval_level(rules.alpha, family, rules.correction),
+        level=level,
         overall_level=stats.interval_level(rules.alpha, overall_family, rules.correction),
+        noise_floor=noise_floor,
+        components=components,
+        budget=budget,
         notes=notes,
     )

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 
 @contextlib.contextmanager
@@ -76,23 +79,46 @@ def atomic_write_all(files: Mapping[str | os.PathLike, bytes | str], *, encoding
 
 def _write_temporary(path: Path, data: bytes | str, encoding: str) -> str:
     """``data`` in a new temporary file beside ``path``, flushed to disk; returns its name. On
-    failure the temporary is removed and the ``OSError`` names ``path``."""
+    failure the temporary is removed and the ``OSError`` names ``path``.
+
+    The file gets the mode a plain ``open`` would give it: ``path``'s own when it replaces one
+    (a file the user made private stays private), else 0o666 less the user's umask, applied by the
+    kernel (``tempfile``'s 0o600 would make every report and record private whatever the umask)."""
     payload = data.encode(encoding) if isinstance(data, str) else data
     try:
-        handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".partial", delete=False)  # noqa: SIM115 - closed below
+        handle, name = _new_temporary(path)
     except OSError as err:
         raise _naming(err, path) from err
     try:
         with handle:
+            with contextlib.suppress(FileNotFoundError):
+                os.fchmod(handle.fileno(), stat.S_IMODE(path.stat().st_mode))
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException as err:
-        Path(handle.name).unlink(missing_ok=True)
+        Path(name).unlink(missing_ok=True)
         if isinstance(err, OSError):
             raise _naming(err, path) from err
         raise
-    return handle.name
+    return name
+
+
+#: tries at a fresh temporary name before giving up (each name has 64 random bits)
+_NAME_TRIES = 100
+
+
+def _new_temporary(path: Path) -> tuple[BinaryIO, str]:
+    """A new, uniquely named file beside ``path``, open for writing, and its name; created with
+    mode 0o666 so that the kernel applies the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(_NAME_TRIES):
+        name = str(path.parent / f".{path.name}.{secrets.token_hex(8)}.partial")
+        try:
+            return os.fdopen(os.open(name, flags, 0o666), "wb"), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
 
 
 def _naming(err: OSError, path: Path) -> OSError:

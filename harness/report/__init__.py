@@ -2,10 +2,11 @@
 display tables, HTML / Markdown / CSV writers; nothing here decides anything.
 
 ``write_report(results, out_dir)`` analyses the results (``harness.decide.analysis.analyze``)
-and writes ``index.html`` (+ ``plotly.min.js`` beside it), ``summary.md`` and ``results.csv``,
-all of them or none (a full disk leaves the previous report as it was), and returns the path
-of ``index.html``; ``mirror_report`` attaches those files and the verdicts to the study's
-MLflow parent run.
+and writes ``index.html``, ``summary.md`` and ``results.csv`` (+ ``plotly.min.js``, shared by
+the reports in ``reports/``, else beside the page), all of them or none (a full disk leaves the
+previous report as it was), and returns the path of ``index.html``; ``written_line`` says where
+they went and ``console_lines`` gives the verdicts a command prints; ``mirror_report`` attaches
+those files and the verdicts to the study's MLflow parent run.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from harness.errors import ConfigError, HarnessError
 from harness.ground.files import atomic_write_all
 from harness.ground.spreadsheet import safe_frame
 from harness.report.figures import all_figures, check_smooth
-from harness.report.html_report import PLOTLY_JS, plotly_js_to_write, render_html
+from harness.report.html_report import PLOTLY_JS, plotly_home, plotly_js_to_write, plotly_src, render_html
 from harness.report.markdown import render_markdown
+from harness.report.verdict_lines import console_lines
 
 #: the report files attached to the study's MLflow parent run (plotly.min.js stays local)
 MIRRORED_FILES = ("index.html", "summary.md", "results.csv")
@@ -49,12 +51,14 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
         raise ConfigError(f"report folder {out} exists and is not a folder")
     figures = all_figures(analysis, smooth=check_smooth(smooth))
     files = {}
-    js = plotly_js_to_write(out)
+    home = plotly_home(out)
+    js = plotly_js_to_write(home)
     if js is not None:
-        files[out / PLOTLY_JS] = js
+        files[home / PLOTLY_JS] = js
     files[out / "results.csv"] = safe_frame(analysis.trials).to_csv(index=False)
     files[out / "summary.md"] = render_markdown(analysis)
-    files[out / "index.html"] = render_html(analysis, figures)  # renamed last: the page comes with the rest
+    page = render_html(analysis, figures, plotly_js=plotly_src(out, home))
+    files[out / "index.html"] = page  # renamed last: the page comes with the rest
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -66,7 +70,17 @@ def write_analysis(analysis: Analysis, out_dir, *, smooth: int = 1) -> Path:
         raise HarnessError(
             f"cannot write {err.filename}: {err.strerror or err} (no file of the report was replaced)"
         ) from None
+    if home != out:  # the copy an earlier harness wrote beside the page, loaded no more
+        (out / PLOTLY_JS).unlink(missing_ok=True)
     return out / "index.html"
+
+
+def written_line(index: Path) -> str:
+    """What a command says once the report is written: where its files are, plotly.min.js too."""
+    home = plotly_home(index.parent)
+    if home == index.parent:
+        return f"wrote {index} (with summary.md, results.csv, plotly.min.js in {index.parent})"
+    return f"wrote {index} (with summary.md, results.csv in {index.parent}; plotly.min.js shared in {home})"
 
 
 #: the most characters of a verdict's note an MLflow tag carries (MLflow's own limit is larger)
@@ -127,4 +141,12 @@ def mirror_report(analysis: Analysis, report_dir, study_dir, tracking_uri: str |
     )
 
 
-__all__ = ["MIRRORED_FILES", "mirror_report", "verdict_tags", "write_analysis", "write_report"]
+__all__ = [
+    "MIRRORED_FILES",
+    "console_lines",
+    "mirror_report",
+    "verdict_tags",
+    "write_analysis",
+    "write_report",
+    "written_line",
+]

@@ -17,6 +17,7 @@ from harness.decide.analysis import Analysis
 from harness.decide.frames import completed
 from harness.decide.overoptimisation import GOLD, KL, PROXY
 from harness.errors import ConfigError
+from harness.report.cells import fmt_level
 
 PALETTE = (
     "#1f77b4",
@@ -444,7 +445,8 @@ def benchmark_forest_plot(analysis: Analysis) -> go.Figure:
         title=dict(
             text=f"Difference from the control on each benchmark, with the verdict's interval ({better} is better)",
             subtitle=dict(
-                text="each benchmark's min_effect is in the table above; the last rows: the mean over benchmarks"
+                text=f"intervals at {fmt_level(b.level)}; the last rows: the mean over benchmarks, at "
+                f"{fmt_level(b.overall_level)}; each benchmark's min_effect is in its table above"
             ),
         ),
         xaxis_title="condition − control",
@@ -465,6 +467,18 @@ def performance_profile_plot(analysis: Analysis) -> go.Figure:
     fig = go.Figure()
     for cond in conds:
         p = profiles[profiles["condition"] == cond]
+        if p[["low", "high"]].isna().all().all():  # one seed: no band to draw
+            fig.add_trace(
+                go.Scatter(
+                    x=p["tau"],
+                    y=p["fraction"],
+                    mode="lines",
+                    name=f"{cond} (one seed: no band)",
+                    line=dict(color=colors[cond]),
+                    legendgroup=cond,
+                )
+            )
+            continue
         fig.add_trace(
             go.Scatter(
                 x=np.concatenate([p["tau"], p["tau"][::-1]]),

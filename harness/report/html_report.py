@@ -1,17 +1,22 @@
 """``index.html``: header, tables and plotly figures, readable offline.
 
-plotly.js is written once beside the page as ``plotly.min.js`` (from the installed plotly
-package) and loaded with a relative ``<script src>``; nothing is fetched from the network.
+plotly.js (from the installed plotly package, 4.8 MB) is written once as ``plotly.min.js`` and
+loaded with a relative ``<script src>``; nothing is fetched from the network. The reports in the
+harness's own reports folder (``reports/<name>/`` and reports nested in those) share one copy in
+``reports/``; a report written anywhere else (``--out``) keeps its own copy beside it, so that its
+folder can be moved or sent whole.
 """
 
 from __future__ import annotations
 
 import html as _html
+import os
 from pathlib import Path
 
 import plotly.offline
 
 from harness.decide.analysis import Analysis
+from harness.ground.folders import REPORTS_ROOT
 from harness.report.cells import Section
 from harness.report.tables import sections
 
@@ -36,10 +41,24 @@ th { background: #f4f4f4; }
 """
 
 
-def plotly_js_to_write(out_dir: Path) -> str | None:
-    """plotly.js for ``out_dir``, or None when the folder has it already (it is written once per
-    report folder, and again only if the installed plotly's differs)."""
-    path = Path(out_dir) / PLOTLY_JS
+def plotly_home(out_dir: Path) -> Path:
+    """The folder whose ``plotly.min.js`` the report in ``out_dir`` loads: the harness's reports
+    folder when ``out_dir`` is inside it (``reports/<name>/``, or a report nested in one, such as
+    ``harness decide``'s pass@k reports, whatever way the folder was named), else ``out_dir``
+    itself (a folder the user chose, which may be anywhere and be moved or sent whole)."""
+    out = Path(out_dir)
+    return REPORTS_ROOT if REPORTS_ROOT.resolve() in out.resolve().parents else out
+
+
+def plotly_src(out_dir: Path, home: Path) -> str:
+    """The page's ``<script src>`` of ``home``'s plotly.min.js, relative to ``out_dir``."""
+    return Path(os.path.relpath(Path(home).resolve() / PLOTLY_JS, Path(out_dir).resolve())).as_posix()
+
+
+def plotly_js_to_write(folder: Path) -> str | None:
+    """plotly.js for ``folder``, or None when the folder has it already (it is written once per
+    folder, and again only if the installed plotly's differs)."""
+    path = Path(folder) / PLOTLY_JS
     js = plotly.offline.get_plotlyjs()
     if path.exists() and path.stat().st_size == len(js.encode("utf-8")):
         return None
@@ -74,7 +93,7 @@ def _header(h: dict) -> str:
         ("Seeds", ", ".join(str(s) for s in h["seeds"]) + (" (seed-matched)" if h["seed_matched"] else "")),
         ("Design", h.get("design", "")),
         *([("Sequential rule", h["rule"])] if h.get("rule") else []),
-        ("Correction", f"{h['correction']} (alpha={h['alpha']:g})"),
+        ("Correction", f"{h['correction']} (alpha={h['alpha']:g}; each table states its intervals' level)"),
         (
             "Minimum effect",
             f"±{h['min_effect']:g}"
@@ -104,7 +123,8 @@ def _header(h: dict) -> str:
     return "\n".join(out)
 
 
-def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> str:
+def render_html(analysis: Analysis, figures: list[tuple[str, str, object]], *, plotly_js: str = PLOTLY_JS) -> str:
+    """The page; ``plotly_js``: where it loads plotly.js from, relative to the page."""
     by_key = {s.key: s for s in sections(analysis)}
     fig_html = {
         div_id: (
@@ -128,16 +148,22 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
 
     order: list[str] = [_header(analysis.header)]
     order += [_table(by_key["verdicts"]), _table(by_key["verdicts-full"])]
-    order += [_table(by_key[key]) for key in ("benchmarks", "benchmarks-overall") if key in by_key]
+    order += [
+        _table(by_key[key]) for key in ("benchmarks-overall", "benchmarks", "benchmarks-aggregates") if key in by_key
+    ]
     order += figs("fig-bench")
     order += [_table(by_key[key]) for key in ("looks", "calibration") if key in by_key]
     order += figs("fig-forest")
     order.append(_table(by_key["robustness"]))
     order += figs("fig-strip")
     order.append(_table(by_key["conditions"]))
-    order.append(_table(by_key["noise"]))
+    order += [_table(by_key[key]) for key in ("noise", "noise-benchmarks") if key in by_key]
     order += figs("fig-components")
-    order += [_table(by_key[key]) for key in ("components", "budget") if key in by_key]
+    order += [
+        _table(by_key[key])
+        for key in ("components", "budget", "components-benchmarks", "budget-benchmarks")
+        if key in by_key
+    ]
     curves = figs("fig-curve", "h3")
     if curves:  # two panels a row on a wide screen: by step beside by tokens of the same metric
         order.append(
@@ -165,10 +191,10 @@ def render_html(analysis: Analysis, figures: list[tuple[str, str, object]]) -> s
     title = _esc(f"Study report: {analysis.header['study']}")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f'<title>{title}</title>\n<script src="{PLOTLY_JS}"></script>\n<style>{_CSS}</style>\n</head>\n<body>\n'
+        f'<title>{title}</title>\n<script src="{_esc(plotly_js)}"></script>\n<style>{_CSS}</style>\n</head>\n<body>\n'
         + "\n".join(order)
         + "\n</body>\n</html>\n"
     )
 
 
-__all__ = ["PLOTLY_JS", "plotly_js_to_write", "render_html"]
+__all__ = ["PLOTLY_JS", "plotly_home", "plotly_js_to_write", "plotly_src", "render_html"]

@@ -56,7 +56,7 @@ def render_markdown(analysis: Analysis) -> str:
         ("Seeds", f"{', '.join(str(s) for s in h['seeds'])}{' (seed-matched)' if h['seed_matched'] else ''}"),
         ("Design", h.get("design", "")),
         *([("Sequential rule", h["rule"])] if h.get("rule") else []),
-        ("Correction", f"{h['correction']} (alpha={h['alpha']:g}; intervals at {h['ci_level']:.4g})"),
+        ("Correction", f"{h['correction']} (alpha={h['alpha']:g}; each table states its intervals' level)"),
         (
             "Trials",
             f"{h['n_completed']} completed, {h['n_failed']} failed, "

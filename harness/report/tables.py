@@ -10,6 +10,7 @@ from harness.decide.analysis import Analysis
 from harness.decide.overoptimisation import last_step_table
 from harness.report.benchmark_tables import benchmark_sections
 from harness.report.cells import DASH, Section, fmt, fmt_ci, fmt_level, fmt_p, fmt_pct, fmt_seeds, verdict_label
+from harness.report.noise_tables import noise_floor_sections, noise_source_sections
 from harness.report.scaling_tables import scaling_caption, scaling_display, scaling_notes
 
 
@@ -101,62 +102,6 @@ def conditions_display(analysis: Analysis) -> pd.DataFrame:
     )
 
 
-def noise_display(analysis: Analysis) -> pd.DataFrame:
-    return noise_table_display(analysis.noise_floor, analysis.header["alpha"])
-
-
-def noise_table_display(nf: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    pct = fmt_pct(alpha)
-    return pd.DataFrame(
-        [
-            {
-                "condition": r["condition"],
-                "seeds": fmt(r["n"]),
-                "failed": fmt(r["failed"]),
-                "mean": fmt(r["mean"]),
-                "sd of trial means": fmt(r["std"]),
-                f"{pct} CI of that sd": fmt_ci(r["std_ci_low"], r["std_ci_high"]),
-                "CI method": r["std_ci_method"] if isinstance(r["std_ci_method"], str) else DASH,
-                "normality p (Shapiro-Wilk)": fmt_p(r["normality_p"]),
-                "sem": fmt(r["sem"]),
-                "seeds to decide": fmt_seeds(r["seeds_needed"]),
-                "note": r["note"] if isinstance(r["note"], str) else "",
-            }
-            for _, r in nf.iterrows()
-        ]
-    )
-
-
-def components_display(analysis: Analysis) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "source": r["source"],
-                "variance": fmt(r["variance"]),
-                "sd (component)": fmt(r["sd"]),
-                "share": f"{r['share']:.1%}" if np.isfinite(r["share"]) else DASH,
-                "note": r["note"],
-            }
-            for _, r in analysis.components.iterrows()
-        ]
-    )
-
-
-def budget_display(analysis: Analysis) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "design": r["option"],
-                "seeds per arm": fmt(r["seeds"]),
-                "eval prompts": fmt(r["prompts"]),
-                "eval samples": fmt(r["samples"]),
-                "predicted SE of a difference": fmt(r["se_diff"]),
-            }
-            for _, r in analysis.budget.iterrows()
-        ]
-    )
-
-
 def cost_display(analysis: Analysis) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -196,6 +141,16 @@ def _label_notes(labels: set[str]) -> str:
     return "".join(notes)
 
 
+def _level_words(h: dict) -> str:
+    """The verdicts' interval level, in words: one level, or a sequential study's looks' own."""
+    if h.get("sequential"):
+        return (
+            "the repeated confidence interval of the look that decided it (or of its latest look; alpha "
+            "spent across the looks, so stopping at any look keeps the error rates)"
+        )
+    return f"at level {fmt_level(h['ci_level'])}"
+
+
 def _verdict_caption(h: dict, labels: set[str] = frozenset()) -> str:
     family = (
         "Bonferroni over the pre-registered comparisons that could be tested, so all verdicts hold "
@@ -215,12 +170,7 @@ def _verdict_caption(h: dict, labels: set[str] = frozenset()) -> str:
         if h.get("planning_effect")
         else "the planning effect"
     )
-    level = (
-        "the repeated confidence interval of the look that decided it (or of its latest look; alpha "
-        "spent across the looks, so stopping at any look keeps the error rates)"
-        if h.get("sequential")
-        else f"at level {fmt_level(h['ci_level'])}"
-    )
+    level = _level_words(h)
     return (
         f"Each condition against its control on {h['primary_metric']} ({h['direction']}). The interval is "
         f"the one the verdict reads, {level} ({family}). Better / worse: it excludes "
@@ -262,8 +212,7 @@ def sections(analysis: Analysis, *, include_trials: bool = True) -> list[Section
             "is not evidence of no effect.",
         ),
     ]
-    if len(analysis.components):
-        out += _noise_source_sections(analysis)
+    out += noise_source_sections(analysis)
     out += _condition_sections(analysis)
     if len(analysis.pending):
         out.append(Section("pending", "Trials still running or waiting", _strings(analysis.pending), ""))
@@ -309,8 +258,8 @@ def _verdict_sections(analysis: Analysis) -> list[Section]:
             "Verdicts in full",
             full,
             "The same comparisons with every column: seeds and failed trials of each side, both means, the "
-            "interval's level, the test, its adjusted p, Hedges g, and the seeds to decide at each true "
-            "difference.",
+            f"interval and its level ({_level_words(h)}, as above), the test, its adjusted p, Hedges g, and the "
+            "seeds to decide at each true difference.",
         ),
     ]
 
@@ -341,65 +290,18 @@ def _calibration_section(analysis: Analysis) -> Section:
     )
 
 
-def _noise_source_sections(analysis: Analysis) -> list[Section]:
-    """The noise split by source and what more budget buys, worded for one run per arm where the
-    training seed's part is unknown."""
-    h = analysis.header
-    seed_row = analysis.components[analysis.components["source"] == "seed"]["variance"]
-    one_run = bool(len(seed_row)) and bool(np.isnan(seed_row.astype(float)).all())  # the seed part unknown
-    return [
-        Section(
-            "components",
-            "Noise by source",
-            components_display(analysis),
-            f"Variance of one prompt's {h['primary_metric']} in one trial, split by source "
-            + (
-                "as far as one training run per arm allows (method of moments on the arms x prompts table, "
-                "each truncated at 0; eval sampling from the recorded sample variances). The training seed's "
-                "part is unknown; the shares are of the parts that can be told apart."
-                if one_run
-                else "(method of moments on the seed x prompt tables, each truncated at 0). Three spreads are "
-                "kept apart: run-to-run (the seed row, the training-seed sd (component)), prompt-to-prompt "
-                "(prompt, arm x prompt) and sample-to-sample within a prompt (eval sampling: the variance of one "
-                "sampled answer divided by the k averaged, from each prompt's own k samples; verl's std@k is the "
-                "sd of one sample within a prompt, averaged over prompts: a spread, not the uncertainty of a "
-                "run's score). With one sample per prompt it cannot be told from seed x prompt and the two are "
-                "shown together."
-            ),
-        ),
-        Section(
-            "budget",
-            "What more budget buys",
-            budget_display(analysis),
-            (
-                "Predicted standard error of an eval-only difference of two arms with the components above, "
-                "at the design as run and with twice the eval prompts or samples (more seeds: unknown, the "
-                "training seed's part is not measured)."
-                if one_run
-                else "Predicted standard error of a typical arm-vs-control difference of this study (the median "
-                "of each variance component over its seed x prompt comparisons, paired where the seeds are "
-                "matched; without those, two unpaired arms with the components above) at the design as "
-                "run and with one more unit of each budget."
-            ),
-        ),
-    ]
-
-
 def _condition_sections(analysis: Analysis) -> list[Section]:
     """Per condition: its means, its noise floor and cost, and the trials that failed."""
     return [
-        Section("conditions", "Condition means", conditions_display(analysis), ""),
         Section(
-            "noise",
-            "Noise floor",
-            noise_display(analysis),
-            "The sd of trial means of each condition: how much its trials' results scatter across seeds, "
-            "the training seed's noise and the eval prompts' sampling noise together (the training-seed sd "
-            "(component) under 'Noise by source' is the first alone, so expected to be smaller). With its interval "
-            "(Bonett's from 5 seeds, which does not assume normal scores; below that chi-square, which "
-            "does), a normality diagnostic, and the seeds per arm at which two arms of this sd are decided "
-            "at the verdicts' level and planning effect.",
+            "conditions",
+            "Condition means",
+            conditions_display(analysis),
+            f"Each condition's mean of {analysis.header['primary_metric']} over its completed seeds, with its "
+            f"t interval at {fmt_pct(analysis.header['alpha'])} (each condition alone, not the verdicts' "
+            "level; one seed: no interval).",
         ),
+        *noise_floor_sections(analysis),
         Section("cost", "Cost", cost_display(analysis), "Wall time and tokens summed over trials."),
         Section(
             "failed",

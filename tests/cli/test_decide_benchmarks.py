@@ -82,8 +82,9 @@ SECTIONS = (
     "Verdicts",
     "Verdicts in full",
     "Noise by source",
+    "Overall verdicts across benchmarks",
     "Verdicts by benchmark",
-    "Overall verdicts and aggregates across benchmarks",
+    "Aggregates across benchmarks",
 )
 
 
@@ -107,9 +108,11 @@ def test_decide_on_a_benchmark_study_s_tidy_table_gives_the_study_s_verdicts(mon
         assert judged[section] == study[section], section
     by_benchmark = "".join(judged["Verdicts by benchmark"])
     assert "| gsm |" in by_benchmark and "| overall_math |" in by_benchmark and TASK_SET not in by_benchmark
-    said = re.findall(r"^(big|same) vs grpo: (.+) \(difference", out, re.M)
-    assert [arm for arm, _ in said] == ["big", "same"], out
-    for _, label in said:
+    said = re.findall(r"^(overall|primary|gsm|overall_math)\b[^:]*: (big|same) vs grpo: (.+) \(difference", out, re.M)
+    assert [(where, arm) for where, arm, _ in said] == [
+        (where, arm) for where in ("overall", "primary", "gsm", "overall_math") for arm in ("big", "same")
+    ], out
+    for _, _, label in said:
         assert label.endswith("(eval-only)") == (seeds == 1), out
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
+
+from harness.ground import files
 
 PRIMARY = "eval/accuracy"
 CONTROL = "grpo"
@@ -148,7 +149,7 @@ def with_prompts(
 def full_disk_at(monkeypatch, which: int) -> list[str]:
     """Make the ``which``-th temporary file of a write run out of space halfway (at most 28 KB in,
     as a full disk does); returns the names of the files whose temporaries were opened, in order."""
-    real = tempfile.NamedTemporaryFile
+    real = files._new_temporary
     opened: list[str] = []
 
     class FullDisk:
@@ -168,12 +169,12 @@ def full_disk_at(monkeypatch, which: int) -> list[str]:
         def __exit__(self, *exc):
             return self.handle.__exit__(*exc)
 
-    def temporary(*args, **kw):
-        handle = real(*args, **kw)
-        opened.append(kw["prefix"].strip("."))
-        return FullDisk(handle) if len(opened) == which else handle
+    def temporary(path):
+        handle, name = real(path)
+        opened.append(path.name)
+        return (FullDisk(handle) if len(opened) == which else handle), name
 
-    monkeypatch.setattr(tempfile, "NamedTemporaryFile", temporary)
+    monkeypatch.setattr(files, "_new_temporary", temporary)
     return opened
 
 

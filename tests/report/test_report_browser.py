@@ -81,6 +81,16 @@ def test_report_renders_in_chromium(tmp_path):
     assert all(figs.values()), figs
 
 
+def test_a_report_in_the_reports_folder_draws_with_the_shared_plotly(tmp_path):
+    """reports/<name>/ loads the one plotly.min.js in reports/ (../plotly.min.js), offline."""
+    index = write_report(make_results(), Path("reports") / "shared", ReadOptions(n_permutations=500))
+    assert not (index.parent / "plotly.min.js").exists() and Path("reports/plotly.min.js").is_file()
+    dom, errors = render(index, tmp_path)
+    assert errors == []
+    figs = drawn_figures(dom)
+    assert len(figs) == 6 and all(figs.values()), figs
+
+
 def test_browser_check_catches_a_missing_plotly(tmp_path):
     """The check above can fail: without plotly.min.js nothing is drawn and the console says so."""
     index = write_report(make_results(), tmp_path / "out", ReadOptions(n_permutations=500))

@@ -1,17 +1,21 @@
 """write_report writes index.html (+ plotly.min.js once, relative), summary.md and results.csv, all or none."""
 
 import errno
+import os
 import re
+import stat
+from pathlib import Path
 
 import pandas as pd
 import plotly.offline
 import pytest
 from report_fakes import FAILED_ID, FAILED_REASON, full_disk_at, make_results
 
+from harness.decide.analysis import analyze
 from harness.decide.rules import ReadOptions
 from harness.errors import HarnessError
 from harness.ground.files import atomic_write_all
-from harness.report import write_report
+from harness.report import write_analysis, write_report, written_line
 
 N_PERM = 2000
 
@@ -129,3 +133,48 @@ def test_all_or_none_leaves_every_file_or_none(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert atomic_write_all({tmp_path / "a": "new a", tmp_path / "c": b"new c"}) == [tmp_path / "a", tmp_path / "c"]
     assert [(tmp_path / n).read_text() for n in "abc"] == ["new a", "old b", "new c"]
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    return analyze(make_results(), ReadOptions(n_permutations=200))
+
+
+def _src(index) -> list[str]:
+    return re.findall(r"<script[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", index.read_text(encoding="utf-8"), flags=re.I)
+
+
+def test_reports_in_the_reports_folder_share_one_plotly_js(analysis):
+    """reports/<name>/ (the harness's own folder, the tests' cwd): one plotly.min.js in reports/,
+    loaded by each page as ../plotly.min.js; the copy an earlier harness left beside a page goes."""
+    Path("reports/b").mkdir(parents=True)
+    (Path("reports/b") / "plotly.min.js").write_text("an earlier copy")
+    a = write_analysis(analysis, Path("reports") / "a")
+    b = write_analysis(analysis, (Path("reports") / "b").resolve())  # --out naming it another way
+    nested = write_analysis(analysis, Path("reports") / "a" / "pass@2")  # decide's further metric
+    assert sorted(p.relative_to("reports").as_posix() for p in Path("reports").rglob("*.js")) == ["plotly.min.js"]
+    assert Path("reports/plotly.min.js").read_text(encoding="utf-8") == plotly.offline.get_plotlyjs()
+    assert _src(a) == _src(b) == ["../plotly.min.js"] and _src(nested) == ["../../plotly.min.js"]
+    assert written_line(a) == (
+        "wrote reports/a/index.html (with summary.md, results.csv in reports/a; plotly.min.js shared in reports)"
+    )
+
+
+def test_a_report_elsewhere_keeps_its_own_plotly_js(analysis, tmp_path):
+    """A folder the user chose outside reports/ (even one called reports): its own copy, beside it."""
+    index = write_analysis(analysis, tmp_path / "reports" / "mine")
+    assert [p.name for p in tmp_path.rglob("*.js")] == ["plotly.min.js"]
+    assert (index.parent / "plotly.min.js").is_file() and _src(index) == ["plotly.min.js"]
+    assert written_line(index) == f"wrote {index} (with summary.md, results.csv, plotly.min.js in {index.parent})"
+
+
+def test_report_files_are_written_with_the_user_s_umask(analysis):
+    old = os.umask(0o022)
+    try:
+        index = write_analysis(analysis, Path("reports") / "a")
+    finally:
+        os.umask(old)
+    files = [*index.parent.iterdir(), Path("reports/plotly.min.js")]
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {
+        "index.html": 0o644, "summary.md": 0o644, "results.csv": 0o644, "plotly.min.js": 0o644
+    }  # fmt: skip

@@ -75,7 +75,8 @@ def test_safe_study_name_goes_to_reports(deep_cwd, monkeypatch, capsys):
     code, _out, err = run_main(monkeypatch, capsys, "report", str(folder))
     assert code == 0, err
     assert (deep_cwd / "reports" / "fine" / "index.html").is_file()
-    assert sorted(p.name for p in (deep_cwd / "reports").iterdir()) == ["fine"]
+    # the report folder and the plotly.js every report in reports/ shares
+    assert sorted(p.name for p in (deep_cwd / "reports").iterdir()) == ["fine", "plotly.min.js"]
 
 
 @pytest.mark.parametrize("name", [EVIL, "../x", "a/b", "..", ".", "/abs", "a\\b", "-x", "~root"])
