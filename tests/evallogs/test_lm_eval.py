@@ -1,0 +1,187 @@
+"""The lm-evaluation-harness reader on the logs lm-eval 0.4.13 wrote (tests/fixtures/eval_logs/lm_eval).
+
+The expected scores are worked out another way: from each answer lm-eval logged (``resps``), the
+last number compared with the question's answer, not from the ``exact_match`` lm-eval logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.evallogs import lm_eval
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval_logs"
+LOGS = FIXTURES / "lm_eval" / "logs"
+BASE, NOISED = "/work/evalckpt/smollm2", "/work/evalckpt/smollm2_noised"
+BASE_FOLDER = LOGS / "__work__evalckpt__smollm2"
+
+
+def _answers_scored_by_hand() -> dict[tuple[str, str, int, str], float]:
+    """(model, task, seed, doc_id) -> 1.0 where the answer's last number is the question's answer."""
+    scored = {}
+    for results in LOGS.rglob("results_*.json"):
+        run = json.loads(results.read_text())
+        time = results.name.removeprefix("results_").removesuffix(".json")
+        for task in run["configs"]:
+            for line in results.with_name(f"samples_{task}_{time}.jsonl").read_text().splitlines():
+                sample = json.loads(line)
+                numbers = re.findall(r"-?\d+", sample["resps"][0][0])
+                correct = bool(numbers) and numbers[-1] == sample["doc"]["answer"]
+                key = (run["model_name"], task, run["config"]["torch_seed"], str(sample["doc_id"]))
+                scored[key] = 1.0 if correct else 0.0
+    return scored
+
+
+def _copy(tmp_path: Path) -> Path:
+    folder = tmp_path / BASE_FOLDER.name
+    shutil.copytree(BASE_FOLDER, folder)
+    return folder
+
+
+def _first(folder: Path, pattern: str) -> Path:
+    return sorted(folder.glob(pattern))[0]
+
+
+def test_reads_both_models_every_task_and_each_seeded_run_as_a_sample():
+    rows = lm_eval.read(LOGS, None)
+    frame = rows.frame
+    assert rows.tool == "lm-evaluation-harness 0.4.13"
+    assert rows.score == "exact_match,last_number"
+    assert set(frame["run"]) == {BASE, NOISED}
+    assert set(frame["benchmark"]) == {"addition_greedy", "addition_sampled"}
+    sizes = frame.groupby(["run", "benchmark", "sample"]).size()
+    for run in (BASE, NOISED):
+        assert sizes[(run, "addition_greedy", 0)] == 10
+        assert [sizes[(run, "addition_sampled", sample)] for sample in range(4)] == [10, 10, 10, 10]
+    assert len(frame) == 2 * (10 + 4 * 10)
+    assert sorted(frame["prompt_id"].unique(), key=int) == [str(doc) for doc in range(10)]
+
+
+def test_every_value_is_the_answer_scored_another_way():
+    """Samples are numbered by seed: the fixture's sampled runs have seeds 0, 1, 2, 3."""
+    frame = lm_eval.read(LOGS, "exact_match").frame
+    read = {(row.run, row.benchmark, row.sample, row.prompt_id): row.value for row in frame.itertuples(index=False)}
+    assert read == _answers_scored_by_hand()
+
+
+def test_two_questions_worked_by_hand():
+    frame = lm_eval.read(LOGS, None).frame
+    greedy = frame[frame["benchmark"] == "addition_greedy"].set_index(["run", "prompt_id"])["value"]
+    # q1 "What is 1 + 5?": both answered "1 + 5 = 6"; q5 "What is 7 + 6?": "7 + 6 = 13" / "The answer is 14."
+    assert (greedy[(BASE, "1")], greedy[(NOISED, "1")]) == (1.0, 1.0)
+    assert (greedy[(BASE, "5")], greedy[(NOISED, "5")]) == (1.0, 0.0)
+    assert greedy.groupby(level="run").sum().to_dict() == {BASE: 5.0, NOISED: 6.0}
+
+
+def test_one_samples_file_or_one_results_file_reads_only_that():
+    samples = _first(BASE_FOLDER, "samples_addition_greedy_*.jsonl")
+    frame = lm_eval.read(samples, None).frame
+    assert set(frame["benchmark"]) == {"addition_greedy"} and set(frame["sample"]) == {0}
+    assert len(frame) == 10 and frame["where"].iloc[0] == f"{samples}:1"
+    results = _first(BASE_FOLDER, "results_*.json")  # the seed-0 run: both tasks
+    frame = lm_eval.read(results, None).frame
+    assert frame.groupby("benchmark").size().to_dict() == {"addition_greedy": 10, "addition_sampled": 10}
+
+
+def test_looks_like():
+    assert lm_eval.looks_like(LOGS)
+    assert lm_eval.looks_like(BASE_FOLDER)
+    assert lm_eval.looks_like(_first(BASE_FOLDER, "samples_*.jsonl"))
+    assert lm_eval.looks_like(_first(BASE_FOLDER, "results_*.json"))
+
+
+def test_looks_like_is_false_on_other_files(tmp_path):
+    table = tmp_path / "scores.csv"
+    table.write_text("arm,seed,value\na,0,1\n")
+    alone = tmp_path / "results_2026-12-05T06-01-08.415830.json"  # a results file, no lm-eval samples beside
+    alone.write_text('{"config_general": {}}')
+    renamed = tmp_path / "samples_x_2026-12-05T06-01-08.415830.jsonl"  # the name, not the content
+    renamed.write_text('{"id": "q0"}\n')
+    for path in (FIXTURES / "questions.jsonl", table, alone, renamed, tmp_path, tmp_path / "missing"):
+        assert not lm_eval.looks_like(path), path
+
+
+def test_truncated_line_is_named_by_file_and_line(tmp_path):
+    samples = _first(_copy(tmp_path), "samples_addition_greedy_*.jsonl")
+    text = samples.read_text()
+    samples.write_text(text[: len(text) - 200])  # the last line cut
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(samples))}:10: not a JSON line"):
+        lm_eval.read(samples, None)
+
+
+def test_a_missing_question_and_a_changed_score_are_refused(tmp_path):
+    samples = _first(_copy(tmp_path), "samples_addition_greedy_*.jsonl")
+    lines = samples.read_text().splitlines(keepends=True)
+    samples.write_text("".join(lines[:-1]))
+    with pytest.raises(ConfigError, match="9 questions under filter 'last_number', but its results file counts 10"):
+        lm_eval.read(samples, None)
+    first = json.loads(lines[0])
+    assert first["exact_match"] == 0.0
+    samples.write_text(json.dumps({**first, "exact_match": 1.0}) + "\n" + "".join(lines[1:]))
+    with pytest.raises(ConfigError, match="average 0.6, but its results file says 0.5"):
+        lm_eval.read(samples, None)
+    samples.write_text(lines[0].replace('"exact_match": 0.0', '"exact_match": NaN') + "".join(lines[1:]))
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(samples))}:1: exact_match is nan, not a finite number"):
+        lm_eval.read(samples, None)
+
+
+def test_unsupported_version_is_named_with_the_supported_ones(tmp_path):
+    results = _first(_copy(tmp_path), "results_*.json")
+    run = json.loads(results.read_text())
+    results.write_text(json.dumps({**run, "lm_eval_version": "0.3.0"}))
+    with pytest.raises(ConfigError, match=r"lm-eval 0.3.0 is not supported \(supported: lm-eval 0.4.13 to 0.4.x\)"):
+        lm_eval.read(results, None)
+
+
+def test_unknown_score_lists_the_available_ones():
+    available = r"its scores \(metric,filter\): exact_match,last_number$"
+    with pytest.raises(ConfigError, match=rf"has no score 'acc'; {available}"):
+        lm_eval.read(LOGS, "acc")
+
+
+def test_samples_file_without_its_results_file_is_refused(tmp_path):
+    folder = _copy(tmp_path)
+    samples = _first(folder, "samples_addition_greedy_*.jsonl")
+    samples.with_name(samples.name.replace("samples_addition_greedy_", "results_").replace(".jsonl", ".json")).unlink()
+    for path in (samples, tmp_path):
+        with pytest.raises(ConfigError, match=r"no results_.*\.json beside it .*: the model's name, the lm-eval"):
+            lm_eval.read(path, None)
+
+
+def _rerun(folder: Path, time: str, **config) -> None:
+    """A copy of the seed-1 sampled run as if lm-eval had run it again at ``time``."""
+    results = sorted(folder.glob("results_*.json"))[1]
+    run = json.loads(results.read_text())
+    assert list(run["configs"]) == ["addition_sampled"] and run["config"]["torch_seed"] == 1
+    run["config"].update(config)
+    (folder / f"results_{time}.json").write_text(json.dumps(run))
+    old = results.name.removeprefix("results_").removesuffix(".json")
+    shutil.copy(folder / f"samples_addition_sampled_{old}.jsonl", folder / f"samples_addition_sampled_{time}.jsonl")
+
+
+def test_the_same_seeds_twice_are_refused_and_new_seeds_are_one_more_sample(tmp_path):
+    folder = _copy(tmp_path)
+    _rerun(folder, "2026-12-06T00-00-00.000000")
+    with pytest.raises(ConfigError, match=r"ran twice with the same seeds \(1, 1, 1, 1\)"):
+        lm_eval.read(folder, None)
+    _rerun(folder, "2026-12-06T00-00-00.000000", random_seed=9, numpy_seed=9, torch_seed=9, fewshot_seed=9)
+    frame = lm_eval.read(folder, None).frame
+    assert sorted(frame[frame["benchmark"] == "addition_sampled"]["sample"].unique()) == [0, 1, 2, 3, 4]
+
+
+def test_a_greedy_task_run_twice_is_not_two_samples(tmp_path):
+    folder = _copy(tmp_path)
+    results = _first(folder, "results_*.json")
+    time = results.name.removeprefix("results_").removesuffix(".json")
+    again = "2026-12-06T00-00-00.000000"
+    shutil.copy(results, folder / f"results_{again}.json")
+    for task in ("addition_greedy", "addition_sampled"):
+        shutil.copy(folder / f"samples_{task}_{time}.jsonl", folder / f"samples_{task}_{again}.jsonl")
+    with pytest.raises(ConfigError, match="'addition_greedy' .* answers greedily .* they are not samples"):
+        lm_eval.read(folder, None)
