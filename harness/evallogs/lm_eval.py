@@ -1,6 +1,7 @@
 """lm-evaluation-harness ``--log_samples --output_path DIR`` output, read into per-sample rows.
 
-The format, as lm-eval 0.4.13 writes it (read in its source at that version):
+The format, as lm-eval 0.4.13 writes it (read in its source at that version; the functions named
+here write the same in 0.4.9 to 0.4.12, the releases whose results name their ``lm_eval_version``):
 
 * ``lm_eval/loggers/evaluation_tracker.py``, ``EvaluationTracker.save_results_aggregated``: one
   ``DIR/<model>/results_<time>.json`` per run, ``<model>`` being ``model_name`` made a folder name
@@ -23,14 +24,18 @@ The format, as lm-eval 0.4.13 writes it (read in its source at that version):
 One line per question and filter: ``evaluate()`` calls ``task.process_results(doc, [one filtered
 answer per request])`` once per (question, filter), and ``ConfigurableTask.process_results``
 (``lm_eval/api/task.py``) scores ``results[0]`` for ``generate_until``. A task's ``repeats`` are
-logged as raw answers (``resps``) but scored only through a filter that reduces them to one
-(``take_first``, the default, or ``majority_vote``), so lm-eval never logs a score per repeat.
+all logged as raw answers (``resps``) but scored as one number per question and filter: the first
+answer's (``take_first``, the default filter: "TODO: handle repeats in a more general way rather
+than just discarding"), the majority vote's, or, for a filter that keeps them all, ``exact_match``'s
+mean over them; lm-eval never logs a score per repeat.
 Several samples per question are several runs of a sampling task with different seeds: each run
 is one sample per question, numbered by the run's seeds. Runs of a greedy task, runs with the same
 seeds, or runs whose task configs differ, are refused rather than counted as samples.
 
-A ``samples_*.jsonl`` without its ``results_<time>.json`` beside it is refused: the model's name,
-the lm-eval version and the metric keys are only in the results file.
+A ``samples_*.jsonl`` without its results file beside it (``results_<time>.json``, or
+``<name>_<time>.json`` for ``--output_path <name>.json``) is refused: the model's name, the lm-eval
+version and the metric keys are only in the results file. So is a results file without the
+samples files of its tasks (a run without ``--log_samples``: no per-question scores).
 """
 
 from __future__ import annotations
@@ -47,12 +52,13 @@ from harness.errors import ConfigError
 from harness.evallogs.rows import LOG_COLUMNS, LogRows, benchmark_name
 
 TOOL = "lm-evaluation-harness"
-#: versions whose format this reader was written against (0.4.13) and the later 0.4 releases
-LOWEST, BELOW = (0, 4, 13), (0, 5)
-SUPPORTED = "0.4.13 to 0.4.x"
+#: the versions read: 0.4.9 (the first to record lm_eval_version) to 0.4.13, and later 0.4 releases
+LOWEST, BELOW = (0, 4, 9), (0, 5)
+SUPPORTED = "0.4.9 to 0.4.x"
 
 _TIME = r"(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?)"
-_RESULTS = re.compile(rf"results_{_TIME}\.json")
+#: ``results_<time>.json``, or ``<name>_<time>.json`` for ``--output_path <name>.json``
+_RESULTS = re.compile(rf".+_{_TIME}\.json")
 _SAMPLES = re.compile(rf"samples_(?P<task>.+)_{_TIME}\.jsonl")
 #: how every line lm-eval writes to a samples file begins (``json.dumps`` of ``example``)
 _SIGNATURE = b'{"doc_id": '
@@ -75,8 +81,9 @@ class _Task:
         or a temperature with ``do_sample`` unset)."""
         generation = self.config.get("generation_kwargs") or {}
         do_sample = generation.get("do_sample")
-        temperature = generation.get("temperature") or 0
-        return do_sample is True or (do_sample is None and temperature > 0)
+        temperature = generation.get("temperature")
+        warm = isinstance(temperature, (int, float)) and temperature > 0
+        return do_sample is True or (do_sample is None and warm)
 
 
 @dataclass(frozen=True)
@@ -152,9 +159,8 @@ def _results_files(path: Path) -> list[tuple[Path, str | None]]:
     """The results files to read under ``path``, each with the one task to read (None: all)."""
     if path.is_dir():
         samples = sorted(found for found in path.rglob("samples_*.jsonl") if _SAMPLES.fullmatch(found.name))
-        for found in samples:
-            _results_beside(found)
-        return [(found, None) for found in sorted(path.rglob("results_*.json")) if _RESULTS.fullmatch(found.name)]
+        named = {found for found in path.rglob("results_*.json") if _RESULTS.fullmatch(found.name)}
+        return [(found, None) for found in sorted(named | {_results_beside(found) for found in samples})]
     if _RESULTS.fullmatch(path.name) and path.is_file():
         return [(path, None)]
     if _is_samples(path):
@@ -166,13 +172,18 @@ def _results_files(path: Path) -> list[tuple[Path, str | None]]:
 
 
 def _results_beside(samples: Path) -> Path:
-    results = samples.with_name(f"results_{_time(samples)}.json")
-    if not results.is_file():
-        raise ConfigError(
-            f"{samples}: no {results.name} beside it (lm-eval writes both to one folder): the model's "
-            "name, the lm-eval version and the metrics are only there; keep the two files together"
-        )
-    return results
+    """The results file lm-eval wrote with ``samples``: the same time, in the same folder."""
+    time = _time(samples)
+    results = samples.with_name(f"results_{time}.json")
+    if results.is_file():
+        return results
+    named = [found for found in samples.parent.glob(f"*_{time}.json") if _RESULTS.fullmatch(found.name)]
+    if len(named) == 1:
+        return named[0]
+    raise ConfigError(
+        f"{samples}: no {results.name} beside it (lm-eval writes both to one folder): the model's "
+        "name, the lm-eval version and the metrics are only there; keep the two files together"
+    )
 
 
 def _load_run(path: Path, only: str | None) -> _Run:
@@ -283,10 +294,13 @@ def _score_key(task: _Task, score: str | None, where: Path) -> str:
     choices = [key for key in task.scores if score in (key, key.split(",", 1)[0])]
     if len(choices) == 1:
         return choices[0]
-    problem = "is scored under several filters" if choices else "has no score"
+    if choices:
+        raise ConfigError(
+            f"{where}: task {task.name!r} has {score!r} under several filters; give one as metric,filter: "
+            f"{', '.join(choices)}"
+        )
     raise ConfigError(
-        f"{where}: task {task.name!r} {problem} {score!r}; its scores (metric,filter): "
-        f"{', '.join(choices or task.scores)}"
+        f"{where}: task {task.name!r} has no score {score!r}; its scores (metric,filter): {', '.join(task.scores)}"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from harness.evallogs import lm_eval
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval_logs"
 LOGS = FIXTURES / "lm_eval" / "logs"
+REPEATS = FIXTURES / "lm_eval" / "repeats"
 BASE, NOISED = "/work/evalckpt/smollm2", "/work/evalckpt/smollm2_noised"
 BASE_FOLDER = LOGS / "__work__evalckpt__smollm2"
 
@@ -135,7 +137,7 @@ def test_unsupported_version_is_named_with_the_supported_ones(tmp_path):
     results = _first(_copy(tmp_path), "results_*.json")
     run = json.loads(results.read_text())
     results.write_text(json.dumps({**run, "lm_eval_version": "0.3.0"}))
-    with pytest.raises(ConfigError, match=r"lm-eval 0.3.0 is not supported \(supported: lm-eval 0.4.13 to 0.4.x\)"):
+    with pytest.raises(ConfigError, match=r"lm-eval 0.3.0 is not supported \(supported: lm-eval 0.4.9 to 0.4.x\)"):
         lm_eval.read(results, None)
 
 
@@ -184,4 +186,74 @@ def test_a_greedy_task_run_twice_is_not_two_samples(tmp_path):
     for task in ("addition_greedy", "addition_sampled"):
         shutil.copy(folder / f"samples_{task}_{time}.jsonl", folder / f"samples_{task}_{again}.jsonl")
     with pytest.raises(ConfigError, match="'addition_greedy' .* answers greedily .* they are not samples"):
+        lm_eval.read(folder, None)
+
+
+def test_no_version_and_no_samples_files_are_refused(tmp_path):
+    results = _first(_copy(tmp_path), "results_*.json")  # the seed-0 run: both tasks
+    run = json.loads(results.read_text())
+    results.write_text(json.dumps({key: value for key, value in run.items() if key != "lm_eval_version"}))
+    with pytest.raises(ConfigError, match=r"no lm_eval_version \(supported: lm-eval 0.4.9 to 0.4.x\)"):
+        lm_eval.read(results, None)
+    results.write_text(json.dumps(run))
+    time = results.name.removeprefix("results_").removesuffix(".json")
+    (results.parent / f"samples_addition_sampled_{time}.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"no samples_addition_sampled_.* run it with --log_samples"):
+        lm_eval.read(results, None)
+
+
+def test_output_path_ending_in_json_names_the_results_file_after_it(tmp_path):
+    """lm-eval --output_path scores.json writes scores_<time>.json with the samples files beside it."""
+    results = _first(BASE_FOLDER, "results_*.json")
+    time = results.name.removeprefix("results_").removesuffix(".json")
+    shutil.copy(results, tmp_path / f"scores_{time}.json")
+    for task in ("addition_greedy", "addition_sampled"):
+        shutil.copy(BASE_FOLDER / f"samples_{task}_{time}.jsonl", tmp_path)
+    assert lm_eval.looks_like(tmp_path / f"scores_{time}.json")
+    assert len(lm_eval.read(tmp_path, None).frame) == 20
+    assert len(lm_eval.read(tmp_path / f"samples_addition_greedy_{time}.jsonl", None).frame) == 10
+
+
+def _repeats_scored_by_hand() -> dict[str, dict[str, float]]:
+    """filter -> doc_id -> score of the four answers: the first's, the majority vote's, all four's mean."""
+    (samples,) = REPEATS.rglob("samples_addition_repeats_*.jsonl")
+    scored: dict[str, dict[str, float]] = {"first": {}, "majority": {}, "all_four": {}}
+    for line in samples.read_text().splitlines():
+        sample = json.loads(line)
+        if sample["filter"] != "first":
+            continue
+        numbers = [re.findall(r"-?\d+", answer) for answer in sample["resps"][0]]
+        picked = [found[-1] if found else "[invalid]" for found in numbers]
+        assert len(picked) == 4
+        correct = [answer == sample["doc"]["answer"] for answer in picked]
+        doc = str(sample["doc_id"])
+        scored["first"][doc] = float(correct[0])
+        scored["majority"][doc] = float(Counter(picked).most_common(1)[0][0] == sample["doc"]["answer"])
+        scored["all_four"][doc] = sum(correct) / 4
+    return scored
+
+
+def test_repeats_are_scored_once_per_question_and_filter():
+    """lm-eval's `repeats: 4`: one row per question under the chosen filter, never one per answer."""
+    scored = _repeats_scored_by_hand()
+    default = lm_eval.read(REPEATS, None)
+    assert default.score == "exact_match,first"
+    assert set(default.frame["sample"]) == {0} and set(default.frame["run"]) == {BASE}
+    for name in ("first", "majority", "all_four"):
+        frame = lm_eval.read(REPEATS, f"exact_match,{name}").frame
+        assert dict(zip(frame["prompt_id"], frame["value"], strict=True)) == pytest.approx(scored[name]), name
+    several = "has 'exact_match' under several filters; give one as metric,filter: exact_match,first, "
+    with pytest.raises(ConfigError, match=several):
+        lm_eval.read(REPEATS, "exact_match")
+
+
+def test_runs_of_different_task_configs_are_not_samples(tmp_path):
+    folder = _copy(tmp_path)
+    time = "2026-12-06T00-00-00.000000"
+    _rerun(folder, time, random_seed=9, numpy_seed=9, torch_seed=9, fewshot_seed=9)
+    results = folder / f"results_{time}.json"
+    run = json.loads(results.read_text())
+    run["configs"]["addition_sampled"]["generation_kwargs"]["temperature"] = 0.2
+    results.write_text(json.dumps(run))
+    with pytest.raises(ConfigError, match="'addition_sampled' of /work/evalckpt/smollm2 has different configs in"):
         lm_eval.read(folder, None)
