@@ -204,11 +204,11 @@ def _load_run(path: Path, only: str | None) -> _Run:
     seeds = tuple(_seed(config.get(name), name, path) for name in _SEEDS)
     results = _field(data, "results", dict, path)
     configs = _field(data, "configs", dict, path)
-    counts = data.get("n-samples") or {}
+    counts = data.get("n-samples")
     names = sorted(configs) if only is None else [only]
     tasks = []
     for name in names:
-        if name not in configs or not isinstance(results.get(name), dict):
+        if not isinstance(configs.get(name), dict) or not isinstance(results.get(name), dict):
             raise ConfigError(f"{path}: task {name!r} is not in its results and configs")
         scores = {
             key: value
@@ -221,7 +221,8 @@ def _load_run(path: Path, only: str | None) -> _Run:
                 f"{path}: no {samples.name} beside it (lm-eval writes the per-question scores only "
                 "with --log_samples: run it with --log_samples)"
             )
-        effective = (counts.get(name) or {}).get("effective")
+        count = counts.get(name) if isinstance(counts, dict) else None
+        effective = count.get("effective") if isinstance(count, dict) else None
         tasks.append(_Task(name, scores, configs[name], effective if isinstance(effective, int) else None, samples))
     gen_kwargs = json.dumps(config.get("gen_kwargs"), sort_keys=True)
     return _Run(path, model, version, seeds, gen_kwargs, tuple(tasks))

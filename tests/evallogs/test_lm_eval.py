@@ -115,6 +115,10 @@ def test_truncated_line_is_named_by_file_and_line(tmp_path):
     samples.write_text(text[: len(text) - 200])  # the last line cut
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(samples))}:10: not a JSON line"):
         lm_eval.read(samples, None)
+    results = _first(samples.parent, "results_*.json")
+    results.write_text("\n".join(results.read_text().splitlines()[:40]))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(results))}:\d+: not valid JSON"):
+        lm_eval.read(results, None)
 
 
 def test_a_missing_question_and_a_changed_score_are_refused(tmp_path):
