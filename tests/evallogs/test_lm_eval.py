@@ -21,7 +21,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval_logs"
 LOGS = FIXTURES / "lm_eval" / "logs"
 REPEATS = FIXTURES / "lm_eval" / "repeats"
 BASE, NOISED = "/work/evalckpt/smollm2", "/work/evalckpt/smollm2_noised"
-BASE_FOLDER = LOGS / "__work__evalckpt__smollm2"
+GREEDY = LOGS / "greedy" / "__work__evalckpt__smollm2"  # the base model's folders
+SAMPLED = LOGS / "sampled" / "__work__evalckpt__smollm2"
 
 
 def _answers_scored_by_hand() -> dict[tuple[str, str, int, str], float]:
@@ -40,9 +41,9 @@ def _answers_scored_by_hand() -> dict[tuple[str, str, int, str], float]:
     return scored
 
 
-def _copy(tmp_path: Path) -> Path:
-    folder = tmp_path / BASE_FOLDER.name
-    shutil.copytree(BASE_FOLDER, folder)
+def _copy(tmp_path: Path, model_folder: Path) -> Path:
+    folder = tmp_path / model_folder.name
+    shutil.copytree(model_folder, folder)
     return folder
 
 
@@ -82,20 +83,21 @@ def test_two_questions_worked_by_hand():
 
 
 def test_one_samples_file_or_one_results_file_reads_only_that():
-    samples = _first(BASE_FOLDER, "samples_addition_greedy_*.jsonl")
+    samples = _first(GREEDY, "samples_addition_greedy_*.jsonl")
     frame = lm_eval.read(samples, None).frame
     assert set(frame["benchmark"]) == {"addition_greedy"} and set(frame["sample"]) == {0}
     assert len(frame) == 10 and frame["where"].iloc[0] == f"{samples}:1"
-    results = _first(BASE_FOLDER, "results_*.json")  # the seed-0 run: both tasks
+    results = _first(SAMPLED, "results_*.json")  # one of the four sampled runs
     frame = lm_eval.read(results, None).frame
-    assert frame.groupby("benchmark").size().to_dict() == {"addition_greedy": 10, "addition_sampled": 10}
+    assert frame.groupby(["benchmark", "sample"]).size().to_dict() == {("addition_sampled", 0): 10}
+    assert len(lm_eval.read(SAMPLED, None).frame) == 40
 
 
 def test_looks_like():
     assert lm_eval.looks_like(LOGS)
-    assert lm_eval.looks_like(BASE_FOLDER)
-    assert lm_eval.looks_like(_first(BASE_FOLDER, "samples_*.jsonl"))
-    assert lm_eval.looks_like(_first(BASE_FOLDER, "results_*.json"))
+    assert lm_eval.looks_like(SAMPLED)
+    assert lm_eval.looks_like(_first(GREEDY, "samples_*.jsonl"))
+    assert lm_eval.looks_like(_first(GREEDY, "results_*.json"))
 
 
 def test_looks_like_is_false_on_other_files(tmp_path):
@@ -109,8 +111,17 @@ def test_looks_like_is_false_on_other_files(tmp_path):
         assert not lm_eval.looks_like(path), path
 
 
+@pytest.mark.parametrize("tool", ["lighteval", "inspect"])
+def test_looks_like_is_false_on_the_other_tools_logs(tool):
+    folder = FIXTURES / tool / "logs"
+    if not folder.is_dir():
+        pytest.skip(f"no {tool} fixture logs in this checkout ({folder})")
+    files = [found for found in folder.rglob("*") if found.is_file()]
+    assert files and not any(lm_eval.looks_like(found) for found in [folder, *files])
+
+
 def test_truncated_line_is_named_by_file_and_line(tmp_path):
-    samples = _first(_copy(tmp_path), "samples_addition_greedy_*.jsonl")
+    samples = _first(_copy(tmp_path, GREEDY), "samples_addition_greedy_*.jsonl")
     text = samples.read_text()
     samples.write_text(text[: len(text) - 200])  # the last line cut
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(samples))}:10: not a JSON line"):
@@ -122,7 +133,7 @@ def test_truncated_line_is_named_by_file_and_line(tmp_path):
 
 
 def test_a_missing_question_and_a_changed_score_are_refused(tmp_path):
-    samples = _first(_copy(tmp_path), "samples_addition_greedy_*.jsonl")
+    samples = _first(_copy(tmp_path, GREEDY), "samples_addition_greedy_*.jsonl")
     lines = samples.read_text().splitlines(keepends=True)
     samples.write_text("".join(lines[:-1]))
     with pytest.raises(ConfigError, match="9 questions under filter 'last_number', but its results file counts 10"):
@@ -138,7 +149,7 @@ def test_a_missing_question_and_a_changed_score_are_refused(tmp_path):
 
 
 def test_unsupported_version_is_named_with_the_supported_ones(tmp_path):
-    results = _first(_copy(tmp_path), "results_*.json")
+    results = _first(_copy(tmp_path, GREEDY), "results_*.json")
     run = json.loads(results.read_text())
     results.write_text(json.dumps({**run, "lm_eval_version": "0.3.0"}))
     with pytest.raises(ConfigError, match=r"lm-eval 0.3.0 is not supported \(supported: lm-eval 0.4.9 to 0.4.x\)"):
@@ -152,7 +163,7 @@ def test_unknown_score_lists_the_available_ones():
 
 
 def test_samples_file_without_its_results_file_is_refused(tmp_path):
-    folder = _copy(tmp_path)
+    folder = _copy(tmp_path, GREEDY)
     samples = _first(folder, "samples_addition_greedy_*.jsonl")
     samples.with_name(samples.name.replace("samples_addition_greedy_", "results_").replace(".jsonl", ".json")).unlink()
     for path in (samples, tmp_path):
@@ -172,7 +183,7 @@ def _rerun(folder: Path, time: str, **config) -> None:
 
 
 def test_the_same_seeds_twice_are_refused_and_new_seeds_are_one_more_sample(tmp_path):
-    folder = _copy(tmp_path)
+    folder = _copy(tmp_path, SAMPLED)
     _rerun(folder, "2026-12-06T00-00-00.000000")
     with pytest.raises(ConfigError, match=r"ran twice with the same seeds \(1, 1, 1, 1\)"):
         lm_eval.read(folder, None)
@@ -182,19 +193,18 @@ def test_the_same_seeds_twice_are_refused_and_new_seeds_are_one_more_sample(tmp_
 
 
 def test_a_greedy_task_run_twice_is_not_two_samples(tmp_path):
-    folder = _copy(tmp_path)
+    folder = _copy(tmp_path, GREEDY)
     results = _first(folder, "results_*.json")
     time = results.name.removeprefix("results_").removesuffix(".json")
     again = "2026-12-06T00-00-00.000000"
     shutil.copy(results, folder / f"results_{again}.json")
-    for task in ("addition_greedy", "addition_sampled"):
-        shutil.copy(folder / f"samples_{task}_{time}.jsonl", folder / f"samples_{task}_{again}.jsonl")
+    shutil.copy(folder / f"samples_addition_greedy_{time}.jsonl", folder / f"samples_addition_greedy_{again}.jsonl")
     with pytest.raises(ConfigError, match="'addition_greedy' .* answers greedily .* they are not samples"):
         lm_eval.read(folder, None)
 
 
 def test_no_version_and_no_samples_files_are_refused(tmp_path):
-    results = _first(_copy(tmp_path), "results_*.json")  # the seed-0 run: both tasks
+    results = _first(_copy(tmp_path, SAMPLED), "results_*.json")
     run = json.loads(results.read_text())
     results.write_text(json.dumps({key: value for key, value in run.items() if key != "lm_eval_version"}))
     with pytest.raises(ConfigError, match=r"no lm_eval_version \(supported: lm-eval 0.4.9 to 0.4.x\)"):
@@ -208,13 +218,12 @@ def test_no_version_and_no_samples_files_are_refused(tmp_path):
 
 def test_output_path_ending_in_json_names_the_results_file_after_it(tmp_path):
     """lm-eval --output_path scores.json writes scores_<time>.json with the samples files beside it."""
-    results = _first(BASE_FOLDER, "results_*.json")
+    results = _first(GREEDY, "results_*.json")
     time = results.name.removeprefix("results_").removesuffix(".json")
     shutil.copy(results, tmp_path / f"scores_{time}.json")
-    for task in ("addition_greedy", "addition_sampled"):
-        shutil.copy(BASE_FOLDER / f"samples_{task}_{time}.jsonl", tmp_path)
+    shutil.copy(GREEDY / f"samples_addition_greedy_{time}.jsonl", tmp_path)
     assert lm_eval.looks_like(tmp_path / f"scores_{time}.json")
-    assert len(lm_eval.read(tmp_path, None).frame) == 20
+    assert len(lm_eval.read(tmp_path, None).frame) == 10
     assert len(lm_eval.read(tmp_path / f"samples_addition_greedy_{time}.jsonl", None).frame) == 10
 
 
@@ -252,7 +261,7 @@ def test_repeats_are_scored_once_per_question_and_filter():
 
 
 def test_runs_of_different_task_configs_are_not_samples(tmp_path):
-    folder = _copy(tmp_path)
+    folder = _copy(tmp_path, SAMPLED)
     time = "2026-12-06T00-00-00.000000"
     _rerun(folder, time, random_seed=9, numpy_seed=9, torch_seed=9, fewshot_seed=9)
     results = folder / f"results_{time}.json"
