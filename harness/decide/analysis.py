@@ -336,6 +336,7 @@ def build_header(results, rules: DecisionRules, facts: HeaderFacts | None = None
         "study": study_name(results),
         "description": meta.description,
         "comparisons": [f"{a} vs {b}" for a, b in comparisons_of(results)],
+        "source": meta.source,  # results judged from elsewhere: the table or logs they were read from
         "conditions": conditions_of(results),
         "primary_metric": meta.primary_metric,
         # where the primary comparison reads each trial, when not at its final evaluation

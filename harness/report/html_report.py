@@ -86,6 +86,7 @@ def _table(section: Section) -> str:
 def _header(h: dict) -> str:
     rows = [
         ("Compared", "; ".join(h["comparisons"]) or "(no comparisons)"),
+        *([("Read from", h["source"])] if h.get("source") else []),
         ("Conditions", ", ".join(h["conditions"])),
         ("Primary metric", f"{h['primary_metric']} ({h['direction']})"),
         *([("Primary comparison", h["primary_at"])] if h.get("primary_at") else []),

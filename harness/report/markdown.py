@@ -48,6 +48,7 @@ def render_markdown(analysis: Analysis) -> str:
     margin = h["min_effect"] if h["min_effect"] is not None else "not set: equivalence cannot be concluded"
     facts = [
         ("Compared", "; ".join(h["comparisons"]) or "(no comparisons)"),
+        *([("Read from", h["source"])] if h.get("source") else []),
         ("Primary metric", f"{h['primary_metric']} ({h['direction']})"),
         *([("Primary comparison", h["primary_at"])] if h.get("primary_at") else []),
         ("Control", h["control"]),

@@ -405,6 +405,21 @@ def _metric_names(table: pd.DataFrame, settings: JudgeSettings, where: str) -> t
     return metrics, primary, named
 
 
+def _prompt_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The long per-prompt frame (step 0) of a checked table with its ``metric`` and ``trial_id``
+    columns: each prompt's value, and its ``sample_var`` and ``samples`` rows where the table has them."""
+    if "prompt_id" not in table:
+        return pd.DataFrame(columns=PROMPT_COLUMNS)
+    parts = [table.assign(step=0)[PROMPT_COLUMNS]]
+    if "sample_var" in table:
+        var = table.assign(step=0, metric=table["metric"] + SAMPLE_VAR_SUFFIX, value=table["sample_var"])
+        parts.append(var[PROMPT_COLUMNS])
+    if "samples" in table:  # pass@k's k rows go by the metric its samples are named under
+        counted = table["metric"].map(samples_metric) + SAMPLES_SUFFIX
+        parts.append(table.assign(step=0, metric=counted, value=table["samples"].astype(float))[PROMPT_COLUMNS])
+    return pd.concat(parts, ignore_index=True).astype({"seed": "int64", "step": "int64", "value": "float64"})
+
+
 def results_from_table(
     table: pd.DataFrame, settings: JudgeSettings, *, where: str = "table", unit: str = "line"
 ) -> Results:
@@ -437,19 +452,7 @@ def results_from_table(
     trials = runs.assign(status="completed", error=None, wall_time_s=np.nan, config_hash=None, warnings="")
     trials = trials.join(finals[list(dict.fromkeys(metrics.values()))], on="trial_id")
     trials["seed"] = trials["seed"].astype("int64")
-    prompts = pd.DataFrame(columns=PROMPT_COLUMNS)
-    if "prompt_id" in table:
-        parts = [table.assign(step=0)[PROMPT_COLUMNS]]
-        if "sample_var" in table:
-            parts.append(
-                table.assign(step=0, metric=table["metric"] + SAMPLE_VAR_SUFFIX, value=table["sample_var"])[
-                    PROMPT_COLUMNS
-                ]
-            )
-        if "samples" in table:  # pass@k's k rows go by the metric its samples are named under
-            counted = table["metric"].map(samples_metric) + SAMPLES_SUFFIX
-            parts.append(table.assign(step=0, metric=counted, value=table["samples"].astype(float))[PROMPT_COLUMNS])
-        prompts = pd.concat(parts, ignore_index=True).astype({"seed": "int64", "step": "int64", "value": "float64"})
+    prompts = _prompt_frame(table)
     seeds = {a: sorted(int(s) for s in runs.loc[runs["arm"] == a, "seed"]) for a in arms}
     benchmarks = [
         {"name": b, "metric": metrics[b], "min_effect": settings.benchmark_min_effect.get(b, settings.min_effect)}
