@@ -121,6 +121,32 @@ class RLConfig(_Common):
     )
     critic_lr: PositiveFloat | None = Field(None, description="critic learning rate; null: the policy's lr")
 
+    # issue 35: on-policy distillation (parts.DISTILL, distill.py)
+    distill: str = Field(
+        "none",
+        description="reverse KL to a teacher's log-probs on the sampled tokens: none, in the advantage "
+        "(tinker-cookbook) or in the loss (TRL's server distillation, beta 1)",
+    )
+    teacher_model: str = Field(
+        "tiny",
+        description="the teacher: 'tiny' (the built-in model at twice the trial's width and depth, warm-started "
+        "once with the trial's warmstart settings and cached), a hub id or a local folder; it must share the "
+        "policy's tokenizer",
+    )
+    distill_coef: float = Field(
+        1.0, ge=0, description="weight of the reverse KL to the teacher (tinker-cookbook's kl_penalty_coef)"
+    )
+    distill_discount: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="discount of the future teacher terms summed into each token's advantage (tinker-cookbook's "
+        "kl_discount_factor; 0: each token its own)",
+    )
+    distill_task_reward: bool = Field(
+        True, description="keep the task reward's advantages beside the teacher's term (false: distillation alone)"
+    )
+
 
 class DPOConfig(_Common):
     """Direct preference optimisation on best-vs-worst pairs of sampled completions."""
@@ -159,6 +185,12 @@ LATER_FIELDS = frozenset(
         "mismatch_floor",
         "entropy_top_share",
         "max_draws",
+        # issue 35: on-policy distillation
+        "distill",
+        "teacher_model",
+        "distill_coef",
+        "distill_discount",
+        "distill_task_reward",
     }
 )
 

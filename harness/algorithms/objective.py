@@ -19,6 +19,7 @@ from torch import Tensor
 from harness.algorithms.aggregation import Aggregator
 from harness.algorithms.config import RLConfig
 from harness.algorithms.critic import value_loss
+from harness.algorithms.distill import teacher_weights, top1_tail_reverse_kl
 from harness.algorithms.kl import kl_estimate, kl_weights
 from harness.algorithms.mismatch import mismatch_weights
 from harness.algorithms.parts import POLICY_LOSSES
@@ -39,6 +40,7 @@ class UpdateBatch:
     old_values: Tensor | None = None
     returns: Tensor | None = None
     sampler_logprobs: Tensor | None = None  # the sampler's, where they differ from the old ones; None: the same
+    teacher_logprobs: Tensor | None = None  # the teacher's (issue 35: on-policy distillation); None: no teacher
 
 
 def token_rewards(scores: Tensor, mask: Tensor, kl_tokens: Tensor, cfg: RLConfig) -> Tensor:
@@ -63,8 +65,9 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
     """The scalar one optimiser step minimises, and its parts as ``train/...`` metrics (detached
     0-d tensors, so that computing them forces no wait on the device).
 
-    ``policy + w_kl * KL + vf_coef * value - entropy_coef * entropy``; a term whose weight is 0
-    (or, for the value loss, without a critic) is left out of the graph, not multiplied by 0.
+    ``policy + w_kl * KL + w_teacher * reverse KL to the teacher + vf_coef * value - entropy_coef *
+    entropy``; a term whose weight is 0 (or, for the value loss, without a critic) is left out of
+    the graph, not multiplied by 0.
     The policy loss aggregates its per-token terms times the mismatch and token-filter weights.
     """
     sampler = batch.old_logprobs if batch.sampler_logprobs is None else batch.sampler_logprobs
@@ -85,6 +88,13 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
     if weight:
         estimate = kl_estimate(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator, batch.old_logprobs)
         loss = loss + weight * aggregate(estimate, batch.mask)
+    weight = teacher_weights(cfg).in_loss
+    if weight:
+        if batch.teacher_logprobs is None:
+            raise ValueError(f"distill={cfg.distill} needs the teacher's log-probs, and the batch has none")
+        distill = aggregate(top1_tail_reverse_kl(batch.logprobs, batch.teacher_logprobs, batch.mask), batch.mask)
+        loss = loss + weight * distill
+        metrics["train/distill_loss"] = distill.detach()
     metrics["train/entropy"] = token_mean(batch.entropy.detach(), batch.mask)
     if cfg.entropy_coef:
         bonus = aggregate(batch.entropy, batch.mask)  # the loss's own aggregation, as the other terms

@@ -363,6 +363,26 @@ PAIR_SOURCES.declare(
     "policy", f"{_PACKAGE}.dpo:from_policy", reads=(), cites="online DPO: Guo et al. 2024 (arXiv:2402.04792)"
 )
 
+# issue 35: on-policy distillation
+#: ``fn(cfg) -> TeacherWeights`` (``distill.py``): where the reverse KL to the teacher goes
+DISTILL = _slot("distillation")
+_DISTILL_FIELDS = ("teacher_model", "distill_coef", "distill_task_reward")
+DISTILL.declare("none", f"{_PACKAGE}.distill:no_teacher", reads=(), cites="no teacher")
+DISTILL.declare(
+    "advantage",
+    f"{_PACKAGE}.distill:in_advantage",
+    reads=(*_DISTILL_FIELDS, "distill_discount"),
+    cites="On-policy distillation: Thinking Machines 2025 (thinkingmachines.ai/blog/on-policy-distillation); "
+    "tinker-cookbook tinker_cookbook/distillation/train_on_policy.py@9dfcc3a",
+)
+DISTILL.declare(
+    "loss",
+    f"{_PACKAGE}.distill:in_loss",
+    reads=_DISTILL_FIELDS,
+    cites="GKD: Agarwal et al. 2024 (arXiv:2306.13649), beta=1 reverse KL on the sampled token's top-1 support "
+    "with tail; TRL trl/experimental/server_distillation/server_distillation_trainer.py@f2cd577",
+)
+
 #: slot field -> the registry of its parts
 SLOTS: dict[str, Registry] = {
     "advantage": ADVANTAGES,
@@ -376,6 +396,7 @@ SLOTS: dict[str, Registry] = {
     "token_filter": TOKEN_FILTERS,
     "sampling": SAMPLING,
     "truncated": TRUNCATED,
+    "distill": DISTILL,  # issue 35: on-policy distillation
 }
 #: slot field -> the registry of its parts, for DPO
 DPO_SLOTS: dict[str, Registry] = {"pairs_from": PAIR_SOURCES}

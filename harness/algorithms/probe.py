@@ -12,7 +12,7 @@ its view (``UNPROBED``), and two configs differing there are never called the sa
 where the old log-probs come from (``old_logprobs``) and the sampling side (``sampling``,
 ``max_draws``, ``truncated``), which change the data, not the formula. The sampler's log-probs
 differ from the old ones by a planted mismatch (log-ratios of sd 0.3), so every mismatch
-correction acts.
+correction acts; a teacher's log-probs (a distillation part's) differ from the old ones by sd 0.5.
 ``UNPROBED``, ``TOLERANCE`` and the result's comparison are in ``probe_result.py`` (torch-free).
 """
 
@@ -26,6 +26,7 @@ from torch import Tensor
 from harness.algorithms.advantages import AdvantageInputs, compute_advantages
 from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.config import RLConfig
+from harness.algorithms.distill import distilled_advantages
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.algorithms.probe_result import ProbeResult
@@ -51,7 +52,8 @@ def _batch(group_size: int) -> dict[str, Tensor]:
     old_values = torch.randn(rows, LENGTH, generator=g, dtype=torch.float64) * 0.5
     values = old_values + 0.4 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)
     entropy = torch.rand(rows, LENGTH, generator=g, dtype=torch.float64) * 2
-    sampler = old + 0.3 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # drawn last: the rest stays
+    sampler = old + 0.3 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # drawn after the rest: it stays
+    teacher = old + 0.5 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # issue 35: a teacher's
     return {
         "mask": mask,
         "old": old,
@@ -62,6 +64,7 @@ def _batch(group_size: int) -> dict[str, Tensor]:
         "values": values,
         "entropy": entropy,
         "sampler": sampler,
+        "teacher": teacher.clamp(max=0.0),
     }
 
 
@@ -75,6 +78,7 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
     adv = compute_advantages(
         AdvantageInputs(rewards, mask, cfg.group_size, data["old_values"], scores=data["scores"]), cfg
     )
+    advantages = distilled_advantages(adv.advantages, data["sampler"], data["teacher"], mask, cfg)
     keep = adv.keep_rows.double()[:, None]
     leaves = {k: data[k].clone().requires_grad_(True) for k in ("logprobs", "entropy", "values")}
     with_critic = adv.returns is not None
@@ -83,13 +87,14 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
             logprobs=leaves["logprobs"],
             old_logprobs=data["old"],
             ref_logprobs=data["ref"],
-            advantages=adv.advantages,
+            advantages=advantages,
             mask=mask * keep,
             entropy=leaves["entropy"],
             values=leaves["values"] if with_critic else None,
             old_values=data["old_values"] if with_critic else None,
             returns=adv.returns,
             sampler_logprobs=data["sampler"],
+            teacher_logprobs=data["teacher"],
         ),
         cfg,
         make_aggregator(cfg, max_new_tokens),

@@ -24,6 +24,7 @@ UNPROBED = frozenset(
         "sampling",
         "max_draws",
         "truncated",
+        "teacher_model",  # issue 35: which teacher gives the log-probs is data, not formula
     }
 )
 #: loss and gradient closer than this (absolute, float64) count as the same computation

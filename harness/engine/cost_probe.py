@@ -175,7 +175,7 @@ def _measure(spec: TrialSpec) -> CostProbe:
         )
     began = time.perf_counter()
     task, lm, _, _ = start_policy(probe)
-    learner = make_learner(probe, lm)
+    learner = make_learner(probe, lm, task)
     loaded = time.perf_counter()
     items = list(task.train[: probe.train.prompts_per_step])
     metrics = STEPS[probe.algorithm.kind](learner, task, items)

@@ -23,6 +23,7 @@ from harness.engine.reference import Reference
 from harness.engine.samplers import HfSampler, Sampler
 from harness.engine.spec import TrainConfig
 from harness.engine.tasks.base import Item, Task
+from harness.engine.teacher import Teacher
 from harness.errors import NonFiniteError
 
 #: device types with a fused AdamW kernel for floating-point parameters (CPU since torch 2.4)
@@ -46,6 +47,7 @@ class Learner:
     #: what samples the rollouts: the policy itself (hf), or a vLLM server the trial keeps in sync
     sampler: Sampler = field(default_factory=HfSampler)
     policy_version: int = 0  # optimiser steps (RL steps) the policy has taken: what a sample's staleness counts
+    teacher: Teacher | None = None  # issue 35: the distillation teacher, where the algorithm names one
 
     @property
     def token_budget(self) -> int:

@@ -1,5 +1,6 @@
 """One RL step, readable top to bottom: rollout, score, the no-grad passes (the policy's own
-where the old log-probs are recomputed, the critic's old values, the reference's), advantages,
+where the old log-probs are recomputed, the critic's old values, the reference's, a distillation
+teacher's), advantages,
 K epochs of minibatch updates, the metrics. Every algorithm goes through the same calls; the
 parts it uses come from the registries named in its ``RLConfig``, and the loss of each update is
 ``harness.algorithms.objective.update_loss``.
@@ -22,6 +23,7 @@ from torch import Tensor
 from harness.algorithms.advantages import AdvantageInputs, compute_advantages
 from harness.algorithms.aggregation import Aggregator, make_aggregator
 from harness.algorithms.critic import explained_variance
+from harness.algorithms.distill import distilled_advantages, teacher_log_ratio
 from harness.algorithms.kl import kl_estimate
 from harness.algorithms.mismatch import mismatch_measure
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
@@ -76,17 +78,18 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
 
     # 4. advantages from token rewards (with the KL the placement puts in the reward); the rows
     #    the loss reads: those the estimator keeps, less any cut off by the budget that the
-    #    truncation part masks
+    #    truncation part masks; a distillation teacher's reverse KL where its part adds it to them
     rewards = token_rewards(scores, completion_mask, kl_tokens, cfg)
     adv = compute_advantages(AdvantageInputs(rewards, completion_mask, group, passes.old_values, scores=scores), cfg)
+    advantages = distilled_advantages(
+        adv.advantages, passes.sampler_logprobs, passes.teacher_logprobs, completion_mask, cfg
+    )
     trained, truncation_metrics = trained_rows(rollout.cut_off(lm.tokenizer.eos_token_id), cfg)
     keep_rows = adv.keep_rows & trained
 
     # 5. K epochs of minibatch updates over the rows that are kept
     clock = time.perf_counter()
-    targets = _Targets(
-        rollout, adv.advantages, adv.returns, passes.old_values, passes.ref_logprobs, passes.sampler_logprobs
-    )
+    targets = _Targets.of(passes, advantages, adv.returns)
     update_metrics = _update(learner, targets, keep_rows, measure_mismatch=not recompute)
     timings["time/update_s"] = time.perf_counter() - clock
 
@@ -125,11 +128,13 @@ class _NoGradPasses:
     sampler_logprobs: Tensor  # what a mismatch correction weighs the old log-probs against
     recompute: bool  # whether the policy's own pass ran (then ``metrics`` holds the mismatch)
     metrics: dict[str, Tensor]
+    teacher_logprobs: Tensor | None = None  # the distillation teacher's, where the learner has one
 
 
 def _no_grad_passes(learner: Learner, rollout: Rollout) -> _NoGradPasses:
     """The policy's own pass where the old log-probs are recomputed (or a correction compares
-    them), the critic's old values and the reference's log-probs, over micro-batches of rows.
+    them), the critic's old values, the reference's log-probs and a distillation teacher's, over
+    micro-batches of rows.
     Where the policy's pass ran, its log-probs of the sampled tokens, at the weights the
     updates start from, are also the trainer's side of the mismatch measure (``mismatch/*``)."""
     cfg, train, lm, micro = learner.algorithm, learner.train, learner.lm, learner.train.micro_batch_size
@@ -152,7 +157,13 @@ def _no_grad_passes(learner: Learner, rollout: Rollout) -> _NoGradPasses:
             hidden = None if own is None else own.hidden
             old_values = critic_values(learner.critic, lm.model, rollout, hidden, micro_batch_size=micro)
     ref_logprobs = learner.reference.logprobs(rollout, train.temperature, micro_batch_size=micro)
-    return _NoGradPasses(rollout, old_values, ref_logprobs, sampler_logprobs, recompute, metrics)
+    teacher = learner.teacher
+    teacher_logprobs = None
+    if teacher is not None:  # tinker-cookbook's teacher_kl metric: the sampler's log-ratio to the teacher
+        teacher_logprobs = teacher.logprobs(rollout, train.temperature, micro_batch_size=micro)
+        log_ratio = teacher_log_ratio(sampler_logprobs, teacher_logprobs, rollout.completion_mask)
+        metrics["train/teacher_kl"] = _masked_mean(log_ratio, rollout.completion_mask)
+    return _NoGradPasses(rollout, old_values, ref_logprobs, sampler_logprobs, recompute, metrics, teacher_logprobs)
 
 
 def _staleness(learner: Learner, rollout: Rollout) -> dict[str, Tensor]:
@@ -198,6 +209,19 @@ class _Targets:
     old_values: Tensor | None
     ref_logprobs: Tensor
     sampler_logprobs: Tensor  # the sampler's (the old ones where they were not recomputed)
+    teacher_logprobs: Tensor | None = None  # the distillation teacher's, where there is one
+
+    @classmethod
+    def of(cls, passes: _NoGradPasses, advantages: Tensor, returns: Tensor | None) -> _Targets:
+        return cls(
+            passes.rollout,
+            advantages,
+            returns,
+            passes.old_values,
+            passes.ref_logprobs,
+            passes.sampler_logprobs,
+            passes.teacher_logprobs,
+        )
 
 
 def _update(
@@ -254,6 +278,7 @@ def _micro_batch_loss(
         old_values=None if targets.old_values is None else targets.old_values[micro],
         returns=None if targets.returns is None else targets.returns[micro],
         sampler_logprobs=targets.sampler_logprobs[micro],
+        teacher_logprobs=None if targets.teacher_logprobs is None else targets.teacher_logprobs[micro],
     )
     share = _share_of(aggregate, targets.rollout.completion_mask[rows], part)
     return update_loss(batch, cfg, share)[0], batch

@@ -41,6 +41,7 @@ from harness.engine.spec import NO_LEARNING_SIGNAL, PromptScores, TrialResult, T
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item, Task
 from harness.engine.tasks.benchmarks import benchmark_task
+from harness.engine.teacher_load import load_teacher
 from harness.engine.warmstart import load_policy
 from harness.errors import ConfigError
 from harness.ground.console import warn
@@ -118,9 +119,9 @@ def start_policy(spec: TrialSpec):
     return task, lm, warm_info, warnings
 
 
-def make_learner(spec: TrialSpec, lm) -> Learner:
-    """The trial's learner around ``lm``: its optimiser, reference, critic and generator, as
-    every step of the trial (and the cost probe's step) uses them."""
+def make_learner(spec: TrialSpec, lm, task) -> Learner:
+    """The trial's learner around ``lm``: its optimiser, reference, critic, generator and (where
+    the algorithm distils) teacher, as every step of the trial (and the cost probe's step) uses them."""
     cfg = spec.algorithm
     groups = [{"params": [p for p in lm.model.parameters() if p.requires_grad], "lr": cfg.lr}]
     critic = build_critic(cfg, lm.model) if isinstance(cfg, RLConfig) else None
@@ -139,6 +140,7 @@ def make_learner(spec: TrialSpec, lm) -> Learner:
         train=spec.train,
         generator=generator,
         turns=spec.task.max_turns if spec.task.tools else 1,
+        teacher=load_teacher(spec, task, lm),
     )
 
 
@@ -189,7 +191,7 @@ def run_trial(spec: TrialSpec, folder: Path | None = None) -> TrialResult:
     started = time.perf_counter()
     task, lm, warm_info, warnings = start_policy(spec)
     _warn(warnings)
-    learner = make_learner(spec, lm)
+    learner = make_learner(spec, lm, task)
     step_fn = STEPS[spec.algorithm.kind]
 
     benchmarks = benchmark_tasks(spec, task, lm.tokenizer)

@@ -50,6 +50,11 @@ OTHER_VALUE = {
     "mismatch_floor": 0.5,
     "entropy_top_share": 0.3,
     "max_draws": 2,
+    # issue 35: on-policy distillation
+    "teacher_model": "some/teacher",
+    "distill_coef": 0.5,
+    "distill_discount": 0.9,
+    "distill_task_reward": False,
 }
 
 

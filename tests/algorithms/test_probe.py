@@ -60,6 +60,14 @@ ABLATIONS = [
     ("grpo", {"mismatch": "token_truncate", "mismatch_cap": 1.1}),
     ("grpo", {"token_filter": "top_entropy"}),
     ("grpo", {"token_filter": "top_entropy", "entropy_top_share": 0.5}),
+    # issue 35: on-policy distillation
+    ("grpo", {"distill": "advantage"}),
+    ("grpo", {"distill": "loss"}),
+    ("on_policy_distill", {"distill_coef": 0.5}),
+    ("on_policy_distill", {"distill_discount": 0.9}),
+    ("on_policy_distill", {"distill_task_reward": True}),
+    ("trl_server_distillation", {"distill_coef": 0.5}),
+    ("trl_server_distillation", {"distill_task_reward": True}),
 ]
 
 
