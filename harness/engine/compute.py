@@ -49,6 +49,8 @@ where it needs logits:
   its updates, ``hidden_pass`` of the same rows, counted the same way with its trunk; a value
   head on the policy's trunk reads hidden states a policy pass computed, and its one-output
   head is not counted.
+- A distillation teacher (issue 35): its no-grad ``logprob_pass`` of the step's rollout,
+  counted with the teacher's own trunk and head.
 
 Left out: attention's context term (2 x layers x context x width a token, a few percent at
 contexts under a thousand tokens), padding and the positions of finished rows that a batch
@@ -160,6 +162,7 @@ class StepTokens:
     updated: PassTokens = NONE  # forward and backward passes of the policy, summed over epochs
     critic_forward: PassTokens = NONE  # no-grad passes of a critic's own trunk
     critic_updated: PassTokens = NONE  # its forward and backward passes, summed over epochs
+    teacher_forward: PassTokens = NONE  # no-grad passes of a distillation teacher (issue 35)
 
 
 def _flops(size: ModelSize, forward: PassTokens, updated: PassTokens) -> Tensor | float:
@@ -167,11 +170,15 @@ def _flops(size: ModelSize, forward: PassTokens, updated: PassTokens) -> Tensor 
     return forward_flops + size.trunk_update_flops * updated.trunk + size.head_update_flops * updated.head
 
 
-def step_flops(tokens: StepTokens, policy: ModelSize, critic: ModelSize | None = None) -> Tensor | float:
+def step_flops(
+    tokens: StepTokens, policy: ModelSize, critic: ModelSize | None = None, teacher: ModelSize | None = None
+) -> Tensor | float:
     """The step's estimated FLOPs (the module's formula); a tensor when the counts are."""
     flops = _flops(policy, tokens.sampled + tokens.forward, tokens.updated)
     if critic is not None:
         flops = flops + _flops(critic, tokens.critic_forward, tokens.critic_updated)
+    if teacher is not None:
+        flops = flops + _flops(teacher, tokens.teacher_forward, NONE)
     return flops
 
 

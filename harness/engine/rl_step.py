@@ -179,7 +179,8 @@ def _flops(learner: Learner, drawn: Drawn, rollout: Rollout, keep_rows: Tensor, 
     """The step's estimated FLOPs (``harness.engine.compute``), from the passes it ran: the
     sampling of every draw, the reference's log-probs (always: ``train/kl_ref``), the recomputed
     old log-probs, the critic's old values (on the policy's trunk a trunk pass of its own unless
-    the recompute pass gave its hidden states) and ``epochs`` updates of the kept rows."""
+    the recompute pass gave its hidden states), a distillation teacher's log-probs and ``epochs``
+    updates of the kept rows."""
     critic, epochs = learner.critic, learner.algorithm.epochs
     updated = rollout.rows(torch.nonzero(keep_rows.to(rollout.completion_mask.device)).squeeze(1))
     own_trunk = critic is not None and critic.trunk is not None
@@ -192,9 +193,11 @@ def _flops(learner: Learner, drawn: Drawn, rollout: Rollout, keep_rows: Tensor, 
         updated=logprob_pass(updated) * epochs,
         critic_forward=hidden_pass(rollout) if own_trunk else NONE,
         critic_updated=hidden_pass(updated) * epochs if own_trunk else NONE,
+        teacher_forward=NONE if learner.teacher is None else logprob_pass(rollout),
     )
     policy = model_size(learner.lm.model, checkpointed=learner.train.gradient_checkpointing)
-    return step_flops(tokens, policy, model_size(critic.trunk, head=False) if own_trunk else None)
+    teacher = None if learner.teacher is None else model_size(learner.teacher.model)
+    return step_flops(tokens, policy, model_size(critic.trunk, head=False) if own_trunk else None, teacher)
 
 
 @dataclass

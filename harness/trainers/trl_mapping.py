@@ -133,6 +133,13 @@ def _refuse_common(cfg: RLConfig, use_vllm: bool) -> None:
             "dual_clip: TRL has no dual clip (its `delta` caps the ratio for every advantage sign, INTELLECT-2's "
             "two-sided clip, not the dual clip of negative advantages); set dual_clip=null"
         )
+    # issue 35: on-policy distillation
+    if cfg.distill != "none":
+        raise ConfigError(
+            f"distill {cfg.distill!r}: TRL's GRPO and RLOO trainers have no teacher (TRL distils in its "
+            "DistillationTrainer and ServerDistillationTrainer, which the adapter does not run); set distill=none "
+            "or use the builtin trainer"
+        )
 
 
 def _advantage_kwargs(cfg: RLConfig) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from harness.engine.compute import ModelSize, PassTokens, StepTokens, step_flops
 from harness.engine.rl_step import rl_step
 from harness.engine.teacher import Teacher
 from harness.engine.teacher_load import load_teacher, tiny_teacher_spec
@@ -39,3 +40,12 @@ def test_no_teacher_without_distill_and_a_tiny_teacher_needs_the_tiny_model(make
     spec = make_spec("on_policy_distill", model={"name": "some-org/some-model"})
     with pytest.raises(ConfigError, match="teacher_model tiny scores the built-in model's tokens"):
         load_teacher(spec, None, None)
+
+
+def test_a_teacher_pass_is_counted_with_the_teachers_size():
+    policy = ModelSize(trunk=100, head=10, trunk_trainable=100, head_trainable=10)
+    teacher = ModelSize(trunk=400, head=20, trunk_trainable=0, head_trainable=0)
+    tokens = StepTokens(forward=PassTokens(7.0, 3.0), teacher_forward=PassTokens(7.0, 3.0))
+    alone = step_flops(StepTokens(forward=PassTokens(7.0, 3.0)), policy)
+    assert alone == 2 * 100 * 7 + 2 * 10 * 3
+    assert step_flops(tokens, policy, None, teacher) == alone + 2 * 400 * 7 + 2 * 20 * 3

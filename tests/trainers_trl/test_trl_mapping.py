@@ -152,6 +152,7 @@ def test_rloo_on_policy_runs_trls_rloo_trainer():
         ("cispo", {"eps_low": 0.5}, "TRL's cispo caps the weight above only"),
         ("rloo", {}, "advantage leave_one_out runs TRL's RLOOTrainer"),
         ("dpo", {}, "algorithm kind dpo: the TRL adapter maps RL algorithms only"),
+        ("grpo", {"distill": "advantage"}, "distill 'advantage': TRL's GRPO and RLOO trainers have no teacher"),
     ],
 )
 def test_a_part_trl_lacks_is_one_line_naming_it(preset, overrides, says):
