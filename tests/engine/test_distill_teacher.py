@@ -49,3 +49,16 @@ def test_a_teacher_pass_is_counted_with_the_teachers_size():
     alone = step_flops(StepTokens(forward=PassTokens(7.0, 3.0)), policy)
     assert alone == 2 * 100 * 7 + 2 * 10 * 3
     assert step_flops(tokens, policy, None, teacher) == alone + 2 * 400 * 7 + 2 * 20 * 3
+
+
+def test_a_teacher_named_by_its_folder_is_loaded_as_it_is(make_spec):
+    # the policy's own warm start, saved in the cache, named as the teacher: at the first step the
+    # policy is that model, so its samples' log-ratio to the teacher is ~0
+    grpo = make_spec("grpo")
+    folder = cache_folder(grpo)
+    task, lm, _, _ = start_policy(grpo)
+    assert (folder / MANIFEST_FILE).is_file()
+    spec = make_spec("on_policy_distill", overrides={"teacher_model": str(folder)})
+    learner = make_learner(spec, lm, task)
+    assert learner.teacher.name == str(folder) and _size(learner.teacher.model) == _size(lm.model)
+    assert rl_step(learner, task, list(task.train[:4]))["train/teacher_kl"] == pytest.approx(0.0, abs=1e-4)
