@@ -129,9 +129,9 @@ class RLConfig(_Common):
     )
     teacher_model: str = Field(
         "tiny",
-        description="the teacher: 'tiny' (the built-in model at twice the trial's width and depth, warm-started "
-        "once with the trial's warmstart settings and cached), a hub id or a local folder; it must share the "
-        "policy's tokenizer",
+        description="the teacher: 'tiny' (the built-in model at twice the trial's width and depth, fine-tuned "
+        "once for all of warmstart.steps, or to a perfect validation accuracy, and cached), a hub id or a local "
+        "folder; it must share the policy's tokenizer",
     )
     distill_coef: float = Field(
         1.0, ge=0, description="weight of the reverse KL to the teacher (tinker-cookbook's kl_penalty_coef)"

@@ -4,9 +4,11 @@ where it comes from, is ``teacher_load.py``'s.
 
 ``teacher_model: tiny`` on the testbed is the built-in model at twice the trial's width and
 depth (the same character tokenizer), fine-tuned on the task's worked solutions by the warm
-start with the trial's ``warmstart`` settings: so it is trained once per set-up and cached where
-the warm start is (``warmstart.load_policy`` under the teacher's own key), and every arm and
-seed that names it shares it. Any other name is a model loaded as the policy's is (a hub id or a
+start with the trial's ``warmstart`` settings but no early stop short of a perfect validation
+accuracy (all of ``warmstart.steps``, where the policy's warm start stops at its target): a
+bigger model trained further. It is trained once per set-up and cached where the warm start is
+(``warmstart.load_policy`` under the teacher's own key), and every arm and seed that names it
+shares it. Any other name is a model loaded as the policy's is (a hub id or a
 local folder), used as it is; it must share the policy's tokenizer, since it scores the policy's
 token ids.
 """

@@ -14,10 +14,14 @@ from harness.errors import ConfigError
 
 #: the testbed teacher's size against the trial's tiny model: width and depth times this
 TINY_TEACHER_SCALE = 2
+#: the testbed teacher's SFT stops only at a perfect greedy validation accuracy, so it trains as far
+#: as ``warmstart.steps`` allows (the policy's warm start stops at its lower target)
+TINY_TEACHER_TARGET = 1.0
 
 
 def tiny_teacher_spec(spec: TrialSpec) -> TrialSpec:
-    """The trial spec whose warm start is the testbed teacher: the tiny model scaled up, no LoRA."""
+    """The trial spec whose warm start is the testbed teacher: the tiny model scaled up, no LoRA,
+    its SFT run to ``TINY_TEACHER_TARGET`` (else the trial's warm-start settings)."""
     tiny = spec.model.tiny
     bigger = TinyModelConfig(
         hidden_size=tiny.hidden_size * TINY_TEACHER_SCALE,
@@ -26,7 +30,8 @@ def tiny_teacher_spec(spec: TrialSpec) -> TrialSpec:
         intermediate_size=tiny.intermediate_size * TINY_TEACHER_SCALE,
     )
     model = spec.model.model_copy(update={"tiny": bigger, "lora": None})
-    return spec.model_copy(update={"model": model, "warmstart": spec.warmstart.model_copy(update={"enabled": True})})
+    warmstart = spec.warmstart.model_copy(update={"enabled": True, "target_accuracy": TINY_TEACHER_TARGET})
+    return spec.model_copy(update={"model": model, "warmstart": warmstart})
 
 
 def load_teacher(spec: TrialSpec, task: Task, lm: LoadedModel) -> Teacher | None:

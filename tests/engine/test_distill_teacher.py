@@ -25,6 +25,7 @@ def test_the_tiny_teacher_is_bigger_cached_and_read_on_the_sampled_tokens(make_s
     task, lm, _, _ = start_policy(spec)
     learner = make_learner(spec, lm, task)
     folder = cache_folder(tiny_teacher_spec(spec))
+    assert tiny_teacher_spec(spec).warmstart.target_accuracy == 1.0 > spec.warmstart.target_accuracy
     assert (folder / MANIFEST_FILE).is_file() and folder != cache_folder(spec)
     assert _size(learner.teacher.model) > 2 * _size(lm.model)
     items = list(task.train[:4])
