@@ -25,9 +25,11 @@ from harness.engine.rollout import Rollout
 
 
 class Teacher:
-    def __init__(self, model: torch.nn.Module, name: str):
+    def __init__(self, model: torch.nn.Module, name: str, metrics: dict[str, float] | None = None):
         self.model = model.eval().requires_grad_(False)
         self.name = name
+        #: what the trial's final metrics say of it (the testbed teacher's SFT steps and accuracy)
+        self.metrics = dict(metrics or {})
 
     @torch.no_grad()
     def logprobs(self, rollout: Rollout, temperature: float, micro_batch_size: int | None = None) -> torch.Tensor:

@@ -47,12 +47,14 @@ def load_teacher(spec: TrialSpec, task: Task, lm: LoadedModel) -> Teacher | None
                 "name a teacher that shares that model's tokenizer"
             )
         with torch.random.fork_rng():  # building it seeds torch: the trial's own draws stay as they were
-            teacher_lm, _, _ = load_policy(tiny_teacher_spec(spec), task)
+            teacher_lm, info, _ = load_policy(tiny_teacher_spec(spec), task)
+        metrics = {f"teacher/{key.removeprefix('warmstart/')}": value for key, value in info.items()}
     else:
+        metrics = {}
         teacher_lm = load_pretrained(local_model(name, spec.cache_dir), spec.model.model_copy(update={"lora": None}))
         if teacher_lm.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
             raise ConfigError(
                 f"teacher_model {name} has another tokenizer than the policy {spec.model.name}: on-policy "
                 "distillation scores the policy's token ids, so name a teacher of the same tokenizer family"
             )
-    return Teacher(teacher_lm.model.to(lm.device), name)
+    return Teacher(teacher_lm.model.to(lm.device), name, metrics)

@@ -236,6 +236,7 @@ def run_trial(spec: TrialSpec, folder: Path | None = None) -> TrialResult:
         "tokens/total": total_tokens,
         "time/total_s": time.perf_counter() - started,
         **warm_info,
+        **(learner.teacher.metrics if learner.teacher is not None else {}),  # issue 35: the distillation teacher
     }
     warnings += _warn(learning_signal(history))
     return TrialResult(

@@ -28,6 +28,8 @@ def test_the_tiny_teacher_is_bigger_cached_and_read_on_the_sampled_tokens(make_s
     assert tiny_teacher_spec(spec).warmstart.target_accuracy == 1.0 > spec.warmstart.target_accuracy
     assert (folder / MANIFEST_FILE).is_file() and folder != cache_folder(spec)
     assert _size(learner.teacher.model) > 2 * _size(lm.model)
+    assert learner.teacher.metrics["teacher/steps"] == spec.warmstart.steps  # no early stop short of 100%
+    assert 0 <= learner.teacher.metrics["teacher/val_accuracy"] <= 1
     items = list(task.train[:4])
     metrics = rl_step(learner, task, items)
     assert math.isfinite(metrics["train/teacher_kl"]) and abs(metrics["train/teacher_kl"]) > 1e-3

@@ -34,6 +34,10 @@ def test_every_preset_runs_and_reports_its_metrics(make_spec, name):
     expected = COMMON + (["train/dpo_margin", "train/dpo_pair_acc"] if name == "dpo" else RL_ONLY)
     if name == "ppo":
         expected += ["train/value_loss", "train/explained_var"]
+    distill = getattr(PRESETS[name].config, "distill", "none")  # issue 35: on-policy distillation
+    if distill != "none":
+        expected += ["train/teacher_kl"] + (["train/distill_loss"] if distill == "loss" else [])
+        assert 0.0 <= result.final["teacher/val_accuracy"] <= 1.0
     for key in expected:
         assert key in step, key
         assert not math.isnan(step[key]) or key == "train/explained_var"
