@@ -249,6 +249,35 @@ PRESETS: dict[str, Preset] = {
         "behaviour importance weights capped at 5 (AReaL's behav_imp_weight_cap in its examples), masked above it; "
         "GRPO's group z-score advantage; token-mean loss as AReaL's; no KL; the testbed's group size and schedule",
     ),
+    # issue 35: prime-rl's default loss (its loss type "default"; prime-rl names no algorithm for it)
+    "prime_rl": Preset(
+        _variant(
+            _GRPO,
+            "prime_rl",
+            advantage="group_mean",
+            policy_loss="prime_rl",
+            eps_low=0.2,
+            eps_high=0.2,
+            kl_tau=1e-3,
+            adv_tau=1.0,
+            aggregation="token_mean",
+            old_logprobs="sampler",
+            drop_degenerate=True,
+            **_NO_KL,
+        ),
+        "prime-rl's default loss, DPPO-Binary-TV masking plus a KL term to the sampler: Qi et al. 2026 "
+        "(arXiv:2602.04879) and Kimi K2.5 (arXiv:2602.02276); PrimeIntellect-ai/prime-rl at 559b447",
+        "as prime-rl's defaults at 559b447: the reward minus the group mean (src/prime_rl/orchestrator/algo/"
+        "grpo.py line 30); mask thresholds 0.2 / 0.2, adv_tau 1, kl_tau 1e-3 (DefaultLossConfig, "
+        "packages/prime-rl-configs/src/prime_rl/configs/trainer.py lines 497-506); the sum over tokens divided "
+        "by the batch's loss tokens (src/prime_rl/trainer/rl/loss.py line 394, train.py lines 307-323); ratios "
+        "against the sampler's log-probs, never recomputed (old_logprobs=sampler); zero-advantage tokens left "
+        "out (TrainConfig.filter_zero_advantages, packages/prime-rl-configs/src/prime_rl/configs/orchestrator.py "
+        "line 270) as groups of equal scores are here; no KL to a reference. Departs: the testbed's 4 "
+        "minibatches per batch move the policy off the sampler where prime-rl takes one optimiser step per "
+        "batch and is off-policy through its asynchronous sampler; the ratio's log-ratio clamped at +-20; the "
+        "testbed's group size and learning rate",
+    ),
 }
 
 

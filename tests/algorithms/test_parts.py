@@ -50,6 +50,9 @@ OTHER_VALUE = {
     "mismatch_floor": 0.5,
     "entropy_top_share": 0.3,
     "max_draws": 2,
+    # issue 35: prime-rl's default loss
+    "kl_tau": 0.01,
+    "adv_tau": 0.5,
 }
 
 
