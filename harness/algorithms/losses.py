@@ -266,8 +266,10 @@ def dppo_tv(
     one less. ``-A * sg(min(r, dppo_ratio_cap)) * log pi * m``, ``m = 0`` where ``A > 0`` and
     ``p - p_old > eps_high``, or ``A <= 0`` and ``p - p_old < -eps_low``: here ``eps_low`` and
     ``eps_high`` are probability differences (verl's example: 0.15). A kept token's gradient is
-    the unclipped importance-sampled one, ``-A * r * grad log pi``, while ``r <= cap`` (verl: 20).
-    ``clip_frac``: tokens masked or capped.
+    the unclipped importance-sampled one, ``-A * r * grad log pi``, while ``r <= cap``: verl's
+    ``clip_ratio_c``, which is ActorConfig's 3.0 (the dual clip's) unless a run sets it, 1e4 in its
+    DPPO example, and 20 only where the config lacks the key (verl verl/trainer/ppo/core_algos.py
+    @1dda039 line 1427; verl/workers/config/actor.py line 164). ``clip_frac``: tokens masked or capped.
     """
     return _dppo(logprobs, old_logprobs, advantages, mask, cfg, aggregate, _inside_tv)
 

@@ -1,7 +1,8 @@
 """prime-rl's default loss (the ``prime_rl`` policy loss and preset): DPPO-Binary-TV masking against
 the sampler plus its KL term to the sampler, by hand and against prime-rl's own formula
 (``default_loss_fn`` and ``compute_loss``, src/prime_rl/trainer/rl/loss.py at
-559b44772e471d1538537b8805cc77f3824a5e64)."""
+559b44772e471d1538537b8805cc77f3824a5e64); and the two defaults issue 35 found mislabelled (the
+DPPO preset's ratio cap, KL-Cov's k and coefficient)."""
 
 import math
 
@@ -10,6 +11,7 @@ import torch
 
 from harness.algorithms.aggregation import make_aggregator
 from harness.algorithms.config import RLConfig
+from harness.algorithms.covariance_losses import largest
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
 from harness.algorithms.parts import POLICY_LOSSES
 from harness.algorithms.presets import resolve_algorithm
@@ -197,3 +199,36 @@ def test_the_preset_is_prime_rls_defaults():
     # the fields are its own: another loss refuses them
     with pytest.raises(ConfigError, match="kl_tau is read by .*policy_loss=prime_rl"):
         resolve_algorithm("grpo", {"kl_tau": 0.01})
+
+
+# --- the defaults issue 35 found mislabelled ---
+
+
+def test_dppo_preset_caps_its_ratio_as_verls_dppo_example():
+    # verl examples/dppo_trainer/run_qwen3_30b_a3b_megatron.sh line 79 (at 1dda039): clip_ratio_c=10000
+    dppo = resolve_algorithm("dppo")
+    assert dppo.dppo_ratio_cap == 1e4
+    # A = +1, a token 1e-5 -> 0.1 (ratio 1e4, change 0.1 <= 0.15): kept, weight exactly the cap;
+    # 1e-6 -> 0.1 (ratio 1e5): capped at 1e4
+    for old_prob, weight in ((1e-5, 1e4), (1e-6, 1e4), (0.05, 2.0)):
+        logp = torch.tensor([[math.log(0.1)]], dtype=F64, requires_grad=True)
+        old = torch.tensor([[math.log(old_prob)]], dtype=F64)
+        loss, _ = POLICY_LOSSES.get("dppo_tv")(
+            logp, old, torch.ones(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64), dppo, token_mean
+        )
+        loss.backward()
+        assert logp.grad.item() == pytest.approx(-weight, rel=1e-9)
+
+
+def test_kl_cov_keeps_the_papers_7b_setting_and_takes_verls_config_defaults_as_overrides():
+    assert (resolve_algorithm("kl_cov").kl_cov_ratio, resolve_algorithm("kl_cov").kl_cov_coef) == (2e-3, 1.0)
+    verl = resolve_algorithm("kl_cov", {"kl_cov_ratio": 2e-4, "kl_cov_coef": 0.1})
+    assert (verl.kl_cov_ratio, verl.kl_cov_coef) == (2e-4, 0.1)
+    # on a testbed minibatch of 64 tokens both ks penalise one token (max(1, floor(k * n))): 2e-3
+    # first picks two tokens at 1000
+    score = torch.arange(64, dtype=F64).view(8, 8)
+    mask = torch.ones(8, 8, dtype=F64)
+    for k in (2e-3, 2e-4):
+        assert largest(score, mask.bool(), k, mask).sum() == 1
+    big = torch.ones(40, 25, dtype=F64)
+    assert largest(torch.arange(1000, dtype=F64).view(40, 25), big.bool(), 2e-3, big).sum() == 2
