@@ -70,12 +70,12 @@ class RLConfig(_Common):
     eps_low: PositiveFloat = Field(
         0.2,
         description="clip band below a ratio of 1: ratios under 1 - eps_low are clipped (gmpo: a bound on "
-        "the log-ratio; dppo: the limit of its mask)",
+        "the log-ratio; dppo, prime_rl: the limit of its mask)",
     )
     eps_high: PositiveFloat = Field(
         0.2,
         description="clip band above a ratio of 1: ratios over 1 + eps_high are clipped (DAPO's clip-higher; "
-        "gmpo: a bound on the log-ratio; dppo: the limit of its mask)",
+        "gmpo: a bound on the log-ratio; dppo, prime_rl: the limit of its mask)",
     )
     dual_clip: float | None = Field(
         None, gt=1.0, description="dual-clip bound c: a negative advantage's term is at most c times it; null: off"
@@ -88,6 +88,15 @@ class RLConfig(_Common):
     kl_cov_ratio: float = Field(2e-3, gt=0, le=1, description="share of tokens KL-Cov penalises")
     kl_cov_coef: PositiveFloat = Field(1.0, description="KL-Cov's weight of |log(pi/pi_old)| on its tokens")
     dppo_ratio_cap: PositiveFloat = Field(20.0, description="DPPO's cap on its stop-gradient ratio")
+    # issue 35: prime-rl's default loss
+    kl_tau: float = Field(
+        1e-3,
+        ge=0,
+        description="prime_rl: weight of its KL term to the sampler, the squared log-ratio (prime-rl's kl_tau)",
+    )
+    adv_tau: float = Field(
+        1.0, ge=0, description="prime_rl: scale of the advantage in its policy term (prime-rl's adv_tau)"
+    )
 
     # --- advantage numbers ---
     adv_eps: PositiveFloat = Field(1e-4, description="added to the group's std before dividing (GRPO's z-score)")
@@ -191,6 +200,9 @@ LATER_FIELDS = frozenset(
         "distill_coef",
         "distill_discount",
         "distill_task_reward",
+        # issue 35: prime-rl's default loss
+        "kl_tau",
+        "adv_tau",
     }
 )
 

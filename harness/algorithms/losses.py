@@ -266,8 +266,10 @@ def dppo_tv(
     one less. ``-A * sg(min(r, dppo_ratio_cap)) * log pi * m``, ``m = 0`` where ``A > 0`` and
     ``p - p_old > eps_high``, or ``A <= 0`` and ``p - p_old < -eps_low``: here ``eps_low`` and
     ``eps_high`` are probability differences (verl's example: 0.15). A kept token's gradient is
-    the unclipped importance-sampled one, ``-A * r * grad log pi``, while ``r <= cap`` (verl: 20).
-    ``clip_frac``: tokens masked or capped.
+    the unclipped importance-sampled one, ``-A * r * grad log pi``, while ``r <= cap``: verl's
+    ``clip_ratio_c``, which is ActorConfig's 3.0 (the dual clip's) unless a run sets it, 1e4 in its
+    DPPO example, and 20 only where the config lacks the key (verl verl/trainer/ppo/core_algos.py
+    @1dda039 line 1427; verl/workers/config/actor.py line 164). ``clip_frac``: tokens masked or capped.
     """
     return _dppo(logprobs, old_logprobs, advantages, mask, cfg, aggregate, _inside_tv)
 
@@ -314,3 +316,53 @@ def topr(
     weight = torch.where(advantages >= 0, 1.0, torch.exp(torch.clamp(seq_log_ratio, max=0.0))).detach()
     capped = (advantages < 0) & (seq_log_ratio > 0)
     return aggregate(-weight * advantages * logprobs, mask), loss_metrics(clamped_ratio(log_ratio), capped, mask)
+
+
+# issue 35: prime-rl's default loss
+@POLICY_LOSSES.implements(
+    "prime_rl",
+    cites="prime-rl default loss: DPPO-Binary-TV, Qi et al. 2026 (arXiv:2602.04879), and the KL of Kimi K2.5 "
+    "(arXiv:2602.02276); prime-rl src/prime_rl/trainer/rl/loss.py@559b447",
+)
+def prime_rl(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """prime-rl's default loss (``default_loss_fn``, src/prime_rl/trainer/rl/loss.py@559b447, lines
+    109-161; its docstring: "DPPO+KL loss"), per token:
+
+        -m * adv_tau * A * r  +  kl_tau * (log r)^2,    r = pi / pi_old
+
+    ``m`` is DPPO-Binary-TV's mask (Qi et al. 2026, arXiv:2602.04879), the one ``dppo_tv`` applies:
+    0 where ``A > 0`` and ``p - p_old > eps_high`` (prime-rl's ``dppo_mask_high``) or ``A <= 0``
+    and ``p - p_old < -eps_low`` (``dppo_mask_low``), 1 elsewhere. The second term, the KL of
+    Kimi K2.5 (arXiv:2602.02276), pulls every token back towards ``pi_old``, masked or not.
+
+    In prime-rl ``pi_old`` is always the inference engine's log-probs (``inference_logprobs``): the
+    trainer never recomputes them, so the trust region and the KL are against the sampler, and
+    cover both its mismatch with the trainer and its staleness. The ``prime_rl`` preset sets
+    ``old_logprobs=sampler`` for the same; with ``recompute`` they are against the trainer's own.
+
+    Against ``dppo_tv``: the ratio keeps its gradient (no stop-gradient, no cap), so a kept
+    token's gradient, ``-A r grad log pi``, is ``dppo_tv``'s below its cap, and the loss's value
+    is prime-rl's. prime-rl sums the terms and divides by the batch's loss tokens: the
+    ``token_mean`` aggregation. Defaults (packages/prime-rl-configs/src/prime_rl/configs/trainer.py
+    @559b447, ``DefaultLossConfig``): ``dppo_mask_low`` and ``dppo_mask_high`` 0.2 (lines 497,
+    500), ``adv_tau`` 1.0 (503), ``kl_tau`` 1e-3 (506).
+
+    The ratio's log-ratio is clamped to +-20 before ``exp`` (prime-rl does not clamp); the KL
+    term squares it unclamped, as prime-rl, so it keeps pulling a token back from beyond the bound.
+    ``clip_frac``: the masked tokens (prime-rl's ``is_masked``).
+    """
+    log_ratio = token_log_ratio(logprobs, old_logprobs, mask)
+    ratio = clamped_ratio(log_ratio)
+    with torch.no_grad():
+        prob, old_prob = torch.exp(logprobs), torch.exp(old_logprobs)
+        kept = _inside_tv(prob, old_prob, log_ratio, advantages > 0, cfg) & mask.bool()
+    policy_term = torch.where(kept, -cfg.adv_tau * advantages * ratio, 0.0)
+    per_token = policy_term + cfg.kl_tau * log_ratio.square()
+    return aggregate(per_token, mask), loss_metrics(ratio, ~kept, mask)

@@ -166,6 +166,14 @@ POLICY_LOSSES.declare(
     reads=(),
     cites="TOPR: Le Roux et al. 2025, Tapered Off-Policy REINFORCE (arXiv:2503.14286)",
 )
+# issue 35: prime-rl's default loss
+POLICY_LOSSES.declare(
+    "prime_rl",
+    f"{_PACKAGE}.losses:prime_rl",
+    reads=("eps_low", "eps_high", "kl_tau", "adv_tau"),
+    cites="prime-rl default loss: DPPO-Binary-TV, Qi et al. 2026 (arXiv:2602.04879), and the KL of Kimi K2.5 "
+    "(arXiv:2602.02276); prime-rl src/prime_rl/trainer/rl/loss.py@559b447",
+)
 
 #: ``fn(per_token, mask, norm_constant) -> scalar`` (``aggregation.py``)
 AGGREGATIONS = _slot("aggregation")

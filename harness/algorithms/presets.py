@@ -187,7 +187,10 @@ PRESETS: dict[str, Preset] = {
     "kl_cov": Preset(
         _variant(_GRPO, "kl_cov", policy_loss="kl_cov", aggregation="token_mean", **_NO_KL),
         "Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs (arXiv:2505.22617): KL-Cov",
-        "k = 2e-3 (the paper's 7B setting) and beta 1; at the testbed's ~64 tokens a minibatch that is one token",
+        "k = 2e-3 and beta 1: the paper's 7B setting, as verl's recipe/entropy/7b_kl_cov.sh (lines 53-54 at "
+        "246cac4; its 32B script: 2e-4 and 1); verl's config defaults are 2e-4 and 0.1 (PolicyLossConfig, "
+        "verl/workers/config/actor.py lines 98-99 at 1dda039), which no recipe of it uses: set kl_cov_ratio=2e-4 "
+        "and kl_cov_coef=0.1 for them; at the testbed's ~64 tokens a minibatch either k is one token",
     ),
     "dppo": Preset(
         _variant(
@@ -197,11 +200,16 @@ PRESETS: dict[str, Preset] = {
             eps_low=0.15,
             eps_high=0.15,
             aggregation="seq_mean_token_sum_norm",
+            dppo_ratio_cap=1e4,
             **_NO_KL,
         ),
         "Qi et al. 2026, Rethinking the Trust Region in LLM RL (arXiv:2602.04879): DPPO-Binary-TV",
-        "TV threshold 0.15 and seq-mean-token-sum-norm as verl's example; ratio cap 20 (verl's "
-        "default; its example uses 1e4); dppo_kl is the KL variant",
+        "TV threshold 0.15, seq-mean-token-sum-norm and ratio cap 1e4 as verl's example "
+        "(examples/dppo_trainer/run_qwen3_30b_a3b_megatron.sh lines 18, 76, 79 at 1dda039; a large cap as the "
+        "paper's section 5.4 advises); a verl run that leaves clip_ratio_c unset caps at ActorConfig's 3.0, the "
+        "dual clip's (verl/workers/config/actor.py line 164), and 20 is only core_algos.py's fallback where the "
+        "config lacks it (line 1427); GRPO's z-scored advantage where the example divides by no std "
+        "(norm_adv_by_std_in_grpo=False, line 59); dppo_kl is the KL variant",
     ),
     "reinforce_pp_baseline": Preset(
         RLConfig(
@@ -294,6 +302,35 @@ PRESETS: dict[str, Preset] = {
         "testbed's group; the teacher is teacher_model (on the testbed the tiny model at twice the width and depth, "
         "warm-started once and cached), not a server; the policy loss reads zero advantages (no task reward), so "
         "the reverse KL is the whole loss; its log-ratios clamped to +-20; the testbed's schedule",
+    ),
+    # issue 35: prime-rl's default loss (its loss type "default"; prime-rl names no algorithm for it)
+    "prime_rl": Preset(
+        _variant(
+            _GRPO,
+            "prime_rl",
+            advantage="group_mean",
+            policy_loss="prime_rl",
+            eps_low=0.2,
+            eps_high=0.2,
+            kl_tau=1e-3,
+            adv_tau=1.0,
+            aggregation="token_mean",
+            old_logprobs="sampler",
+            drop_degenerate=True,
+            **_NO_KL,
+        ),
+        "prime-rl's default loss, DPPO-Binary-TV masking plus a KL term to the sampler: Qi et al. 2026 "
+        "(arXiv:2602.04879) and Kimi K2.5 (arXiv:2602.02276); PrimeIntellect-ai/prime-rl at 559b447",
+        "as prime-rl's defaults at 559b447: the reward minus the group mean (src/prime_rl/orchestrator/algo/"
+        "grpo.py line 30); mask thresholds 0.2 / 0.2, adv_tau 1, kl_tau 1e-3 (DefaultLossConfig, "
+        "packages/prime-rl-configs/src/prime_rl/configs/trainer.py lines 497-506); the sum over tokens divided "
+        "by the batch's loss tokens (src/prime_rl/trainer/rl/loss.py line 394, train.py lines 307-323); ratios "
+        "against the sampler's log-probs, never recomputed (old_logprobs=sampler); zero-advantage tokens left "
+        "out (TrainConfig.filter_zero_advantages, packages/prime-rl-configs/src/prime_rl/configs/orchestrator.py "
+        "line 270) as groups of equal scores are here; no KL to a reference. Departs: the testbed's 4 "
+        "minibatches per batch move the policy off the sampler where prime-rl takes one optimiser step per "
+        "batch and is off-policy through its asynchronous sampler; the ratio's log-ratio clamped at +-20; the "
+        "testbed's group size and learning rate",
     ),
 }
 

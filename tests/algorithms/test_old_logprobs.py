@@ -34,7 +34,10 @@ def test_each_source_recomputes_by_hand(source, dtypes, recomputes):
 def test_it_is_a_slot_of_every_rl_preset_defaulting_to_auto_and_not_of_dpo():
     assert SLOTS["old_logprobs"] is OLD_LOGPROBS
     assert OLD_LOGPROBS.names() == ["sampler", "recompute", "auto"]
-    assert {p.config.old_logprobs for p in PRESETS.values() if p.config.kind == "rl"} == {"auto"}
+    # prime_rl's trust region and KL are against the sampler's log-probs, as prime-rl's, in any precision
+    sources = {n: p.config.old_logprobs for n, p in PRESETS.items() if p.config.kind == "rl"}
+    assert sources.pop("prime_rl") == "sampler"
+    assert set(sources.values()) == {"auto"}
     with pytest.raises(ConfigError, match="unknown old log-probs source 'trainer'; valid: auto, recompute"):
         resolve_algorithm("grpo", {"old_logprobs": "trainer"})
     with pytest.raises(ConfigError, match="'old_logprobs' belongs to RL algorithms"):

@@ -55,6 +55,9 @@ OTHER_VALUE = {
     "distill_coef": 0.5,
     "distill_discount": 0.9,
     "distill_task_reward": False,
+    # issue 35: prime-rl's default loss
+    "kl_tau": 0.01,
+    "adv_tau": 0.5,
 }
 
 

@@ -390,14 +390,19 @@ def test_topr_tapers_only_negative_sequences_by_their_truncated_ratio():
 
 @pytest.mark.parametrize("name", POLICY_LOSSES.names())
 def test_zero_advantages_give_a_zero_loss_and_no_gradient(name):
-    # a degenerate group: every advantage 0, the ratios off 1 (KL-Cov's penalty is the one term
-    # that does not scale with the advantage: its gradient is +-coef on its chosen token)
+    # a degenerate group: every advantage 0, the ratios off 1 (KL-Cov's penalty and prime_rl's KL
+    # term to the sampler are the terms that do not scale with the advantage: KL-Cov's gradient is
+    # +-coef on its chosen token; prime_rl's kl_tau * 0.3^2 on each of the 14 tokens, gradient
+    # 2 * kl_tau * 0.3 on each)
     logp, mask, _ = batch(seed=2)
     old = logp.detach() - 0.3 * mask
     loss, _ = POLICY_LOSSES.get(name)(logp, old, torch.zeros_like(mask), mask, cfg(), total)
     (grad,) = torch.autograd.grad(loss, logp)
     if name == "kl_cov":
         assert loss.item() == pytest.approx(0.3) and grad.abs().sum().item() == pytest.approx(1.0)
+    elif name == "prime_rl":
+        assert loss.item() == pytest.approx(14 * 1e-3 * 0.09)
+        assert torch.allclose(grad, 2 * 1e-3 * 0.3 * mask)
     else:
         assert loss.item() == 0.0 and torch.all(grad == 0)
 
