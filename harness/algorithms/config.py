@@ -103,11 +103,50 @@ class RLConfig(_Common):
 
     # --- the sampler-trainer mismatch, the token filter, dynamic sampling ---
     mismatch_cap: PositiveFloat = Field(2.0, description="upper bound C of the mismatch weight")
-    mismatch_floor: float = Field(0.0, ge=0, description="lower bound of a *_mask correction's weight (0: none)")
+    mismatch_floor: float = Field(
+        0.0,
+        ge=0,
+        description="lower bound of the mismatch weight: *_mask and seq_mask_tis mask below it, token_truncate "
+        "clamps up to it (OpenRLHF's two-sided tis); 0: none",
+    )
     entropy_top_share: float = Field(
         0.2, gt=0, le=1, description="share of tokens, by entropy, the top_entropy filter keeps"
     )
     max_draws: PositiveInt = Field(4, description="dynamic sampling's draws of prompts per step at most")
+    # issue 35: verl's rollout correction (verl/trainer/config/algorithm.py RolloutCorrectionConfig, its names)
+    rollout_is: Literal["none", "token", "sequence"] = Field(
+        "sequence",
+        description="rollout_corr's importance weights: per token, per sequence (verl's default), or none",
+    )
+    rollout_is_batch_normalize: bool = Field(
+        False, description="rollout_corr: divide the truncated weights by their batch mean (verl's option)"
+    )
+    rollout_rs: Literal[
+        "none",
+        "token_k1",
+        "token_k2",
+        "token_k3",
+        "seq_sum_k1",
+        "seq_sum_k2",
+        "seq_sum_k3",
+        "seq_mean_k1",
+        "seq_mean_k2",
+        "seq_mean_k3",
+        "seq_max_k2",
+        "seq_max_k3",
+    ] = Field(
+        "none",
+        description="rollout_corr's rejection: the statistic (k1 = -log r, k2, k3 of r = pi_old/mu, per token "
+        "or a sequence's sum, mean or max) whose excess takes tokens or whole sequences out of the loss's mask",
+    )
+    rollout_rs_threshold: PositiveFloat | None = Field(
+        None,
+        description="rollout_corr's rejection bound: k2/k3 at most this; k1 a ratio bound, the upper one "
+        "(verl's presets: 0.01 for k3, 1.001 for seq_mean_k1)",
+    )
+    rollout_rs_threshold_lower: PositiveFloat | None = Field(
+        None, description="rollout_corr's lower ratio bound of a k1 rejection; null: 1 / rollout_rs_threshold"
+    )
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
@@ -159,6 +198,12 @@ LATER_FIELDS = frozenset(
         "mismatch_floor",
         "entropy_top_share",
         "max_draws",
+        # issue 35: verl's rollout correction
+        "rollout_is",
+        "rollout_is_batch_normalize",
+        "rollout_rs",
+        "rollout_rs_threshold",
+        "rollout_rs_threshold_lower",
     }
 )
 

@@ -374,7 +374,33 @@ def _sampling_side_problems(cfg: RLConfig) -> list[str]:
         )
     if SAMPLING.meta(cfg.sampling)["needs_groups"] and cfg.group_size < 2:
         problems.append(f"sampling={cfg.sampling} keeps the groups whose scores differ and needs group_size >= 2")
-    return problems
+    return problems + _rollout_rs_problems(cfg)
+
+
+# issue 35: verl's rollout correction
+def _rollout_rs_problems(cfg: RLConfig) -> list[str]:
+    """The rejection bounds of ``mismatch=rollout_corr``: a bound where a rejection is chosen (verl
+    has no default either), a lower bound only for a k1 statistic and below the upper one."""
+    if cfg.mismatch != "rollout_corr" or cfg.rollout_rs == "none":
+        return []
+    if cfg.rollout_rs_threshold is None:
+        return [
+            f"rollout_rs={cfg.rollout_rs} needs rollout_rs_threshold (verl's presets: 0.01 for seq_mean_k3, "
+            "1.001 for seq_mean_k1); set it or rollout_rs=none"
+        ]
+    lower = cfg.rollout_rs_threshold_lower
+    if lower is not None and not cfg.rollout_rs.endswith("k1"):
+        return [
+            f"rollout_rs_threshold_lower bounds a k1 ratio, but rollout_rs={cfg.rollout_rs} has only an upper "
+            "bound; drop rollout_rs_threshold_lower or choose a *_k1 rejection"
+        ]
+    if cfg.rollout_rs.endswith("k1") and (lower or 1 / cfg.rollout_rs_threshold) >= cfg.rollout_rs_threshold:
+        return [
+            f"rollout_rs={cfg.rollout_rs} keeps ratios in [rollout_rs_threshold_lower, rollout_rs_threshold], "
+            f"which is empty at [{lower or 1 / cfg.rollout_rs_threshold:g}, {cfg.rollout_rs_threshold:g}]; "
+            "set rollout_rs_threshold above 1 or the lower bound below it"
+        ]
+    return []
 
 
 def _dpo_problems(cfg: DPOConfig) -> list[str]:

@@ -50,6 +50,12 @@ OTHER_VALUE = {
     "mismatch_floor": 0.5,
     "entropy_top_share": 0.3,
     "max_draws": 2,
+    # issue 35: verl's rollout correction
+    "rollout_is": "token",
+    "rollout_is_batch_normalize": True,
+    "rollout_rs": "seq_mean_k3",
+    "rollout_rs_threshold": 0.01,
+    "rollout_rs_threshold_lower": 0.5,
 }
 
 
