@@ -141,11 +141,8 @@ class RLConfig(_Common):
     )
     rollout_rs_threshold: PositiveFloat | None = Field(
         None,
-        description="rollout_corr's rejection bound: k2/k3 at most this; k1 a ratio bound, the upper one "
+        description="rollout_corr's rejection bound: k2/k3 at most this; k1 within [1/this, this] "
         "(verl's presets: 0.01 for k3, 1.001 for seq_mean_k1)",
-    )
-    rollout_rs_threshold_lower: PositiveFloat | None = Field(
-        None, description="rollout_corr's lower ratio bound of a k1 rejection; null: 1 / rollout_rs_threshold"
     )
 
     # --- aggregation ---
@@ -203,7 +200,6 @@ LATER_FIELDS = frozenset(
         "rollout_is_batch_normalize",
         "rollout_rs",
         "rollout_rs_threshold",
-        "rollout_rs_threshold_lower",
     }
 )
 

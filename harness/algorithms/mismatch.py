@@ -181,14 +181,13 @@ def _rejection_statistic(token_log_weights: Tensor, mask: Tensor, option: str) -
 
 
 def _rejection_keep(token_log_weights: Tensor, mask: Tensor, cfg: RLConfig) -> Tensor:
-    """Where ``cfg.rollout_rs``'s statistic passes: k1 inside ``[log lower, log upper]`` (the lower
-    bound ``rollout_rs_threshold_lower``, else ``1 / upper`` as verl's), k2 and k3 at most the upper."""
+    """Where ``cfg.rollout_rs``'s statistic passes: k1 inside ``[log(1 / upper), log upper]`` (verl's
+    bounds from a single threshold), k2 and k3 at most the upper bound."""
     stat = _rejection_statistic(token_log_weights, mask, cfg.rollout_rs)
     upper = cfg.rollout_rs_threshold
     if not cfg.rollout_rs.endswith("k1"):
         return stat <= upper
-    lower = cfg.rollout_rs_threshold_lower or 1.0 / upper
-    return (stat >= math.log(lower)) & (stat <= math.log(upper))
+    return (stat >= math.log(1.0 / upper)) & (stat <= math.log(upper))
 
 
 def _batch_mean_weight(weights: Tensor, mask: Tensor, per_sequence: bool) -> Tensor:
@@ -225,7 +224,9 @@ def rollout_corr(
 
     The weights are those of the mask before rejection (verl computes them apart and batch-normalises
     them over the original ``response_mask``); the rejected tokens leave every term's denominator.
-    Departures: one ``rollout_rs`` option, not a comma-separated chain; the weights are normalised
+    Departures: one ``rollout_rs`` option, not a comma-separated chain; a k1 rejection's bounds are
+    ``[1/threshold, threshold]``, verl's from a single threshold (its ``lower_upper`` strings may be
+    asymmetric; its presets' are not: ``0.5_2.0``, and ``0.999_1.001`` within 1e-6); the weights are normalised
     over the update's minibatch (verl: the whole step's batch, all ranks); verl drops the rejected
     tokens before computing the advantages, here they are dropped in the update (the same for
     outcome-reward estimators, whose advantages do not read the mask); NaN padding is masked with

@@ -326,7 +326,6 @@ MISMATCH.declare(
         "rollout_is_batch_normalize",
         "rollout_rs",
         "rollout_rs_threshold",
-        "rollout_rs_threshold_lower",
     ),
     compares=True,
     cites=(

@@ -55,7 +55,6 @@ OTHER_VALUE = {
     "rollout_is_batch_normalize": True,
     "rollout_rs": "seq_mean_k3",
     "rollout_rs_threshold": 0.01,
-    "rollout_rs_threshold_lower": 0.5,
 }
 
 
