@@ -112,11 +112,47 @@ class RLConfig(_Common):
 
     # --- the sampler-trainer mismatch, the token filter, dynamic sampling ---
     mismatch_cap: PositiveFloat = Field(2.0, description="upper bound C of the mismatch weight")
-    mismatch_floor: float = Field(0.0, ge=0, description="lower bound of a *_mask correction's weight (0: none)")
+    mismatch_floor: float = Field(
+        0.0,
+        ge=0,
+        description="lower bound of the mismatch weight: *_mask and seq_mask_tis mask below it, token_truncate "
+        "clamps up to it (OpenRLHF's two-sided tis); 0: none",
+    )
     entropy_top_share: float = Field(
         0.2, gt=0, le=1, description="share of tokens, by entropy, the top_entropy filter keeps"
     )
     max_draws: PositiveInt = Field(4, description="dynamic sampling's draws of prompts per step at most")
+    # issue 35: verl's rollout correction (verl/trainer/config/algorithm.py RolloutCorrectionConfig, its names)
+    rollout_is: Literal["none", "token", "sequence"] = Field(
+        "sequence",
+        description="rollout_corr's importance weights: per token, per sequence (verl's default), or none",
+    )
+    rollout_is_batch_normalize: bool = Field(
+        False, description="rollout_corr: divide the truncated weights by their batch mean (verl's option)"
+    )
+    rollout_rs: Literal[
+        "none",
+        "token_k1",
+        "token_k2",
+        "token_k3",
+        "seq_sum_k1",
+        "seq_sum_k2",
+        "seq_sum_k3",
+        "seq_mean_k1",
+        "seq_mean_k2",
+        "seq_mean_k3",
+        "seq_max_k2",
+        "seq_max_k3",
+    ] = Field(
+        "none",
+        description="rollout_corr's rejection: the statistic (k1 = -log r, k2, k3 of r = pi_old/mu, per token "
+        "or a sequence's sum, mean or max) whose excess takes tokens or whole sequences out of the loss's mask",
+    )
+    rollout_rs_threshold: PositiveFloat | None = Field(
+        None,
+        description="rollout_corr's rejection bound: k2/k3 at most this; k1 within [1/this, this] "
+        "(verl's presets: 0.01 for k3, 1.001 for seq_mean_k1)",
+    )
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
@@ -203,6 +239,11 @@ LATER_FIELDS = frozenset(
         # issue 35: prime-rl's default loss
         "kl_tau",
         "adv_tau",
+        # issue 35: verl's rollout correction
+        "rollout_is",
+        "rollout_is_batch_normalize",
+        "rollout_rs",
+        "rollout_rs_threshold",
     }
 )
 

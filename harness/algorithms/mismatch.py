@@ -9,27 +9,41 @@ importance ratio is against the trainer's ``pi_old``; weighing each token's poli
 Brings You Off-Policy RL Training"). The raw weight has heavy tails, so every part bounds it:
 
 - ``token_truncate``: ``w_t = min(pi_old/mu, C)`` per token (TIS; verl ``rollout_is=token``, TRL
-  ``token_truncate``);
+  ``token_truncate``), clamped below at the floor too where one is set (OpenRLHF's ``tis``, [0.5, 5]);
 - ``sequence_truncate``: ``w_i = min(prod_t pi_old/mu, C)`` on every token of row ``i``;
 - ``token_mask``: ``w_t = pi_old/mu`` where ``floor <= w_t <= C``, else 0 (MIS, Liu, Li et al. 2025,
   "When Speed Kills Stability"; with a floor, IcePop of Ring-1T, Ling Team 2025: [0.5, 5]);
 - ``sequence_mask``: the sequence's ``w_i`` where inside the bounds, else 0 for the whole row (TRL's
-  default, C = 3).
+  default, C = 3);
+- ``rollout_corr``: verl's rollout correction: truncated weights per token or per sequence, optionally
+  divided by their batch mean, and a rejection by a k1/k2/k3 statistic that removes tokens or whole
+  sequences from the loss's mask;
+- ``seq_mask_tis``: OpenRLHF's: the token weight ``pi_old/mu`` on the rows whose geometric mean of
+  token weights lies inside ``[floor, C]``, 0 on the other rows.
 
 ``C`` is ``mismatch_cap``, the floor ``mismatch_floor``. Every weight is detached: it changes the
-measure, not the objective. A masked token keeps its place in the loss's denominator (verl and TRL
-zero the weight, not the mask). The log-ratio (or a sequence's sum of them) is clamped to +-20
-before ``exp``, as verl's ``SAFETY_BOUND``, so ``prod_t`` over a long sequence cannot overflow.
+measure, not the objective. A token masked by a weight of 0 keeps its place in the loss's
+denominator (TRL, OpenRLHF and verl's IS weights zero the weight, not the mask); only
+``rollout_corr``'s rejection takes tokens out of the mask, as verl's ``rollout_rs`` does. The
+log-ratio (or a sequence's sum of them) is clamped to +-20 before ``exp``, as verl's
+``SAFETY_BOUND``, so ``prod_t`` over a long sequence cannot overflow.
 
-Every part is ``fn(old_logprobs, sampler_logprobs, mask, cfg) -> (weights [B, T], metrics)``; the
-metrics are those verl logs for the mismatch: ``mismatch_kl`` (k1, the mean of ``log mu - log
-pi_old``: KL(mu || pi_old)), ``mismatch_k3`` (the mean of ``w - log w - 1``, never negative),
-``mismatch_frac`` (tokens whose weight the part truncated or masked) and ``mismatch_weight_mean``.
+Every part is ``fn(old_logprobs, sampler_logprobs, mask, cfg) -> (weights [B, T], mask [B, T],
+metrics)``: the mask is the loss's mask after the part's rejection (the given one for every part
+but ``rollout_corr``, whose rejection removes tokens or whole sequences from it, as verl's does, so
+the loss's denominators count only what is left). The metrics are those verl logs for the
+mismatch: ``mismatch_kl`` (k1, the mean of ``log mu - log pi_old``: KL(mu || pi_old)),
+``mismatch_k3`` (the mean of ``w - log w - 1``, never negative), ``mismatch_frac`` (tokens whose
+weight the part truncated or masked) and ``mismatch_weight_mean``; ``rollout_corr`` adds
+``mismatch_rejected_frac`` and ``mismatch_rejected_seq_frac`` (verl's ``rollout_rs_masked_fraction``
+and ``rollout_rs_seq_masked_fraction``) and ``mismatch_batch_norm_factor``.
 A part whose metadata says it ``compares`` makes the step recompute the old log-probs (see
 ``old_logprobs.py``): without them there is nothing to compare.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
@@ -49,16 +63,17 @@ _MIS = (
 
 def mismatch_weights(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """The weight of every token's policy term under ``cfg.mismatch``, and its metrics."""
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """The weight of every token's policy term under ``cfg.mismatch``, the loss's mask after its
+    rejection, and its metrics."""
     return MISMATCH.get(cfg.mismatch)(old_logprobs, sampler_logprobs, mask, cfg)
 
 
 @MISMATCH.implements("none", cites="no correction")
 def no_correction(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-) -> tuple[Tensor, dict[str, Tensor]]:
-    return torch.ones_like(mask), {}
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    return torch.ones_like(mask), mask, {}
 
 
 def _raw_weights(
@@ -84,42 +99,46 @@ def _metrics(weights: Tensor, changed: Tensor, token_log_weights: Tensor, mask: 
 
 
 def _truncate(
-    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
-) -> tuple[Tensor, dict[str, Tensor]]:
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool, floor: float
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
-    weights = torch.where(mask.bool(), torch.clamp(raw, max=cfg.mismatch_cap), 0.0)
-    return weights, _metrics(weights, raw > cfg.mismatch_cap, token, mask)
+    weights = torch.where(mask.bool(), torch.clamp(raw, min=floor, max=cfg.mismatch_cap), 0.0)
+    return weights, mask, _metrics(weights, (raw > cfg.mismatch_cap) | (raw < floor), token, mask)
 
 
 def _mask(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, per_sequence: bool
-) -> tuple[Tensor, dict[str, Tensor]]:
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
     outside = (raw > cfg.mismatch_cap) | (raw < cfg.mismatch_floor)
     weights = torch.where(mask.bool() & ~outside, raw, 0.0)
-    return weights, _metrics(weights, outside, token, mask)
+    return weights, mask, _metrics(weights, outside, token, mask)
 
 
 @MISMATCH.implements("token_truncate", cites=f"{_TIS}; verl rollout_is=token, TRL token_truncate")
 def token_truncate(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """``min(pi_old/mu, C)`` per token."""
-    return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """``min(pi_old/mu, C)`` per token; with ``mismatch_floor > 0`` also ``max(., floor)``, the
+    two-sided clamp of OpenRLHF's default ``is_correction_type tis`` (openrlhf/models/loss.py@3c3be62
+    line 216: ``exp(old - rollout).clamp(min=low, max=high)``; its thresholds default to [0.5, 5.0],
+    openrlhf/cli/train_ppo_ray.py@3c3be62 line 262). Floor 0 (the default) is verl's and TRL's
+    one-sided clamp."""
+    return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False, floor=cfg.mismatch_floor)
 
 
 @MISMATCH.implements("sequence_truncate", cites=f"{_TIS}; verl rollout_is=sequence, TRL sequence_truncate")
 def sequence_truncate(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-) -> tuple[Tensor, dict[str, Tensor]]:
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """``min(prod_t pi_old/mu, C)`` on every token of the row."""
-    return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
+    return _truncate(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True, floor=0.0)
 
 
 @MISMATCH.implements("token_mask", cites=f"{_MIS}; TRL token_mask")
 def token_mask(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-) -> tuple[Tensor, dict[str, Tensor]]:
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """``pi_old/mu`` per token inside ``[floor, C]``, 0 outside."""
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=False)
 
@@ -127,9 +146,143 @@ def token_mask(
 @MISMATCH.implements("sequence_mask", cites=f"{_MIS}; TRL sequence_mask (its default)")
 def sequence_mask(
     old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
-) -> tuple[Tensor, dict[str, Tensor]]:
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """The row's ``prod_t pi_old/mu`` inside ``[floor, C]`` on each of its tokens, else 0 on all."""
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
+
+
+# issue 35: verl's rollout correction (batch-normalised weights, rejection on the mask), OpenRLHF's seq-mask-tis
+_VERL_RC = (
+    "MIS: Liu, Li et al. 2025, When Speed Kills Stability; verl rollout correction "
+    "(verl/trainer/ppo/rollout_corr_helper.py@b178a3c)"
+)
+_OPENRLHF_SMT = f"{_TIS}; OpenRLHF is_correction_type=seq-mask-tis (openrlhf/models/loss.py@3c3be62)"
+
+
+def _rejection_statistic(token_log_weights: Tensor, mask: Tensor, option: str) -> Tensor:
+    """verl's statistic of ``rollout_rs=option`` on every token [B, T] (a sequence's on each of its
+    tokens): ``k1 = -log r``, ``k2 = (log r)^2 / 2``, ``k3 = r - 1 - log r`` of the token log-weight
+    ``log r`` clamped to +-20, per token or as the sum, mean or max over the row's tokens."""
+    bounded = torch.clamp(token_log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)
+    level, estimator = option.rsplit("_", 1)
+    per_token = {"k1": -bounded, "k2": 0.5 * bounded**2, "k3": torch.expm1(bounded) - bounded}[estimator]
+    on = mask.bool()
+    if level == "token":
+        return per_token
+    if level == "seq_max":
+        # an empty row's max is 0, as verl's (-inf filled, then replaced)
+        row = torch.where(on, per_token, -torch.inf).amax(dim=1, keepdim=True)
+        row = torch.where(torch.isinf(row), 0.0, row)
+    else:
+        row = torch.where(on, per_token, 0.0).sum(dim=1, keepdim=True)
+        if level == "seq_mean":
+            row = row / on.sum(dim=1, keepdim=True).clamp(min=1)
+    return row.expand_as(per_token)
+
+
+def _rejection_keep(token_log_weights: Tensor, mask: Tensor, cfg: RLConfig) -> Tensor:
+    """Where ``cfg.rollout_rs``'s statistic passes: k1 inside ``[log(1 / upper), log upper]`` (verl's
+    bounds from a single threshold), k2 and k3 at most the upper bound."""
+    stat = _rejection_statistic(token_log_weights, mask, cfg.rollout_rs)
+    upper = cfg.rollout_rs_threshold
+    if not cfg.rollout_rs.endswith("k1"):
+        return stat <= upper
+    return (stat >= math.log(1.0 / upper)) & (stat <= math.log(upper))
+
+
+def _batch_mean_weight(weights: Tensor, mask: Tensor, per_sequence: bool) -> Tensor:
+    """verl's ``rollout_is_batch_normalize`` divisor: the mean weight over the batch's tokens, or
+    over its non-empty rows (a row's weight is its sequence's)."""
+    on = mask.bool()
+    if not per_sequence:
+        return torch.where(on, weights, 0.0).sum() / on.sum().clamp(min=1)
+    rows = on.any(dim=1)
+    row_weight = torch.where(on, weights, 0.0).sum(dim=1) / on.sum(dim=1).clamp(min=1)
+    return torch.where(rows, row_weight, 0.0).sum() / rows.sum().clamp(min=1)
+
+
+@MISMATCH.implements("rollout_corr", cites=_VERL_RC)
+def rollout_corr(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """verl's rollout correction (``compute_rollout_correction_and_rejection_mask`` in
+    verl/trainer/ppo/rollout_corr_helper.py@b178a3c; Liu, Li et al. 2025, When Speed Kills
+    Stability), its two halves chosen apart as verl's ``algorithm.rollout_correction`` does:
+
+    - importance weights, ``rollout_is``: ``token`` ``min(pi_old/mu, C)`` or ``sequence``
+      ``min(prod_t pi_old/mu, C)`` (``C`` = ``mismatch_cap``, verl's ``rollout_is_threshold``, 2.0 in
+      verl/trainer/config/algorithm.py@b178a3c line 174; ``rollout_is`` defaults to ``sequence``,
+      line 173), or ``none`` (weight 1). With ``rollout_is_batch_normalize`` the truncated weights
+      are divided by their mean over the batch's tokens (``token``) or non-empty rows
+      (``sequence``), where that mean is above 1e-8 (rollout_corr_helper.py lines 569-595);
+    - rejection, ``rollout_rs`` (verl's option names; none by default, line 176): a token or
+      sequence statistic of ``log r = log pi_old/mu`` (``k1 = -log r``, ``k2 = (log r)^2/2``,
+      ``k3 = r - 1 - log r``, per token or as the row's sum, mean or max) past
+      ``rollout_rs_threshold`` takes its tokens, or the whole sequence, out of the loss's mask
+      (``modified_response_mask = response_mask * final_mask``, line 371). ``seq_mean_k1`` is the
+      geometric-mean rejection (verl's "Geo-RS"), ``seq_mean_k3`` verl's "K3-RS".
+
+    The weights are those of the mask before rejection (verl computes them apart and batch-normalises
+    them over the original ``response_mask``); the rejected tokens leave every term's denominator.
+    Departures: one ``rollout_rs`` option, not a comma-separated chain; a k1 rejection's bounds are
+    ``[1/threshold, threshold]``, verl's from a single threshold (its ``lower_upper`` strings may be
+    asymmetric; its presets' are not: ``0.5_2.0``, and ``0.999_1.001`` within 1e-6); the weights are normalised
+    over the update's minibatch (verl: the whole step's batch, all ranks); verl drops the rejected
+    tokens before computing the advantages, here they are dropped in the update (the same for
+    outcome-reward estimators, whose advantages do not read the mask); NaN padding is masked with
+    ``where`` (verl multiplies by the mask); ``mismatch_rejected_seq_frac`` is a share of the non-empty
+    rows (verl's of all rows).
+    """
+    on = mask.bool()
+    token = torch.where(on, old_logprobs - sampler_logprobs, 0.0).detach()
+    weights = torch.where(on, torch.ones_like(token), 0.0)
+    truncated = torch.zeros_like(on)
+    metrics: dict[str, Tensor] = {}
+    if cfg.rollout_is != "none":
+        per_sequence = cfg.rollout_is == "sequence"
+        raw, _ = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence)
+        weights = torch.where(on, torch.clamp(raw, max=cfg.mismatch_cap), 0.0)
+        truncated = raw > cfg.mismatch_cap
+        if cfg.rollout_is_batch_normalize:
+            factor = _batch_mean_weight(weights, mask, per_sequence)
+            factor = torch.where(factor > 1e-8, factor, torch.ones_like(factor))
+            weights = weights / factor
+            metrics["mismatch_batch_norm_factor"] = factor
+    kept = mask
+    if cfg.rollout_rs != "none":
+        keep = _rejection_keep(token, mask, cfg)
+        kept = torch.where(keep, mask, torch.zeros_like(mask))
+        rejected = on & ~keep
+        metrics["mismatch_rejected_frac"] = masked_share(rejected, mask)
+        rows = on.any(dim=1)
+        metrics["mismatch_rejected_seq_frac"] = (rejected.any(dim=1) & rows).sum() / rows.sum().clamp(min=1)
+    return weights, kept, {**_metrics(weights, truncated, token, mask), **metrics}
+
+
+@MISMATCH.implements("seq_mask_tis", cites=_OPENRLHF_SMT)
+def seq_mask_tis(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """OpenRLHF's ``seq-mask-tis`` (openrlhf/models/loss.py@3c3be62 lines 206-213): a row is kept
+    where the geometric mean of its token weights, ``exp(mean_t log pi_old/mu)``, lies inside
+    ``[floor, C]`` (OpenRLHF's ``is_correction_threshold``, [0.5, 5.0] by default,
+    openrlhf/cli/train_ppo_ray.py@3c3be62 line 262: set ``mismatch_floor=0.5, mismatch_cap=5``);
+    each token of a kept row is weighed by its own ``pi_old/mu``, 0 on the other rows.
+
+    The token weight is not clamped: OpenRLHF's comment says the coefficients "still use TIS
+    (token-level clamp)", but its code (line 212) is ``exp(old - rollout)`` without a clamp, and
+    this follows the code. A rejected row's weight is 0 and its tokens stay in the denominator, as
+    OpenRLHF multiplies the loss, not the mask. Departures: the log-weights are clamped to +-20
+    before ``exp`` (OpenRLHF: not at all); an empty row's mean is 0 (OpenRLHF: 0/0).
+    """
+    on = mask.bool()
+    token = torch.where(on, old_logprobs - sampler_logprobs, 0.0).detach()
+    geometric = token.sum(dim=1, keepdim=True) / on.sum(dim=1, keepdim=True).clamp(min=1)
+    seq_weight = torch.exp(torch.clamp(geometric, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND))
+    outside = ((seq_weight < cfg.mismatch_floor) | (seq_weight > cfg.mismatch_cap)).expand_as(on)
+    raw = torch.exp(torch.clamp(token, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND))
+    weights = torch.where(on & ~outside, raw, 0.0)
+    return weights, mask, _metrics(weights, outside, token, mask)
 
 
 #: the quantiles of the token ratio pi/mu the step logs (``mismatch/ratio_p05`` ...)

@@ -69,17 +69,20 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
     entropy``; a term whose weight is 0 (or, for the value loss, without a critic) is left out of
     the graph, not multiplied by 0.
     The policy loss aggregates its per-token terms times the mismatch and token-filter weights.
+    A mismatch correction that rejects (``rollout_corr``) returns the mask without the rejected
+    tokens, and every term reads that mask, as verl's replaced ``response_mask``: the rejected
+    tokens leave the denominators of the policy, KL, entropy and value terms.
     """
     sampler = batch.old_logprobs if batch.sampler_logprobs is None else batch.sampler_logprobs
-    correction, correction_metrics = mismatch_weights(batch.old_logprobs, sampler, batch.mask, cfg)
-    kept, filter_metrics = token_filter_weights(batch.entropy, batch.mask, cfg)
+    correction, mask, correction_metrics = mismatch_weights(batch.old_logprobs, sampler, batch.mask, cfg)
+    kept, filter_metrics = token_filter_weights(batch.entropy, mask, cfg)
     token_weights = correction * kept
 
-    def weighted(per_token: Tensor, mask: Tensor) -> Tensor:
-        return aggregate(per_token * token_weights, mask)
+    def weighted(per_token: Tensor, loss_mask: Tensor) -> Tensor:
+        return aggregate(per_token * token_weights, loss_mask)
 
     policy, parts = POLICY_LOSSES.get(cfg.policy_loss)(
-        batch.logprobs, batch.old_logprobs, batch.advantages, batch.mask, cfg, weighted
+        batch.logprobs, batch.old_logprobs, batch.advantages, mask, cfg, weighted
     )
     metrics = {f"train/{k}": v for k, v in {**parts, **correction_metrics, **filter_metrics}.items()}
     metrics["train/policy_loss"] = policy.detach()
@@ -87,23 +90,21 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
     weight = kl_weights(cfg).in_loss
     if weight:
         estimate = kl_estimate(batch.logprobs, batch.ref_logprobs, cfg.kl_estimator, batch.old_logprobs)
-        loss = loss + weight * aggregate(estimate, batch.mask)
+        loss = loss + weight * aggregate(estimate, mask)
     weight = teacher_weights(cfg).in_loss
     if weight:
         if batch.teacher_logprobs is None:
             raise ValueError(f"distill={cfg.distill} needs the teacher's log-probs, and the batch has none")
-        distill = aggregate(top1_tail_reverse_kl(batch.logprobs, batch.teacher_logprobs, batch.mask), batch.mask)
+        distill = aggregate(top1_tail_reverse_kl(batch.logprobs, batch.teacher_logprobs, mask), mask)
         loss = loss + weight * distill
         metrics["train/distill_loss"] = distill.detach()
-    metrics["train/entropy"] = token_mean(batch.entropy.detach(), batch.mask)
+    metrics["train/entropy"] = token_mean(batch.entropy.detach(), mask)
     if cfg.entropy_coef:
-        bonus = aggregate(batch.entropy, batch.mask)  # the loss's own aggregation, as the other terms
+        bonus = aggregate(batch.entropy, mask)  # the loss's own aggregation, as the other terms
         loss = loss - cfg.entropy_coef * bonus
         metrics["train/entropy_bonus"] = bonus.detach()
     if batch.values is not None:
-        v_loss, v_parts = value_loss(
-            batch.values, batch.old_values, batch.returns, batch.mask, cfg.value_clip, aggregate
-        )
+        v_loss, v_parts = value_loss(batch.values, batch.old_values, batch.returns, mask, cfg.value_clip, aggregate)
         loss = loss + cfg.vf_coef * v_loss
         metrics["train/value_loss"] = v_loss.detach()
         metrics.update({f"train/{k}": v for k, v in v_parts.items()})

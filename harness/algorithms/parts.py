@@ -299,7 +299,7 @@ MISMATCH.declare("none", f"{_PACKAGE}.mismatch:no_correction", reads=(), compare
 MISMATCH.declare(
     "token_truncate",
     f"{_PACKAGE}.mismatch:token_truncate",
-    reads=("mismatch_cap",),
+    reads=("mismatch_cap", "mismatch_floor"),
     compares=True,
     cites=f"{_TIS}; verl rollout_is=token, TRL token_truncate",
 )
@@ -323,6 +323,30 @@ MISMATCH.declare(
     reads=("mismatch_cap", "mismatch_floor"),
     compares=True,
     cites=f"{_MIS}; TRL sequence_mask (its default)",
+)
+# issue 35: verl's rollout correction (batch-normalised weights, rejection on the mask), OpenRLHF's seq-mask-tis
+MISMATCH.declare(
+    "rollout_corr",
+    f"{_PACKAGE}.mismatch:rollout_corr",
+    reads=(
+        "rollout_is",
+        "mismatch_cap",
+        "rollout_is_batch_normalize",
+        "rollout_rs",
+        "rollout_rs_threshold",
+    ),
+    compares=True,
+    cites=(
+        "MIS: Liu, Li et al. 2025, When Speed Kills Stability; verl rollout correction "
+        "(verl/trainer/ppo/rollout_corr_helper.py@b178a3c)"
+    ),
+)
+MISMATCH.declare(
+    "seq_mask_tis",
+    f"{_PACKAGE}.mismatch:seq_mask_tis",
+    reads=("mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites=f"{_TIS}; OpenRLHF is_correction_type=seq-mask-tis (openrlhf/models/loss.py@3c3be62)",
 )
 
 #: ``fn(entropy, mask, cfg) -> (weights, metrics)`` (``token_filters.py``)

@@ -332,6 +332,32 @@ PRESETS: dict[str, Preset] = {
         "batch and is off-policy through its asynchronous sampler; the ratio's log-ratio clamped at +-20; the "
         "testbed's group size and learning rate",
     ),
+    # issue 35: verl's rollout correction and OpenRLHF's seq-mask-tis, each as its framework names it
+    "grpo_k3_rs_token_tis": Preset(
+        _variant(
+            _GRPO,
+            "grpo_k3_rs_token_tis",
+            mismatch="rollout_corr",
+            rollout_is="token",
+            mismatch_cap=2.0,
+            rollout_rs="seq_mean_k3",
+            rollout_rs_threshold=0.01,
+        ),
+        "Liu, Li et al. 2025, When Speed Kills Stability; verl's RolloutCorrectionConfig.decoupled_k3_rs_token_tis "
+        "(verl/trainer/config/algorithm.py@b178a3c lines 530-553)",
+        "GRPO with verl's named K3-RS + Token-TIS correction at its defaults (token weights truncated at "
+        "is_threshold 2.0, line 532; sequences whose mean k3 exceeds rs_threshold 0.01, line 533, leave the "
+        "loss's mask); 'decoupled' is verl's name for recomputed old log-probs, as old_logprobs=auto does in "
+        "bf16; the weights are computed per minibatch (verl: per step)",
+    ),
+    "grpo_seq_mask_tis": Preset(
+        _variant(_GRPO, "grpo_seq_mask_tis", mismatch="seq_mask_tis", mismatch_cap=5.0, mismatch_floor=0.5),
+        "Yao et al. 2025, Your Efficient RL Framework Secretly Brings You Off-Policy RL Training; OpenRLHF's "
+        "--algo.advantage.is_correction_type seq-mask-tis (openrlhf/models/loss.py@3c3be62 lines 206-213)",
+        "GRPO with OpenRLHF's seq-mask-tis at its default thresholds [0.5, 5.0] "
+        "(openrlhf/cli/train_ppo_ray.py@3c3be62 line 262); the token weights unclamped, as OpenRLHF's code; "
+        "the log-weights clamped at +-20 (OpenRLHF: none)",
+    ),
 }
 
 
@@ -457,7 +483,26 @@ def _sampling_side_problems(cfg: RLConfig) -> list[str]:
         )
     if SAMPLING.meta(cfg.sampling)["needs_groups"] and cfg.group_size < 2:
         problems.append(f"sampling={cfg.sampling} keeps the groups whose scores differ and needs group_size >= 2")
-    return problems
+    return problems + _rollout_rs_problems(cfg)
+
+
+# issue 35: verl's rollout correction
+def _rollout_rs_problems(cfg: RLConfig) -> list[str]:
+    """The rejection bound of ``mismatch=rollout_corr``: one where a rejection is chosen (verl has no
+    default either), and for a k1 statistic above 1, or its band ``[1/bound, bound]`` is empty."""
+    if cfg.mismatch != "rollout_corr" or cfg.rollout_rs == "none":
+        return []
+    if cfg.rollout_rs_threshold is None:
+        return [
+            f"rollout_rs={cfg.rollout_rs} needs rollout_rs_threshold (verl's presets: 0.01 for seq_mean_k3, "
+            "1.001 for seq_mean_k1); set it or rollout_rs=none"
+        ]
+    if cfg.rollout_rs.endswith("k1") and cfg.rollout_rs_threshold <= 1:
+        return [
+            f"rollout_rs={cfg.rollout_rs} keeps ratios in [1/rollout_rs_threshold, rollout_rs_threshold], which is "
+            f"empty at rollout_rs_threshold {cfg.rollout_rs_threshold:g}; set it above 1"
+        ]
+    return []
 
 
 def _dpo_problems(cfg: DPOConfig) -> list[str]:

@@ -226,6 +226,11 @@ def _mismatch_kwargs(cfg: RLConfig, use_vllm: bool) -> dict[str, Any]:
         return {}
     if cfg.mismatch == "none":
         return {"vllm_importance_sampling_correction": False}
+    if cfg.mismatch in ("rollout_corr", "seq_mask_tis") or (cfg.mismatch == "token_truncate" and cfg.mismatch_floor):
+        raise ConfigError(
+            f"mismatch {cfg.mismatch!r} (mismatch_floor {cfg.mismatch_floor:g}): TRL's corrections are "
+            "token_truncate and sequence_truncate without a floor, token_mask and sequence_mask; choose one of them"
+        )
     floor = cfg.mismatch_floor if cfg.mismatch.endswith("_mask") and cfg.mismatch_floor > 0 else None
     return {
         "vllm_importance_sampling_correction": True,

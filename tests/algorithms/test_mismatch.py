@@ -22,7 +22,8 @@ MASK = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
 
 
 def correct(kind, **kw):
-    weights, metrics = mismatch_weights(OLD, SAMPLER, MASK, RLConfig(name="t", mismatch=kind, **kw))
+    weights, mask, metrics = mismatch_weights(OLD, SAMPLER, MASK, RLConfig(name="t", mismatch=kind, **kw))
+    assert mask is MASK  # these parts weigh; none rejects
     return weights[0].tolist(), {k: v.item() for k, v in metrics.items()}
 
 
@@ -62,7 +63,7 @@ def test_no_correction_is_an_exact_one_with_no_metrics():
 
 @pytest.mark.parametrize("kind", [n for n in MISMATCH.names() if n != "none"])
 def test_no_mismatch_gives_weight_one(kind):
-    weights, metrics = mismatch_weights(OLD, OLD, MASK, RLConfig(name="t", mismatch=kind))
+    weights, _, metrics = mismatch_weights(OLD, OLD, MASK, RLConfig(name="t", mismatch=kind))
     assert weights[0, :3].tolist() == [1.0, 1.0, 1.0]
     assert metrics["mismatch_frac"].item() == 0.0 and metrics["mismatch_kl"].item() == 0.0
 
@@ -73,11 +74,12 @@ def test_extreme_log_weights_stay_finite_in_fp32(kind, log_weight):
     # the log-weight is clamped to +-20 before exp (verl's SAFETY_BOUND): e^100 would be inf in fp32
     old = torch.full((2, 3), -1.0)
     sampler = old - log_weight
-    weights, metrics = mismatch_weights(old, sampler, torch.ones(2, 3), RLConfig(name="t", mismatch=kind))
+    weights, _, metrics = mismatch_weights(old, sampler, torch.ones(2, 3), RLConfig(name="t", mismatch=kind))
     assert torch.all(torch.isfinite(weights)) and all(math.isfinite(v.item()) for v in metrics.values())
     # above the cap: truncated to C or masked to 0; far below: a weight of ~e^-20 (or masked by a floor)
     if log_weight > 0:
-        assert weights.unique().tolist() == ([2.0] if kind.endswith("truncate") else [0.0])
+        truncates = kind.endswith("truncate") or kind == "rollout_corr"  # rollout_corr: verl's sequence TIS
+        assert weights.unique().tolist() == ([2.0] if truncates else [0.0])
     else:
         assert torch.all(weights <= math.exp(-20.0) * 1.0001)
 

@@ -69,6 +69,13 @@ CORRECTIONS = [
     {"mismatch": "token_mask", "mismatch_cap": 1.2},
     {"mismatch": "token_mask", "mismatch_cap": 5.0, "mismatch_floor": 0.6},
     {"mismatch": "sequence_mask", "mismatch_cap": 1.2},
+    # issue 35: verl's rollout correction (batch-normalised token TIS; K3 and geometric-mean rejection),
+    # OpenRLHF's two-sided tis and seq-mask-tis at its [0.5, 5] defaults
+    {"mismatch": "rollout_corr", "rollout_is": "token", "mismatch_cap": 1.2, "rollout_is_batch_normalize": True},
+    {"mismatch": "rollout_corr", "rollout_is": "none", "rollout_rs": "seq_mean_k3", "rollout_rs_threshold": 0.1},
+    {"mismatch": "rollout_corr", "rollout_rs": "seq_mean_k1", "rollout_rs_threshold": 1.001},
+    {"mismatch": "token_truncate", "mismatch_cap": 5.0, "mismatch_floor": 0.6},
+    {"mismatch": "seq_mask_tis", "mismatch_cap": 5.0, "mismatch_floor": 0.5},
 ]
 
 

@@ -58,6 +58,11 @@ OTHER_VALUE = {
     # issue 35: prime-rl's default loss
     "kl_tau": 0.01,
     "adv_tau": 0.5,
+    # issue 35: verl's rollout correction
+    "rollout_is": "token",
+    "rollout_is_batch_normalize": True,
+    "rollout_rs": "seq_mean_k3",
+    "rollout_rs_threshold": 0.01,
 }
 
 

@@ -194,6 +194,20 @@ def test_a_mismatch_correction_maps_to_trls_vllm_importance_sampling():
     assert (kwargs["vllm_importance_sampling_clip_min"], kwargs["vllm_importance_sampling_clip_max"]) == (0.5, 5.0)
 
 
+# issue 35: the corrections TRL has no counterpart for are refused in one line, not passed on as a mode
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"mismatch": "rollout_corr"},
+        {"mismatch": "seq_mask_tis"},
+        {"mismatch": "token_truncate", "mismatch_floor": 0.5, "mismatch_cap": 5.0},
+    ],
+)
+def test_a_correction_trl_lacks_is_refused(overrides):
+    with pytest.raises(ConfigError, match="TRL's corrections are token_truncate and sequence_truncate without a floor"):
+        algorithm_kwargs(resolve_algorithm("grpo", overrides), use_vllm=True)
+
+
 def test_the_no_grad_passes_are_the_ones_trl_runs():
     grpo = plan(_trial(), resolve_algorithm("grpo"), on_gpu=False)  # the reference, and old log-probs: 4 minibatches
     assert no_grad_passes("grpo", grpo.kwargs) == 2
