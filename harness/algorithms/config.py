@@ -108,6 +108,12 @@ class RLConfig(_Common):
         0.2, gt=0, le=1, description="share of tokens, by entropy, the top_entropy filter keeps"
     )
     max_draws: PositiveInt = Field(4, description="dynamic sampling's draws of prompts per step at most")
+    # issue 35: AReaL's objectives for asynchronous training
+    m2_threshold: PositiveFloat = Field(
+        0.04,
+        description="M2PO's bound on the mean second moment (log pi_old/mu)^2 of the tokens it keeps: the "
+        "largest are masked until the rest's mean is below it (AReaL m2_threshold; its example: 0.04)",
+    )
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
@@ -159,6 +165,8 @@ LATER_FIELDS = frozenset(
         "mismatch_floor",
         "entropy_top_share",
         "max_draws",
+        # issue 35: AReaL's objectives for asynchronous training
+        "m2_threshold",
     }
 )
 

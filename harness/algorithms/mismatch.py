@@ -132,6 +132,70 @@ def sequence_mask(
     return _mask(old_logprobs, sampler_logprobs, mask, cfg, per_sequence=True)
 
 
+# issue 35: AReaL's objectives for asynchronous training
+_M2PO = "M2PO: Zheng et al. 2025, Prosperity before Collapse (arXiv:2510.01161); AReaL m2_threshold"
+
+
+def m2po_keep(token_log_weights: Tensor, mask: Tensor, threshold: float) -> Tensor:
+    """The tokens M2PO keeps (bool [B, T]): of the batch's tokens, sorted by their second moment
+    ``(log pi_old/mu)^2`` from the largest, the first ``k`` are dropped, ``k`` the first index at
+    which the mean of the rest is below ``threshold``; where none is, all but the smallest (AReaL
+    ``_apply_m2po_masking`` and ``_get_m2po_loss_mask``, areal/trainer/ppo/actor.py@4aef98d lines
+    769-850). ``token_log_weights`` is 0 on padding; it is clamped to +-20 first, as every
+    log-weight here (AReaL squares the raw difference). The sort is stable, so ties keep their order."""
+    on = mask.bool()
+    second = torch.clamp(token_log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND).square()[on]
+    n = second.numel()
+    if n == 0:
+        return on
+    ordered, order = torch.sort(second, descending=True, stable=True)
+    rest_mean = ordered.flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, device=ordered.device, dtype=ordered.dtype)
+    below = rest_mean < threshold
+    dropped = torch.where(below.any(), below.int().argmax(), n - 1)
+    kept_in_order = torch.arange(n, device=ordered.device) >= dropped
+    kept = torch.empty_like(kept_in_order).scatter_(0, order, kept_in_order)
+    return torch.zeros_like(on).masked_scatter_(on, kept)
+
+
+@MISMATCH.implements("m2po", cites=_M2PO)
+def m2po(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """M2PO (Zheng et al. 2025, Prosperity before Collapse: How Far Can Off-Policy RL Reach with
+    Stale Data on LLMs?, arXiv:2510.01161), as AReaL runs it with its decoupled objective: the
+    tokens whose second moment ``(log pi_old/mu)^2`` is largest are left out of the loss until the
+    mean over the rest is below ``m2_threshold`` (``m2po_keep``); the kept ones are weighed by
+    AReaL's behaviour weight ``pi_old/mu`` (``pi_old`` the proximal policy, the trainer's
+    recomputed log-probs; ``mu`` the sampler's, perhaps steps stale), 0 outside ``[floor, C]``
+    as ``token_mask``. AReaL ``grpo_loss_fn`` (areal/trainer/ppo/actor.py@4aef98d line 448) narrows
+    the loss mask before ``ppo_actor_loss_fn`` (areal/utils/functional/functional.py@4aef98d line
+    483) counts it, so its token mean divides by the kept tokens while a token the behaviour cap
+    masks stays counted; here the denominators are the aggregation's, so each kept token is
+    weighed by ``n / n_kept`` instead (the batch's tokens over those M2PO keeps): the same loss
+    under ``token_mean`` (AReaL's), a batch-wide rescale under the other aggregations. The
+    selection is over the tokens of the batch the loss sees: a micro-batch, as AReaL's loss
+    function sees its micro-batch. Defaults: ``m2_threshold`` 0.04 and the cap 5 of AReaL's
+    examples/math/gsm8k_m2po.yaml@4aef98d (lines 82 and 73).
+
+    Metrics besides the shared ones: ``m2po_frac`` (tokens M2PO left out), ``m2po_m2`` (the mean
+    second moment of all tokens) and ``m2po_m2_kept`` (of the kept ones: below the threshold
+    unless only one is kept); ``mismatch_frac`` counts a token M2PO or the cap left out.
+    """
+    raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence=False)
+    on = mask.bool()
+    keep = m2po_keep(token, mask, cfg.m2_threshold)
+    outside = (raw > cfg.mismatch_cap) | (raw < cfg.mismatch_floor)
+    scale = on.sum().to(raw.dtype) / keep.sum().clamp(min=1)  # in the weights' dtype (int / int is fp32)
+    weights = torch.where(keep & ~outside, raw * scale, 0.0)
+    second = torch.clamp(token, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND).square()
+    return weights, {
+        **_metrics(weights, outside | ~keep, token, mask),
+        "m2po_frac": masked_share(~keep, mask),
+        "m2po_m2": torch.where(on, second, 0.0).sum() / on.sum().clamp(min=1),
+        "m2po_m2_kept": torch.where(keep, second, 0.0).sum() / keep.sum().clamp(min=1),
+    }
+
+
 #: the quantiles of the token ratio pi/mu the step logs (``mismatch/ratio_p05`` ...)
 RATIO_QUANTILES = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
 

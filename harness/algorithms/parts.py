@@ -316,6 +316,14 @@ MISMATCH.declare(
     compares=True,
     cites=f"{_MIS}; TRL sequence_mask (its default)",
 )
+# issue 35: AReaL's objectives for asynchronous training
+MISMATCH.declare(
+    "m2po",
+    f"{_PACKAGE}.mismatch:m2po",
+    reads=("m2_threshold", "mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites="M2PO: Zheng et al. 2025, Prosperity before Collapse (arXiv:2510.01161); AReaL m2_threshold",
+)
 
 #: ``fn(entropy, mask, cfg) -> (weights, metrics)`` (``token_filters.py``)
 TOKEN_FILTERS = _slot("token filter")

@@ -50,6 +50,8 @@ OTHER_VALUE = {
     "mismatch_floor": 0.5,
     "entropy_top_share": 0.3,
     "max_draws": 2,
+    # issue 35: AReaL's objectives for asynchronous training
+    "m2_threshold": 0.1,
 }
 
 
