@@ -196,6 +196,56 @@ def m2po(
     }
 
 
+def _sequence_geomean(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, truncate: bool
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """AReaL's sequence-level rejection sampling on the ratio (``apply_rejection_sampling``,
+    areal/utils/functional/functional.py@4aef98d lines 185-426, the 2D padded branch, ``agg``
+    mean): every token of row ``i`` weighed by the geometric mean ``g_i = exp(mean_t log(pi_old/mu))``
+    over its tokens, which is also what the bounds ``[floor, C]`` judge; outside them the whole
+    row is masked (``action=mask``) or ``g_i`` clamped to them (``action=clamp``). The mean
+    log-weight is clamped to +-20 before ``exp`` (AReaL sets a non-finite token log-ratio to 0
+    and clamps nothing); an all-padding row has no tokens to weigh."""
+    token = torch.where(mask.bool(), old_logprobs - sampler_logprobs, 0.0).detach()
+    lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
+    mean = torch.clamp(token.sum(dim=1, keepdim=True) / lengths, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)
+    geomean = torch.exp(mean).expand_as(mask)
+    outside = (geomean > cfg.mismatch_cap) | (geomean < cfg.mismatch_floor)
+    if truncate:
+        kept = torch.clamp(geomean, min=cfg.mismatch_floor, max=cfg.mismatch_cap)
+    else:
+        kept = torch.where(outside, 0.0, geomean)
+    weights = torch.where(mask.bool(), kept, 0.0)
+    return weights, _metrics(weights, outside, token, mask)
+
+
+@MISMATCH.implements(
+    "sequence_geomean_mask",
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=mask (arXiv:2505.24298)",
+)
+def sequence_geomean_mask(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The row's geometric mean of ``pi_old/mu`` on each of its tokens inside ``[floor, C]``, else
+    0 on all (AReaL's ``rejection_sampling: {level: sequence, metric: ratio}``, its defaults ``agg:
+    mean``, ``action: mask``; Fu et al. 2025, AReaL, arXiv:2505.24298). ``sequence_mask`` weighs by
+    the product instead, as TRL's."""
+    return _sequence_geomean(old_logprobs, sampler_logprobs, mask, cfg, truncate=False)
+
+
+@MISMATCH.implements(
+    "sequence_geomean_truncate",
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=clamp (arXiv:2505.24298)",
+)
+def sequence_geomean_truncate(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The row's geometric mean of ``pi_old/mu``, clamped to ``[floor, C]``, on each of its tokens
+    (AReaL's ``rejection_sampling: {level: sequence, metric: ratio, action: clamp}``, its lower
+    bound 0 unless set). ``sequence_truncate`` truncates the product instead."""
+    return _sequence_geomean(old_logprobs, sampler_logprobs, mask, cfg, truncate=True)
+
+
 #: the quantiles of the token ratio pi/mu the step logs (``mismatch/ratio_p05`` ...)
 RATIO_QUANTILES = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
 

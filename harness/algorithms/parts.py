@@ -324,6 +324,20 @@ MISMATCH.declare(
     compares=True,
     cites="M2PO: Zheng et al. 2025, Prosperity before Collapse (arXiv:2510.01161); AReaL m2_threshold",
 )
+MISMATCH.declare(
+    "sequence_geomean_mask",
+    f"{_PACKAGE}.mismatch:sequence_geomean_mask",
+    reads=("mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=mask (arXiv:2505.24298)",
+)
+MISMATCH.declare(
+    "sequence_geomean_truncate",
+    f"{_PACKAGE}.mismatch:sequence_geomean_truncate",
+    reads=("mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=clamp (arXiv:2505.24298)",
+)
 
 #: ``fn(entropy, mask, cfg) -> (weights, metrics)`` (``token_filters.py``)
 TOKEN_FILTERS = _slot("token filter")

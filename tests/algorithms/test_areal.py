@@ -256,3 +256,106 @@ def test_m2po_one_token_is_kept_whatever_its_second_moment():
     weights, metrics = mismatch_weights(old, old - 1.5, mask, RLConfig(name="t", mismatch="m2po", mismatch_cap=5.0))
     assert weights.item() == pytest.approx(math.exp(1.5))
     assert metrics["m2po_frac"].item() == 0.0 and metrics["m2po_m2_kept"].item() == pytest.approx(2.25)
+
+
+# --- AReaL's sequence-level rejection sampling on the ratio --------------------------------------------
+
+
+def _areal_sequence_ratio(proximal, behaviour, loss_mask, upper, lower, action):
+    """``apply_rejection_sampling``'s 2D padded branch at ``level='sequence'``, ``metric='ratio'``,
+    ``agg='mean'`` (areal/utils/functional/functional.py@4aef98d lines 228-426): the loss mask and
+    the behaviour weights it returns (``lower`` None: no lower bound; clamp mode: 0)."""
+    log_ratio = proximal.detach() - behaviour.detach()
+    log_ratio = torch.where(torch.isfinite(log_ratio), log_ratio, 0.0)
+    masked_agg = torch.where(loss_mask.bool(), log_ratio, 0.0)
+    valid_count = loss_mask.sum(dim=-1, keepdim=True).clamp(min=1)
+    seq_log_mean = masked_agg.sum(dim=-1, keepdim=True) / valid_count
+    behave_imp_weight = torch.exp(seq_log_mean).expand_as(log_ratio)
+    seq_metric = torch.exp(masked_agg.sum(dim=-1, keepdim=True) / valid_count)
+    in_seq = (seq_metric <= upper) if lower is None else (seq_metric >= lower) & (seq_metric <= upper)
+    if action == "mask":
+        updated_mask = loss_mask.bool() & in_seq.expand_as(loss_mask)
+    else:
+        floor = 0.0 if lower is None else lower
+        behave_imp_weight = torch.where(
+            (~in_seq).expand_as(loss_mask), behave_imp_weight.clamp(min=floor, max=upper), behave_imp_weight
+        )
+        updated_mask = loss_mask.bool()
+    return updated_mask, torch.where(updated_mask, behave_imp_weight, 0.0)
+
+
+def _areal_sequence_loss(logprobs, proximal, behaviour, advantages, loss_mask, upper, lower, action, eps_clip=0.2):
+    """``ppo_actor_loss_fn`` (functional.py@4aef98d lines 429-560) with that rejection sampling."""
+    loss_mask_count = loss_mask.bool().count_nonzero() or 1
+    loss_mask, behave_imp_weight = _areal_sequence_ratio(proximal, behaviour, loss_mask, upper, lower, action)
+    ratio = torch.where(loss_mask, torch.exp(logprobs - proximal), 0)
+    clipped_ratio = torch.clamp(ratio, 1.0 - eps_clip, 1.0 + eps_clip)
+    pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio) * behave_imp_weight
+    return torch.where(loss_mask, pg_loss, 0).sum() / loss_mask_count
+
+
+@pytest.mark.parametrize(
+    "kind, kw, expected",
+    [
+        # log(pi_old / mu) = (ln 3, ln 0.5, ln 1.2): geometric mean 1.8^(1/3) = 1.2164 on every token
+        ("sequence_geomean_mask", {"mismatch_cap": 2.0}, [1.8 ** (1 / 3)] * 3),
+        ("sequence_geomean_mask", {"mismatch_cap": 1.2}, [0.0] * 3),  # the whole row masked
+        ("sequence_geomean_mask", {"mismatch_cap": 3.0, "mismatch_floor": 1.25}, [0.0] * 3),
+        ("sequence_geomean_truncate", {"mismatch_cap": 1.2}, [1.2] * 3),
+        ("sequence_geomean_truncate", {"mismatch_cap": 3.0, "mismatch_floor": 1.25}, [1.25] * 3),
+    ],
+)
+def test_sequence_geomean_by_hand(kind, kw, expected):
+    old = torch.tensor([[-1.0, -2.0, -0.5, math.nan]], dtype=F64)  # NaN padding
+    sampler = old - torch.tensor([[math.log(3.0), math.log(0.5), math.log(1.2), 0.0]], dtype=F64)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=F64)
+    weights, metrics = mismatch_weights(old, sampler, mask, RLConfig(name="t", mismatch=kind, **kw))
+    assert weights.tolist() == [pytest.approx(expected + [0.0])]
+    assert metrics["mismatch_frac"].item() == (0.0 if expected[0] == pytest.approx(1.8 ** (1 / 3)) else 1.0)
+
+
+@pytest.mark.parametrize("action", ["mask", "clamp"])
+@pytest.mark.parametrize("floor", [0.0, 0.8])
+@pytest.mark.parametrize("seed", range(3))
+def test_sequence_geomean_loss_and_gradient_are_areals(action, floor, seed):
+    proximal, logprobs, behaviour, advantages, mask = _random(seed, spread=0.4)
+    kind = "sequence_geomean_mask" if action == "mask" else "sequence_geomean_truncate"
+    cfg = resolve_algorithm("decoupled_ppo", {"mismatch": kind, "mismatch_cap": 1.1, "mismatch_floor": floor})
+    pad = mask == 0
+    mine = logprobs.masked_fill(pad, math.nan).requires_grad_()
+    nan = math.nan
+    ours, _ = _ours(cfg, mine, proximal.masked_fill(pad, nan), behaviour.masked_fill(pad, nan), advantages, mask)
+    (our_grad,) = torch.autograd.grad(ours, mine)
+    theirs_in = logprobs.clone().requires_grad_()
+    lower = floor if floor else None
+    theirs = _areal_sequence_loss(theirs_in, proximal, behaviour, advantages, mask, 1.1, lower, action)
+    (their_grad,) = torch.autograd.grad(theirs, theirs_in)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-12, abs=1e-14)
+    assert torch.allclose(our_grad, their_grad, rtol=1e-10, atol=1e-14)
+
+
+def test_the_random_rows_fall_on_both_sides_of_the_bounds():
+    # so the comparison above sees rows kept and rows masked (or clamped), above the cap and below the floor
+    kept = []
+    for seed in range(3):
+        proximal, _, behaviour, _, mask = _random(seed, spread=0.4)
+        kept += [_areal_sequence_ratio(proximal, behaviour, mask, 1.1, lower, "mask")[0].sum() for lower in (None, 0.8)]
+    assert kept == [9, 6, 10, 7, 1, 0]  # of 10 tokens: seed 1 without a floor keeps all, seed 2 with one none
+
+
+@pytest.mark.parametrize("kind", ["sequence_geomean_mask", "sequence_geomean_truncate"])
+@pytest.mark.parametrize("log_weight", [20.0, -20.0, 60.0, -60.0])
+def test_sequence_geomean_extremes(kind, log_weight):
+    # every token of the one-token row and of the 3-token row at log(pi_old / mu) = +-20, +-60; the
+    # all-padding row holds NaN. The row's mean log-weight is clamped to +-20 (AReaL: not): a weight
+    # of e^20 is over any cap (masked, or truncated to C), e^-20 is ~0; all finite
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]], dtype=F64)
+    old = torch.where(mask.bool(), -1.0, math.nan).to(F64)
+    weights, metrics = mismatch_weights(old, old - log_weight, mask, RLConfig(name="t", mismatch=kind))
+    assert torch.all(torch.isfinite(weights)) and all(math.isfinite(v.item()) for v in metrics.values())
+    assert weights[2].tolist() == [0.0] * 3
+    on = weights[mask.bool()]
+    if log_weight > 0:
+        assert on.tolist() == ([2.0] * 4 if kind.endswith("truncate") else [0.0] * 4)
+    else:
+        assert on.tolist() == pytest.approx([math.exp(-20.0)] * 4)
