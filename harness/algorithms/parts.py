@@ -468,11 +468,24 @@ def unread_non_defaults(cfg: RLConfig) -> list[str]:
     ]
 
 
+def part_inputs(slot: str, name: str) -> list[str]:
+    """What a part reads besides its fields and the batch every part sees (the policy's log-probs,
+    the old ones, the advantages, the mask): a mismatch part that compares reads the sampler's
+    log-probs (the behaviour policy's, perhaps steps stale) against the recomputed old ones."""
+    if slot == "mismatch" and MISMATCH.meta(name)["compares"]:
+        return ["sampler log-probs", "recomputed old log-probs"]
+    return []
+
+
 def describe_parts() -> list[dict[str, str | list[str]]]:
     """One row per part of every slot, RL's then DPO's, for ``harness algorithms --parts``: its
-    slot, name, the fields it reads and its citation."""
-    return [
-        {"slot": slot, "name": name, "reads": list(registry.meta(name)["reads"]), "cites": registry.meta(name)["cites"]}
-        for slot, registry in {**SLOTS, **DPO_SLOTS}.items()
-        for name in registry.names()
-    ]
+    slot, name, the fields it reads, its citation, and ``inputs`` where it reads more than every
+    part does (``part_inputs``)."""
+    rows: list[dict[str, str | list[str]]] = []
+    for slot, registry in {**SLOTS, **DPO_SLOTS}.items():
+        for name in registry.names():
+            row = {"slot": slot, "name": name, "reads": list(registry.meta(name)["reads"])}
+            row["cites"] = registry.meta(name)["cites"]
+            inputs = part_inputs(slot, name)
+            rows.append({**row, "inputs": inputs} if inputs else row)
+    return rows

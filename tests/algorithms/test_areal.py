@@ -17,6 +17,7 @@ from harness.algorithms.config import RLConfig
 from harness.algorithms.mismatch import m2po_keep, mismatch_weights
 from harness.algorithms.objective import UpdateBatch, update_loss
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
+from harness.algorithms.parts import describe_parts
 from harness.algorithms.presets import resolve_algorithm
 
 F64 = torch.float64
@@ -359,3 +360,11 @@ def test_sequence_geomean_extremes(kind, log_weight):
         assert on.tolist() == ([2.0] * 4 if kind.endswith("truncate") else [0.0] * 4)
     else:
         assert on.tolist() == pytest.approx([math.exp(-20.0)] * 4)
+
+
+def test_the_parts_listing_says_they_read_the_samplers_log_probs():
+    rows = {(r["slot"], r["name"]): r for r in describe_parts()}
+    for name in ("m2po", "sequence_geomean_mask", "sequence_geomean_truncate", "token_mask"):
+        assert rows["mismatch", name]["inputs"] == ["sampler log-probs", "recomputed old log-probs"]
+    assert rows["mismatch", "m2po"]["reads"] == ["m2_threshold", "mismatch_cap", "mismatch_floor"]
+    assert "inputs" not in rows["mismatch", "none"] and "inputs" not in rows["policy_loss", "clipped"]
