@@ -69,6 +69,10 @@ CORRECTIONS = [
     {"mismatch": "token_mask", "mismatch_cap": 1.2},
     {"mismatch": "token_mask", "mismatch_cap": 5.0, "mismatch_floor": 0.6},
     {"mismatch": "sequence_mask", "mismatch_cap": 1.2},
+    # issue 35: AReaL's objectives for asynchronous training
+    {"mismatch": "m2po", "mismatch_cap": 5.0},
+    {"mismatch": "sequence_geomean_mask", "mismatch_cap": 1.2},
+    {"mismatch": "sequence_geomean_truncate", "mismatch_cap": 1.2},
 ]
 
 
