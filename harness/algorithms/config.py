@@ -153,6 +153,12 @@ class RLConfig(_Common):
         description="rollout_corr's rejection bound: k2/k3 at most this; k1 within [1/this, this] "
         "(verl's presets: 0.01 for k3, 1.001 for seq_mean_k1)",
     )
+    # issue 35: AReaL's objectives for asynchronous training
+    m2_threshold: PositiveFloat = Field(
+        0.04,
+        description="M2PO's bound on the mean second moment (log pi_old/mu)^2 of the tokens it keeps: the "
+        "largest are masked until the rest's mean is below it (AReaL m2_threshold; its example: 0.04)",
+    )
 
     # --- aggregation ---
     loss_norm_constant: PositiveInt | None = Field(
@@ -244,6 +250,8 @@ LATER_FIELDS = frozenset(
         "rollout_is_batch_normalize",
         "rollout_rs",
         "rollout_rs_threshold",
+        # issue 35: AReaL's objectives for asynchronous training
+        "m2_threshold",
     }
 )
 

@@ -285,6 +285,122 @@ def seq_mask_tis(
     return weights, mask, _metrics(weights, outside, token, mask)
 
 
+# issue 35: AReaL's objectives for asynchronous training
+_M2PO = "M2PO: Zheng et al. 2025, Prosperity before Collapse (arXiv:2510.01161); AReaL m2_threshold"
+
+
+def m2po_keep(token_log_weights: Tensor, mask: Tensor, threshold: float) -> Tensor:
+    """The tokens M2PO keeps (bool [B, T]): of the batch's tokens, sorted by their second moment
+    ``(log pi_old/mu)^2`` from the largest, the first ``k`` are dropped, ``k`` the first index at
+    which the mean of the rest is below ``threshold``; where none is, all but the smallest (AReaL
+    ``_apply_m2po_masking`` and ``_get_m2po_loss_mask``, areal/trainer/ppo/actor.py@4aef98d lines
+    769-850). ``token_log_weights`` is 0 on padding; it is clamped to +-20 first, as every
+    log-weight here (AReaL squares the raw difference). The sort is stable, so ties keep their order."""
+    on = mask.bool()
+    second = torch.clamp(token_log_weights, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND).square()[on]
+    n = second.numel()
+    if n == 0:
+        return on
+    ordered, order = torch.sort(second, descending=True, stable=True)
+    rest_mean = ordered.flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, device=ordered.device, dtype=ordered.dtype)
+    below = rest_mean < threshold
+    dropped = torch.where(below.any(), below.int().argmax(), n - 1)
+    kept_in_order = torch.arange(n, device=ordered.device) >= dropped
+    kept = torch.empty_like(kept_in_order).scatter_(0, order, kept_in_order)
+    return torch.zeros_like(on).masked_scatter_(on, kept)
+
+
+@MISMATCH.implements("m2po", cites=_M2PO)
+def m2po(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """M2PO (Zheng et al. 2025, Prosperity before Collapse: How Far Can Off-Policy RL Reach with
+    Stale Data on LLMs?, arXiv:2510.01161), as AReaL runs it with its decoupled objective: the
+    tokens whose second moment ``(log pi_old/mu)^2`` is largest are left out of the loss until the
+    mean over the rest is below ``m2_threshold`` (``m2po_keep``); the kept ones are weighed by
+    AReaL's behaviour weight ``pi_old/mu`` (``pi_old`` the proximal policy, the trainer's
+    recomputed log-probs; ``mu`` the sampler's, perhaps steps stale), 0 outside ``[floor, C]``
+    as ``token_mask``. AReaL ``grpo_loss_fn`` (areal/trainer/ppo/actor.py@4aef98d line 448) narrows
+    the loss mask before ``ppo_actor_loss_fn`` (areal/utils/functional/functional.py@4aef98d line
+    483) counts it, so its token mean divides by the kept tokens while a token the behaviour cap
+    masks stays counted; so here too M2PO's dropped tokens leave the mask every term reads (and
+    its denominators), and a capped token only gets weight 0. The
+    selection is over the tokens of the batch the loss sees: a micro-batch, as AReaL's loss
+    function sees its micro-batch. Defaults: ``m2_threshold`` 0.04 and the cap 5 of AReaL's
+    examples/math/gsm8k_m2po.yaml@4aef98d (lines 82 and 73).
+
+    Metrics besides the shared ones: ``m2po_frac`` (tokens M2PO left out), ``m2po_m2`` (the mean
+    second moment of all tokens) and ``m2po_m2_kept`` (of the kept ones: below the threshold
+    unless only one is kept); ``mismatch_frac`` counts a token M2PO or the cap left out.
+    """
+    raw, token = _raw_weights(old_logprobs, sampler_logprobs, mask, per_sequence=False)
+    on = mask.bool()
+    keep = m2po_keep(token, mask, cfg.m2_threshold)
+    outside = (raw > cfg.mismatch_cap) | (raw < cfg.mismatch_floor)
+    weights = torch.where(keep & ~outside, raw, 0.0)
+    second = torch.clamp(token, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND).square()
+    return (
+        weights,
+        torch.where(keep, mask, torch.zeros_like(mask)),
+        {
+            **_metrics(weights, outside | ~keep, token, mask),
+            "m2po_frac": masked_share(~keep, mask),
+            "m2po_m2": torch.where(on, second, 0.0).sum() / on.sum().clamp(min=1),
+            "m2po_m2_kept": torch.where(keep, second, 0.0).sum() / keep.sum().clamp(min=1),
+        },
+    )
+
+
+def _sequence_geomean(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig, truncate: bool
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """AReaL's sequence-level rejection sampling on the ratio (``apply_rejection_sampling``,
+    areal/utils/functional/functional.py@4aef98d lines 185-426, the 2D padded branch, ``agg``
+    mean): every token of row ``i`` weighed by the geometric mean ``g_i = exp(mean_t log(pi_old/mu))``
+    over its tokens, which is also what the bounds ``[floor, C]`` judge; outside them the whole
+    row is masked (``action=mask``) or ``g_i`` clamped to them (``action=clamp``). The mean
+    log-weight is clamped to +-20 before ``exp`` (AReaL sets a non-finite token log-ratio to 0
+    and clamps nothing); an all-padding row has no tokens to weigh."""
+    token = torch.where(mask.bool(), old_logprobs - sampler_logprobs, 0.0).detach()
+    lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
+    mean = torch.clamp(token.sum(dim=1, keepdim=True) / lengths, -LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)
+    geomean = torch.exp(mean).expand_as(mask)
+    outside = (geomean > cfg.mismatch_cap) | (geomean < cfg.mismatch_floor)
+    if truncate:
+        kept = torch.clamp(geomean, min=cfg.mismatch_floor, max=cfg.mismatch_cap)
+    else:
+        kept = torch.where(outside, 0.0, geomean)
+    weights = torch.where(mask.bool(), kept, 0.0)
+    return weights, mask, _metrics(weights, outside, token, mask)
+
+
+@MISMATCH.implements(
+    "sequence_geomean_mask",
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=mask (arXiv:2505.24298)",
+)
+def sequence_geomean_mask(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """The row's geometric mean of ``pi_old/mu`` on each of its tokens inside ``[floor, C]``, else
+    0 on all (AReaL's ``rejection_sampling: {level: sequence, metric: ratio}``, its defaults ``agg:
+    mean``, ``action: mask``; Fu et al. 2025, AReaL, arXiv:2505.24298). ``sequence_mask`` weighs by
+    the product instead, as TRL's."""
+    return _sequence_geomean(old_logprobs, sampler_logprobs, mask, cfg, truncate=False)
+
+
+@MISMATCH.implements(
+    "sequence_geomean_truncate",
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=clamp (arXiv:2505.24298)",
+)
+def sequence_geomean_truncate(
+    old_logprobs: Tensor, sampler_logprobs: Tensor, mask: Tensor, cfg: RLConfig
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """The row's geometric mean of ``pi_old/mu``, clamped to ``[floor, C]``, on each of its tokens
+    (AReaL's ``rejection_sampling: {level: sequence, metric: ratio, action: clamp}``, its lower
+    bound 0 unless set). ``sequence_truncate`` truncates the product instead."""
+    return _sequence_geomean(old_logprobs, sampler_logprobs, mask, cfg, truncate=True)
+
+
 #: the quantiles of the token ratio pi/mu the step logs (``mismatch/ratio_p05`` ...)
 RATIO_QUANTILES = {"p05": 0.05, "p50": 0.5, "p95": 0.95}
 

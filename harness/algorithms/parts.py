@@ -348,6 +348,28 @@ MISMATCH.declare(
     compares=True,
     cites=f"{_TIS}; OpenRLHF is_correction_type=seq-mask-tis (openrlhf/models/loss.py@3c3be62)",
 )
+# issue 35: AReaL's objectives for asynchronous training
+MISMATCH.declare(
+    "m2po",
+    f"{_PACKAGE}.mismatch:m2po",
+    reads=("m2_threshold", "mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites="M2PO: Zheng et al. 2025, Prosperity before Collapse (arXiv:2510.01161); AReaL m2_threshold",
+)
+MISMATCH.declare(
+    "sequence_geomean_mask",
+    f"{_PACKAGE}.mismatch:sequence_geomean_mask",
+    reads=("mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=mask (arXiv:2505.24298)",
+)
+MISMATCH.declare(
+    "sequence_geomean_truncate",
+    f"{_PACKAGE}.mismatch:sequence_geomean_truncate",
+    reads=("mismatch_cap", "mismatch_floor"),
+    compares=True,
+    cites="AReaL rejection_sampling level=sequence, metric=ratio, agg=mean, action=clamp (arXiv:2505.24298)",
+)
 
 #: ``fn(entropy, mask, cfg) -> (weights, metrics)`` (``token_filters.py``)
 TOKEN_FILTERS = _slot("token filter")
@@ -499,11 +521,24 @@ def unread_non_defaults(cfg: RLConfig) -> list[str]:
     ]
 
 
+def part_inputs(slot: str, name: str) -> list[str]:
+    """What a part reads besides its fields and the batch every part sees (the policy's log-probs,
+    the old ones, the advantages, the mask): a mismatch part that compares reads the sampler's
+    log-probs (the behaviour policy's, perhaps steps stale) against the recomputed old ones."""
+    if slot == "mismatch" and MISMATCH.meta(name)["compares"]:
+        return ["sampler log-probs", "recomputed old log-probs"]
+    return []
+
+
 def describe_parts() -> list[dict[str, str | list[str]]]:
     """One row per part of every slot, RL's then DPO's, for ``harness algorithms --parts``: its
-    slot, name, the fields it reads and its citation."""
-    return [
-        {"slot": slot, "name": name, "reads": list(registry.meta(name)["reads"]), "cites": registry.meta(name)["cites"]}
-        for slot, registry in {**SLOTS, **DPO_SLOTS}.items()
-        for name in registry.names()
-    ]
+    slot, name, the fields it reads, its citation, and ``inputs`` where it reads more than every
+    part does (``part_inputs``)."""
+    rows: list[dict[str, str | list[str]]] = []
+    for slot, registry in {**SLOTS, **DPO_SLOTS}.items():
+        for name in registry.names():
+            row = {"slot": slot, "name": name, "reads": list(registry.meta(name)["reads"])}
+            row["cites"] = registry.meta(name)["cites"]
+            inputs = part_inputs(slot, name)
+            rows.append({**row, "inputs": inputs} if inputs else row)
+    return rows

@@ -242,7 +242,10 @@ PRESETS: dict[str, Preset] = {
     # recomputed at the start of the step), each token's term weighed by proximal / behaviour
     # (the sampler's log-probs, possibly steps stale), masked above the cap: ``ppo_actor_loss_fn``
     # in AReaL's areal/utils/functional.py (commit 56bad8b21a7307fbe53c2c5ad8311a8aa21ffe45) is
-    # the clipped loss times the token_mask correction with floor 0 (tests/algorithms/test_decoupled.py)
+    # the clipped loss times the token_mask correction with floor 0 (tests/algorithms/test_decoupled.py).
+    # At AReaL's 4aef98d the function is in areal/utils/functional/functional.py and the cap is
+    # ``rejection_sampling`` {level: token, action: mask, metric: ratio, upper: 5.0}; the same loss
+    # (tests/algorithms/test_areal.py)
     "decoupled_ppo": Preset(
         _variant(
             _GRPO,
@@ -254,8 +257,31 @@ PRESETS: dict[str, Preset] = {
             **_NO_KL,
         ),
         "Fu et al. 2025, AReaL: A Large-Scale Asynchronous RL System (arXiv:2505.24298), decoupled PPO objective",
-        "behaviour importance weights capped at 5 (AReaL's behav_imp_weight_cap in its examples), masked above it; "
-        "GRPO's group z-score advantage; token-mean loss as AReaL's; no KL; the testbed's group size and schedule",
+        "behaviour importance weights masked above 5: AReaL's rejection_sampling {level: token, action: mask, "
+        "metric: ratio, upper: 5.0} (examples/math/gsm8k_grpo.yaml@4aef98d lines 71-74; upper's default in "
+        "areal/api/cli_args.py line 1300; it replaced behav_imp_weight_cap), which AReaL's PPOActorConfig leaves "
+        "off by default (rejection_sampling None: no behaviour weight at all); GRPO's group z-score advantage "
+        "(AReaL's examples add batch whitening); eps 0.2 as AReaL's eps_clip default (its GSM8K example: 0.4); "
+        "token-mean loss as AReaL's; no KL; the testbed's group size and schedule",
+    ),
+    # issue 35: AReaL's objectives for asynchronous training
+    "m2po": Preset(
+        _variant(
+            _GRPO,
+            "m2po",
+            aggregation="token_mean",
+            mismatch="m2po",  # it compares: the old (proximal) log-probs are recomputed every step
+            mismatch_cap=5.0,
+            m2_threshold=0.04,
+            **_NO_KL,
+        ),
+        "Zheng et al. 2025, Prosperity before Collapse: How Far Can Off-Policy RL Reach with Stale Data on "
+        "LLMs? (arXiv:2510.01161): M2PO, as AReaL runs it with its decoupled objective",
+        "decoupled_ppo with M2PO's mask: m2_threshold 0.04 and the behaviour mask above 5 of AReaL's "
+        "examples/math/gsm8k_m2po.yaml@4aef98d (lines 82 and 71-74); AReaL's example sets eps_clip 0.0 with "
+        "one minibatch (lines 63, 68), where the only update is at a ratio of 1 and no clip acts (the paper "
+        "has no clip): here GRPO's 0.2 band, which acts from the testbed's second minibatch on; GRPO's group "
+        "z-score advantage (AReaL adds batch whitening); no KL; the testbed's group size and schedule",
     ),
     # issue 35: on-policy distillation
     # tinker-cookbook's recipe (tinker_cookbook/distillation/train_on_policy.py@9dfcc3a): the advantage

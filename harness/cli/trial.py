@@ -128,7 +128,8 @@ def algorithms(
         return
     if parts:
         for row in rows:
-            reads = f" (reads {', '.join(row['reads'])})" if row["reads"] else ""
+            read = [*row["reads"], *row.get("inputs", [])]  # its fields, then the tensors only some parts read
+            reads = f" (reads {', '.join(read)})" if read else ""
             typer.echo(f"{row['slot']}={row['name']}{reads}: {row['cites']}")
         return
     for preset in rows:

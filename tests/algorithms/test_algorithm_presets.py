@@ -200,9 +200,7 @@ def test_unknown_part_names_list_the_registry():
         resolve_algorithm("grpo", {"advantage": "zscore"})
     with pytest.raises(ConfigError, match="unknown policy loss 'ppo'; valid: cispo, clip_cov, clipped, dppo_kl"):
         resolve_algorithm("grpo", {"policy_loss": "ppo"})
-    with pytest.raises(
-        ConfigError, match="unknown mismatch correction 'tis'; valid: none, rollout_corr, seq_mask_tis, sequence_mask"
-    ):
+    with pytest.raises(ConfigError, match="unknown mismatch correction 'tis'; valid: m2po, none, rollout_corr"):
         resolve_algorithm("grpo", {"mismatch": "tis"})
     with pytest.raises(ConfigError, match="unknown sampling 'refill'; valid: dynamic, once"):
         resolve_algorithm("grpo", {"sampling": "refill"})

@@ -76,6 +76,10 @@ CORRECTIONS = [
     {"mismatch": "rollout_corr", "rollout_rs": "seq_mean_k1", "rollout_rs_threshold": 1.001},
     {"mismatch": "token_truncate", "mismatch_cap": 5.0, "mismatch_floor": 0.6},
     {"mismatch": "seq_mask_tis", "mismatch_cap": 5.0, "mismatch_floor": 0.5},
+    # issue 35: AReaL's objectives for asynchronous training
+    {"mismatch": "m2po", "mismatch_cap": 5.0},
+    {"mismatch": "sequence_geomean_mask", "mismatch_cap": 1.2},
+    {"mismatch": "sequence_geomean_truncate", "mismatch_cap": 1.2},
 ]
 
 

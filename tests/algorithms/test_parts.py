@@ -63,6 +63,8 @@ OTHER_VALUE = {
     "rollout_is_batch_normalize": True,
     "rollout_rs": "seq_mean_k3",
     "rollout_rs_threshold": 0.01,
+    # issue 35: AReaL's objectives for asynchronous training
+    "m2_threshold": 0.1,
 }
 
 
