@@ -50,6 +50,13 @@ OTHER_VALUE = {
     "mismatch_floor": 0.5,
     "entropy_top_share": 0.3,
     "max_draws": 2,
+    # issue 35: TRL GRPOTrainer's newer options
+    "two_sided_delta": 4.0,
+    "vespo_k_pos": 1.0,
+    "vespo_lambda_pos": 1.5,
+    "vespo_k_neg": 1.0,
+    "vespo_lambda_neg": 1.5,
+    "off_policy_mask_threshold": 0.1,
 }
 
 
