@@ -197,6 +197,31 @@ class RLConfig(_Common):
     distill_task_reward: bool = Field(
         True, description="keep the task reward's advantages beside the teacher's term (false: distillation alone)"
     )
+    # --- issue 35: TRL GRPOTrainer's newer options (two-sided clip, VESPO, off-policy sequence masking) ---
+    off_policy_mask: str = Field(
+        "none",
+        description="which sequences the policy loss leaves out (opsm: DeepSeek-V3.2's off-policy sequence "
+        "masking of negative-advantage sequences far from the sampler)",
+    )
+    two_sided_delta: float | None = Field(
+        None,
+        gt=1.0,
+        description="INTELLECT-2's two-sided clip (TRL's delta): the unclipped branch's ratio capped at this, "
+        "bounding a negative advantage's term by delta times it; null: off",
+    )
+    vespo_k_pos: float = Field(2.0, ge=0, description="VESPO's power k of the sequence weight, advantages >= 0")
+    vespo_lambda_pos: PositiveFloat = Field(
+        3.0, description="VESPO's decay lambda of the sequence weight, advantages >= 0"
+    )
+    vespo_k_neg: float = Field(3.0, ge=0, description="VESPO's power k of the sequence weight, advantages < 0")
+    vespo_lambda_neg: PositiveFloat = Field(
+        2.0, description="VESPO's decay lambda of the sequence weight, advantages < 0"
+    )
+    off_policy_mask_threshold: PositiveFloat = Field(
+        0.5,
+        description="opsm's threshold on a sequence's mean log(sampler/policy) per token, above which a "
+        "negative-advantage sequence is left out",
+    )
 
 
 class DPOConfig(_Common):
@@ -252,6 +277,14 @@ LATER_FIELDS = frozenset(
         "rollout_rs_threshold",
         # issue 35: AReaL's objectives for asynchronous training
         "m2_threshold",
+        # issue 35: TRL GRPOTrainer's newer options
+        "off_policy_mask",
+        "two_sided_delta",
+        "vespo_k_pos",
+        "vespo_lambda_pos",
+        "vespo_k_neg",
+        "vespo_lambda_neg",
+        "off_policy_mask_threshold",
     }
 )
 

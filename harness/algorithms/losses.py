@@ -21,6 +21,7 @@ The covariance-selected losses (Clip-Cov, KL-Cov) are in ``covariance_losses.py`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -46,11 +47,24 @@ def clamped_ratio(log_ratio: Tensor) -> Tensor:
     return torch.exp(torch.clamp(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND))
 
 
-def clip_surrogate(ratio: Tensor, advantages: Tensor, cfg: RLConfig) -> tuple[Tensor, Tensor]:
-    """``min(r * A, clip(r, 1-eps_low, 1+eps_high) * A)`` and where the clipped branch won."""
-    unclipped = ratio * advantages
+def clip_surrogate(
+    ratio: Tensor, advantages: Tensor, cfg: RLConfig, delta: float | None = None
+) -> tuple[Tensor, Tensor]:
+    """``min(r * A, clip(r, 1-eps_low, 1+eps_high) * A)`` and where the clipped branch won.
+
+    With ``delta`` (INTELLECT-2's two-sided clip, arXiv:2505.07291; TRL's ``delta``), the ratio of
+    the unclipped branch is capped at ``delta`` first, ``min(min(r, delta) * A, clip(r) * A)``, as
+    TRL 1.16's ``_compute_loss`` (``trl/trainer/grpo_trainer.py``; the same at huggingface/trl
+    f2cd577) clamps ``coef_1``: a negative advantage's term is at most ``delta * |A|`` and its token
+    gives no gradient beyond; with ``delta >= 1 + eps_high`` it is exactly the dual clip with
+    ``c = delta``, below that it caps positive advantages' ratios too. Capped tokens count as clipped.
+    """
+    unclipped = (ratio if delta is None else torch.clamp(ratio, max=delta)) * advantages
     bounded = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * advantages
-    return torch.minimum(unclipped, bounded), bounded < unclipped
+    clipped_tokens = bounded < unclipped
+    if delta is not None:
+        clipped_tokens = clipped_tokens | (ratio > delta)
+    return torch.minimum(unclipped, bounded), clipped_tokens
 
 
 def masked_share(flags: Tensor, mask: Tensor) -> Tensor:
@@ -73,7 +87,10 @@ def never(mask: Tensor) -> Tensor:
 
 
 @POLICY_LOSSES.implements(
-    "clipped", cites="PPO: Schulman et al. 2017 (arXiv:1707.06347); dual clip: Ye et al. 2020 (arXiv:1912.09729)"
+    "clipped",
+    cites="PPO: Schulman et al. 2017 (arXiv:1707.06347); dual clip: Ye et al. 2020 (arXiv:1912.09729); "
+    "two-sided clip: INTELLECT-2 (arXiv:2505.07291), "
+    "TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) delta",
 )
 def clipped(
     logprobs: Tensor,
@@ -85,10 +102,12 @@ def clipped(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped surrogate (Schulman et al. 2017), bounds ``[1-eps_low, 1+eps_high]`` (DAPO's
     clip-higher, Yu et al. 2025); with ``dual_clip = c``, negative-advantage terms are bounded
-    by ``c * A`` (Ye et al. 2020, dual-clip PPO). The log-ratio is clamped to +-20 first.
+    by ``c * A`` (Ye et al. 2020, dual-clip PPO); with ``two_sided_delta``, the unclipped ratio
+    is capped at it (INTELLECT-2's two-sided clip, TRL's ``delta``: ``clip_surrogate``). The
+    log-ratio is clamped to +-20 first.
     """
     ratio = clamped_ratio(token_log_ratio(logprobs, old_logprobs, mask))
-    surrogate, clipped_tokens = clip_surrogate(ratio, advantages, cfg)
+    surrogate, clipped_tokens = clip_surrogate(ratio, advantages, cfg, cfg.two_sided_delta)
     if cfg.dual_clip is not None:
         floor = cfg.dual_clip * advantages
         dual = (advantages < 0) & (surrogate < floor)
@@ -117,7 +136,11 @@ def cispo(
     return aggregate(per_token, mask), loss_metrics(ratio, weight != ratio, mask)
 
 
-@POLICY_LOSSES.implements("gspo", cites="GSPO: Zheng et al. 2025 (arXiv:2507.18071)")
+@POLICY_LOSSES.implements(
+    "gspo",
+    cites="GSPO: Zheng et al. 2025 (arXiv:2507.18071); two-sided clip: INTELLECT-2 (arXiv:2505.07291), "
+    "TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) delta",
+)
 def gspo(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -128,13 +151,16 @@ def gspo(
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GSPO (Zheng et al. 2025, arXiv:2507.18071): the clipped surrogate on the sequence ratio
     ``s_i = exp(mean_t log(pi/pi_old))``, shared by every token of sequence ``i``. The mean
-    log-ratio is clamped above to 10 first, as verl's (below, ``exp`` only underflows to 0).
+    log-ratio is clamped above to 10 first, as verl's (below, ``exp`` only underflows to 0); TRL's
+    ``importance_sampling_level="sequence"`` does not clamp it. ``two_sided_delta`` caps the sequence
+    ratio of the unclipped branch, as TRL's ``delta`` on that level (``clip_surrogate``).
+    With ``aggregation=seq_mean_token_sum`` this is LUSPO (TRL ``loss_type="luspo"``).
     """
     log_ratio = token_log_ratio(logprobs, old_logprobs, mask)
     lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
     seq_log_ratio = log_ratio.sum(dim=1, keepdim=True) / lengths
     seq_ratio = torch.exp(torch.clamp(seq_log_ratio, max=SEQ_LOG_RATIO_MAX))
-    surrogate, clipped_tokens = clip_surrogate(seq_ratio, advantages, cfg)
+    surrogate, clipped_tokens = clip_surrogate(seq_ratio, advantages, cfg, cfg.two_sided_delta)
     return aggregate(-surrogate, mask), loss_metrics(clamped_ratio(log_ratio), clipped_tokens, mask)
 
 
@@ -366,3 +392,48 @@ def prime_rl(
     policy_term = torch.where(kept, -cfg.adv_tau * advantages * ratio, 0.0)
     per_token = policy_term + cfg.kl_tau * log_ratio.square()
     return aggregate(per_token, mask), loss_metrics(ratio, ~kept, mask)
+
+
+# issue 35: TRL loss types
+#: VESPO's sequence log-weight is clamped below to this, ``log(1e-8)`` (TRL's ``get_gamma_weights``)
+VESPO_LOG_WEIGHT_MIN = math.log(1e-8)
+
+
+@POLICY_LOSSES.implements(
+    "vespo",
+    cites="VESPO: Shen et al. 2026, Variational Sequence-Level Soft Policy Optimization (arXiv:2602.10693); "
+    "TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) loss_type='vespo'",
+)
+def vespo(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: RLConfig,
+    aggregate: Aggregator,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """VESPO (Shen et al. 2026, arXiv:2602.10693), as TRL 1.16's ``loss_type="vespo"``
+    (``GRPOTrainer.get_gamma_weights`` and ``_compute_loss`` in ``trl/trainer/grpo_trainer.py``, the
+    same at huggingface/trl f2cd577): ``-sg(phi(W)) * A * log pi`` with the gamma kernel
+
+        phi(W) = W^k * exp(lambda * (1 - W)),   W = prod_t pi/pi_old  (the sequence's ratio)
+
+    normalised so ``phi(1) = 1``, computed in log space: ``log W`` is the sum of the token
+    log-ratios, each clamped to +-20, then clamped to ``[log 1e-8, 20]``. ``k, lambda`` are
+    ``vespo_k_pos, vespo_lambda_pos`` where ``A >= 0`` and ``vespo_k_neg, vespo_lambda_neg`` where
+    ``A < 0`` (TRL's defaults 2, 3 and 3, 2; the paper's ``c1, c2``). ``phi`` peaks at ``W = k/lambda``
+    and falls to 0 on both sides, smoothly, where a clip cuts; no length normalisation of ``log W``.
+    On-policy (``W = 1``) it is REINFORCE. No hard clip: ``clip_frac`` is 0.
+
+    TRL folds vLLM's token importance weights (``pi_old/mu``) into ``W``; here a mismatch correction
+    weighs each token's term instead, as for every loss (the TRL adapter refuses vespo with one).
+    """
+    log_ratio = token_log_ratio(logprobs, old_logprobs, mask)
+    bounded = torch.clamp(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND).detach()
+    log_w = torch.clamp(bounded.sum(dim=1, keepdim=True), VESPO_LOG_WEIGHT_MIN, LOG_RATIO_BOUND)
+    nonneg = advantages >= 0
+    k = torch.where(nonneg, advantages.new_tensor(cfg.vespo_k_pos), advantages.new_tensor(cfg.vespo_k_neg))
+    lam = torch.where(nonneg, advantages.new_tensor(cfg.vespo_lambda_pos), advantages.new_tensor(cfg.vespo_lambda_neg))
+    phi = torch.exp(lam + k * log_w - lam * torch.exp(log_w))
+    per_token = -phi * advantages * logprobs
+    return aggregate(per_token, mask), loss_metrics(clamped_ratio(log_ratio), never(mask), mask)

@@ -3,8 +3,10 @@ the placement puts in the loss, the entropy bonus and the critic's value loss. T
 calls it on each minibatch; the tests and the no-op probe call it on hand-made tensors.
 
 The policy loss's per-token terms are weighted before they are aggregated: by the mismatch
-correction (``mismatch.py``: the trainer's old log-probs against the sampler's) and by the token
-filter (``token_filters.py``). Both weights are detached and 1 by default (an exact no-op).
+correction (``mismatch.py``: the trainer's old log-probs against the sampler's), by the token
+filter (``token_filters.py``) and by the off-policy mask (``off_policy_masks.py``: the current
+policy's log-probs against the sampler's). All three weights are detached and 1 by default (an
+exact no-op).
 
 Also the token rewards the advantages start from: the verifier's score on each sequence's
 last real token, minus the KL penalty the placement puts in the reward.
@@ -22,6 +24,7 @@ from harness.algorithms.critic import value_loss
 from harness.algorithms.distill import teacher_weights, top1_tail_reverse_kl
 from harness.algorithms.kl import kl_estimate, kl_weights
 from harness.algorithms.mismatch import mismatch_weights
+from harness.algorithms.off_policy_masks import off_policy_mask_weights
 from harness.algorithms.parts import POLICY_LOSSES
 from harness.algorithms.token_filters import token_filter_weights
 
@@ -76,7 +79,8 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
     sampler = batch.old_logprobs if batch.sampler_logprobs is None else batch.sampler_logprobs
     correction, mask, correction_metrics = mismatch_weights(batch.old_logprobs, sampler, batch.mask, cfg)
     kept, filter_metrics = token_filter_weights(batch.entropy, mask, cfg)
-    token_weights = correction * kept
+    in_policy, off_policy_metrics = off_policy_mask_weights(batch.logprobs, sampler, batch.advantages, mask, cfg)
+    token_weights = correction * kept * in_policy
 
     def weighted(per_token: Tensor, loss_mask: Tensor) -> Tensor:
         return aggregate(per_token * token_weights, loss_mask)
@@ -84,7 +88,9 @@ def update_loss(batch: UpdateBatch, cfg: RLConfig, aggregate: Aggregator) -> tup
     policy, parts = POLICY_LOSSES.get(cfg.policy_loss)(
         batch.logprobs, batch.old_logprobs, batch.advantages, mask, cfg, weighted
     )
-    metrics = {f"train/{k}": v for k, v in {**parts, **correction_metrics, **filter_metrics}.items()}
+    metrics = {
+        f"train/{k}": v for k, v in {**parts, **correction_metrics, **filter_metrics, **off_policy_metrics}.items()
+    }
     metrics["train/policy_loss"] = policy.detach()
     loss = policy
     weight = kl_weights(cfg).in_loss

@@ -109,8 +109,10 @@ POLICY_LOSSES = _slot("policy loss")
 POLICY_LOSSES.declare(
     "clipped",
     f"{_PACKAGE}.losses:clipped",
-    reads=("eps_low", "eps_high", "dual_clip"),
-    cites="PPO: Schulman et al. 2017 (arXiv:1707.06347); dual clip: Ye et al. 2020 (arXiv:1912.09729)",
+    reads=("eps_low", "eps_high", "dual_clip", "two_sided_delta"),
+    cites="PPO: Schulman et al. 2017 (arXiv:1707.06347); dual clip: Ye et al. 2020 (arXiv:1912.09729); "
+    "two-sided clip: INTELLECT-2 (arXiv:2505.07291), "
+    "TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) delta",
 )
 POLICY_LOSSES.declare(
     "cispo",
@@ -119,7 +121,11 @@ POLICY_LOSSES.declare(
     cites="CISPO: MiniMax 2025, MiniMax-M1 (arXiv:2506.13585)",
 )
 POLICY_LOSSES.declare(
-    "gspo", f"{_PACKAGE}.losses:gspo", reads=("eps_low", "eps_high"), cites="GSPO: Zheng et al. 2025 (arXiv:2507.18071)"
+    "gspo",
+    f"{_PACKAGE}.losses:gspo",
+    reads=("eps_low", "eps_high", "two_sided_delta"),
+    cites="GSPO: Zheng et al. 2025 (arXiv:2507.18071); two-sided clip: INTELLECT-2 (arXiv:2505.07291), "
+    "TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) delta",
 )
 POLICY_LOSSES.declare(
     "is", f"{_PACKAGE}.losses:importance_sampling", reads=(), cites="REINFORCE: Williams 1992, importance-weighted"
@@ -173,6 +179,14 @@ POLICY_LOSSES.declare(
     reads=("eps_low", "eps_high", "kl_tau", "adv_tau"),
     cites="prime-rl default loss: DPPO-Binary-TV, Qi et al. 2026 (arXiv:2602.04879), and the KL of Kimi K2.5 "
     "(arXiv:2602.02276); prime-rl src/prime_rl/trainer/rl/loss.py@559b447",
+)
+# issue 35: TRL loss types
+POLICY_LOSSES.declare(
+    "vespo",
+    f"{_PACKAGE}.losses:vespo",
+    reads=("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"),
+    cites="VESPO: Shen et al. 2026, Variational Sequence-Level Soft Policy Optimization (arXiv:2602.10693); "
+    "TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) loss_type='vespo'",
 )
 
 #: ``fn(per_token, mask, norm_constant) -> scalar`` (``aggregation.py``)
@@ -436,6 +450,17 @@ DISTILL.declare(
     cites="GKD: Agarwal et al. 2024 (arXiv:2306.13649), beta=1 reverse KL on the sampled token's top-1 support "
     "with tail; TRL trl/experimental/server_distillation/server_distillation_trainer.py@f2cd577",
 )
+# issue 35: TRL GRPOTrainer's off-policy sequence masking
+#: ``fn(logprobs, sampler_logprobs, advantages, mask, cfg) -> (weights, metrics)`` (``off_policy_masks.py``)
+OFF_POLICY_MASKS = _slot("off-policy mask")
+OFF_POLICY_MASKS.declare("none", f"{_PACKAGE}.off_policy_masks:no_mask", reads=(), cites="every sequence")
+OFF_POLICY_MASKS.declare(
+    "opsm",
+    f"{_PACKAGE}.off_policy_masks:opsm",
+    reads=("off_policy_mask_threshold",),
+    cites="Off-policy sequence masking: DeepSeek-AI 2025, DeepSeek-V3.2 (arXiv:2512.02556), eq. 9, against the "
+    "sampler's log-probs; TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) off_policy_mask_threshold",
+)
 
 #: slot field -> the registry of its parts
 SLOTS: dict[str, Registry] = {
@@ -451,6 +476,7 @@ SLOTS: dict[str, Registry] = {
     "sampling": SAMPLING,
     "truncated": TRUNCATED,
     "distill": DISTILL,  # issue 35: on-policy distillation
+    "off_policy_mask": OFF_POLICY_MASKS,  # issue 35
 }
 #: slot field -> the registry of its parts, for DPO
 DPO_SLOTS: dict[str, Registry] = {"pairs_from": PAIR_SOURCES}

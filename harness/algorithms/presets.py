@@ -384,6 +384,33 @@ PRESETS: dict[str, Preset] = {
         "(openrlhf/cli/train_ppo_ray.py@3c3be62 line 262); the token weights unclamped, as OpenRLHF's code; "
         "the log-weights clamped at +-20 (OpenRLHF: none)",
     ),
+    # issue 35: TRL loss types. LUSPO is GSPO's loss with each sequence's term summed over its
+    # tokens (TRL 1.16 grpo_trainer.py: loss_type "luspo" is the clipped surrogate, then
+    # ``(per_token_loss * mask).sum(-1).mean()``), so it is a preset of two existing parts.
+    "luspo": Preset(
+        _variant(
+            _GRPO,
+            "luspo",
+            policy_loss="gspo",
+            aggregation="seq_mean_token_sum",
+            eps_low=2e-3,
+            eps_high=2.5e-3,
+            **_NO_KL,
+        ),
+        "Liu et al. 2026, Length-Unbiased Sequence Policy Optimization (arXiv:2602.05261); TRL loss_type='luspo'",
+        "GSPO's sequence ratio with each sequence's term scaled by its length (seq_mean_token_sum); clip range "
+        "(2e-3, 2.5e-3) from the paper's section 5.1 as TRL's docs/source/paper_index.md (huggingface/trl f2cd577, "
+        "lines 655-656); no KL (TRL's beta default 0.0, grpo_config.py:681 in 1.16); the sequence log-ratio "
+        "clamped at 10 (TRL does not clamp) and all-padding rows left out of the mean (TRL counts them)",
+    ),
+    "vespo": Preset(
+        _variant(_GRPO, "vespo", policy_loss="vespo", aggregation="token_mean", **_NO_KL),
+        "Shen et al. 2026, VESPO: Variational Sequence-Level Soft Policy Optimization (arXiv:2602.10693); "
+        "TRL loss_type='vespo'",
+        "k, lambda = 2, 3 for A >= 0 and 3, 2 for A < 0 (TRL 1.16 grpo_config.py:730-755, the paper's c1, c2); "
+        "token-mean aggregation (TRL's vespo divides by the generation's tokens per optimiser step); GRPO's "
+        "group z-score advantage (TRL's scale_rewards default); no KL; the testbed's group size and schedule",
+    ),
 }
 
 

@@ -18,6 +18,16 @@ that computes the same thing, read from TRL 1.16's source (``trl/trainer/grpo_tr
   same on ``importance_sampling_level="sequence"``; ``cispo`` is ``loss_type="cispo"``, whose
   ``epsilon_high`` is the cap itself (``1 + eps_high``) and which has no lower bound (so
   ``eps_low >= 1``); ``sapo`` is ``loss_type="sapo"`` with its two temperatures.
+- issue 35, TRL's newer options: ``seq_mean_token_sum`` is ``loss_type="luspo"`` (TRL 1.16 sums each
+  row's masked terms and averages over rows: with ``gspo``, LUSPO; with ``clipped``, the token-level
+  variant TRL warns about but computes the same way; huggingface/trl f2cd577 aggregates that one
+  differently); ``vespo`` is ``loss_type="vespo"`` with its four numbers, on ``token_mean`` (TRL's
+  normaliser is the generation's tokens per optimiser step, as its ``dapo``) and without a mismatch
+  correction (TRL folds vLLM's weights into the sequence weight); ``two_sided_delta`` is ``delta``,
+  and so is ``dual_clip = c`` when ``c >= 1 + eps_high`` (then ``min(min(r, c) A, clip(r) A)`` is the
+  dual clip exactly; below that TRL's ``delta`` caps positive advantages' ratios too);
+  ``off_policy_mask=opsm`` is ``off_policy_mask_threshold`` (against vLLM's log-probs with vLLM,
+  else the old ones, as the builtin's against the sampler's).
 - KL: in the loss, TRL's estimator is k3; ``use_bias_correction_kl`` multiplies it by the ratio,
   which is ``k3_unbiased`` (DeepSeek-V3.2), so plain ``k3`` sets it false. RLOOTrainer puts k1 in
   the reward.
@@ -41,9 +51,14 @@ from harness.errors import ConfigError
 TRL_STD_EPS = 1e-4
 
 _SCALE_REWARDS = {"group_zscore": "group", "group_mean": "none", "group_mean_batch_std": "batch"}
-_LOSS_TYPES = {"seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo", "token_mean": "bnpo"}
+_LOSS_TYPES = {
+    "seq_mean_token_mean": "grpo",
+    "seq_mean_token_sum_norm": "dr_grpo",
+    "token_mean": "bnpo",
+    "seq_mean_token_sum": "luspo",  # issue 35
+}
 _RATIO_LEVELS = {"clipped": "token", "gspo": "sequence"}
-_TRL_LOSSES = "clipped (token ratio), gspo (sequence ratio), cispo, sapo"
+_TRL_LOSSES = "clipped (token ratio), gspo (sequence ratio), cispo, sapo, vespo"
 _TRL_ADVANTAGES = "group_zscore, group_mean, group_mean_batch_std (GRPOTrainer), leave_one_out (RLOOTrainer)"
 _KL_IN_LOSS = {"k3": False, "k3_unbiased": True}  # estimator -> use_bias_correction_kl
 
@@ -106,6 +121,8 @@ def algorithm_kwargs(
         return kwargs | _rloo_kwargs(algorithm)
     kwargs |= _advantage_kwargs(algorithm) | _loss_kwargs(algorithm, max_new_tokens) | _kl_kwargs(algorithm)
     kwargs["entropy_coef"] = algorithm.entropy_coef
+    if algorithm.off_policy_mask == "opsm":
+        kwargs["off_policy_mask_threshold"] = algorithm.off_policy_mask_threshold
     if algorithm.token_filter == "top_entropy":
         kwargs["top_entropy_quantile"] = algorithm.entropy_top_share
     return kwargs | _mismatch_kwargs(algorithm, use_vllm)
@@ -128,10 +145,11 @@ def _refuse_common(cfg: RLConfig, use_vllm: bool) -> None:
             "drop_degenerate (DAPO's dynamic sampling): TRL keeps groups with equal scores in the batch (their "
             "advantage is 0, their tokens still count in the loss's normaliser); set drop_degenerate=false"
         )
-    if cfg.dual_clip is not None:
+    if cfg.dual_clip is not None and cfg.dual_clip < 1 + cfg.eps_high:
         raise ConfigError(
-            "dual_clip: TRL has no dual clip (its `delta` caps the ratio for every advantage sign, INTELLECT-2's "
-            "two-sided clip, not the dual clip of negative advantages); set dual_clip=null"
+            f"dual_clip {cfg.dual_clip}: TRL has no dual clip; its `delta` (INTELLECT-2's two-sided clip) is the dual "
+            f"clip only for c >= 1 + eps_high ({1 + cfg.eps_high}), below that it caps positive advantages' ratios "
+            "too; set dual_clip at least that, or two_sided_delta for TRL's delta itself"
         )
     # issue 35: on-policy distillation
     if cfg.distill != "none":
@@ -140,6 +158,8 @@ def _refuse_common(cfg: RLConfig, use_vllm: bool) -> None:
             "DistillationTrainer and ServerDistillationTrainer, which the adapter does not run); set distill=none "
             "or use the builtin trainer"
         )
+    if cfg.dual_clip is not None and cfg.two_sided_delta is not None:
+        raise ConfigError("dual_clip with two_sided_delta: TRL has one cap, its `delta`; set one of them to null")
 
 
 def _advantage_kwargs(cfg: RLConfig) -> dict[str, Any]:
@@ -169,6 +189,20 @@ def _loss_kwargs(cfg: RLConfig, max_new_tokens: int | None) -> dict[str, Any]:
                 "epsilon_high is the cap); set eps_low=1.0 (a lower bound of 0, i.e. none)"
             )
         return {"loss_type": "cispo", "epsilon": cfg.eps_low, "epsilon_high": 1 + cfg.eps_high}
+    if loss == "vespo":
+        if agg != "token_mean":
+            raise ConfigError(
+                f"policy_loss vespo with aggregation {agg!r}: TRL's vespo averages over tokens only; "
+                "set aggregation=token_mean"
+            )
+        return {
+            "loss_type": "vespo",
+            "importance_sampling_level": "token",
+            "vespo_k_pos": cfg.vespo_k_pos,
+            "vespo_lambda_pos": cfg.vespo_lambda_pos,
+            "vespo_k_neg": cfg.vespo_k_neg,
+            "vespo_lambda_neg": cfg.vespo_lambda_neg,
+        }
     if loss == "sapo":
         if agg != "seq_mean_token_mean":
             raise ConfigError(
@@ -185,19 +219,21 @@ def _loss_kwargs(cfg: RLConfig, max_new_tokens: int | None) -> dict[str, Any]:
     if agg not in _LOSS_TYPES:
         raise ConfigError(
             f"aggregation {agg!r}: TRL's loss_type offers seq_mean_token_mean (grpo), seq_mean_token_sum_norm "
-            "(dr_grpo) and token_mean (bnpo); choose one of those"
+            "(dr_grpo), token_mean (bnpo) and seq_mean_token_sum (luspo); choose one of those"
         )
     if agg == "seq_mean_token_sum_norm" and cfg.loss_norm_constant not in (None, max_new_tokens):
         raise ConfigError(
             f"loss_norm_constant {cfg.loss_norm_constant}: TRL's dr_grpo divides by max_completion_length "
             f"(train.max_new_tokens); set loss_norm_constant=null"
         )
-    return {
+    kwargs = {
         "loss_type": _LOSS_TYPES[agg],
         "importance_sampling_level": _RATIO_LEVELS[loss],
         "epsilon": cfg.eps_low,
         "epsilon_high": cfg.eps_high,
     }
+    delta = cfg.two_sided_delta if cfg.two_sided_delta is not None else cfg.dual_clip
+    return kwargs if delta is None else kwargs | {"delta": delta}
 
 
 def _kl_kwargs(cfg: RLConfig) -> dict[str, Any]:
@@ -231,6 +267,11 @@ def _mismatch_kwargs(cfg: RLConfig, use_vllm: bool) -> dict[str, Any]:
             f"mismatch {cfg.mismatch!r} (mismatch_floor {cfg.mismatch_floor:g}): TRL's corrections are "
             "token_truncate and sequence_truncate without a floor, token_mask and sequence_mask; choose one of them"
         )
+    if cfg.policy_loss == "vespo":
+        raise ConfigError(
+            f"policy_loss vespo with mismatch {cfg.mismatch!r}: TRL's vespo folds vLLM's importance weights into its "
+            "sequence weight, the builtin weighs each token's term; set mismatch=none"
+        )
     floor = cfg.mismatch_floor if cfg.mismatch.endswith("_mask") and cfg.mismatch_floor > 0 else None
     return {
         "vllm_importance_sampling_correction": True,
@@ -259,6 +300,11 @@ def _rloo_kwargs(cfg: RLConfig) -> dict[str, Any]:
         raise ConfigError(
             "TRL's RLOOTrainer has no token filter, entropy bonus or mismatch correction; set token_filter=all, "
             "entropy_coef=0, mismatch=none"
+        )
+    if cfg.off_policy_mask != "none" or cfg.two_sided_delta is not None or cfg.dual_clip is not None:
+        raise ConfigError(
+            "TRL's RLOOTrainer has no off-policy mask or two-sided clip; set off_policy_mask=none, "
+            "two_sided_delta=null, dual_clip=null"
         )
     if cfg.kl_placement == "loss" or (cfg.kl_placement == "reward" and cfg.kl_estimator != "k1"):
         raise ConfigError(

@@ -65,6 +65,13 @@ OTHER_VALUE = {
     "rollout_rs_threshold": 0.01,
     # issue 35: AReaL's objectives for asynchronous training
     "m2_threshold": 0.1,
+    # issue 35: TRL GRPOTrainer's newer options
+    "two_sided_delta": 4.0,
+    "vespo_k_pos": 1.0,
+    "vespo_lambda_pos": 1.5,
+    "vespo_k_neg": 1.0,
+    "vespo_lambda_neg": 1.5,
+    "off_policy_mask_threshold": 0.1,
 }
 
 

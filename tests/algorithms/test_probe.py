@@ -68,6 +68,17 @@ ABLATIONS = [
     ("on_policy_distill", {"distill_task_reward": True}),
     ("trl_server_distillation", {"distill_coef": 0.5}),
     ("trl_server_distillation", {"distill_task_reward": True}),
+    # issue 35: TRL GRPOTrainer's newer options
+    ("grpo", {"two_sided_delta": 3.0}),
+    ("grpo", {"two_sided_delta": 1.1}),
+    ("gspo", {"two_sided_delta": 1.0001}),
+    ("grpo", {"policy_loss": "vespo"}),
+    ("vespo", {"vespo_k_pos": 1.0}),
+    ("vespo", {"vespo_lambda_pos": 1.5}),
+    ("vespo", {"vespo_k_neg": 1.0}),
+    ("vespo", {"vespo_lambda_neg": 1.5}),
+    ("gspo", {"aggregation": "seq_mean_token_sum"}),
+    ("grpo", {"off_policy_mask": "opsm", "off_policy_mask_threshold": 0.05}),
 ]
 
 
@@ -87,6 +98,13 @@ def test_every_pair_of_presets_differs():
 @pytest.mark.parametrize("preset,overrides", ABLATIONS)
 def test_each_one_field_ablation_changes_the_computation(preset, overrides):
     assert not probe(resolve_algorithm(preset, overrides), 8).same_as(probe(PRESETS[preset].config, 8))
+
+
+def test_a_two_sided_delta_above_the_clip_band_is_the_dual_clip():
+    # min(min(r, c) A, clip(r) A) with c >= 1 + eps_high: TRL's delta is the dual clip, value and gradient
+    assert probe(resolve_algorithm("grpo", {"two_sided_delta": 3.0}), 8).same_as(
+        probe(resolve_algorithm("grpo", {"dual_clip": 3.0}), 8)
+    )
 
 
 def test_a_dual_clip_that_never_binds_is_a_no_op():

@@ -131,3 +131,14 @@ def test_dpo_samples_its_pairs_from_the_model_pairs_from_names(make_spec, monkey
     online = completions("policy", 1e-2)
     assert online[0] == offline[0]  # before any update the policy is the warm start
     assert online[1:] != offline[1:]  # after updates the policy's own samples differ
+
+
+# issue 35: TRL GRPOTrainer's off-policy sequence masking, in the step
+def test_off_policy_masking_reads_the_samplers_log_probs_in_the_step(make_spec):
+    # a threshold far below any drift the updates make: after the first minibatch's update the
+    # policy has moved, so negative-advantage rows whose sampled tokens it now likes less are masked
+    result = run_trial(
+        make_spec("grpo", overrides={"off_policy_mask": "opsm", "off_policy_mask_threshold": 1e-6}, train={"steps": 2})
+    )
+    masked = [row["train/off_policy_masked"] for row in result.history[1:]]
+    assert result.status == "completed" and masked and all(0 < share < 0.5 for share in masked), masked

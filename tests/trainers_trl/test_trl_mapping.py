@@ -73,6 +73,63 @@ EXPECTED = {
         "mask_truncated_completions": True,
         "entropy_coef": 0.01,
     },
+    # issue 35: TRL GRPOTrainer's newer options (TRL 1.16 grpo_trainer.py: loss types luspo and vespo,
+    # delta on the clipped branches, off_policy_mask_threshold)
+    ("luspo", ()): {
+        "scale_rewards": "group",
+        "loss_type": "luspo",
+        "importance_sampling_level": "sequence",
+        "epsilon": 2e-3,
+        "epsilon_high": 2.5e-3,
+        "beta": 0.0,
+    },
+    ("vespo", ()): {
+        "scale_rewards": "group",
+        "loss_type": "vespo",
+        "importance_sampling_level": "token",
+        "vespo_k_pos": 2.0,
+        "vespo_lambda_pos": 3.0,
+        "vespo_k_neg": 3.0,
+        "vespo_lambda_neg": 2.0,
+        "beta": 0.0,
+    },
+    ("grpo", (("two_sided_delta", 4.0),)): {
+        "scale_rewards": "group",
+        "loss_type": "grpo",
+        **CLIPPED,
+        "delta": 4.0,
+        "beta": 0.04,
+        "use_bias_correction_kl": False,
+    },
+    ("grpo", (("dual_clip", 3.0),)): {  # c >= 1 + eps_high: TRL's delta is the dual clip
+        "scale_rewards": "group",
+        "loss_type": "grpo",
+        **CLIPPED,
+        "delta": 3.0,
+        "beta": 0.04,
+        "use_bias_correction_kl": False,
+    },
+    ("gspo", (("two_sided_delta", 1.5), ("off_policy_mask", "opsm"))): {
+        "scale_rewards": "group",
+        "loss_type": "grpo",
+        "importance_sampling_level": "sequence",
+        "epsilon": 3e-4,
+        "epsilon_high": 4e-4,
+        "delta": 1.5,
+        "beta": 0.0,
+        "off_policy_mask_threshold": 0.5,
+    },
+    (
+        "grpo",
+        (("aggregation", "seq_mean_token_sum"), ("off_policy_mask", "opsm"), ("off_policy_mask_threshold", 1.0)),
+    ): {
+        "scale_rewards": "group",
+        "loss_type": "luspo",
+        **CLIPPED,
+        "beta": 0.04,
+        "use_bias_correction_kl": False,
+        "off_policy_mask_threshold": 1.0,
+    },
 }
 
 
@@ -146,7 +203,19 @@ def test_rloo_on_policy_runs_trls_rloo_trainer():
         ("grpo", {"aggregation": "token_sum"}, "aggregation 'token_sum': TRL's loss_type offers"),
         ("grpo", {"whiten_advantages": True}, "whiten_advantages: TRL's GRPOTrainer does not whiten"),
         ("grpo", {"adv_eps": 1e-6}, "adv_eps 1e-06: TRL adds a fixed 0.0001"),
-        ("grpo", {"dual_clip": 3.0}, "dual_clip: TRL has no dual clip"),
+        ("grpo", {"dual_clip": 1.1}, "dual_clip 1.1: TRL has no dual clip; its `delta`"),
+        ("grpo", {"dual_clip": 3.0, "two_sided_delta": 4.0}, "TRL has one cap, its `delta`"),
+        ("vespo", {"aggregation": "seq_mean_token_mean"}, "TRL's vespo averages over tokens only"),
+        (
+            "rloo",
+            {
+                "minibatches": 1,
+                "aggregation": "seq_mean_token_sum",
+                "policy_loss": "clipped",
+                "off_policy_mask": "opsm",
+            },
+            "TRL's RLOOTrainer has no off-policy mask or two-sided clip",
+        ),
         ("grpo", {"mismatch": "token_truncate", "old_logprobs": "recompute"}, "only with vLLM rollouts"),
         ("grpo", {"sampling": "dynamic"}, "sampling 'dynamic': TRL draws each step's prompts once"),
         ("cispo", {"eps_low": 0.5}, "TRL's cispo caps the weight above only"),
@@ -206,6 +275,15 @@ def test_a_mismatch_correction_maps_to_trls_vllm_importance_sampling():
 def test_a_correction_trl_lacks_is_refused(overrides):
     with pytest.raises(ConfigError, match="TRL's corrections are token_truncate and sequence_truncate without a floor"):
         algorithm_kwargs(resolve_algorithm("grpo", overrides), use_vllm=True)
+
+
+def test_vespo_with_a_mismatch_correction_is_refused_under_vllm():
+    # TRL folds vLLM's token weights into vespo's sequence weight; the builtin weighs each token's term
+    algorithm = resolve_algorithm("vespo", {"mismatch": "token_truncate"})
+    with pytest.raises(ConfigError, match="TRL's vespo folds vLLM's importance weights") as err:
+        algorithm_kwargs(algorithm, use_vllm=True)
+    assert "\n" not in str(err.value)
+    assert algorithm_kwargs(resolve_algorithm("vespo"), use_vllm=True)["vllm_importance_sampling_correction"] is False
 
 
 def test_the_no_grad_passes_are_the_ones_trl_runs():
