@@ -206,15 +206,90 @@ def group_mean_batch_std(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token((r - r.mean(dim=1, keepdim=True)) / (r.std() + cfg.adv_eps), inputs), None
 
 
-@_estimator("group_passk", cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595)")
+@_estimator(
+    "group_passk",
+    cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595), verl/trainer/ppo/core_algos.py@b178a3c",
+)
 def group_passk(inputs: AdvantageInputs, cfg: RLConfig):
     """A pass@k group advantage (verl ``grpo_passk``, after arXiv:2503.19595): only the group's
     best row gets an advantage, ``(r_max - r_second) / (std_group(r) + adv_eps)`` (Bessel std; the
     first best on ties, where it is 0); every other row gets 0. Under pass@k only the best sample
     of a group counts, and the gap to the runner-up is what it adds.
+
+    Checked against ``compute_grpo_passk_outcome_advantage`` in verl's
+    verl/trainer/ppo/core_algos.py@b178a3c (lines 360-422): the same formula with verl's default
+    ``norm_adv_by_std_in_grpo=True`` (line 389); verl's ``epsilon`` is 1e-6 (line 365), the
+    ``grpo_passk`` preset's ``adv_eps``. verl refuses a group of one as this does; on a tie verl's
+    ``topk`` may pick another of the tied rows, whose advantage is 0 either way. verl's option of
+    no std division is not offered here.
     """
     r = _grouped_returns(inputs)
     top2 = torch.topk(r, 2, dim=1).values
     gain = (top2[:, :1] - top2[:, 1:]) / (r.std(dim=1, keepdim=True) + cfg.adv_eps)
     best = torch.zeros_like(r, dtype=torch.bool).scatter_(1, r.argmax(dim=1, keepdim=True), True)
     return _per_token(torch.where(best, gain, 0.0), inputs), None
+
+
+# issue 35: advantage estimators (maxrl; optimal_token_baseline's formula)
+
+
+@_estimator(
+    "maxrl",
+    cites="MaxRL: Tajwar et al. 2026, Maximum Likelihood RL (arXiv:2602.02710); SkyRL maxrl, "
+    "skyrl/backends/skyrl_train/utils/ppo_utils.py@a956457",
+)
+def maxrl(inputs: AdvantageInputs, cfg: RLConfig):
+    """MaxRL (Tajwar et al. 2026, Maximum Likelihood Reinforcement Learning, arXiv:2602.02710;
+    SkyRL ``maxrl``): ``(r - mean_group(r)) / (mean_group(r) + adv_eps)``, the group-centred
+    return divided by the group's mean instead of its std. With 0/1 rewards and ``K`` of ``N``
+    rows correct this is ``N r / K - 1``: the gradient of ``log p`` (the likelihood of a correct
+    answer) rather than of ``p``, so prompts the policy rarely solves weigh ``1/p`` more; a group
+    with no correct row gets 0.
+
+    As ``compute_maxrl_advantage`` in SkyRL's skyrl/backends/skyrl_train/utils/ppo_utils.py@a956457
+    (lines 1396-1428; its ``epsilon`` 1e-6, line 1401, is the ``maxrl`` preset's ``adv_eps``). The
+    formula assumes rewards >= 0: a group mean near 0 from mixed signs blows the advantage up,
+    in SkyRL too. Where SkyRL hands a group of one its raw return, this refuses group_size 1 as
+    every group estimator here does.
+    """
+    r = _grouped_returns(inputs)
+    mean = r.mean(dim=1, keepdim=True)
+    return _per_token((r - mean) / (mean + cfg.adv_eps), inputs), None
+
+
+#: verl's fixed ``epsilon`` of the optimal token baseline's denominator
+#: (verl/trainer/ppo/core_algos.py@b178a3c, line 767; its trainer does not set it)
+OTB_EPS = 1e-8
+
+
+def optimal_token_baseline(
+    token_rewards: Tensor, mask: Tensor, group_size: int, old_logprobs: Tensor, sum_pi_squared: Tensor
+) -> Tensor:
+    """verl's Optimal Token Baseline (``optimal_token_baseline``; ``compute_optimal_token_baseline_
+    advantage`` in verl/trainer/ppo/core_algos.py@b178a3c, lines 758-873; docs/algo/otb.md there):
+    a baseline per token position ``t`` within each group, ``B_t = sum_i G_t^i W_t^i / (sum_i
+    W_t^i + 1e-8)`` over the group's rows with a token at ``t``, and ``A_t = G_t - B_t`` on real
+    tokens. ``G_t`` is the reward-to-go (undiscounted), ``W_t = sum_{j <= t} (1 - 2 pi_j +
+    sum_v pi_v^2)`` the path's accumulated "realized energy": ``pi_j = exp(old log-prob)`` of the
+    sampled token and ``sum_v pi_v^2`` the squared probabilities over the vocabulary at that
+    position. A group of one gets no baseline (``A = G``), as verl's.
+
+    It reads, per token, the policy's log-probs of the sampled tokens (verl's recomputed
+    ``old_log_probs``) and ``sum_pi_squared``, which only a pass over the full-vocabulary logits
+    gives (verl: ``actor.calculate_sum_pi_squared``). Not yet a selectable part: the harness's
+    policy pass (``engine/logprobs.py``) does not return ``sum_pi_squared`` nor does the RL step
+    hand per-token probabilities to the estimators. verl's ``rollout_is_weights ** 2`` scaling of
+    ``W`` and its ``handle_zero_tail`` option (off by default, line 766) are not reproduced.
+    Padding is left out with ``where`` (NaN there changes nothing), where verl multiplies by the mask.
+    """
+    on = mask.bool()
+    rewards = torch.where(on, token_rewards, 0.0)
+    returns = rewards.flip(-1).cumsum(-1).flip(-1)
+    energy = torch.where(on, 1 - 2 * old_logprobs.exp() + sum_pi_squared, 0.0).cumsum(-1)
+    if group_size == 1:
+        return torch.where(on, returns, 0.0)
+    shape = (-1, group_size, mask.shape[1])
+    weight = torch.where(on, energy, 0.0).view(shape)
+    numerator = (torch.where(on, returns, 0.0).view(shape) * weight).sum(dim=1, keepdim=True)
+    baseline = numerator / (weight.sum(dim=1, keepdim=True) + OTB_EPS)
+    return torch.where(on, returns - baseline.expand(shape).reshape_as(returns), 0.0)

@@ -90,7 +90,9 @@ class RLConfig(_Common):
     dppo_ratio_cap: PositiveFloat = Field(20.0, description="DPPO's cap on its stop-gradient ratio")
 
     # --- advantage numbers ---
-    adv_eps: PositiveFloat = Field(1e-4, description="added to the group's std before dividing (GRPO's z-score)")
+    adv_eps: PositiveFloat = Field(
+        1e-4, description="added to the group's std (GRPO's z-score), or its mean (maxrl), before dividing"
+    )
     whiten_advantages: bool = Field(False, description="whiten the advantages over the batch after the estimator")
     drop_degenerate: bool = Field(
         False, description="leave out groups whose verifier scores are all equal (DAPO's dynamic sampling)"

@@ -101,7 +101,17 @@ ADVANTAGES.declare(
     needs_groups=True,
     needs_critic=False,
     reads=("adv_eps",),
-    cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595)",
+    cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595), verl/trainer/ppo/core_algos.py@b178a3c",
+)
+# issue 35: advantage estimators
+ADVANTAGES.declare(
+    "maxrl",
+    f"{_PACKAGE}.advantages:maxrl",
+    needs_groups=True,
+    needs_critic=False,
+    reads=("adv_eps",),
+    cites="MaxRL: Tajwar et al. 2026, Maximum Likelihood RL (arXiv:2602.02710); SkyRL maxrl, "
+    "skyrl/backends/skyrl_train/utils/ppo_utils.py@a956457",
 )
 
 #: ``fn(logprobs, old_logprobs, advantages, mask, cfg, aggregate) -> (loss, metrics)`` (``losses.py``)

@@ -60,6 +60,9 @@ ABLATIONS = [
     ("grpo", {"mismatch": "token_truncate", "mismatch_cap": 1.1}),
     ("grpo", {"token_filter": "top_entropy"}),
     ("grpo", {"token_filter": "top_entropy", "entropy_top_share": 0.5}),
+    # issue 35: advantage estimators
+    ("grpo", {"advantage": "maxrl"}),
+    ("maxrl", {"adv_eps": 1e-4}),
 ]
 
 
