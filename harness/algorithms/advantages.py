@@ -31,6 +31,10 @@ class AdvantageInputs:
     group_size: int
     values: Tensor | None = None  # [B, T] critic values; only estimators that need a critic
     scores: Tensor = field(kw_only=True)  # [B] the verifier's score of each row, before any KL
+    # [B, T] the policy's log-probs of the sampled tokens and the sum of its squared probabilities
+    # over the vocabulary: only estimators that declare needs_token_probs (the step's own pass)
+    token_logprobs: Tensor | None = field(default=None, kw_only=True)
+    sum_pi_squared: Tensor | None = field(default=None, kw_only=True)
 
 
 @dataclass
@@ -66,7 +70,7 @@ def _estimator(name: str, *, cites: str):
     marked ``ADVANTAGES.implements(name, cites=cites)``."""
     implements = ADVANTAGES.implements(name, cites=cites)  # an undeclared name or another citation fails here
     meta = ADVANTAGES.meta(name)
-    needs_groups, needs_critic = meta["needs_groups"], meta["needs_critic"]
+    needs_groups, needs_critic, needs_probs = meta["needs_groups"], meta["needs_critic"], meta["needs_token_probs"]
 
     def decorate(core: Callable) -> Callable[[AdvantageInputs, RLConfig], AdvantageOutput]:
         @functools.wraps(core)
@@ -78,6 +82,10 @@ def _estimator(name: str, *, cites: str):
                 raise ValueError(f"advantage {name!r} needs group_size >= 2, got {group}")
             if needs_critic and inputs.values is None:
                 raise ValueError(f"advantage {name!r} needs critic values")
+            if needs_probs and (inputs.token_logprobs is None or inputs.sum_pi_squared is None):
+                raise ValueError(
+                    f"advantage {name!r} needs the policy's token log-probs and sum of squared probabilities"
+                )
             advantages, returns = core(inputs, cfg)
             on = inputs.mask.bool()
             advantages = torch.where(on, advantages, 0.0)
@@ -262,34 +270,38 @@ def maxrl(inputs: AdvantageInputs, cfg: RLConfig):
 OTB_EPS = 1e-8
 
 
-def optimal_token_baseline(
-    token_rewards: Tensor, mask: Tensor, group_size: int, old_logprobs: Tensor, sum_pi_squared: Tensor
-) -> Tensor:
+@_estimator(
+    "optimal_token_baseline",
+    cites="Optimal Token Baseline: verl optimal_token_baseline (verl PR #4678, docs/algo/otb.md), "
+    "verl/trainer/ppo/core_algos.py@b178a3c",
+)
+def optimal_token_baseline(inputs: AdvantageInputs, cfg: RLConfig):
     """verl's Optimal Token Baseline (``optimal_token_baseline``; ``compute_optimal_token_baseline_
     advantage`` in verl/trainer/ppo/core_algos.py@b178a3c, lines 758-873; docs/algo/otb.md there):
     a baseline per token position ``t`` within each group, ``B_t = sum_i G_t^i W_t^i / (sum_i
     W_t^i + 1e-8)`` over the group's rows with a token at ``t``, and ``A_t = G_t - B_t`` on real
     tokens. ``G_t`` is the reward-to-go (undiscounted), ``W_t = sum_{j <= t} (1 - 2 pi_j +
-    sum_v pi_v^2)`` the path's accumulated "realized energy": ``pi_j = exp(old log-prob)`` of the
-    sampled token and ``sum_v pi_v^2`` the squared probabilities over the vocabulary at that
-    position. A group of one gets no baseline (``A = G``), as verl's.
+    sum_v pi_v^2)`` the path's accumulated "realized energy": ``pi_j`` the policy's probability of
+    the sampled token and ``sum_v pi_v^2`` its squared probabilities summed over the vocabulary.
+    A group of one gets no baseline (``A = G``), as verl's. The returns (critic targets) are not
+    kept: no critic reads them.
 
-    It reads, per token, the policy's log-probs of the sampled tokens (verl's recomputed
-    ``old_log_probs``) and ``sum_pi_squared``, which only a pass over the full-vocabulary logits
-    gives (verl: ``actor.calculate_sum_pi_squared``). Not yet a selectable part: the harness's
-    policy pass (``engine/logprobs.py``) does not return ``sum_pi_squared`` nor does the RL step
-    hand per-token probabilities to the estimators. verl's ``rollout_is_weights ** 2`` scaling of
-    ``W`` and its ``handle_zero_tail`` option (off by default, line 766) are not reproduced.
-    Padding is left out with ``where`` (NaN there changes nothing), where verl multiplies by the mask.
+    It reads the policy's own pass (``needs_token_probs``): its log-probs of the sampled tokens
+    (verl's recomputed ``old_log_probs``) and ``sum_pi_squared`` (verl's
+    ``actor.calculate_sum_pi_squared``), which the step computes from the full-vocabulary logits.
+    verl's ``rollout_is_weights ** 2`` scaling of ``W`` (the harness weighs the mismatch in the
+    loss, after the advantages) and its ``handle_zero_tail`` option (off by default, line 766)
+    are not reproduced. Padding is left out with ``where`` (NaN there changes nothing), where verl
+    multiplies by the mask.
     """
-    on = mask.bool()
-    rewards = torch.where(on, token_rewards, 0.0)
-    returns = rewards.flip(-1).cumsum(-1).flip(-1)
-    energy = torch.where(on, 1 - 2 * old_logprobs.exp() + sum_pi_squared, 0.0).cumsum(-1)
-    if group_size == 1:
-        return torch.where(on, returns, 0.0)
-    shape = (-1, group_size, mask.shape[1])
+    on = inputs.mask.bool()
+    returns = torch.where(on, inputs.token_rewards, 0.0).flip(-1).cumsum(-1).flip(-1)
+    if inputs.group_size == 1:
+        return returns, None
+    per_token = 1 - 2 * inputs.token_logprobs.exp() + inputs.sum_pi_squared
+    energy = torch.where(on, per_token, 0.0).cumsum(-1)
+    shape = (-1, inputs.group_size, inputs.mask.shape[1])
     weight = torch.where(on, energy, 0.0).view(shape)
     numerator = (torch.where(on, returns, 0.0).view(shape) * weight).sum(dim=1, keepdim=True)
     baseline = numerator / (weight.sum(dim=1, keepdim=True) + OTB_EPS)
-    return torch.where(on, returns - baseline.expand(shape).reshape_as(returns), 0.0)
+    return returns - baseline.expand(shape).reshape_as(returns), None

@@ -279,6 +279,22 @@ PRESETS: dict[str, Preset] = {
         "(lines 906, 908), token-mean loss (876), k3 KL in the loss (828, 833) at 0.001 (836); epsilon 1e-6 "
         "(ppo_utils.py line 1401); the testbed's group size and schedule (SkyRL's example: 5 samples per prompt)",
     ),
+    "optimal_token_baseline": Preset(
+        _variant(
+            _GRPO,
+            "optimal_token_baseline",
+            advantage="optimal_token_baseline",
+            aggregation="token_mean",
+            dual_clip=3.0,
+            **_NO_KL,
+        ),
+        "verl's Optimal Token Baseline (adv_estimator=optimal_token_baseline, docs/algo/otb.md and "
+        "examples/otb_trainer/run_qwen2_5-7b.sh@b178a3c)",
+        "a per-token baseline weighted by each path's accumulated 1 - 2p + sum p^2, from the policy's own pass "
+        "(run every step for it); verl's actor defaults (verl/trainer/config/actor/actor.yaml@b178a3c): clip 0.2 "
+        "both ways (lines 36-42), dual clip 3 (79), token-mean loss (82); no KL as the example (use_kl_loss=False); "
+        "no rollout-IS scaling of the weights; the testbed's group size (the example's n=8) and schedule",
+    ),
 }
 
 

@@ -52,6 +52,10 @@ def _batch(group_size: int) -> dict[str, Tensor]:
     values = old_values + 0.4 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)
     entropy = torch.rand(rows, LENGTH, generator=g, dtype=torch.float64) * 2
     sampler = old + 0.3 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # drawn last: the rest stays
+    # the policy's squared probabilities over the vocabulary: the sampled token's p^2 plus a share
+    # of (1 - p)^2 for the rest (an estimator with needs_token_probs reads them); drawn after the rest
+    p = old.exp()
+    sum_pi_squared = p**2 + (1 - p) ** 2 * torch.rand(rows, LENGTH, generator=g, dtype=torch.float64)
     return {
         "mask": mask,
         "old": old,
@@ -62,6 +66,7 @@ def _batch(group_size: int) -> dict[str, Tensor]:
         "values": values,
         "entropy": entropy,
         "sampler": sampler,
+        "sum_pi_squared": sum_pi_squared,
     }
 
 
@@ -72,9 +77,16 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
     with torch.no_grad():
         kl = kl_estimate(data["old"], data["ref"], cfg.kl_estimator)
         rewards = token_rewards(data["scores"], mask, kl, cfg)
-    adv = compute_advantages(
-        AdvantageInputs(rewards, mask, cfg.group_size, data["old_values"], scores=data["scores"]), cfg
+    inputs = AdvantageInputs(
+        rewards,
+        mask,
+        cfg.group_size,
+        data["old_values"],
+        scores=data["scores"],
+        token_logprobs=data["old"],
+        sum_pi_squared=data["sum_pi_squared"],
     )
+    adv = compute_advantages(inputs, cfg)
     keep = adv.keep_rows.double()[:, None]
     leaves = {k: data[k].clone().requires_grad_(True) for k in ("logprobs", "entropy", "values")}
     with_critic = adv.returns is not None

@@ -128,7 +128,7 @@ def algorithms(
         return
     if parts:
         for row in rows:
-            reads = f" (reads {', '.join(row['reads'])})" if row["reads"] else ""
+            reads = f" (reads {', '.join(row['reads'] + row['inputs'])})" if row["reads"] or row["inputs"] else ""
             typer.echo(f"{row['slot']}={row['name']}{reads}: {row['cites']}")
         return
     for preset in rows:

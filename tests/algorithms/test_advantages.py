@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.algorithms.advantages import AdvantageInputs, masked_whiten, optimal_token_baseline, sequence_returns
+from harness.algorithms.advantages import AdvantageInputs, masked_whiten, sequence_returns
 from harness.algorithms.config import RLConfig
 from harness.algorithms.objective import token_rewards
 from harness.algorithms.parts import ADVANTAGES
@@ -19,14 +19,24 @@ def cfg(**kw) -> RLConfig:
 
 
 def outcome_inputs(scores, lengths, group_size, T=4, values=None) -> AdvantageInputs:
-    """One verifier score per row on its last real token; padding holds garbage (99)."""
+    """One verifier score per row on its last real token; padding holds garbage (99). The
+    policy's token probabilities (only estimators with needs_token_probs read them): the sampled
+    token's at 0.6, squared probabilities summing to 0.5."""
     B = len(scores)
     mask, rewards = torch.zeros(B, T), torch.full((B, T), 99.0)
     for i, (score, n) in enumerate(zip(scores, lengths)):
         mask[i, :n] = 1
         rewards[i, :n] = 0
         rewards[i, n - 1] = score
-    return AdvantageInputs(rewards, mask, group_size, values, scores=torch.tensor(scores, dtype=torch.float))
+    return AdvantageInputs(
+        rewards,
+        mask,
+        group_size,
+        values,
+        scores=torch.tensor(scores, dtype=torch.float),
+        token_logprobs=torch.full((B, T), math.log(0.6)),
+        sum_pi_squared=torch.full((B, T), 0.5),
+    )
 
 
 def run(name, inputs, **kw):
@@ -215,6 +225,12 @@ def test_estimators_declare_groups_and_critic_needs():
         "group_mean_batch_std": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
         "group_passk": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
         "maxrl": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
+        "optimal_token_baseline": {
+            "needs_groups": False,
+            "needs_critic": False,
+            "needs_token_probs": True,
+            "reads": (),
+        },
     }
     assert {n: {k: needs[n][k] for k in published[n]} for n in published} == published
     assert all(ADVANTAGES.meta(n)["cites"] for n in ADVANTAGES.names())
@@ -238,6 +254,7 @@ def test_degenerate_groups_are_found_on_the_verifier_scores_not_the_kl_shaped_re
     )
     rewards = token_rewards(scores, mask, kl, kl_cfg)
     inputs = AdvantageInputs(rewards, mask, 2, torch.zeros(4, 2) if critic else None, scores=scores)
+    inputs = with_token_probs(inputs, torch.full((4, 2), -0.5), torch.full((4, 2), 0.6))
     assert sequence_returns(inputs).tolist() == pytest.approx([0.9, 0.7, 1.0, 0.0])
     out = ADVANTAGES.get(name)(inputs, kl_cfg)
     assert out.degenerate.tolist() == [True, False]
@@ -449,44 +466,67 @@ def test_maxrl_gives_zero_to_groups_of_equal_scores_and_refuses_groups_of_one():
 
 def otb_batch(seed, n_groups, group_size, T=6):
     """Random per-token probabilities for an OTB test: the sampled token's log-prob and the sum of
-    squared probabilities of a random distribution over 5 tokens that contains it."""
+    squared probabilities of a random distribution over 5 tokens that contains it (NaN on padding
+    in the harness's inputs)."""
     inputs, rewards, index = random_outcome_batch(seed, n_groups, group_size, T=T)
     g = torch.Generator().manual_seed(seed + 100)
     probs = torch.softmax(3 * torch.randn(*inputs.mask.shape, 5, generator=g), dim=-1)
-    old_logprobs = probs[..., 0].log()
-    sum_pi_squared = (probs**2).sum(-1)
+    old_logprobs, sum_pi_squared = probs[..., 0].log(), (probs**2).sum(-1)
+    on = inputs.mask.bool()
+    inputs.token_logprobs = torch.where(on, old_logprobs, torch.nan)
+    inputs.sum_pi_squared = torch.where(on, sum_pi_squared, torch.nan)
     return inputs, rewards, index, old_logprobs, sum_pi_squared
 
 
+def with_token_probs(inputs, logprobs, sum_pi_squared):
+    inputs.token_logprobs, inputs.sum_pi_squared = logprobs, sum_pi_squared
+    return inputs
+
+
 def test_optimal_token_baseline_by_hand():
-    # one group of two rows, rewards 1 (2 tokens) and 0 (1 token); pi = 0.5 on every sampled
+    # one group of two rows, scores 1 (2 tokens) and 0 (1 token); pi = 0.5 on every sampled
     # token and sum pi^2 = 0.5, so each token adds w = 1 - 1 + 0.5 = 0.5: W = (0.5, 1.0) and (0.5).
     # t=0: G = (1, 0), B = (1 * 0.5 + 0 * 0.5) / 1.0 = 0.5: A = (0.5, -0.5).
     # t=1: only row 0: G = 1, B = 1 * 1.0 / 1.0 = 1: A = 0 (to the 1e-8).
-    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
-    rewards = torch.tensor([[0.0, 1.0], [0.0, torch.nan]])
     half = torch.full((2, 2), 0.5)
-    adv = optimal_token_baseline(rewards, mask, 2, half.log(), half)
-    assert adv.flatten().tolist() == pytest.approx([0.5, 0.0, -0.5, 0.0], abs=1e-7)
+    inputs = with_token_probs(outcome_inputs([1.0, 0.0], [2, 1], 2, T=2), half.log(), half)
+    out = run("optimal_token_baseline", inputs)
+    assert out.advantages.flatten().tolist() == pytest.approx([0.5, 0.0, -0.5, 0.0], abs=1e-7)
+    assert out.returns is None and out.degenerate.tolist() == [False]
     # a group of one: no baseline, the reward-to-go
-    assert optimal_token_baseline(rewards, mask, 1, half.log(), half).tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    inputs = with_token_probs(outcome_inputs([1.0, 0.0], [2, 1], 1, T=2), half.log(), half)
+    assert run("optimal_token_baseline", inputs).advantages.tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    # a more confident token adds less energy: pi = 0.9 of two tokens (0.9, 0.1): w = 1 - 1.8 + 0.82 = 0.02
+    sure = with_token_probs(
+        outcome_inputs([1.0, 0.0], [1, 1], 2, T=1), torch.tensor([[0.9], [0.5]]).log(), torch.tensor([[0.82], [0.5]])
+    )
+    # B = (1 * 0.02 + 0 * 0.5) / 0.52: the unsure row's return dominates the baseline
+    expected = [1 - 0.02 / 0.52, -0.02 / 0.52]
+    assert run("optimal_token_baseline", sure).advantages[:, 0].tolist() == pytest.approx(expected, rel=1e-5)
+
+
+def test_optimal_token_baseline_needs_the_policys_token_probabilities():
+    with pytest.raises(ValueError, match="needs the policy's token log-probs"):
+        run("optimal_token_baseline", with_token_probs(outcome_inputs([1.0, 0.0], [2, 1], 2), None, None))
 
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("group_size", [1, 2, 4])
 def test_optimal_token_baseline_matches_verls(seed, group_size):
     inputs, rewards, index, old_logprobs, sum_pi_squared = otb_batch(seed, 4, group_size)
-    nan_padding = torch.where(inputs.mask.bool(), old_logprobs, torch.nan)  # what verl never sees
-    ours = optimal_token_baseline(inputs.token_rewards, inputs.mask, group_size, nan_padding, sum_pi_squared)
+    ours = run("optimal_token_baseline", inputs).advantages
     theirs = verl_optimal_token_baseline(rewards, inputs.mask, index, old_logprobs, sum_pi_squared)
     assert torch.all(torch.isfinite(ours)) and torch.all(ours[~inputs.mask.bool()] == 0)
     assert torch.allclose(ours, theirs, atol=1e-6)
 
 
-def test_optimal_token_baseline_of_a_group_with_equal_rewards_is_zero():
-    inputs, _, _, old_logprobs, sum_pi_squared = otb_batch(0, 1, 4)
+def test_optimal_token_baseline_of_a_group_with_equal_scores_is_zero():
+    # every row scores 1 at its own length: G_t = 1 on every real token, so B_t = 1 (to the 1e-8)
+    inputs, _, _, _, _ = otb_batch(0, 1, 4)
     inputs.token_rewards = torch.where(inputs.mask.bool(), 0.0, torch.nan)
-    last = inputs.mask.cumsum(1) == inputs.mask.sum(1, keepdim=True)
-    inputs.token_rewards[last & inputs.mask.bool()] = 1.0  # every row scores 1, at its own length
-    adv = optimal_token_baseline(inputs.token_rewards, inputs.mask, 4, old_logprobs, sum_pi_squared)
-    assert torch.allclose(adv, torch.zeros_like(adv), atol=1e-6)
+    last = (inputs.mask.cumsum(1) == inputs.mask.sum(1, keepdim=True)) & inputs.mask.bool()
+    inputs.token_rewards[last] = 1.0
+    inputs.scores = torch.ones(4)
+    out = run("optimal_token_baseline", inputs)
+    assert torch.allclose(out.advantages, torch.zeros_like(out.advantages), atol=1e-6)
+    assert out.degenerate.tolist() == [True]

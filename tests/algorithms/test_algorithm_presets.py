@@ -313,7 +313,9 @@ def test_every_rl_preset_runs_the_same_calls_end_to_end(name):
     if cfg.kl_placement == "reward":
         rewards = rewards - cfg.kl_coef * kl * mask
     values = torch.rand(B, T, generator=g) if cfg.critic != "none" else None
-    adv = compute_advantages(AdvantageInputs(rewards, mask, G, values, scores=scores), cfg)
+    # the policy's token probabilities, for an estimator that reads them: p of the sampled token, p^2 + (1-p)^2 / 2
+    probs = {"token_logprobs": old_logp, "sum_pi_squared": old_logp.exp() ** 2 + (1 - old_logp.exp()) ** 2 / 2}
+    adv = compute_advantages(AdvantageInputs(rewards, mask, G, values, scores=scores, **probs), cfg)
     assert adv.degenerate[0]  # on the verifier's scores, even where a KL makes the returns differ
     assert adv.keep_rows[:G].any() != cfg.drop_degenerate
 

@@ -63,6 +63,7 @@ ABLATIONS = [
     # issue 35: advantage estimators
     ("grpo", {"advantage": "maxrl"}),
     ("maxrl", {"adv_eps": 1e-4}),
+    ("grpo", {"advantage": "optimal_token_baseline"}),
 ]
 
 
