@@ -238,7 +238,7 @@ def group_passk(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token(torch.where(best, gain, 0.0), inputs), None
 
 
-# issue 35: advantage estimators (maxrl; optimal_token_baseline's formula)
+# issue 35: advantage estimators (maxrl, optimal_token_baseline)
 
 
 @_estimator(
