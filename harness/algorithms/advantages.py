@@ -31,6 +31,10 @@ class AdvantageInputs:
     group_size: int
     values: Tensor | None = None  # [B, T] critic values; only estimators that need a critic
     scores: Tensor = field(kw_only=True)  # [B] the verifier's score of each row, before any KL
+    # [B, T] the policy's log-probs of the sampled tokens and the sum of its squared probabilities
+    # over the vocabulary: only estimators that declare needs_token_probs (the step's own pass)
+    token_logprobs: Tensor | None = field(default=None, kw_only=True)
+    sum_pi_squared: Tensor | None = field(default=None, kw_only=True)
 
 
 @dataclass
@@ -66,7 +70,7 @@ def _estimator(name: str, *, cites: str):
     marked ``ADVANTAGES.implements(name, cites=cites)``."""
     implements = ADVANTAGES.implements(name, cites=cites)  # an undeclared name or another citation fails here
     meta = ADVANTAGES.meta(name)
-    needs_groups, needs_critic = meta["needs_groups"], meta["needs_critic"]
+    needs_groups, needs_critic, needs_probs = meta["needs_groups"], meta["needs_critic"], meta["needs_token_probs"]
 
     def decorate(core: Callable) -> Callable[[AdvantageInputs, RLConfig], AdvantageOutput]:
         @functools.wraps(core)
@@ -78,6 +82,10 @@ def _estimator(name: str, *, cites: str):
                 raise ValueError(f"advantage {name!r} needs group_size >= 2, got {group}")
             if needs_critic and inputs.values is None:
                 raise ValueError(f"advantage {name!r} needs critic values")
+            if needs_probs and (inputs.token_logprobs is None or inputs.sum_pi_squared is None):
+                raise ValueError(
+                    f"advantage {name!r} needs the policy's token log-probs and sum of squared probabilities"
+                )
             advantages, returns = core(inputs, cfg)
             on = inputs.mask.bool()
             advantages = torch.where(on, advantages, 0.0)
@@ -206,15 +214,94 @@ def group_mean_batch_std(inputs: AdvantageInputs, cfg: RLConfig):
     return _per_token((r - r.mean(dim=1, keepdim=True)) / (r.std() + cfg.adv_eps), inputs), None
 
 
-@_estimator("group_passk", cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595)")
+@_estimator(
+    "group_passk",
+    cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595), verl/trainer/ppo/core_algos.py@b178a3c",
+)
 def group_passk(inputs: AdvantageInputs, cfg: RLConfig):
     """A pass@k group advantage (verl ``grpo_passk``, after arXiv:2503.19595): only the group's
     best row gets an advantage, ``(r_max - r_second) / (std_group(r) + adv_eps)`` (Bessel std; the
     first best on ties, where it is 0); every other row gets 0. Under pass@k only the best sample
     of a group counts, and the gap to the runner-up is what it adds.
+
+    Checked against ``compute_grpo_passk_outcome_advantage`` in verl's
+    verl/trainer/ppo/core_algos.py@b178a3c (lines 360-422): the same formula with verl's default
+    ``norm_adv_by_std_in_grpo=True`` (line 389); verl's ``epsilon`` is 1e-6 (line 365), the
+    ``grpo_passk`` preset's ``adv_eps``. verl refuses a group of one as this does; on a tie verl's
+    ``topk`` may pick another of the tied rows, whose advantage is 0 either way. verl's option of
+    no std division is not offered here.
     """
     r = _grouped_returns(inputs)
     top2 = torch.topk(r, 2, dim=1).values
     gain = (top2[:, :1] - top2[:, 1:]) / (r.std(dim=1, keepdim=True) + cfg.adv_eps)
     best = torch.zeros_like(r, dtype=torch.bool).scatter_(1, r.argmax(dim=1, keepdim=True), True)
     return _per_token(torch.where(best, gain, 0.0), inputs), None
+
+
+# issue 35: advantage estimators (maxrl, optimal_token_baseline)
+
+
+@_estimator(
+    "maxrl",
+    cites="MaxRL: Tajwar et al. 2026, Maximum Likelihood RL (arXiv:2602.02710); SkyRL maxrl, "
+    "skyrl/backends/skyrl_train/utils/ppo_utils.py@a956457",
+)
+def maxrl(inputs: AdvantageInputs, cfg: RLConfig):
+    """MaxRL (Tajwar et al. 2026, Maximum Likelihood Reinforcement Learning, arXiv:2602.02710;
+    SkyRL ``maxrl``): ``(r - mean_group(r)) / (mean_group(r) + adv_eps)``, the group-centred
+    return divided by the group's mean instead of its std. With 0/1 rewards and ``K`` of ``N``
+    rows correct this is ``N r / K - 1``: the gradient of ``log p`` (the likelihood of a correct
+    answer) rather than of ``p``, so prompts the policy rarely solves weigh ``1/p`` more; a group
+    with no correct row gets 0.
+
+    As ``compute_maxrl_advantage`` in SkyRL's skyrl/backends/skyrl_train/utils/ppo_utils.py@a956457
+    (lines 1396-1428; its ``epsilon`` 1e-6, line 1401, is the ``maxrl`` preset's ``adv_eps``). The
+    formula assumes rewards >= 0: a group mean near 0 from mixed signs blows the advantage up,
+    in SkyRL too. Where SkyRL hands a group of one its raw return, this refuses group_size 1 as
+    every group estimator here does.
+    """
+    r = _grouped_returns(inputs)
+    mean = r.mean(dim=1, keepdim=True)
+    return _per_token((r - mean) / (mean + cfg.adv_eps), inputs), None
+
+
+#: verl's fixed ``epsilon`` of the optimal token baseline's denominator
+#: (verl/trainer/ppo/core_algos.py@b178a3c, line 767; its trainer does not set it)
+OTB_EPS = 1e-8
+
+
+@_estimator(
+    "optimal_token_baseline",
+    cites="Optimal Token Baseline: verl optimal_token_baseline (verl PR #4678, docs/algo/otb.md), "
+    "verl/trainer/ppo/core_algos.py@b178a3c",
+)
+def optimal_token_baseline(inputs: AdvantageInputs, cfg: RLConfig):
+    """verl's Optimal Token Baseline (``optimal_token_baseline``; ``compute_optimal_token_baseline_
+    advantage`` in verl/trainer/ppo/core_algos.py@b178a3c, lines 758-873; docs/algo/otb.md there):
+    a baseline per token position ``t`` within each group, ``B_t = sum_i G_t^i W_t^i / (sum_i
+    W_t^i + 1e-8)`` over the group's rows with a token at ``t``, and ``A_t = G_t - B_t`` on real
+    tokens. ``G_t`` is the reward-to-go (undiscounted), ``W_t = sum_{j <= t} (1 - 2 pi_j +
+    sum_v pi_v^2)`` the path's accumulated "realized energy": ``pi_j`` the policy's probability of
+    the sampled token and ``sum_v pi_v^2`` its squared probabilities summed over the vocabulary.
+    A group of one gets no baseline (``A = G``), as verl's. The returns (critic targets) are not
+    kept: no critic reads them.
+
+    It reads the policy's own pass (``needs_token_probs``): its log-probs of the sampled tokens
+    (verl's recomputed ``old_log_probs``) and ``sum_pi_squared`` (verl's
+    ``actor.calculate_sum_pi_squared``), which the step computes from the full-vocabulary logits.
+    verl's ``rollout_is_weights ** 2`` scaling of ``W`` (the harness weighs the mismatch in the
+    loss, after the advantages) and its ``handle_zero_tail`` option (off by default, line 766)
+    are not reproduced. Padding is left out with ``where`` (NaN there changes nothing), where verl
+    multiplies by the mask.
+    """
+    on = inputs.mask.bool()
+    returns = torch.where(on, inputs.token_rewards, 0.0).flip(-1).cumsum(-1).flip(-1)
+    if inputs.group_size == 1:
+        return returns, None
+    per_token = 1 - 2 * inputs.token_logprobs.exp() + inputs.sum_pi_squared
+    energy = torch.where(on, per_token, 0.0).cumsum(-1)
+    shape = (-1, inputs.group_size, inputs.mask.shape[1])
+    weight = torch.where(on, energy, 0.0).view(shape)
+    numerator = (torch.where(on, returns, 0.0).view(shape) * weight).sum(dim=1, keepdim=True)
+    baseline = numerator / (weight.sum(dim=1, keepdim=True) + OTB_EPS)
+    return returns - baseline.expand(shape).reshape_as(returns), None

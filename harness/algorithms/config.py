@@ -99,7 +99,9 @@ class RLConfig(_Common):
     )
 
     # --- advantage numbers ---
-    adv_eps: PositiveFloat = Field(1e-4, description="added to the group's std before dividing (GRPO's z-score)")
+    adv_eps: PositiveFloat = Field(
+        1e-4, description="added to the group's std (GRPO's z-score), or its mean (maxrl), before dividing"
+    )
     whiten_advantages: bool = Field(False, description="whiten the advantages over the batch after the estimator")
     drop_degenerate: bool = Field(
         False, description="leave out groups whose verifier scores are all equal (DAPO's dynamic sampling)"

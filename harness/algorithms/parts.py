@@ -37,13 +37,16 @@ def _slot(kind: str, *meta_keys: str) -> Registry:
 # ``harness algorithms --parts`` lists. The function's docstring holds the formula itself.
 
 #: ``fn(inputs, cfg) -> AdvantageOutput`` (``advantages.py``); ``reads`` besides the shared
-#: ``whiten_advantages`` and ``drop_degenerate``
-ADVANTAGES = _slot("advantage estimator", "needs_groups", "needs_critic")
+#: ``whiten_advantages`` and ``drop_degenerate``; ``needs_token_probs``: whether it reads the
+#: policy's per-token probabilities (its log-probs of the sampled tokens and the sum of squared
+#: probabilities over the vocabulary), so the step runs the policy's own pass for them
+ADVANTAGES = _slot("advantage estimator", "needs_groups", "needs_critic", "needs_token_probs")
 ADVANTAGES.declare(
     "group_zscore",
     f"{_PACKAGE}.advantages:group_zscore",
     needs_groups=True,
     needs_critic=False,
+    needs_token_probs=False,
     reads=("adv_eps",),
     cites="GRPO: Shao et al. 2024, DeepSeekMath (arXiv:2402.03300)",
 )
@@ -52,6 +55,7 @@ ADVANTAGES.declare(
     f"{_PACKAGE}.advantages:group_mean",
     needs_groups=True,
     needs_critic=False,
+    needs_token_probs=False,
     reads=(),
     cites="Dr. GRPO: Liu et al. 2025 (arXiv:2503.20783)",
 )
@@ -60,6 +64,7 @@ ADVANTAGES.declare(
     f"{_PACKAGE}.advantages:leave_one_out",
     needs_groups=True,
     needs_critic=False,
+    needs_token_probs=False,
     reads=(),
     cites="RLOO: Ahmadian et al. 2024 (arXiv:2402.14740)",
 )
@@ -68,6 +73,7 @@ ADVANTAGES.declare(
     f"{_PACKAGE}.advantages:reinforce_pp",
     needs_groups=False,
     needs_critic=False,
+    needs_token_probs=False,
     reads=("gamma",),
     cites="REINFORCE++: Hu 2025 (arXiv:2501.03262)",
 )
@@ -76,6 +82,7 @@ ADVANTAGES.declare(
     f"{_PACKAGE}.advantages:gae",
     needs_groups=False,
     needs_critic=True,
+    needs_token_probs=False,
     reads=("gamma", "lam"),
     cites="GAE: Schulman et al. 2016 (arXiv:1506.02438)",
 )
@@ -84,6 +91,7 @@ ADVANTAGES.declare(
     f"{_PACKAGE}.advantages:reinforce_pp_baseline",
     needs_groups=True,
     needs_critic=False,
+    needs_token_probs=False,
     reads=("gamma",),
     cites="REINFORCE++-baseline: Hu 2025 (arXiv:2501.03262), as OpenRLHF and verl",
 )
@@ -92,6 +100,7 @@ ADVANTAGES.declare(
     f"{_PACKAGE}.advantages:group_mean_batch_std",
     needs_groups=True,
     needs_critic=False,
+    needs_token_probs=False,
     reads=("adv_eps",),
     cites="Lite PPO: Liu et al. 2025, Tricks or Traps (arXiv:2508.08221); TRL scale_rewards='batch'",
 )
@@ -100,8 +109,30 @@ ADVANTAGES.declare(
     f"{_PACKAGE}.advantages:group_passk",
     needs_groups=True,
     needs_critic=False,
+    needs_token_probs=False,
     reads=("adv_eps",),
-    cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595)",
+    cites="pass@k group advantage: verl grpo_passk (arXiv:2503.19595), verl/trainer/ppo/core_algos.py@b178a3c",
+)
+# issue 35: advantage estimators
+ADVANTAGES.declare(
+    "maxrl",
+    f"{_PACKAGE}.advantages:maxrl",
+    needs_groups=True,
+    needs_critic=False,
+    needs_token_probs=False,
+    reads=("adv_eps",),
+    cites="MaxRL: Tajwar et al. 2026, Maximum Likelihood RL (arXiv:2602.02710); SkyRL maxrl, "
+    "skyrl/backends/skyrl_train/utils/ppo_utils.py@a956457",
+)
+ADVANTAGES.declare(
+    "optimal_token_baseline",
+    f"{_PACKAGE}.advantages:optimal_token_baseline",
+    needs_groups=False,
+    needs_critic=False,
+    needs_token_probs=True,
+    reads=(),
+    cites="Optimal Token Baseline: verl optimal_token_baseline (verl PR #4678, docs/algo/otb.md), "
+    "verl/trainer/ppo/core_algos.py@b178a3c",
 )
 
 #: ``fn(logprobs, old_logprobs, advantages, mask, cfg, aggregate) -> (loss, metrics)`` (``losses.py``)
@@ -547,24 +578,37 @@ def unread_non_defaults(cfg: RLConfig) -> list[str]:
     ]
 
 
+#: metadata that makes a part read something of the step's besides the batch and the fields: what it reads
+_INPUTS = {
+    "needs_critic": "the critic's values",
+    "needs_token_probs": "the policy's token log-probs and sums of squared probabilities, from its own pass",
+}
+
+
 def part_inputs(slot: str, name: str) -> list[str]:
     """What a part reads besides its fields and the batch every part sees (the policy's log-probs,
-    the old ones, the advantages, the mask): a mismatch part that compares reads the sampler's
-    log-probs (the behaviour policy's, perhaps steps stale) against the recomputed old ones."""
-    if slot == "mismatch" and MISMATCH.meta(name)["compares"]:
-        return ["sampler log-probs", "recomputed old log-probs"]
-    return []
+    the old ones, the advantages, the mask): what its metadata says it needs (``_INPUTS``), and for
+    a mismatch part that compares, the sampler's log-probs (the behaviour policy's, perhaps steps
+    stale) against the recomputed old ones."""
+    meta = {**SLOTS, **DPO_SLOTS}[slot].meta(name)
+    inputs = [what for key, what in _INPUTS.items() if meta.get(key)]
+    if slot == "mismatch" and meta["compares"]:
+        inputs += ["sampler log-probs", "recomputed old log-probs"]
+    return inputs
 
 
 def describe_parts() -> list[dict[str, str | list[str]]]:
     """One row per part of every slot, RL's then DPO's, for ``harness algorithms --parts``: its
-    slot, name, the fields it reads, its citation, and ``inputs`` where it reads more than every
-    part does (``part_inputs``)."""
-    rows: list[dict[str, str | list[str]]] = []
-    for slot, registry in {**SLOTS, **DPO_SLOTS}.items():
-        for name in registry.names():
-            row = {"slot": slot, "name": name, "reads": list(registry.meta(name)["reads"])}
-            row["cites"] = registry.meta(name)["cites"]
-            inputs = part_inputs(slot, name)
-            rows.append({**row, "inputs": inputs} if inputs else row)
-    return rows
+    slot, name, the fields it reads, what else of the step it reads (``inputs``: ``part_inputs``)
+    and its citation."""
+    return [
+        {
+            "slot": slot,
+            "name": name,
+            "reads": list(registry.meta(name)["reads"]),
+            "inputs": part_inputs(slot, name),
+            "cites": registry.meta(name)["cites"],
+        }
+        for slot, registry in {**SLOTS, **DPO_SLOTS}.items()
+        for name in registry.names()
+    ]

@@ -411,6 +411,52 @@ PRESETS: dict[str, Preset] = {
         "token-mean aggregation (TRL's vespo divides by the generation's tokens per optimiser step); GRPO's "
         "group z-score advantage (TRL's scale_rewards default); no KL; the testbed's group size and schedule",
     ),
+    # issue 35: advantage estimators. verl's grpo_passk under verl's name: the estimator keeps the
+    # harness's descriptive name (group_passk; renaming it would change the ids of trials that set it)
+    "grpo_passk": Preset(
+        _variant(
+            _GRPO,
+            "grpo_passk",
+            advantage="group_passk",
+            adv_eps=1e-6,
+            aggregation="token_mean",
+            dual_clip=3.0,
+            **_NO_KL,
+        ),
+        "pass@k training as verl's adv_estimator=grpo_passk (after arXiv:2503.19595; "
+        "verl/trainer/ppo/core_algos.py@b178a3c)",
+        "only each group's best row learns, from its gap to the runner-up over the group std (with 0/1 "
+        "rewards: only groups with exactly one right answer); epsilon 1e-6 "
+        "(core_algos.py line 365); verl's actor defaults (verl/trainer/config/actor/actor.yaml@b178a3c): "
+        "clip 0.2 both ways (lines 36-42), dual clip 3 (79), token-mean loss (82), no KL (95); the testbed's "
+        "group size and schedule",
+    ),
+    "maxrl": Preset(
+        _variant(
+            _GRPO, "maxrl", advantage="maxrl", adv_eps=1e-6, aggregation="token_mean", kl_estimator="k3", kl_coef=0.001
+        ),
+        "Tajwar et al. 2026, Maximum Likelihood Reinforcement Learning (arXiv:2602.02710), as SkyRL's "
+        "advantage_estimator=maxrl (examples/train/algorithms/maxrl/run_maxrl_gsm8k.sh@a956457)",
+        "SkyRL's AlgorithmConfig defaults (skyrl/train/config/config.py@a956457): PPO clip 0.2 both ways "
+        "(lines 906, 908), token-mean loss (876), k3 KL in the loss (828, 833) at 0.001 (836); epsilon 1e-6 "
+        "(ppo_utils.py line 1401); the testbed's group size and schedule (SkyRL's example: 5 samples per prompt)",
+    ),
+    "optimal_token_baseline": Preset(
+        _variant(
+            _GRPO,
+            "optimal_token_baseline",
+            advantage="optimal_token_baseline",
+            aggregation="token_mean",
+            dual_clip=3.0,
+            **_NO_KL,
+        ),
+        "verl's Optimal Token Baseline (adv_estimator=optimal_token_baseline, docs/algo/otb.md and "
+        "examples/otb_trainer/run_qwen2_5-7b.sh@b178a3c)",
+        "a per-token baseline weighted by each path's accumulated 1 - 2p + sum p^2, from the policy's own pass "
+        "(run every step for it); verl's actor defaults (verl/trainer/config/actor/actor.yaml@b178a3c): clip 0.2 "
+        "both ways (lines 36-42), dual clip 3 (79), token-mean loss (82); no KL as the example (use_kl_loss=False); "
+        "no rollout-IS scaling of the weights; the testbed's group size (the example's n=8) and schedule",
+    ),
 }
 
 

@@ -54,6 +54,10 @@ def _batch(group_size: int) -> dict[str, Tensor]:
     entropy = torch.rand(rows, LENGTH, generator=g, dtype=torch.float64) * 2
     sampler = old + 0.3 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # drawn after the rest: it stays
     teacher = old + 0.5 * torch.randn(rows, LENGTH, generator=g, dtype=torch.float64)  # issue 35: a teacher's
+    # the policy's squared probabilities over the vocabulary: the sampled token's p^2 plus a share
+    # of (1 - p)^2 for the rest (an estimator with needs_token_probs reads them); drawn after the rest
+    p = old.exp()
+    sum_pi_squared = p**2 + (1 - p) ** 2 * torch.rand(rows, LENGTH, generator=g, dtype=torch.float64)
     return {
         "mask": mask,
         "old": old,
@@ -65,6 +69,7 @@ def _batch(group_size: int) -> dict[str, Tensor]:
         "entropy": entropy,
         "sampler": sampler,
         "teacher": teacher.clamp(max=0.0),
+        "sum_pi_squared": sum_pi_squared,
     }
 
 
@@ -75,9 +80,16 @@ def probe(cfg: RLConfig, max_new_tokens: int) -> ProbeResult:
     with torch.no_grad():
         kl = kl_estimate(data["old"], data["ref"], cfg.kl_estimator)
         rewards = token_rewards(data["scores"], mask, kl, cfg)
-    adv = compute_advantages(
-        AdvantageInputs(rewards, mask, cfg.group_size, data["old_values"], scores=data["scores"]), cfg
+    inputs = AdvantageInputs(
+        rewards,
+        mask,
+        cfg.group_size,
+        data["old_values"],
+        scores=data["scores"],
+        token_logprobs=data["old"],
+        sum_pi_squared=data["sum_pi_squared"],
     )
+    adv = compute_advantages(inputs, cfg)
     advantages = distilled_advantages(adv.advantages, data["sampler"], data["teacher"], mask, cfg)
     keep = adv.keep_rows.double()[:, None]
     leaves = {k: data[k].clone().requires_grad_(True) for k in ("logprobs", "entropy", "values")}

@@ -128,8 +128,7 @@ def algorithms(
         return
     if parts:
         for row in rows:
-            read = [*row["reads"], *row.get("inputs", [])]  # its fields, then the tensors only some parts read
-            reads = f" (reads {', '.join(read)})" if read else ""
+            reads = f" (reads {', '.join(row['reads'] + row['inputs'])})" if row["reads"] or row["inputs"] else ""
             typer.echo(f"{row['slot']}={row['name']}{reads}: {row['cites']}")
         return
     for preset in rows:

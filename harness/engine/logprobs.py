@@ -45,6 +45,8 @@ class Forward:
     logprobs: Tensor  # [B, T] log-prob of each completion token (temperature-scaled), 0 on padding
     entropy: Tensor | None  # [B, T] entropy of each position's distribution, 0 on padding; when asked
     hidden: Tensor | None  # [B, T, H] last hidden state at the position predicting each token; when asked
+    # [B, T] sum over the vocabulary of each position's squared probabilities, 0 on padding; when asked
+    sum_pi_squared: Tensor | None = None
 
 
 def completion_hidden(model, rollout: Rollout) -> Tensor:
@@ -69,9 +71,11 @@ def completion_forward(
     want_entropy: bool = False,
     entropy_grad: bool = False,
     want_hidden: bool = False,
+    want_sum_pi_squared: bool = False,
 ) -> Forward:
     """Log-probs (with grad if enabled) of the completion tokens under ``model``, and the
-    entropy of each position and the hidden states when asked for.
+    entropy of each position, the hidden states and the sum of squared probabilities over the
+    vocabulary (verl's ``sum_pi_squared``, what the optimal token baseline reads) when asked for.
 
     The entropy carries a gradient only with ``entropy_grad`` (a loss with an entropy term):
     a checkpointed chunk's output that the backward pass never reaches would keep that chunk's
@@ -83,11 +87,13 @@ def completion_forward(
     per_chunk = max(1, LOGIT_CHUNK_ELEMENTS // head.weight.shape[0])
     terms = _token_terms_checkpointed if torch.is_grad_enabled() else _token_terms
     chunks = [
-        terms(model, states, tokens, temperature, want_entropy, entropy_grad)
+        terms(model, states, tokens, temperature, want_entropy, entropy_grad, want_sum_pi_squared)
         for states, tokens in zip(hidden[real].split(per_chunk), rollout.completion_ids[real].split(per_chunk))
     ]
-    logprobs, *entropy = (_placed(real, list(values)) for values in zip(*chunks))
-    return Forward(logprobs, entropy[0] if want_entropy else None, hidden if want_hidden else None)
+    logprobs, *rest = (_placed(real, list(values)) for values in zip(*chunks))
+    entropy = rest.pop(0) if want_entropy else None
+    sum_pi_squared = rest.pop(0) if want_sum_pi_squared else None
+    return Forward(logprobs, entropy, hidden if want_hidden else None, sum_pi_squared)
 
 
 def _placed(real: Tensor, values: list[Tensor]) -> Tensor:
@@ -110,21 +116,43 @@ def _logits(model, hidden: Tensor) -> Tensor:
 
 
 def _token_terms(
-    model, hidden: Tensor, tokens: Tensor, temperature: float, want_entropy: bool, entropy_grad: bool
+    model,
+    hidden: Tensor,
+    tokens: Tensor,
+    temperature: float,
+    want_entropy: bool,
+    entropy_grad: bool,
+    want_sum_pi_squared: bool = False,
 ) -> tuple[Tensor, ...]:
-    """Log-prob of each token [N] (and the entropy [N]) from hidden states [N, H]."""
+    """Log-prob of each token [N] (then the entropy [N], the sum of squared probabilities [N],
+    each when asked) from hidden states [N, H]."""
     logp_all = F.log_softmax(_logits(model, hidden) / temperature, dim=-1)
     logprobs = logp_all.gather(-1, tokens[:, None]).squeeze(-1)
-    if not want_entropy:
-        return (logprobs,)
-    source = logp_all if entropy_grad else logp_all.detach()
-    return logprobs, -(source.exp() * source).sum(-1)
+    terms = [logprobs]
+    if want_entropy:
+        source = logp_all if entropy_grad else logp_all.detach()
+        terms.append(-(source.exp() * source).sum(-1))
+    if want_sum_pi_squared:
+        terms.append((2 * logp_all.detach()).exp().sum(-1))
+    return tuple(terms)
 
 
-def _token_terms_checkpointed(model, hidden, tokens, temperature, want_entropy, entropy_grad) -> tuple[Tensor, ...]:
+def _token_terms_checkpointed(
+    model, hidden, tokens, temperature, want_entropy, entropy_grad, want_sum_pi_squared=False
+) -> tuple[Tensor, ...]:
     """``_token_terms`` keeping nothing of the chunk's logits for the backward pass, which
     recomputes them."""
-    return checkpoint(_token_terms, model, hidden, tokens, temperature, want_entropy, entropy_grad, use_reentrant=False)
+    return checkpoint(
+        _token_terms,
+        model,
+        hidden,
+        tokens,
+        temperature,
+        want_entropy,
+        entropy_grad,
+        want_sum_pi_squared,
+        use_reentrant=False,
+    )
 
 
 def _check_head(model, rollout: Rollout) -> None:

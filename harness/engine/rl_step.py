@@ -28,6 +28,7 @@ from harness.algorithms.kl import kl_estimate
 from harness.algorithms.mismatch import mismatch_measure
 from harness.algorithms.objective import UpdateBatch, token_rewards, update_loss
 from harness.algorithms.old_logprobs import recomputes_old_logprobs
+from harness.algorithms.parts import ADVANTAGES
 from harness.algorithms.sampling import trained_rows
 from harness.engine.compute import NONE, STEP_FLOPS, StepTokens, hidden_pass, logprob_pass, model_size, step_flops
 from harness.engine.critic import critic_values
@@ -80,7 +81,7 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     #    the loss reads: those the estimator keeps, less any cut off by the budget that the
     #    truncation part masks; a distillation teacher's reverse KL where its part adds it to them
     rewards = token_rewards(scores, completion_mask, kl_tokens, cfg)
-    adv = compute_advantages(AdvantageInputs(rewards, completion_mask, group, passes.old_values, scores=scores), cfg)
+    adv = compute_advantages(passes.advantage_inputs(rewards, scores, group), cfg)
     advantages = distilled_advantages(
         adv.advantages, passes.sampler_logprobs, passes.teacher_logprobs, completion_mask, cfg
     )
@@ -97,7 +98,7 @@ def rl_step(learner: Learner, task: Task, items: list[Item]) -> dict[str, float]
     grouped = scores.view(-1, group)
     kept_tokens = (completion_mask.sum(1) * keep_rows.to(completion_mask)).sum()
     metrics = {
-        STEP_FLOPS: _flops(learner, drawn, rollout, keep_rows, recompute),
+        STEP_FLOPS: _flops(learner, drawn, rollout, keep_rows, recompute or passes.token_probs is not None),
         "train/reward_mean": scores.mean(),
         "train/reward_std_in_group": grouped.std(dim=1).mean() if group > 1 else 0.0,
         "train/frac_degenerate": adv.degenerate.float().mean(),
@@ -126,27 +127,54 @@ class _NoGradPasses:
     old_values: Tensor | None
     ref_logprobs: Tensor
     sampler_logprobs: Tensor  # what a mismatch correction weighs the old log-probs against
-    recompute: bool  # whether the policy's own pass ran (then ``metrics`` holds the mismatch)
+    recompute: bool  # whether the old log-probs were recomputed (then ``metrics`` holds the mismatch)
     metrics: dict[str, Tensor]
     teacher_logprobs: Tensor | None = None  # the distillation teacher's, where the learner has one
+    # the policy's own log-probs and sums of squared probabilities, for an advantage estimator that
+    # reads them (``needs_token_probs``); None otherwise
+    token_probs: tuple[Tensor, Tensor] | None = None
+
+    def advantage_inputs(self, rewards: Tensor, scores: Tensor, group_size: int) -> AdvantageInputs:
+        """What the advantage estimator reads: the token rewards and scores, with what these passes gave."""
+        token_logprobs, sum_pi_squared = self.token_probs or (None, None)
+        return AdvantageInputs(
+            rewards,
+            self.rollout.completion_mask,
+            group_size,
+            self.old_values,
+            scores=scores,
+            token_logprobs=token_logprobs,
+            sum_pi_squared=sum_pi_squared,
+        )
 
 
 def _no_grad_passes(learner: Learner, rollout: Rollout) -> _NoGradPasses:
     """The policy's own pass where the old log-probs are recomputed (or a correction compares
-    them), the critic's old values, the reference's log-probs and a distillation teacher's, over
-    micro-batches of rows.
+    them, or the advantage estimator reads the policy's token probabilities: ``needs_token_probs``,
+    which alone does not replace the old log-probs), the critic's old values, the reference's
+    log-probs and a distillation teacher's, over micro-batches of rows.
     Where the policy's pass ran, its log-probs of the sampled tokens, at the weights the
     updates start from, are also the trainer's side of the mismatch measure (``mismatch/*``)."""
     cfg, train, lm, micro = learner.algorithm, learner.train, learner.lm, learner.train.micro_batch_size
     # tool tokens in the loss (mask_tool_tokens off) have no sampled log-probs: recompute them
     recompute = recomputes_old_logprobs(cfg, {p.dtype for p in lm.model.parameters()}) or rollout.unsampled_in_loss
+    wants_probs = ADVANTAGES.meta(cfg.advantage)["needs_token_probs"]
     shares_trunk = learner.critic is not None and learner.critic.trunk is None
     metrics: dict[str, Tensor] = {}
-    own, old_values, sampler_logprobs = None, None, rollout.logprobs
+    own, old_values, sampler_logprobs, token_probs = None, None, rollout.logprobs, None
     with torch.no_grad():
-        if recompute:
-            own_pass = partial(completion_forward, lm.model, temperature=train.temperature, want_hidden=shares_trunk)
+        if recompute or wants_probs:
+            own_pass = partial(
+                completion_forward,
+                lm.model,
+                temperature=train.temperature,
+                want_hidden=shares_trunk,
+                want_sum_pi_squared=wants_probs,
+            )
             own = in_micro_batches(own_pass, rollout, micro)
+            if wants_probs:
+                token_probs = (own.logprobs, own.sum_pi_squared)
+        if recompute:
             # the largest per-token |sampler - trainer| log-prob difference in the rollout
             metrics["train/old_logprob_gap"] = ((own.logprobs - rollout.logprobs) * rollout.sampled).abs().max()
             metrics.update(mismatch_measure(own.logprobs, rollout.logprobs, rollout.sampled))
@@ -163,7 +191,16 @@ def _no_grad_passes(learner: Learner, rollout: Rollout) -> _NoGradPasses:
         teacher_logprobs = teacher.logprobs(rollout, train.temperature, micro_batch_size=micro)
         log_ratio = teacher_log_ratio(sampler_logprobs, teacher_logprobs, rollout.completion_mask)
         metrics["train/teacher_kl"] = _masked_mean(log_ratio, rollout.completion_mask)
-    return _NoGradPasses(rollout, old_values, ref_logprobs, sampler_logprobs, recompute, metrics, teacher_logprobs)
+    return _NoGradPasses(
+        rollout,
+        old_values,
+        ref_logprobs,
+        sampler_logprobs,
+        recompute,
+        metrics,
+        teacher_logprobs=teacher_logprobs,
+        token_probs=token_probs,
+    )
 
 
 def _staleness(learner: Learner, rollout: Rollout) -> dict[str, Tensor]:
@@ -180,7 +217,8 @@ def _flops(learner: Learner, drawn: Drawn, rollout: Rollout, keep_rows: Tensor, 
     sampling of every draw, the reference's log-probs (always: ``train/kl_ref``), the recomputed
     old log-probs, the critic's old values (on the policy's trunk a trunk pass of its own unless
     the recompute pass gave its hidden states), a distillation teacher's log-probs and ``epochs``
-    updates of the kept rows."""
+    updates of the kept rows. ``recompute``: whether the policy's own no-grad pass ran (for the old
+    log-probs, or for the token probabilities an advantage estimator reads)."""
     critic, epochs = learner.critic, learner.algorithm.epochs
     updated = rollout.rows(torch.nonzero(keep_rows.to(rollout.completion_mask.device)).squeeze(1))
     own_trunk = critic is not None and critic.trunk is not None

@@ -1,5 +1,7 @@
 import math
+from collections import defaultdict
 
+import numpy as np
 import pytest
 import torch
 
@@ -7,6 +9,7 @@ from harness.algorithms.advantages import AdvantageInputs, masked_whiten, sequen
 from harness.algorithms.config import RLConfig
 from harness.algorithms.objective import token_rewards
 from harness.algorithms.parts import ADVANTAGES
+from harness.algorithms.presets import PRESETS
 
 GROUP_ESTIMATORS = ["group_zscore", "group_mean", "leave_one_out"]
 
@@ -16,14 +19,24 @@ def cfg(**kw) -> RLConfig:
 
 
 def outcome_inputs(scores, lengths, group_size, T=4, values=None) -> AdvantageInputs:
-    """One verifier score per row on its last real token; padding holds garbage (99)."""
+    """One verifier score per row on its last real token; padding holds garbage (99). The
+    policy's token probabilities (only estimators with needs_token_probs read them): the sampled
+    token's at 0.6, squared probabilities summing to 0.5."""
     B = len(scores)
     mask, rewards = torch.zeros(B, T), torch.full((B, T), 99.0)
     for i, (score, n) in enumerate(zip(scores, lengths)):
         mask[i, :n] = 1
         rewards[i, :n] = 0
         rewards[i, n - 1] = score
-    return AdvantageInputs(rewards, mask, group_size, values, scores=torch.tensor(scores, dtype=torch.float))
+    return AdvantageInputs(
+        rewards,
+        mask,
+        group_size,
+        values,
+        scores=torch.tensor(scores, dtype=torch.float),
+        token_logprobs=torch.full((B, T), math.log(0.6)),
+        sum_pi_squared=torch.full((B, T), 0.5),
+    )
 
 
 def run(name, inputs, **kw):
@@ -211,6 +224,13 @@ def test_estimators_declare_groups_and_critic_needs():
         "reinforce_pp_baseline": {"needs_groups": True, "needs_critic": False, "reads": ("gamma",)},
         "group_mean_batch_std": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
         "group_passk": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
+        "maxrl": {"needs_groups": True, "needs_critic": False, "reads": ("adv_eps",)},
+        "optimal_token_baseline": {
+            "needs_groups": False,
+            "needs_critic": False,
+            "needs_token_probs": True,
+            "reads": (),
+        },
     }
     assert {n: {k: needs[n][k] for k in published[n]} for n in published} == published
     assert all(ADVANTAGES.meta(n)["cites"] for n in ADVANTAGES.names())
@@ -234,6 +254,7 @@ def test_degenerate_groups_are_found_on_the_verifier_scores_not_the_kl_shaped_re
     )
     rewards = token_rewards(scores, mask, kl, kl_cfg)
     inputs = AdvantageInputs(rewards, mask, 2, torch.zeros(4, 2) if critic else None, scores=scores)
+    inputs = with_token_probs(inputs, torch.full((4, 2), -0.5), torch.full((4, 2), 0.6))
     assert sequence_returns(inputs).tolist() == pytest.approx([0.9, 0.7, 1.0, 0.0])
     out = ADVANTAGES.get(name)(inputs, kl_cfg)
     assert out.degenerate.tolist() == [True, False]
@@ -294,9 +315,218 @@ def test_group_passk_gives_only_the_best_row_the_gap_to_the_runner_up():
     assert out.degenerate.tolist() == [False, False, True]
 
 
-@pytest.mark.parametrize("name", ["reinforce_pp_baseline", "group_mean_batch_std", "group_passk"])
+@pytest.mark.parametrize("name", ["reinforce_pp_baseline", "group_mean_batch_std", "group_passk", "maxrl"])
 def test_new_group_estimators_need_groups_and_give_zero_to_a_degenerate_batch(name):
     with pytest.raises(ValueError, match="needs group_size >= 2"):
         run(name, outcome_inputs([1, 0], [1, 2], 1))
     out = run(name, outcome_inputs([1, 1, 0, 0], [1, 2, 2, 1], 2))
     assert torch.all(out.advantages == 0) and torch.all(torch.isfinite(out.advantages))
+
+
+# --- issue 35: verl's grpo_passk and optimal_token_baseline, SkyRL's maxrl, against the frameworks ---
+
+
+def verl_grpo_passk(token_level_rewards, response_mask, index, epsilon=1e-6, norm_adv_by_std_in_grpo=True):
+    """compute_grpo_passk_outcome_advantage, transcribed from verl verl/trainer/ppo/core_algos.py@b178a3c
+    (lines 360-422)."""
+    scores = token_level_rewards.sum(dim=-1)
+    advantages = torch.zeros_like(scores)
+    id2scores, id2indices = defaultdict(list), defaultdict(list)
+    for i in range(scores.shape[0]):
+        id2scores[index[i]].append(scores[i])
+        id2indices[index[i]].append(i)
+    for idx in id2scores:
+        rewards = torch.stack(id2scores[idx])
+        if rewards.numel() < 2:
+            raise ValueError(f"Pass@k requires at least 2 samples per group. Got {rewards.numel()} for group {idx}.")
+        topk, topk_idx = torch.topk(rewards, 2)
+        r_max, r_second_max = topk[0], topk[1]
+        i_max = id2indices[idx][topk_idx[0].item()]
+        advantage = r_max - r_second_max
+        if norm_adv_by_std_in_grpo:
+            advantage = advantage / (torch.std(rewards) + epsilon)
+        advantages[i_max] = advantage
+    return advantages.unsqueeze(-1) * response_mask
+
+
+def skyrl_maxrl(token_level_rewards, response_mask, index, epsilon=1e-6):
+    """compute_maxrl_advantage, transcribed from SkyRL
+    skyrl/backends/skyrl_train/utils/ppo_utils.py@a956457 (lines 1396-1428)."""
+    scores = token_level_rewards.sum(dim=-1)
+    id2score, id2mean = defaultdict(list), {}
+    for i in range(scores.shape[0]):
+        id2score[index[i]].append(scores[i])
+    for idx in id2score:
+        id2mean[idx] = torch.tensor(0.0) if len(id2score[idx]) == 1 else torch.mean(torch.tensor(id2score[idx]))
+    for i in range(scores.shape[0]):
+        if len(id2score[index[i]]) > 1:
+            scores[i] = (scores[i] - id2mean[index[i]]) / (id2mean[index[i]] + epsilon)
+        else:
+            scores[i] = scores[i] - id2mean[index[i]]
+    return scores.unsqueeze(-1) * response_mask
+
+
+def verl_optimal_token_baseline(token_level_rewards, response_mask, index, old_log_probs, sum_pi_squared, epsilon=1e-8):
+    """compute_optimal_token_baseline_advantage (handle_zero_tail and rollout_is_weights at their
+    defaults, off), transcribed from verl verl/trainer/ppo/core_algos.py@b178a3c (lines 758-873)."""
+    returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+    w_per_timestep = 1 - 2 * torch.exp(old_log_probs) + sum_pi_squared
+    w_cumulative = (w_per_timestep * response_mask).cumsum(dim=-1)
+    prompt_groups = defaultdict(list)
+    for i in range(token_level_rewards.shape[0]):
+        prompt_groups[index[i]].append(i)
+    baselines = torch.zeros_like(returns)
+    for trajectory_indices in prompt_groups.values():
+        if len(trajectory_indices) == 1:
+            continue
+        traj_idx = torch.tensor(trajectory_indices)
+        returns_group, w_group, mask_group = returns[traj_idx], w_cumulative[traj_idx], response_mask[traj_idx]
+        numerator = (returns_group * w_group * mask_group).sum(dim=0)
+        denominator = (w_group * mask_group).sum(dim=0) + epsilon
+        baselines[traj_idx] = (numerator / denominator).unsqueeze(0).expand(len(trajectory_indices), -1)
+    return (returns - baselines) * response_mask
+
+
+def random_outcome_batch(seed, n_groups, group_size, T=6, binary=False):
+    """Groups of rows of random lengths 1..T with one score each (0/1 or in [0, 1]); NaN on padding.
+    Returns the harness's inputs and the frameworks' (zero padding, a group index per row)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = n_groups * group_size
+    lengths = torch.randint(1, T + 1, (rows,), generator=g)
+    scores = torch.rand(rows, generator=g)
+    scores = (scores < 0.5).float() if binary else scores
+    inputs = outcome_inputs(scores.tolist(), lengths.tolist(), group_size, T=T)
+    inputs.token_rewards = torch.where(inputs.mask.bool(), inputs.token_rewards, torch.nan)
+    framework_rewards = torch.where(inputs.mask.bool(), inputs.token_rewards, 0.0)
+    index = np.repeat(np.arange(n_groups), group_size)
+    return inputs, framework_rewards, index
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_group_passk_matches_verls_grpo_passk(seed):
+    # verl's epsilon (1e-6) as the grpo_passk preset's adv_eps; scores in [0, 1] and 0/1 (ties at the top)
+    for binary in (False, True):
+        inputs, rewards, index = random_outcome_batch(seed, n_groups=5, group_size=4, binary=binary)
+        ours = run("group_passk", inputs, adv_eps=PRESETS["grpo_passk"].config.adv_eps).advantages
+        theirs = verl_grpo_passk(rewards, inputs.mask, index)
+        assert torch.all(torch.isfinite(ours))
+        # on a tie at the top verl's topk may pick another of the tied rows: its gap is 0 either way
+        assert torch.allclose(ours, theirs, atol=1e-6)
+    # a group of equal scores gets 0 from both; a group of one is refused by both
+    inputs = outcome_inputs([0.5] * 4, [2, 1, 3, 2], 4)
+    assert torch.all(run("group_passk", inputs).advantages == 0)
+    assert torch.all(
+        verl_grpo_passk(torch.where(inputs.mask.bool(), inputs.token_rewards, 0.0), inputs.mask, [0] * 4) == 0
+    )
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        verl_grpo_passk(torch.ones(1, 2), torch.ones(1, 2), [0])
+    with pytest.raises(ValueError, match="needs group_size >= 2"):
+        run("group_passk", outcome_inputs([1.0], [2], 1))
+
+
+def test_grpo_passk_preset_is_verls_estimator_under_verls_name():
+    cfg = PRESETS["grpo_passk"].config
+    assert (cfg.advantage, cfg.adv_eps) == ("group_passk", 1e-6)
+
+
+def test_maxrl_divides_the_centred_return_by_the_group_mean():
+    # SkyRL's own test (tests/backends/skyrl_train/utils/test_ppo_utils.py@a956457): groups (6, 3), (9, 12)
+    inputs = outcome_inputs([6.0, 3.0, 9.0, 12.0], [3, 1, 2, 3], 2)
+    out = run("maxrl", inputs, adv_eps=1e-6)
+    expected = [1.5 / (4.5 + 1e-6), -1.5 / (4.5 + 1e-6), -1.5 / (10.5 + 1e-6), 1.5 / (10.5 + 1e-6)]
+    assert out.advantages[:, 0].tolist() == pytest.approx(expected, rel=1e-6)
+    assert torch.equal(out.advantages, out.advantages[:, :1] * inputs.mask)
+    # 0/1 rewards, K of N correct: N r / K - 1. One of four: (3, -1, -1, -1); three of four: (1/3, 1/3, 1/3, -1)
+    out = run("maxrl", outcome_inputs([1, 0, 0, 0, 1, 1, 0, 1], [2] * 8, 4), adv_eps=1e-6)
+    assert out.advantages[:, 0].tolist() == pytest.approx([3, -1, -1, -1, 1 / 3, 1 / 3, -1, 1 / 3], rel=1e-5)
+    # the correct row of the hard group against the easy group's: GRPO 1.5 vs 0.5 (equal stds), MaxRL 3 vs 1/3
+    grpo = run("group_zscore", outcome_inputs([1, 0, 0, 0, 1, 1, 0, 1], [2] * 8, 4)).advantages
+    assert grpo[0, 0] / grpo[4, 0] == pytest.approx(3, rel=1e-4)
+    assert out.advantages[0, 0] / out.advantages[4, 0] == pytest.approx(9, rel=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_maxrl_matches_skyrls(seed):
+    for binary in (False, True):
+        inputs, rewards, index = random_outcome_batch(seed, n_groups=5, group_size=4, binary=binary)
+        ours = run("maxrl", inputs, adv_eps=PRESETS["maxrl"].config.adv_eps).advantages
+        assert torch.all(torch.isfinite(ours))
+        assert torch.allclose(ours, skyrl_maxrl(rewards, inputs.mask, index), atol=1e-5)
+
+
+def test_maxrl_gives_zero_to_groups_of_equal_scores_and_refuses_groups_of_one():
+    # all wrong: 0 / (0 + eps) = 0; all right, or all 0.4: 0
+    out = run("maxrl", outcome_inputs([0] * 3 + [1] * 3 + [0.4] * 3, [1, 2, 3] * 3, 3))
+    assert torch.all(out.advantages == 0) and out.degenerate.tolist() == [True] * 3
+    with pytest.raises(ValueError, match="needs group_size >= 2"):
+        run("maxrl", outcome_inputs([1.0, 0.0], [2, 2], 1))
+    # SkyRL instead hands a group of one its raw return (it means a mean of 0)
+    assert skyrl_maxrl(torch.tensor([[0.0, 0.75]]), torch.ones(1, 2), [0]).tolist() == [[0.75, 0.75]]
+
+
+def otb_batch(seed, n_groups, group_size, T=6):
+    """Random per-token probabilities for an OTB test: the sampled token's log-prob and the sum of
+    squared probabilities of a random distribution over 5 tokens that contains it (NaN on padding
+    in the harness's inputs)."""
+    inputs, rewards, index = random_outcome_batch(seed, n_groups, group_size, T=T)
+    g = torch.Generator().manual_seed(seed + 100)
+    probs = torch.softmax(3 * torch.randn(*inputs.mask.shape, 5, generator=g), dim=-1)
+    old_logprobs, sum_pi_squared = probs[..., 0].log(), (probs**2).sum(-1)
+    on = inputs.mask.bool()
+    inputs.token_logprobs = torch.where(on, old_logprobs, torch.nan)
+    inputs.sum_pi_squared = torch.where(on, sum_pi_squared, torch.nan)
+    return inputs, rewards, index, old_logprobs, sum_pi_squared
+
+
+def with_token_probs(inputs, logprobs, sum_pi_squared):
+    inputs.token_logprobs, inputs.sum_pi_squared = logprobs, sum_pi_squared
+    return inputs
+
+
+def test_optimal_token_baseline_by_hand():
+    # one group of two rows, scores 1 (2 tokens) and 0 (1 token); pi = 0.5 on every sampled
+    # token and sum pi^2 = 0.5, so each token adds w = 1 - 1 + 0.5 = 0.5: W = (0.5, 1.0) and (0.5).
+    # t=0: G = (1, 0), B = (1 * 0.5 + 0 * 0.5) / 1.0 = 0.5: A = (0.5, -0.5).
+    # t=1: only row 0: G = 1, B = 1 * 1.0 / 1.0 = 1: A = 0 (to the 1e-8).
+    half = torch.full((2, 2), 0.5)
+    inputs = with_token_probs(outcome_inputs([1.0, 0.0], [2, 1], 2, T=2), half.log(), half)
+    out = run("optimal_token_baseline", inputs)
+    assert out.advantages.flatten().tolist() == pytest.approx([0.5, 0.0, -0.5, 0.0], abs=1e-7)
+    assert out.returns is None and out.degenerate.tolist() == [False]
+    # a group of one: no baseline, the reward-to-go
+    inputs = with_token_probs(outcome_inputs([1.0, 0.0], [2, 1], 1, T=2), half.log(), half)
+    assert run("optimal_token_baseline", inputs).advantages.tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    # a more confident token adds less energy: pi = 0.9 of two tokens (0.9, 0.1): w = 1 - 1.8 + 0.82 = 0.02
+    sure = with_token_probs(
+        outcome_inputs([1.0, 0.0], [1, 1], 2, T=1), torch.tensor([[0.9], [0.5]]).log(), torch.tensor([[0.82], [0.5]])
+    )
+    # B = (1 * 0.02 + 0 * 0.5) / 0.52: the unsure row's return dominates the baseline
+    expected = [1 - 0.02 / 0.52, -0.02 / 0.52]
+    assert run("optimal_token_baseline", sure).advantages[:, 0].tolist() == pytest.approx(expected, rel=1e-5)
+
+
+def test_optimal_token_baseline_needs_the_policys_token_probabilities():
+    with pytest.raises(ValueError, match="needs the policy's token log-probs"):
+        run("optimal_token_baseline", with_token_probs(outcome_inputs([1.0, 0.0], [2, 1], 2), None, None))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("group_size", [1, 2, 4])
+def test_optimal_token_baseline_matches_verls(seed, group_size):
+    inputs, rewards, index, old_logprobs, sum_pi_squared = otb_batch(seed, 4, group_size)
+    ours = run("optimal_token_baseline", inputs).advantages
+    theirs = verl_optimal_token_baseline(rewards, inputs.mask, index, old_logprobs, sum_pi_squared)
+    assert torch.all(torch.isfinite(ours)) and torch.all(ours[~inputs.mask.bool()] == 0)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_optimal_token_baseline_of_a_group_with_equal_scores_is_zero():
+    # every row scores 1 at its own length: G_t = 1 on every real token, so B_t = 1 (to the 1e-8)
+    inputs, _, _, _, _ = otb_batch(0, 1, 4)
+    inputs.token_rewards = torch.where(inputs.mask.bool(), 0.0, torch.nan)
+    last = (inputs.mask.cumsum(1) == inputs.mask.sum(1, keepdim=True)) & inputs.mask.bool()
+    inputs.token_rewards[last] = 1.0
+    inputs.scores = torch.ones(4)
+    out = run("optimal_token_baseline", inputs)
+    assert torch.allclose(out.advantages, torch.zeros_like(out.advantages), atol=1e-6)
+    assert out.degenerate.tolist() == [True]

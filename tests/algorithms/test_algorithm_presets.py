@@ -303,7 +303,8 @@ def test_every_rl_preset_runs_the_same_calls_end_to_end(name):
     g = torch.Generator().manual_seed(0)
     B, T, G = 3 * cfg.group_size, 5, cfg.group_size
     mask = (torch.arange(T) < torch.randint(1, T + 1, (B, 1), generator=g)).float()
-    scores = torch.randint(0, 2, (B,), generator=g).float()
+    # scores in [0, 1] (not 0/1: under grpo_passk a group with two right answers has no best row)
+    scores = torch.rand(B, generator=g)
     scores[:G] = 1.0
     rewards = torch.zeros(B, T)
     rewards[torch.arange(B), mask.sum(1).long() - 1] = scores
@@ -312,7 +313,9 @@ def test_every_rl_preset_runs_the_same_calls_end_to_end(name):
     if cfg.kl_placement == "reward":
         rewards = rewards - cfg.kl_coef * kl * mask
     values = torch.rand(B, T, generator=g) if cfg.critic != "none" else None
-    adv = compute_advantages(AdvantageInputs(rewards, mask, G, values, scores=scores), cfg)
+    # the policy's token probabilities, for an estimator that reads them: p of the sampled token, p^2 + (1-p)^2 / 2
+    probs = {"token_logprobs": old_logp, "sum_pi_squared": old_logp.exp() ** 2 + (1 - old_logp.exp()) ** 2 / 2}
+    adv = compute_advantages(AdvantageInputs(rewards, mask, G, values, scores=scores, **probs), cfg)
     assert adv.degenerate[0]  # on the verifier's scores, even where a KL makes the returns differ
     assert adv.keep_rows[:G].any() != cfg.drop_degenerate
 

@@ -185,6 +185,7 @@ def test_every_part_cites_its_source_and_is_listed():
         "slot": "policy_loss",
         "name": "sapo",
         "reads": ["sapo_tau_pos", "sapo_tau_neg"],
+        "inputs": [],
         "cites": POLICY_LOSSES.meta("sapo")["cites"],
     }
     assert "arXiv:2511.20347" in sapo["cites"]
@@ -196,3 +197,12 @@ def test_the_sampling_side_and_mismatch_slots_are_slots_of_every_rl_config():
         slot: RLConfig.model_fields[slot].default for slot in ("mismatch", "token_filter", "sampling", "truncated")
     }
     assert defaults == {"mismatch": "none", "token_filter": "all", "sampling": "once", "truncated": "keep"}
+
+
+def test_parts_list_what_they_read_of_the_step_besides_their_fields():
+    rows = {(r["slot"], r["name"]): r for r in describe_parts()}
+    assert rows["advantage", "gae"]["inputs"] == ["the critic's values"]
+    assert rows["advantage", "optimal_token_baseline"]["inputs"] == [
+        "the policy's token log-probs and sums of squared probabilities, from its own pass"
+    ]
+    assert rows["advantage", "group_zscore"]["inputs"] == [] and rows["policy_loss", "clipped"]["inputs"] == []

@@ -79,6 +79,10 @@ ABLATIONS = [
     ("vespo", {"vespo_lambda_neg": 1.5}),
     ("gspo", {"aggregation": "seq_mean_token_sum"}),
     ("grpo", {"off_policy_mask": "opsm", "off_policy_mask_threshold": 0.05}),
+    # issue 35: advantage estimators
+    ("grpo", {"advantage": "maxrl"}),
+    ("maxrl", {"adv_eps": 1e-4}),
+    ("grpo", {"advantage": "optimal_token_baseline"}),
 ]
 
 

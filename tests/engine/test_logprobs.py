@@ -2,6 +2,7 @@
 gradients, plain and LoRA), the logit post-processing they respect or refuse, and that an RL step
 never builds the full-vocabulary logits of its batch."""
 
+import math
 import weakref
 
 import pytest
@@ -12,6 +13,7 @@ from transformers import Gemma2Config, Gemma2ForCausalLM
 
 import harness.engine.logprobs as logprobs
 from harness.algorithms import resolve_algorithm
+from harness.engine.compute import STEP_FLOPS
 from harness.engine.learner import Learner, make_optimizer
 from harness.engine.logprobs import completion_forward
 from harness.engine.models import (
@@ -98,6 +100,21 @@ def test_chunked_logprobs_and_entropy_equal_the_full_logits_values_and_gradients
         torch.testing.assert_close(grad, expected_grads[name], atol=1e-6, rtol=1e-5, msg=name)
 
 
+def test_chunked_sum_of_squared_probabilities_equals_the_full_logits(small_chunks):
+    # what verl's optimal token baseline reads (its sum_pi_squared): sum over the vocabulary of p^2
+    lm = _lm()
+    rollout = _rollout(lm)
+    with torch.no_grad():
+        got = completion_forward(lm.model, rollout, temperature=TEMPERATURE, want_sum_pi_squared=True)
+        attention = rollout.attention_mask
+        out = lm.model(input_ids=rollout.input_ids, attention_mask=attention, position_ids=position_ids_of(attention))
+    width, start = rollout.completion_ids.shape[1], rollout.prompt_ids.shape[1] - 1
+    probs = torch.softmax(out.logits[:, start : start + width].float() / TEMPERATURE, dim=-1)
+    torch.testing.assert_close(got.sum_pi_squared, (probs**2).sum(-1) * rollout.completion_mask, atol=1e-6, rtol=0)
+    real = rollout.completion_mask.bool()
+    assert torch.all(got.sum_pi_squared[real] >= got.logprobs[real].exp() ** 2 - 1e-6)  # p_t^2 is one of its terms
+
+
 def test_lora_reference_is_the_base_model_with_the_adapter_off():
     lm = _lm(lora=True)
     rollout = _rollout(lm)
@@ -117,7 +134,7 @@ def test_only_what_is_asked_for_is_computed():
     with torch.no_grad():
         plain = completion_forward(lm.model, rollout, temperature=TEMPERATURE)
         full = completion_forward(lm.model, rollout, temperature=TEMPERATURE, want_entropy=True, want_hidden=True)
-    assert plain.entropy is None and plain.hidden is None
+    assert plain.entropy is None and plain.hidden is None and plain.sum_pi_squared is None
     assert full.hidden.shape == (*rollout.completion_ids.shape, TINY["hidden_size"])
     assert torch.equal(plain.logprobs, full.logprobs)
 
@@ -231,6 +248,30 @@ def test_gradient_checkpointing_recomputes_the_layers_and_keeps_the_gradients(lo
     assert calls[1] == calls[0] + 1  # the backward pass ran the layer again
     for name, grad in grads[1].items():
         torch.testing.assert_close(grad, grads[0][name], atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_an_estimator_that_reads_the_policys_token_probabilities_gets_its_own_pass():
+    # optimal_token_baseline with the sampler's old log-probs: the policy's pass runs for the
+    # estimator (its FLOPs counted) but does not replace the old log-probs (no mismatch measured)
+    task = build_task(TaskConfig(reward="partial_match"))
+    train = TrainConfig(prompts_per_step=2, max_new_tokens=6, temperature=TEMPERATURE)
+    flops = {}
+    for advantage in ("optimal_token_baseline", "group_zscore"):
+        overrides = {"group_size": 4, "old_logprobs": "sampler", "advantage": advantage}
+        lm = _lm()
+        learner = Learner(
+            lm=lm,
+            reference=Reference(_lm().model),
+            critic=None,
+            optimizer=make_optimizer(lm.model.parameters(), lm.device),
+            algorithm=resolve_algorithm("optimal_token_baseline", overrides),
+            train=train,
+            generator=torch.Generator().manual_seed(0),
+        )
+        metrics = rl_step(learner, task, list(task.train[:2]))
+        assert "train/old_logprob_gap" not in metrics and math.isfinite(metrics["train/loss"])
+        flops[advantage] = metrics[STEP_FLOPS]
+    assert flops["optimal_token_baseline"] > flops["group_zscore"]
 
 
 def test_an_rl_step_never_builds_the_full_vocabulary_logits_of_its_batch(small_chunks):
