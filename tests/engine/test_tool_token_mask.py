@@ -50,6 +50,7 @@ def batch_of(logits: torch.Tensor, tokens: torch.Tensor, *, seed: int, values: b
         values=(torch.randn(ROWS, WIDTH, generator=gen) if values else None),
         old_values=(torch.randn(ROWS, WIDTH, generator=gen) if values else None),
         returns=(torch.randn(ROWS, WIDTH, generator=gen) if values else None),
+        teacher_logprobs=logprobs.detach() + noise(),  # drawn last: the other draws stay as they were
     )
 
 
@@ -66,6 +67,7 @@ def loss_and_grad(name: str, perturb_tool_positions: bool = False):
                 **vars(batch),
                 "old_logprobs": batch.old_logprobs - shift,
                 "ref_logprobs": batch.ref_logprobs + shift,
+                "teacher_logprobs": batch.teacher_logprobs + shift,
                 "advantages": batch.advantages + shift,
             }
         )
