@@ -587,13 +587,18 @@ _INPUTS = {
 
 def part_inputs(slot: str, name: str) -> list[str]:
     """What a part reads besides its fields and the batch every part sees (the policy's log-probs,
-    the old ones, the advantages, the mask): what its metadata says it needs (``_INPUTS``), and for
-    a mismatch part that compares, the sampler's log-probs (the behaviour policy's, perhaps steps
-    stale) against the recomputed old ones."""
+    the old ones, the advantages, the mask): what its metadata says it needs (``_INPUTS``); for a
+    mismatch part that compares, the sampler's log-probs (the behaviour policy's, perhaps steps
+    stale) against the recomputed old ones; for an off-policy mask, the sampler's; for a
+    distillation part, the teacher's."""
     meta = {**SLOTS, **DPO_SLOTS}[slot].meta(name)
     inputs = [what for key, what in _INPUTS.items() if meta.get(key)]
     if slot == "mismatch" and meta["compares"]:
         inputs += ["sampler log-probs", "recomputed old log-probs"]
+    if slot == "off_policy_mask" and name != "none":
+        inputs += ["sampler log-probs"]
+    if slot == "distill" and name != "none":
+        inputs += ["the teacher's log-probs on the sampled tokens, from its own pass"]
     return inputs
 
 

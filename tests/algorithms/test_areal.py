@@ -375,3 +375,11 @@ def test_the_parts_listing_says_they_read_the_samplers_log_probs():
         assert rows["mismatch", name]["inputs"] == ["sampler log-probs", "recomputed old log-probs"]
     assert rows["mismatch", "m2po"]["reads"] == ["m2_threshold", "mismatch_cap", "mismatch_floor"]
     assert rows["mismatch", "none"]["inputs"] == [] and rows["policy_loss", "clipped"]["inputs"] == []
+
+
+def test_the_parts_listing_names_the_sampler_and_teacher_inputs_of_the_other_new_slots():
+    rows = {(r["slot"], r["name"]): r for r in describe_parts()}
+    assert rows["off_policy_mask", "opsm"]["inputs"] == ["sampler log-probs"]
+    assert rows["distill", "loss"]["inputs"] == ["the teacher's log-probs on the sampled tokens, from its own pass"]
+    assert rows["distill", "advantage"]["inputs"] == rows["distill", "loss"]["inputs"]
+    assert rows["distill", "none"]["inputs"] == [] and rows["off_policy_mask", "none"]["inputs"] == []
