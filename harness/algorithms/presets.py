@@ -403,6 +403,25 @@ PRESETS: dict[str, Preset] = {
         "lines 655-656); no KL (TRL's beta default 0.0, grpo_config.py:681 in 1.16); the sequence log-ratio "
         "clamped at 10 (TRL does not clamp) and all-padding rows left out of the mean (TRL counts them)",
     ),
+    # INTELLECT-2's recipe as TRL's docs/source/paper_index.md (huggingface/trl f2cd577, lines 224-236) gives it
+    "intellect2": Preset(
+        _variant(_GRPO, "intellect2", two_sided_delta=4.0, eps_low=0.2, eps_high=0.2, kl_coef=0.001),
+        "Prime Intellect 2025, INTELLECT-2 (arXiv:2505.07291), two-sided GRPO clipping; TRL GRPOConfig delta",
+        "delta 4, epsilon 0.2, beta 0.001 (the KL to the reference in the loss, k3, as TRL's beta) as TRL's "
+        "paper_index.md lines 229-233 reproduce section 4.1; GRPO's group z-score advantage and sequence-mean "
+        "aggregation; not the paper's 16 samples per prompt and learning rate 3e-7: the testbed's group size and "
+        "schedule; asynchronous in the paper, synchronous here",
+    ),
+    # DeepSeek-V3.2's off-policy sequence masking as TRL's docs suggest it (paper_index.md lines 589-601)
+    "grpo_opsm": Preset(
+        _variant(_GRPO, "grpo_opsm", off_policy_mask="opsm", off_policy_mask_threshold=0.5),
+        "DeepSeek-AI 2025, DeepSeek-V3.2 (arXiv:2512.02556), eq. 9, off-policy sequence masking; TRL GRPOConfig "
+        "off_policy_mask_threshold",
+        "GRPO with negative-advantage sequences left out of the loss when their mean log(sampler/policy) per token "
+        "exceeds 0.5: the paper gives no value, 0.5 is the starting point TRL's paper_index.md (f2cd577, line 600) "
+        "suggests; against the sampler's log-probs (the old ones on the synchronous testbed, where the two are "
+        "the same process's)",
+    ),
     "vespo": Preset(
         _variant(_GRPO, "vespo", policy_loss="vespo", aggregation="token_mean", **_NO_KL),
         "Shen et al. 2026, VESPO: Variational Sequence-Level Soft Policy Optimization (arXiv:2602.10693); "
