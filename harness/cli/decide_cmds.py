@@ -26,8 +26,6 @@ _SOURCE_HELP = (
     "logs: lm-evaluation-harness --log_samples output, lighteval --save-details output, Inspect .eval/.json logs "
     "(a file or its folder)"
 )
-#: ``--from`` values
-SOURCES = ("lm-eval", "lighteval", "inspect", "table")
 
 FileArg = Annotated[Path | None, typer.Argument(help=_SOURCE_HELP, metavar="FILE", show_default=False)]
 ConfigOpt = Annotated[
@@ -250,8 +248,6 @@ def _file_loader(file: Path, source: str | None, score: str | None, runs: str | 
     from harness.evallogs.sources import read_tool_logs, source_of
     from harness.tracking.tidy_results import read_table, results_from_table
 
-    if source is not None and source not in SOURCES:
-        raise ConfigError(f"--from {source!r}: give one of {', '.join(SOURCES)}")
     kind = source_of(file, source)
     if kind == "table":
         if score is not None or runs is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
-from typing import Literal
+from typing import Literal, get_args
 
 import pandas as pd
 
@@ -18,17 +18,20 @@ from harness.evallogs.naming import RunNames, tidy_rows
 
 #: ``--from`` values: the tools whose logs are read here, and a tidy table
 Source = Literal["lm-eval", "lighteval", "inspect", "table"]
+SOURCES: tuple[str, ...] = get_args(Source)
 TOOLS: dict[str, ModuleType] = {"lm-eval": lm_eval, "lighteval": lighteval, "inspect": inspect_logs}
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
 
 
-def source_of(path: Path, given: Source | None) -> Source:
-    """The reader for ``path``: ``given``, else the tool whose output it looks like, else a tidy
-    table by its suffix."""
+def source_of(path: Path, given: str | None) -> Source:
+    """The reader for ``path``: ``given`` (checked to be one of ``SOURCES``), else the tool whose
+    output it looks like, else a tidy table by its suffix."""
+    if given is not None and given not in SOURCES:
+        raise ConfigError(f"--from {given!r}: give one of {', '.join(SOURCES)}")
     if not path.exists():
         raise ConfigError(f"{path}: no such file or folder")
     if given is not None:
-        return given
+        return given  # type: ignore[return-value]
     for name, tool in TOOLS.items():
         if tool.looks_like(path):
             return name  # type: ignore[return-value]
