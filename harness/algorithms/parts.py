@@ -464,12 +464,13 @@ PAIR_SOURCES.declare(
 
 # issue 35: on-policy distillation
 #: ``fn(cfg) -> TeacherWeights`` (``distill.py``): where the reverse KL to the teacher goes
-DISTILL = _slot("distillation")
+DISTILL = _slot("distillation", "needs_teacher")
 _DISTILL_FIELDS = ("teacher_model", "distill_coef", "distill_task_reward")
-DISTILL.declare("none", f"{_PACKAGE}.distill:no_teacher", reads=(), cites="no teacher")
+DISTILL.declare("none", f"{_PACKAGE}.distill:no_teacher", needs_teacher=False, reads=(), cites="no teacher")
 DISTILL.declare(
     "advantage",
     f"{_PACKAGE}.distill:in_advantage",
+    needs_teacher=True,
     reads=(*_DISTILL_FIELDS, "distill_discount"),
     cites="On-policy distillation: Thinking Machines 2025 (thinkingmachines.ai/blog/on-policy-distillation); "
     "tinker-cookbook tinker_cookbook/distillation/train_on_policy.py@9dfcc3a",
@@ -477,17 +478,21 @@ DISTILL.declare(
 DISTILL.declare(
     "loss",
     f"{_PACKAGE}.distill:in_loss",
+    needs_teacher=True,
     reads=_DISTILL_FIELDS,
     cites="GKD: Agarwal et al. 2024 (arXiv:2306.13649), beta=1 reverse KL on the sampled token's top-1 support "
     "with tail; TRL trl/experimental/server_distillation/server_distillation_trainer.py@f2cd577",
 )
 # issue 35: TRL GRPOTrainer's off-policy sequence masking
 #: ``fn(logprobs, sampler_logprobs, advantages, mask, cfg) -> (weights, metrics)`` (``off_policy_masks.py``)
-OFF_POLICY_MASKS = _slot("off-policy mask")
-OFF_POLICY_MASKS.declare("none", f"{_PACKAGE}.off_policy_masks:no_mask", reads=(), cites="every sequence")
+OFF_POLICY_MASKS = _slot("off-policy mask", "reads_sampler")
+OFF_POLICY_MASKS.declare(
+    "none", f"{_PACKAGE}.off_policy_masks:no_mask", reads_sampler=False, reads=(), cites="every sequence"
+)
 OFF_POLICY_MASKS.declare(
     "opsm",
     f"{_PACKAGE}.off_policy_masks:opsm",
+    reads_sampler=True,
     reads=("off_policy_mask_threshold",),
     cites="Off-policy sequence masking: DeepSeek-AI 2025, DeepSeek-V3.2 (arXiv:2512.02556), eq. 9, against the "
     "sampler's log-probs; TRL trl/trainer/grpo_trainer.py@f2cd577 (and 1.16.0) off_policy_mask_threshold",
@@ -579,27 +584,22 @@ def unread_non_defaults(cfg: RLConfig) -> list[str]:
 
 
 #: metadata that makes a part read something of the step's besides the batch and the fields: what it reads
-_INPUTS = {
-    "needs_critic": "the critic's values",
-    "needs_token_probs": "the policy's token log-probs and sums of squared probabilities, from its own pass",
+_INPUTS: dict[str, tuple[str, ...]] = {
+    "needs_critic": ("the critic's values",),
+    "needs_token_probs": ("the policy's token log-probs and sums of squared probabilities, from its own pass",),
+    # a mismatch part that compares: the behaviour policy's log-probs (perhaps steps stale) against the old ones
+    "compares": ("sampler log-probs", "recomputed old log-probs"),
+    "reads_sampler": ("sampler log-probs",),
+    "needs_teacher": ("the teacher's log-probs on the sampled tokens, from its own pass",),
 }
 
 
 def part_inputs(slot: str, name: str) -> list[str]:
     """What a part reads besides its fields and the batch every part sees (the policy's log-probs,
-    the old ones, the advantages, the mask): what its metadata says it needs (``_INPUTS``); for a
-    mismatch part that compares, the sampler's log-probs (the behaviour policy's, perhaps steps
-    stale) against the recomputed old ones; for an off-policy mask, the sampler's; for a
-    distillation part, the teacher's."""
+    the old ones, the advantages, the mask): what its declaration's metadata says it needs
+    (``_INPUTS``)."""
     meta = {**SLOTS, **DPO_SLOTS}[slot].meta(name)
-    inputs = [what for key, what in _INPUTS.items() if meta.get(key)]
-    if slot == "mismatch" and meta["compares"]:
-        inputs += ["sampler log-probs", "recomputed old log-probs"]
-    if slot == "off_policy_mask" and name != "none":
-        inputs += ["sampler log-probs"]
-    if slot == "distill" and name != "none":
-        inputs += ["the teacher's log-probs on the sampled tokens, from its own pass"]
-    return inputs
+    return [what for key, whats in _INPUTS.items() if meta.get(key) for what in whats]
 
 
 def describe_parts() -> list[dict[str, str | list[str]]]:
