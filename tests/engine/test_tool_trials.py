@@ -1,6 +1,13 @@
-"""Every algorithm preset trains on tool-calling episodes: a whole trial (warm start on the
+"""Every way a step can run trains on tool-calling episodes: a whole trial (warm start on the
 demonstrated calls, RL or DPO steps on episodes, held-out evaluation of episodes) with the tool
-metrics logged."""
+metrics logged.
+
+A step differs between presets only in what its parts read besides the batch (the critic, the
+sampler's log-probs, a teacher, the policy's token probabilities: ``parts.part_inputs``) and in
+its kind (RL or DPO); the loss each part computes on the episode's tokens is checked for every
+preset, tool tokens masked, in ``test_tool_token_mask.py``. So one whole trial per step path
+covers every preset's episodes without a trial per preset.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,8 @@ import math
 import pytest
 
 from harness.algorithms import PRESETS
+from harness.algorithms.parts import part_inputs, slots_of
+from harness.algorithms.presets import resolve_algorithm
 from harness.engine.trial import run_trial
 
 TOOL_TASK = {
@@ -45,9 +54,28 @@ def tool_spec(make_spec, preset: str, **train):
     )
 
 
+def step_path(preset: str) -> tuple[str, tuple[str, ...]]:
+    """What a preset's step runs: its kind and what its parts read besides the batch."""
+    cfg = resolve_algorithm(preset)
+    return cfg.kind, tuple(sorted({what for slot in slots_of(cfg) for what in part_inputs(slot, getattr(cfg, slot))}))
+
+
+#: step path -> the first preset (in the registry's order) whose step runs it
+STEP_PATHS: dict[tuple[str, tuple[str, ...]], str] = {}
+for _preset in PRESETS:
+    STEP_PATHS.setdefault(step_path(_preset), _preset)
+
+
+def test_the_step_paths_cover_the_critic_dpo_sampler_teacher_and_token_probability_steps():
+    inputs = {what for _kind, whats in STEP_PATHS for what in whats}
+    assert {kind for kind, _ in STEP_PATHS} == {"rl", "dpo"}
+    for needed in ("critic", "sampler log-probs", "teacher", "token log-probs"):
+        assert any(needed in what for what in inputs), needed
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", list(PRESETS))
-def test_every_preset_trains_on_tool_calling_episodes(make_spec, preset):
+@pytest.mark.parametrize("preset", sorted(STEP_PATHS.values()))
+def test_every_step_path_trains_on_tool_calling_episodes(make_spec, preset):
     result = run_trial(tool_spec(make_spec, preset))
     step = result.history[1]
     for name in TOOL_METRICS:
