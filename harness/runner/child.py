@@ -37,11 +37,13 @@ from harness.errors import ErrorRecord
 from harness.ground.dotted import resolve
 from harness.ground.files import atomic_write
 from harness.ground.processes import end_descendants, process_gone
-from harness.trainers.trial_dir import TRIAL_DIR_ENV
+from harness.trainers.trial_dir import CHECKPOINTS_ENV, TRIAL_DIR_ENV
 
 THREADS_ENV = "HARNESS_TRIAL_THREADS"
 DEFAULT_TRIAL_FN = "harness.trainers.dispatch:run_trial"
 SPEC_SUFFIX = ".spec.json"
+#: beside the spec files (the study's work folder): the trials' pause checkpoints, one folder per trial
+CHECKPOINTS_FOLDER = "checkpoints"
 
 
 def _end_trial() -> None:
@@ -100,6 +102,7 @@ def run(spec_path: Path, result_path: Path, trial_fn: str) -> int:
     result file's error record and a traceback in the log."""
     try:
         os.environ[TRIAL_DIR_ENV] = str(spec_path.with_name(spec_path.name.removesuffix(SPEC_SUFFIX) + ".trial"))
+        os.environ[CHECKPOINTS_ENV] = str(spec_path.with_name(CHECKPOINTS_FOLDER))
         spec = TrialSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))
         fn = resolve(trial_fn, what="trial function")
         _set_threads()

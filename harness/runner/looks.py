@@ -1,10 +1,13 @@
-"""Sequential studies at run time: each look's trials are queued as soon as the look before it
+"""Studies with looks at run time: each look's trials are queued as soon as the look before it
 has been read, exactly once, by whichever process gets there first.
 
-Everything sequential is decided in :mod:`harness.decide.sequential`: when a look is due, when
+A study has looks over seeds (``sequential:``: each look adds seeds) or over compute
+(``compute_looks:``: each look adds the next segment of every trial of the arms that go on).
+Everything about them is decided in :mod:`harness.decide.sequential`: when a look is due, when
 an arm stops, which trials a look adds, the rule fixed at the first look. This module is the
-queue's side only: whenever the queue changed (trials finished), it asks
-(:class:`~harness.decide.sequential.schedule.Schedule`) what is due and queues it with
+queue's side only: whenever the queue changed (trials finished), it asks the study's schedule
+(:class:`~harness.decide.sequential.schedule.Schedule` or
+:class:`~harness.decide.sequential.compute_schedule.ComputeSchedule`) what is due and queues it with
 :func:`harness.runner.queue.enqueue_missing`, one transaction under the queue's lock that adds
 only the trial ids the queue has never held. Every machine works out the same looks (a replay
 of the study database): the ``harness run`` driver at every poll and every worker, on any
@@ -15,7 +18,7 @@ stale trials asks for nothing the current ones would not; and each change of the
 another replay, so no look that falls due is left unqueued.
 
 The replay (and the results loader with it) is imported on first use, so a worker of a study
-that is not sequential never loads it.
+without looks never loads it.
 """
 
 from __future__ import annotations
@@ -23,8 +26,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.decide.sequential.segments import phase_of
 from harness.runner import queue
 from harness.store import StorageError
+
+
+def has_looks(study) -> bool:
+    """Whether ``study`` is queued look by look (over seeds or over compute)."""
+    return study.sequential is not None or study.compute_looks is not None
+
+
+def look_lines(study, study_ref: Any, storage_url: str) -> list[str]:
+    """Where a study with looks stands, one line per condition after a header (the replay)."""
+    if study.compute_looks is not None:
+        from harness.decide.sequential.compute_schedule import compute_state  # the replay: on use only
+
+        return compute_state(study_ref, storage_url).lines()
+    from harness.decide.sequential.schedule import look_state  # the replay: on use only
+
+    return look_state(study_ref, storage_url).lines()
 
 
 class Looks:
@@ -32,9 +52,14 @@ class Looks:
     and queues it (see the module doc)."""
 
     def __init__(self, study, study_ref: Any, storage_url: str, q, say: Callable[[str], None]):
-        from harness.decide.sequential.schedule import Schedule  # sequential studies only
+        if study.compute_looks is not None:
+            from harness.decide.sequential.compute_schedule import ComputeSchedule  # on use only
 
-        self.schedule = Schedule(study, study_ref, storage_url, say)
+            self.schedule = ComputeSchedule(study, study_ref, storage_url, say)
+        else:
+            from harness.decide.sequential.schedule import Schedule  # on use only
+
+            self.schedule = Schedule(study, study_ref, storage_url, say)
         self.study, self.q, self.say = study, q, say
         self.state = None  # the latest look state (None until a replay has succeeded)
         self._seen: tuple | None = None  # the queue's counts at that replay
@@ -63,11 +88,15 @@ class Looks:
         return added
 
     def _queue(self, by_look: list[list]) -> int:
-        """Queue every look's trials (those already queued are skipped) and say what was added."""
+        """Queue every look's trials (those already queued are skipped), each in its phase (a
+        compute look's segments before the last: ``segment``), and say what was added."""
         retries = int(queue.queue_attr(self.q, queue.RETRIES, 0))
         specs = [spec for specs_at in by_look for spec in specs_at]
-        added = set(queue.enqueue_missing(self.q, specs, phase="compare", retries=retries))
-        total = len(self.study.sequential.schedule())
+        added = set()
+        for phase in dict.fromkeys(phase_of(spec) for spec in specs):
+            of_phase = [spec for spec in specs if phase_of(spec) == phase]
+            added.update(queue.enqueue_missing(self.q, of_phase, phase=phase, retries=retries))
+        total = self.schedule.total_looks
         for look, specs_at in enumerate(by_look):
             new = [s for s in specs_at if s.trial_id in added]
             if new:

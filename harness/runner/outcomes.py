@@ -17,6 +17,7 @@ from harness.ground.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILE
 from harness.ground.urls import redact_url
 from harness.runner import queue
 from harness.runner.executors.base import GONE
+from harness.runner.looks import has_looks, look_lines
 from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import study_dir
 from harness.study.load import load_study
@@ -233,10 +234,8 @@ def study_status(study_ref: str | Path, storage: str | None = None) -> StatusRep
     for t in report.trials:
         if t.phase == "compare" and t.spec is not None:
             t.earlier = earlier_design_of(study, t.spec, t.key.rsplit("-s", 1)[0])
-    if study.sequential is not None:
-        from harness.decide.sequential.schedule import look_state  # the replay: sequential studies only
-
-        report.looks = look_state(study_file, url).lines()
+    if has_looks(study):
+        report.looks = look_lines(study, study_file, url)
     scheduler_states(report.trials)
     return report
 

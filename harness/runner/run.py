@@ -45,6 +45,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from harness import store as study_db
+from harness.decide.sequential.segments import every_segment, phase_of
 from harness.decide.sequential.versions import check_study_rule
 from harness.ground.console import say
 from harness.ground.files import atomic_write, file_lock
@@ -53,7 +54,7 @@ from harness.runner import queue
 from harness.runner.executors import executor_name, make_executor
 from harness.runner.executors.local import local_slots
 from harness.runner.executors.scheduled import Scheduled
-from harness.runner.looks import Looks
+from harness.runner.looks import Looks, has_looks, look_lines
 from harness.runner.options import RunOptions
 from harness.runner.outcomes import (
     RunSummary,
@@ -161,7 +162,7 @@ class _Phases:
         )
         self.hold_file = setup.study_dir / "tmp" / f"hold-{os.getpid()}"
         self.looks = None
-        if study.sequential is not None:
+        if has_looks(study):
             self.looks = Looks(study, setup.study_file, setup.storage_url, self.main_q, self._say)
         if study.tuning is not None:
             self.tune = {
@@ -238,13 +239,14 @@ class _Phases:
         then queue what is due (the first look of a new study)."""
 
         design = expand(self.setup.study)
+        queued = every_segment(self.setup.study)  # a compute-look study's: every segment (else the design)
         queue.set_queue_attr(self.main_q, queue.RETRIES, self.opts.retries)  # for looks queued anywhere
         with file_lock(self.setup.study_dir / QUEUE_LOCK):
-            report = queue.enqueue_specs(self.main_q, design, phase="compare", retries=self.opts.retries, add_new=False)
+            report = queue.enqueue_specs(self.main_q, queued, phase=phase_of, retries=self.opts.retries, add_new=False)
         if report.requeued or report.cancelled:
             self._say(f"queued {report}")
         self.specs = design
-        self.progress.retarget(self.setup.study.name, [self.main_q], {s.trial_id for s in design})
+        self.progress.retarget(self.setup.study.name, [self.main_q], {s.trial_id for s in queued})
         self.looks.advance(force=True)
 
     def compare_keys(self) -> list[str]:
@@ -413,10 +415,8 @@ def run_worker(study_ref: str | Path, opts: RunOptions | None = None) -> RunSumm
     )
     for phase, q in found:
         summary.trials += queue_outcomes(q, phase)
-    if study.sequential is not None and not summary.interrupted:
-        from harness.decide.sequential.schedule import look_state  # the replay: sequential studies only
-
-        summary.looks = look_state(study_file, url).lines()
+    if has_looks(study) and not summary.interrupted:
+        summary.looks = look_lines(study, study_file, url)
     return summary
 
 

@@ -88,7 +88,7 @@ from harness.ground.urls import redact_url
 from harness.runner import queue
 from harness.runner.launch import run_trial_process
 from harness.runner.local_write import LocalWrite
-from harness.runner.looks import Looks
+from harness.runner.looks import Looks, has_looks
 from harness.runner.queue import fencing, outages
 from harness.runner.queue.heartbeat import Either, Heartbeat
 from harness.runner.worker_config import WorkerConfig, WorkerStats
@@ -165,7 +165,7 @@ class Worker:
             (q for q in self.queues if q.study_name == study_db.compare_study_name(self.study.name)), None
         )
         self._looks = None
-        if self.study.sequential is not None and self._compare_q is not None:
+        if has_looks(self.study) and self._compare_q is not None:
             self._looks = Looks(self.study, config.study_file, self.opts.storage, self._compare_q, self._say)
         self._said_waiting = False
 
@@ -310,7 +310,7 @@ class Worker:
     def _run_compare_job(self, q, job) -> None:
 
         spec = TrialSpec.model_validate(job.attrs[study_db.SPEC])
-        record, skipped = self._execute(spec, attempt=job.attempt, phase="compare")
+        record, skipped = self._execute(spec, attempt=job.attempt, phase=job.phase)  # compare, or a segment
         if record is None:
             self._stopped(q, job)
             return

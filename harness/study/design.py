@@ -58,6 +58,10 @@ def earlier_design(study: Study, spec: TrialSpec) -> str | None:
             current = tuned_spec(study, spec.arm, values, spec.seed)
     except ConfigError:
         return f"an earlier version of arm {spec.arm}"
+    if spec.looks is not None and spec.looks.run_to is not None and current.looks is not None:
+        if spec.looks.run_to >= len(current.looks.at):
+            return f"an earlier version of arm {spec.arm}"
+        current = current.segment(spec.looks.run_to)  # a segment of a compute-look trial
     return None if current.trial_id == spec.trial_id else f"an earlier version of arm {spec.arm}"
 
 

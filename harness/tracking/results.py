@@ -54,6 +54,7 @@ from harness.tracking.records import (
     read_records,
     record_path,
 )
+from harness.tracking.segments import fold_segments
 from harness.tracking.shared_records import merge, open_store
 from harness.tracking.study_meta import BenchmarkMeta, LookDesign, StudyMeta
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
@@ -485,7 +486,9 @@ def load_results(
     """The study's results: trials (records + Optuna states), curves and meta.
 
     ``phase="compare"`` (default) keeps the comparison trials, ``"tune"`` the tuning trials,
-    ``None`` both (with a ``phase`` column). ``storage`` is the Optuna storage URL of the study
+    ``None`` both (with a ``phase`` column). The trials of a compute-look study run in segments:
+    ``compare`` reads each design trial as its furthest segment (``harness.tracking.segments``:
+    ``paused`` where it has not reached the budget), ``None`` every segment as it is. ``storage`` is the Optuna storage URL of the study
     (default: ``<study_dir>/optuna.db``); the records other machines stored there complete the
     local ones (a later attempt wins), so a study run on many machines reads whole anywhere.
     Nothing is written: ``harness results --storage`` also copies them into the local folder.
@@ -502,6 +505,8 @@ def load_results(
     queued = optuna_trials(ref.dir, storage=storage, study=name, strict=strict_storage)
     shared = stored_records(ref.dir, storage=storage, study=name, strict=strict_storage)
     records = merge(read_records(ref.dir), shared, ref.dir)
+    if phase == "compare":  # a compute-look study: one row per design trial, its furthest segment
+        records, queued = fold_segments(records, queued)
     trials = trials_frame(records, queued, phase=phase)
     curves = curves_frame(records, phase=phase)
     earlier = earlier_trials(ref.study, records, queued, trials)

@@ -16,6 +16,11 @@ from harness.trainers.faults import ProgramTrialError
 
 TRIAL_DIR_ENV = "HARNESS_TRIAL_DIR"
 MARKER = ".harness-trial"
+#: where a trial process keeps the checkpoints its segments pause at and resume from (a compute-look
+#: study's trials: ``harness.decide.sequential.segments``): one folder per whole trial, beside the
+#: trial's spec file in the study's work folder, so every segment of a trial, on any machine that
+#: shares the study folder, finds the one before it
+CHECKPOINTS_ENV = "HARNESS_CHECKPOINTS"
 
 
 def fresh_trial_dir(trial_id: str) -> Path:
@@ -32,3 +37,16 @@ def fresh_trial_dir(trial_id: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).touch()
     return folder
+
+
+def checkpoint_dir(whole_trial_id: str) -> Path:
+    """The folder of a trial's pause checkpoints (kept across its segments, never emptied here):
+    ``$HARNESS_CHECKPOINTS/<whole trial id>``; refused outside a trial process, where no later
+    segment could find it."""
+    root = os.environ.get(CHECKPOINTS_ENV)
+    if not root:
+        raise ProgramTrialError(
+            f"${CHECKPOINTS_ENV} is not set: a trial that runs in segments (compute_looks:) runs under "
+            "`harness run` or `harness worker`, which keep its checkpoints in the study folder"
+        )
+    return Path(root).resolve() / whole_trial_id

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from harness.engine.spec import TrialResult, TrialSpec
 from harness.errors import NonFiniteError
+from harness.trainers.trial_dir import checkpoint_dir
 
 
 def _dir() -> Path:
@@ -152,4 +153,42 @@ def failing_seed_check(spec: TrialSpec) -> TrialResult:
     _mark(spec, "checked")
     raise SeedCheckError(
         f"seeds {spec.seed} and {spec.seed + 1} gave identical rollouts in arm {spec.arm}'s first step"
+    )
+
+
+#: ``looked`` arms: ``bad*`` trail the control by this much at every point of the budget
+LOOKED_GAP = 0.3
+
+
+def looked_accuracy(arm: str, seed: int, fraction: float) -> float:
+    """A rising curve: 0.2 + 0.4 x fraction of the budget, less ``LOOKED_GAP`` for ``bad*`` arms,
+    plus seeded noise in [-0.01, 0.01]."""
+    noise = int(hashlib.sha256(f"{arm}:{seed}".encode()).hexdigest()[:8], 16) / 2**32 - 0.5
+    gap = LOOKED_GAP if arm.startswith("bad") else 0.0
+    return round(0.2 + 0.4 * fraction - gap + 0.02 * noise, 6)
+
+
+def looked(spec: TrialSpec) -> TrialResult:
+    """A trial with compute looks on the step axis, run segment by segment as the engine runs it:
+    it evaluates at step 0 and at each look's point up to the look it runs to (``looks.run_to``),
+    resumes only from the marker the segment before it left in its checkpoint folder (an error
+    otherwise) and leaves one where it pauses."""
+    _mark(spec, "started")
+    looks = spec.looks
+    folder = checkpoint_dir(spec.whole_trial_id())
+    if looks.resume_after is not None:
+        marker = folder / f"look_{looks.resume_after}.marker"
+        if not marker.is_file():
+            raise RuntimeError(f"no checkpoint of look {looks.resume_after} in {folder}")
+    budget = looks.at[-1]
+    history = [{"step": 0, "eval/accuracy": looked_accuracy(spec.arm, spec.seed, 0.0)}]
+    for k, point in enumerate(looks.at[: looks.run_to + 1]):
+        history.append({"step": int(point), "look": k, "eval/accuracy": looked_accuracy(spec.arm, spec.seed, point / budget)})
+    if looks.pause_after is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"look_{looks.pause_after}.marker").write_text(spec.trial_id)
+    _mark(spec, "done")
+    final = {"eval/accuracy": history[-1]["eval/accuracy"], "eval/mean_reward": history[-1]["eval/accuracy"] / 2}
+    return TrialResult(
+        trial_id=spec.trial_id, final=final, history=history, wall_time_s=0.01, paused_at_look=looks.pause_after
     )

@@ -93,7 +93,7 @@ def _replayed(study: Any, storage_url: str) -> LookState:
 class Due:
     """What the study needs queued now."""
 
-    state: LookState
+    state: Any  # a LookState; a compute-look study's ComputeState (.compute_schedule)
     by_look: list[list]  # per look (0-based), the trials (TrialSpec) it adds for the conditions that want it
 
     @property
@@ -106,6 +106,10 @@ class Schedule:
 
     def __init__(self, study, study_ref: Any, storage_url: str, say: Callable[[str], None]):
         self.study, self.ref, self.url, self.say = study, study_ref, storage_url, say
+
+    @property
+    def total_looks(self) -> int:
+        return len(self.study.sequential.schedule())
 
     def due(self) -> Due:
         """The replay, and every look's trials up to the one each condition wants (the queue

@@ -110,7 +110,7 @@ def enqueue_due(study: optuna.Study, due: Due) -> list[dict[str, Any]]:
 
 
 def enqueue_specs(
-    study: optuna.Study, specs: Sequence[Any], *, phase: str, retries: int, add_new: bool = True
+    study: optuna.Study, specs: Sequence[Any], *, phase: str | Callable[[Any], str], retries: int, add_new: bool = True
 ) -> EnqueueReport:
     """Queue every spec whose trial is not queued, running or completed already (idempotent, and
     exactly once across processes: :func:`enqueue_due`).
@@ -120,16 +120,19 @@ def enqueue_specs(
     changed) are failed with a reason, so workers do not run trials that left the design.
     ``add_new=False`` leaves out the trials never queued (a sequential study queues those look by
     look, with :func:`enqueue_missing`): only the retries and the cancellations are done.
+    ``phase`` is every spec's phase, or a function of the spec that gives it (a compute-look
+    study's segments and design trials, queued in one design).
     """
+    phase_of = phase if callable(phase) else lambda _spec: phase
 
     def due(held: dict[str, Held]):
         out = {}
         for spec in specs:
             job = held.get(spec.trial_id)
             if job is None and add_new:
-                out[spec.trial_id] = _spec_attrs(spec, phase=phase, attempt=1, retries=retries)
+                out[spec.trial_id] = _spec_attrs(spec, phase=phase_of(spec), attempt=1, retries=retries)
             elif job is not None and job.state == TrialState.FAIL:
-                out[spec.trial_id] = _spec_attrs(spec, phase=phase, attempt=job.attempt + 1, retries=retries)
+                out[spec.trial_id] = _spec_attrs(spec, phase=phase_of(spec), attempt=job.attempt + 1, retries=retries)
         return [(attrs, {}) for attrs in out.values()]
 
     report = EnqueueReport.of(enqueue_due(study, due))

@@ -1,0 +1,153 @@
+"""What a compute-look study needs next: the runner's one question, for looks over compute.
+
+The runner asks :meth:`ComputeSchedule.due` after its queue changed (a segment finished), as it
+asks :class:`~.schedule.Schedule` for a sequential study. The answer is the compute-look replay
+(:func:`.compute.replay_compute_looks`) on every trial stored so far, each design trial read as
+its furthest segment (``harness.tracking.segments``), under the study's own decision settings
+(alpha 0.05 with Bonferroni across the pre-registered comparisons, as the report reads them):
+
+- look 0's segment of every trial is due from the start;
+- after look k, the segment k+1 of every trial of a condition that goes on (not stopped at or
+  before look k, every seed read there; ``ComputeReplay.after_look``) whose segment k completed
+  is due; a trial whose segment failed cannot resume, so it stops there (its failure counts as
+  the study's failure policy says);
+- a control trains on only while an arm compared with it does: once every arm of its cell is
+  stopped it has nothing left to be compared with, and it stops too.
+
+A storage that cannot be read raises ``StorageUnreadable`` (the loader's own), as for the seed
+looks: a replay on part of the trials could stop an arm too early.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from harness.decide.frames import comparisons_of, conditions_of
+from harness.decide.rules import DecisionRules, ReadOptions
+from harness.decide.sequential.compute import ComputeReplay, replay_compute_looks
+from harness.decide.sequential.rule import ALPHA, CORRECTION
+from harness.decide.sequential.schedule import Due, LookError
+from harness.decide.sequential.segments import due_segments
+from harness.errors import ConfigError, HarnessError, one_line
+from harness.tracking.results import PARAM_PREFIX, load_results
+from harness.tracking.segments import PAUSED
+
+RUN_TO = PARAM_PREFIX + "looks.run_to"
+
+
+@dataclass(frozen=True)
+class ComputeState:
+    """Where a compute-look study stands."""
+
+    replay: ComputeReplay
+    #: condition -> {look: the seeds whose segment of that look may run now}
+    ready: dict[str, dict[int, list[int]]]
+
+    @property
+    def total(self) -> int:
+        return len(self.replay.design.at)
+
+    @property
+    def finished(self) -> bool:
+        return self.replay.finished
+
+    @property
+    def current_look(self) -> int:
+        """The 1-based look the study is at: the furthest any condition has been queued for."""
+        return max((look for by_look in self.ready.values() for look in by_look), default=0) + 1
+
+    def lines(self) -> list[str]:
+        """Where the study stands: its current look, each condition's state, the compute spent."""
+        rep = self.replay
+        head = f"compute looks: look {min(self.current_look, self.total)} of {self.total}" + (
+            " (finished)" if self.finished else ""
+        )
+        width = max((len(c) for c in rep.stops), default=0)
+        rows = []
+        for condition, stop in rep.stops.items():
+            verdict = rep.verdicts.get(condition)
+            state = f"stopped at look {stop.look}: {verdict}" if stop.look is not None else stop.reason
+            if stop.look is None and verdict not in (None, "waiting"):
+                state = f"read at the budget: {verdict}"
+            rows.append(f"  {condition:<{width}}  {state}")
+        spent = f"  compute spent {rep.spent:.4g} of {rep.full:.4g} run to the budget ({rep.saving:.0%} saved)"
+        return [head, *rows, *([spent] if rep.full > 0 else [])]
+
+
+def compute_state(study: Any, storage_url: str) -> ComputeState:
+    """Replay ``study`` (a study file, its folder or a Study) on every trial in ``storage_url``."""
+    try:
+        return _replayed(study, storage_url)
+    except HarnessError:
+        raise
+    except Exception as err:  # noqa: BLE001 - one line, not a traceback
+        raise LookError(
+            f"cannot work out the compute looks of the study {study}: {one_line(err, 300)}; "
+            "the trials so far are kept: fix the cause and run the same command again"
+        ) from None
+
+
+def _replayed(study: Any, storage_url: str) -> ComputeState:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = load_results(study, storage=storage_url, strict_storage=True)
+    meta = results.meta
+    if meta.compute_looks is None:
+        raise ConfigError(f"study {meta.study!r} has no compute_looks: section; it has no compute looks")
+    rules = DecisionRules.of(meta, ReadOptions(alpha=ALPHA, correction=CORRECTION))
+    replay = replay_compute_looks(results, rules)
+    return ComputeState(replay, _ready(results, replay))
+
+
+def _ready(results, replay: ComputeReplay) -> dict[str, dict[int, list[int]]]:
+    """Per condition, the segments that may run now (see the module doc)."""
+    trials = results.trials
+    seeds = {c: sorted(int(s) for s in results.meta.seed_pools.get(c) or results.meta.seeds) for c in replay.stops}
+    ready = {condition: {0: seeds[condition]} for condition in conditions_of(results)}
+    arms_of: dict[str, list[str]] = {}
+    for condition, control in comparisons_of(results):
+        arms_of.setdefault(control, []).append(condition)
+    for look in range(len(replay.design.at) - 1):
+        going = replay.after_look(look).go_on
+        for control, arms in arms_of.items():
+            if control in going and not any(arm in going for arm in arms):
+                going = [c for c in going if c != control]  # nothing left to compare it with
+        for condition in going:
+            done = _completed_through(trials, condition, look)
+            if done:
+                ready.setdefault(condition, {})[look + 1] = done
+    return ready
+
+
+def _completed_through(trials: pd.DataFrame, condition: str, look: int) -> list[int]:
+    """The seeds of ``condition`` whose trial completed its segment of ``look`` (a paused trial
+    at that look or further, or one that ran to the budget)."""
+    rows = trials[trials["arm"] == condition]
+    if RUN_TO in rows:
+        reached = pd.to_numeric(rows[RUN_TO], errors="coerce")
+        done = (rows["status"] == PAUSED) & (reached >= look) | (rows["status"] == "completed")
+    else:
+        done = rows["status"] == "completed"
+    return sorted(int(s) for s in rows.loc[done, "seed"])
+
+
+class ComputeSchedule:
+    """A compute-look study's looks for one process: asked what is due after its queue changed."""
+
+    def __init__(self, study, study_ref: Any, storage_url: str, say: Callable[[str], None]):
+        self.study, self.ref, self.url, self.say = study, study_ref, storage_url, say
+
+    @property
+    def total_looks(self) -> int:
+        return len(self.study.compute_looks.at)
+
+    def due(self) -> Due:
+        """The replay, and every look's segments up to the one each condition may run now (the
+        queue skips those it holds)."""
+        state = compute_state(self.ref, self.url)
+        return Due(state, due_segments(self.study, state.ready))
