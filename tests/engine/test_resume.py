@@ -209,3 +209,16 @@ def test_a_result_stored_before_pauses_existed_still_loads():
     result = TrialResult.model_validate(old)
     assert result.paused_at_look is None
     assert TrialResult.model_validate_json(result.model_dump_json()) == result
+
+
+@pytest.mark.slow
+def test_a_tool_calling_trial_in_segments_gives_bitwise_the_whole_trial(make_tool_spec, tmp_path):
+    spec = make_tool_spec(
+        "grpo", {"steps": 2, "prompts_per_step": 2, "max_eval_prompts": 4}, looks={"axis": "step", "at": [1, 2]}
+    )
+    whole = run_trial(spec)
+    paused = run_trial(spec, tmp_path, pause_after_look=0)
+    resumed = run_trial(spec, tmp_path, resume_after_look=0)
+    assert paused.paused_at_look == 0 and _same(whole, resumed)
+    assert _timeless(paused.history) == _timeless(whole.history[:2])
+    assert all(row["tools/calls_per_episode"] > 0 for row in whole.history[1:])  # the episodes called the tool
