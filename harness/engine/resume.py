@@ -88,18 +88,20 @@ class Segment:
     pause_after_look: int | None
     resume_after_look: int | None
     saved: dict[str, Any] | None  # the checkpoint resumed from, read and checked
+    progress: Resumed | None  # what it holds besides the learner's state
 
     @classmethod
     def of(
         cls, spec: TrialSpec, folder: Path | None, pause_after_look: int | None, resume_after_look: int | None
     ) -> Segment:
-        if pause_after_look is None and resume_after_look is None:
-            return cls(spec, folder, None, None, None)
-        _check_arguments(spec, folder, pause_after_look, resume_after_look)
-        saved = None
+        saved = progress = None
+        if pause_after_look is not None or resume_after_look is not None:
+            _check_arguments(spec, folder, pause_after_look, resume_after_look)
         if resume_after_look is not None:
-            saved = _read_checkpoint(checkpoint_path(folder, resume_after_look), spec, resume_after_look)
-        return cls(spec, folder, pause_after_look, resume_after_look, saved)
+            path = checkpoint_path(folder, resume_after_look)
+            saved = _read_checkpoint(path, spec, resume_after_look)
+            progress = _progress(saved, path, resume_after_look)
+        return cls(spec, folder, pause_after_look, resume_after_look, saved, progress)
 
     def pauses(self, history: list[dict[str, Any]]) -> bool:
         """Whether the trial stops here: its last row reached the look it pauses after, and steps
@@ -118,11 +120,7 @@ class Segment:
             return None
         path = checkpoint_path(self.folder, self.resume_after_look)
         _restore_learner(learner, self.saved, path)
-        return Resumed(
-            history=self.saved["history"],
-            evaluations=[PromptScores.model_validate(scores) for scores in self.saved["prompts"]],
-            elapsed_s=self.saved["elapsed_s"],
-        )
+        return self.progress
 
     def pause(self, learner: Learner, history: list[dict], evaluations: list[PromptScores], elapsed_s: float) -> None:
         """Write the checkpoint after look ``pause_after_look``, atomically: a reader finds the
@@ -172,9 +170,14 @@ def _check_arguments(
         )
 
 
+def _rerun(look: int) -> str:
+    """What to do about a checkpoint after ``look`` that cannot be resumed from."""
+    return f"run the segment that pauses after look {look} (pause_after_look={look}) again"
+
+
 def _read_checkpoint(path: Path, spec: TrialSpec, look: int) -> dict[str, Any]:
     """The checkpoint at ``path``, checked to be this trial's after ``look`` in this format."""
-    again = f"run the segment that pauses after look {look} (pause_after_look={look}) again"
+    again = _rerun(look)
     if not path.is_file():
         raise ConfigError(f"resume_after_look {look}: there is no checkpoint {path}; {again}")
     try:
@@ -194,11 +197,23 @@ def _read_checkpoint(path: Path, spec: TrialSpec, look: int) -> dict[str, Any]:
             f"{spec.trial_id} after look {look}; {again}"
         )
     missing = sorted(CHECKPOINT_KEYS - saved.keys())
-    history = saved.get("history")
-    if missing or not history or not isinstance(history, list) or history[-1].get("step") != header.get("step"):
-        what = f"it lacks {', '.join(missing)}" if missing else "its history does not end at its step"
-        raise ConfigError(f"{path} is not a whole checkpoint ({what}); {again}")
+    if missing:
+        raise ConfigError(f"{path} is not a whole checkpoint (it lacks {', '.join(missing)}); {again}")
     return saved
+
+
+def _progress(saved: dict[str, Any], path: Path, look: int) -> Resumed:
+    """The history, per-prompt scores and seconds of a checkpoint, checked: rows that end at its step."""
+    history, step = saved["history"], saved["header"].get("step")
+    try:
+        if not (isinstance(history, list) and all(isinstance(row, dict) for row in history) and history):
+            raise ValueError("its history is not a list of rows")
+        if history[-1].get("step") != step:
+            raise ValueError(f"its history ends at step {history[-1].get('step')!r}, not at its step {step!r}")
+        evaluations = [PromptScores.model_validate(scores) for scores in saved["prompts"]]
+        return Resumed(history, evaluations, float(saved["elapsed_s"]))
+    except (ValueError, TypeError) as err:  # a pydantic ValidationError is a ValueError
+        raise ConfigError(f"{path} is not a whole checkpoint ({one_line(err, 200)}); {_rerun(look)}") from None
 
 
 #: what a checkpoint holds besides its header
@@ -241,8 +256,7 @@ def _restore_learner(learner: Learner, saved: dict[str, Any], path: Path) -> Non
             torch.cuda.set_rng_state(saved["device_rng"], learner.lm.device)
     except (KeyError, ValueError, RuntimeError, TypeError) as err:
         raise ConfigError(
-            f"{path} does not fit this trial's learner ({one_line(err, 200)}); run the segment that pauses after "
-            f"look {saved['header']['look']} again"
+            f"{path} does not fit this trial's learner ({one_line(err, 200)}); {_rerun(saved['header']['look'])}"
         ) from None
     learner.policy_version = saved["policy_version"]
 

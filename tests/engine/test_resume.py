@@ -136,8 +136,16 @@ def test_a_checkpoint_that_is_not_this_trials_is_refused_before_any_work(make_sp
     torch.save(payload, saved)
     with pytest.raises(ConfigError, match=f"format {FORMAT + 1} and this harness reads format {FORMAT}"):
         run_trial(spec, tmp_path, resume_after_look=0)
-    del payload["optimizer"]
     payload["header"]["format"] = FORMAT
+    payload["policy"].popitem()
+    torch.save(payload, saved)
+    with pytest.raises(ConfigError, match="does not fit this trial's learner .*policy's trained parameters"):
+        run_trial(spec, tmp_path, resume_after_look=0)
+    payload["history"] = payload["history"][:-1]
+    torch.save(payload, saved)
+    with pytest.raises(ConfigError, match="not a whole checkpoint .*its history ends at step 0, not at its step 1"):
+        run_trial(spec, tmp_path, resume_after_look=0)
+    del payload["optimizer"]
     torch.save(payload, saved)
     with pytest.raises(ConfigError, match="not a whole checkpoint .*lacks optimizer"):
         run_trial(spec, tmp_path, resume_after_look=0)
