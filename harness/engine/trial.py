@@ -4,7 +4,9 @@
 every arm shares the warm start, the prompt order and the evaluation set; only the algorithm
 differs. On CPU the same seed and config give bitwise-identical metrics (with ``rollout.backend:
 hf``; a vLLM server draws its own samples, and with ``max_staleness`` > 0 the policy that samples
-a batch depends on timing: ``harness.engine.samplers.staleness``).
+a batch depends on timing: ``harness.engine.samplers.staleness``). A trial with compute looks
+(``TrialSpec.looks``) may run in segments, paused after a look and resumed from its checkpoint
+(``harness.engine.resume``), with the numbers of the trial run whole.
 
 A task the model's tokenizer cannot encode is a ``ConfigError`` before any work. A trial that ran
 but had nothing to learn from says so in ``TrialResult.warnings`` (and on stderr): every group
