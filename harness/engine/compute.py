@@ -227,8 +227,9 @@ def episode_sampling_pass(episodes: Sequence[Episode], group_size: int) -> PassT
 class ComputeTotals:
     """The compute spent so far in a trial: ``COMPUTE_METRICS`` on every row of its history."""
 
-    def __init__(self) -> None:
-        self.totals = dict.fromkeys(COMPUTE_METRICS, 0.0)
+    def __init__(self, row: dict[str, float] | None = None) -> None:
+        """From 0, or from the totals a history ``row`` holds (a trial resumed after that row)."""
+        self.totals = dict.fromkeys(COMPUTE_METRICS, 0.0) if row is None else {k: row[k] for k in COMPUTE_METRICS}
 
     def add(self, step: dict[str, float]) -> dict[str, float]:
         """Add a step's metrics (its ``STEP_FLOPS`` taken out of them) and return the totals."""

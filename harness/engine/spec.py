@@ -424,6 +424,40 @@ def metric_name(metric: str, benchmark: str | None) -> str:
     return metric if benchmark is None else benchmark_metric(benchmark, metric.removeprefix("eval/"))
 
 
+#: The compute axis on every row of a trial's history, cumulative from the start evaluation
+#: (step 0: all 0); ``harness.engine.compute`` says how each is counted.
+COMPUTE_METRICS = ("compute/flops", "compute/generated_tokens", "compute/trained_tokens", "compute/wall_s")
+#: What a trial's looks are counted in: a compute column of every history row, or the step
+LOOK_AXES = (*COMPUTE_METRICS, "step")
+
+
+class LookPoints(StrictModel):
+    """Pre-registered points of a trial's compute at which it is looked at (issue 38): the trial
+    evaluates at the first step whose history row reaches each point (besides ``eval_every`` and
+    the last step) and tags that row ``"look": k``; a trial may pause after a look and resume from
+    it (``harness.engine.trial.run_trial``)."""
+
+    axis: Literal[LOOK_AXES] = Field(  # type: ignore[valid-type]
+        description="what the points are counted in: a cumulative column of every history row, compute/flops, "
+        "compute/generated_tokens, compute/trained_tokens, compute/wall_s (not reproducible), or step"
+    )
+    at: list[float] = Field(
+        min_length=1,
+        description="the points, absolute values on the axis, finite, > 0 and rising strictly; the last is the budget",
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _rising(cls, at: list[float]) -> list[float]:
+        bad = next((x for x in at if x <= 0), None)  # (not finite: refused as every float field's)
+        if bad is not None:
+            raise ValueError(f"looks.at holds {bad}: every point must be a number > 0 on the axis")
+        for before, after in zip(at, at[1:]):
+            if after <= before:
+                raise ValueError(f"looks.at must rise strictly: {after} follows {before}")
+        return at
+
+
 class TrialSpec(StrictModel):
     study: str = "adhoc"
     arm: str
@@ -441,6 +475,9 @@ class TrialSpec(StrictModel):
     )
     rollout: RolloutConfig = Field(
         RolloutConfig(), description="what samples the training rollouts (hf or a vLLM server) and how stale"
+    )
+    looks: LookPoints | None = Field(
+        None, description="points of the compute axis the trial is evaluated at and may pause after (compute looks)"
     )
     cache_dir: str = ".cache/harness"
 
@@ -466,10 +503,21 @@ class TrialSpec(StrictModel):
             raise ValueError(f"rollout.backend: vllm cannot be used here: {refused}; use rollout.backend: hf")
         return self
 
+    @model_validator(mode="after")
+    def _looks_need_the_builtin_loop(self) -> TrialSpec:
+        """Only the builtin loop evaluates at a look's step and can pause there; a program trainer
+        evaluates the checkpoints it writes."""
+        if self.looks is not None and not self.trainer.is_builtin:
+            raise ValueError(
+                f"looks: trainer {self.trainer.kind} cannot be evaluated at compute looks nor paused after one; "
+                "use trainer: builtin or drop the looks"
+            )
+        return self
+
     @model_serializer(mode="wrap")
     def _without_defaults_added_later(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No benchmarks, the builtin trainer, no reasoning-gym task, the hf rollout: the spec dumps (and hashes) as
-        it did before those existed, so the trial ids of studies without them are unchanged."""
+        """No benchmarks, the builtin trainer, no reasoning-gym task, the hf rollout, no looks: the spec dumps (and
+        hashes) as it did before those existed, so the trial ids of studies without them are unchanged."""
         out = handler(self)
         for task in (out["task"], *(benchmark["task"] for benchmark in out.get("benchmarks", ()))):
             if task.get("reasoning_gym", False) is None:  # none: dumped (and hashed) as before it existed
@@ -480,6 +528,8 @@ class TrialSpec(StrictModel):
             out.pop("trainer", None)
         if self.rollout == RolloutConfig():
             out.pop("rollout", None)
+        if self.looks is None:
+            out.pop("looks", None)
         return out
 
     def config_hash(self) -> str:
@@ -498,10 +548,6 @@ class TrialSpec(StrictModel):
     def trial_id(self) -> str:
         return f"{self.arm}-s{self.seed}-{self.config_hash()[:8]}"
 
-
-#: The compute axis on every row of a trial's history, cumulative from the start evaluation
-#: (step 0: all 0); ``harness.engine.compute`` says how each is counted.
-COMPUTE_METRICS = ("compute/flops", "compute/generated_tokens", "compute/trained_tokens", "compute/wall_s")
 
 #: How ``compute/flops`` is counted, stored in each record that has it (``TrialRecord.flops_counting``):
 #: 1 (records without the field) charged the LM head on every prompt token and prefilled each
@@ -592,4 +638,9 @@ class TrialResult(StrictModel):
         default_factory=list,
         description=f"one line each, '<code>: <what happened and what to do>', code {WARMSTART_BELOW_TARGET} or "
         f"{NO_LEARNING_SIGNAL}: the trial ran, but its result may not mean what it seems",
+    )
+    paused_at_look: NonNegativeInt | None = Field(
+        None,
+        description="the look after whose evaluation the trial paused with a checkpoint (run_trial's "
+        "pause_after_look): history, prompts and final stop there; None: it ran to its last step (or failed)",
     )

@@ -47,6 +47,37 @@ def make_spec(cache_dir):
     return make
 
 
+#: a tool-calling task the tiny model learns to call the calculator on (a warm start of demonstrated calls)
+TOOL_TASK = {
+    "name": "multiplication",
+    "min_digits": 2,
+    "max_digits": 2,
+    "n_train": 300,
+    "n_eval": 16,
+    "tools": ["calculator"],
+    "describe_tools": False,
+    "demo_share": 1.0,
+    "reward": None,
+}
+
+
+@pytest.fixture
+def make_tool_spec(make_spec):
+    """Trials on ``TOOL_TASK`` whose warm start taught the calls (one warm start per session)."""
+
+    def make(preset: str, train: dict | None = None, **sections) -> TrialSpec:
+        return make_spec(
+            preset,
+            task=TOOL_TASK,
+            model={"tiny": {"hidden_size": 48, "layers": 2, "heads": 4, "intermediate_size": 96}},
+            warmstart={"steps": 150, "batch_size": 16, "lr": 5e-3, "target_accuracy": 1.0},
+            train={"steps": 1, "max_new_tokens": 90, "eval_every": 0, "eval_samples": 1, **(train or {})},
+            **sections,
+        )
+
+    return make
+
+
 class PreparedModel(NamedTuple):
     name: str  # model.name, as a study gives it
     cache_dir: str  # the cache it is prepared in

@@ -20,17 +20,6 @@ from harness.algorithms.parts import part_inputs, slots_of
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.trial import run_trial
 
-TOOL_TASK = {
-    "name": "multiplication",
-    "min_digits": 2,
-    "max_digits": 2,
-    "n_train": 300,
-    "n_eval": 16,
-    "tools": ["calculator"],
-    "describe_tools": False,
-    "demo_share": 1.0,
-    "reward": None,
-}
 TOOL_METRICS = [
     "tools/calls_per_episode",
     "tools/valid_call_rate",
@@ -42,16 +31,6 @@ TOOL_METRICS = [
     "tokens/policy",
     "tokens/tool",
 ]
-
-
-def tool_spec(make_spec, preset: str, **train):
-    return make_spec(
-        preset,
-        task=TOOL_TASK,
-        model={"tiny": {"hidden_size": 48, "layers": 2, "heads": 4, "intermediate_size": 96}},
-        warmstart={"steps": 150, "batch_size": 16, "lr": 5e-3, "target_accuracy": 1.0},
-        train={"steps": 1, "max_new_tokens": 90, "eval_every": 0, "eval_samples": 1, **train},
-    )
 
 
 def step_path(preset: str) -> tuple[str, tuple[str, ...]]:
@@ -75,20 +54,22 @@ def test_the_step_paths_cover_the_critic_dpo_sampler_teacher_and_token_probabili
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", sorted(STEP_PATHS.values()))
-def test_every_step_path_trains_on_tool_calling_episodes(make_spec, preset):
-    result = run_trial(tool_spec(make_spec, preset))
+def test_every_step_path_trains_on_tool_calling_episodes(make_tool_spec, preset):
+    spec = make_tool_spec(preset)
+    result = run_trial(spec)
     step = result.history[1]
     for name in TOOL_METRICS:
         assert name in step and math.isfinite(step[name]), name
     assert step["tools/calls_per_episode"] > 0 and step["tokens/tool"] > 0  # the warm start taught the call
     assert step["tokens/generated"] == step["tokens/policy"]  # what the policy wrote, not the tools
     assert math.isfinite(result.final["eval/accuracy"])
-    assert result.prompts[-1].prompt_ids and len(result.prompts[-1].greedy) == TOOL_TASK["n_eval"]
+    assert result.prompts[-1].prompt_ids and len(result.prompts[-1].greedy) == spec.task.n_eval
 
 
 @pytest.mark.slow
-def test_the_unmasked_ablation_trains_on_the_tools_tokens_too(make_spec):
-    masked, unmasked = (run_trial(tool_spec(make_spec, "grpo", mask_tool_tokens=m)).history[1] for m in (True, False))
+def test_the_unmasked_ablation_trains_on_the_tools_tokens_too(make_tool_spec):
+    specs = (make_tool_spec("grpo", {"mask_tool_tokens": masked}) for masked in (True, False))
+    masked, unmasked = (run_trial(spec).history[1] for spec in specs)
     # the same seed and warm start: the same first episodes; only what the loss reads differs
     assert (masked["tokens/policy"], masked["tokens/tool"]) == (unmasked["tokens/policy"], unmasked["tokens/tool"])
     assert masked["tokens/tool"] > 0
