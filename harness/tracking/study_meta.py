@@ -144,7 +144,10 @@ class StudyMeta:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         design = self.sequential
         out["sequential"] = None if design is None else {"looks": design.looks, "spending": design.spending}
-        out["compute_looks"] = None if self.compute_looks is None else self.compute_looks.to_dict()
+        if self.compute_looks is None:  # key for key as before the section existed
+            del out["compute_looks"]
+        else:
+            out["compute_looks"] = self.compute_looks.to_dict()
         out["benchmarks"] = [{"name": b.name, "metric": b.metric, "min_effect": b.min_effect} for b in self.benchmarks]
         if self.sequential_rules is None:
             del out["sequential_rules"]

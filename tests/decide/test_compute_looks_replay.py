@@ -106,6 +106,10 @@ def test_the_worse_arm_stops_at_half_the_budget_and_the_better_one_is_called_at_
     assert (rep.compute["bad"].spent, rep.compute["bad"].full) == (6.0, 12.0)
     assert (rep.spent, rep.full) == (30.0, 36.0) and rep.saving == pytest.approx(1 / 6)
     assert rep.finished and rep.after_look(0).go_on == ["ctl", "good"] and rep.after_look(0).stopped == ["bad"]
+    assert rep.line() == (
+        "compute looks at 0.5 (2), 1 (4) steps (pocock spending, catch-up 0.05, against the control); "
+        "stopped: bad at look 1; compute spent 30 of 36 (17% saved)"
+    )
 
 
 def test_a_larger_allowance_keeps_the_worse_arm_running():
