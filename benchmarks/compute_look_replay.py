@@ -136,8 +136,11 @@ def main() -> None:
     parser.add_argument("--baselines", type=Path, default=REPO / "baselines")
     parser.add_argument("--studies", type=Path, default=REPO / "studies")
     args = parser.parse_args()
-    print("| baseline | spending | looks | stopped (look) | compute spent / full | saved | verdicts as the full run |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| baseline | spending | looks | worse in the full run | stopped (look) | compute spent / full | saved "
+        "| verdicts as the full run |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for folder in sorted(p for p in args.baselines.iterdir() if (p / "per_seed.csv").exists()):
         study_file = args.studies / f"{folder.name}.yaml"
         if not study_file.exists() or not (folder / "per_prompt.csv.gz").exists():
@@ -147,7 +150,7 @@ def main() -> None:
                 warnings.simplefilter("ignore")
                 results, notes = load(folder, study_file)
         except Exception as err:  # noqa: BLE001 - a baseline that cannot be read is a row saying why
-            print(f"| {folder.name} | - | cannot be read: {err} | | | | |")
+            print(f"| {folder.name} | - | cannot be read: {err} | | | | | |")
             continue
         steps = int(load_study(study_file).train.steps)
         rules = DecisionRules.of(results.meta, ReadOptions(alpha=0.05))
@@ -155,12 +158,13 @@ def main() -> None:
         for spending in SPENDINGS:
             design, looks = design_for(results, spending, steps)
             if design is None:
-                print(f"| {folder.name} | {spending} | {looks} | | | | |")
+                print(f"| {folder.name} | {spending.replace('_', '-')} | {looks} | | | | | |")
                 continue
             run = dataclasses.replace(results, meta=dataclasses.replace(results.meta, compute_looks=design))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 rep = replay_compute_looks(run, rules)
+            worse = ", ".join(c for c, v in full.items() if v == "worse") or "none"
             stopped = ", ".join(f"{c} ({s.look})" for c, s in rep.stops.items() if s.look is not None) or "none"
             same = [c for c in full if rep.verdicts.get(c) == full[c]]
             differ = [f"{c}: {full[c]} -> {rep.verdicts.get(c)}" for c in full if rep.verdicts.get(c) != full[c]]
@@ -168,7 +172,7 @@ def main() -> None:
             note = f"; {'; '.join(notes)}" if notes else ""
             print(
                 f"| {folder.name} | {spending.replace('_', '-')} | {looks}, catch-up {design.catch_up:g}{note} | "
-                f"{stopped} | {amount(rep.spent)} / {amount(rep.full)} | {rep.saving:.1%} | {agree} |"
+                f"{worse} | {stopped} | {amount(rep.spent)} / {amount(rep.full)} | {rep.saving:.1%} | {agree} |"
             )
 
 
