@@ -33,12 +33,13 @@ class Results:
     prompts: pd.DataFrame | None = None
 
 
-def make(*, against="control", catch_up=0.05, last_step=None, status=None, design=True):
+def make(*, against="control", catch_up=0.05, last_step=None, status=None, design=True, sign=1.0, at=(0.5, 1.0)):
     """The study; ``last_step[(arm, seed)]`` cuts a trial's history there (a trial paused at a
     look), ``status[(arm, seed)]`` sets its state."""
     trials, curves = [], []
     for arm, seeds in CURVES.items():
         for seed, values in enumerate(seeds):
+            values = [sign * v for v in values]
             tid = f"{arm}-s{seed}"
             end = (last_step or {}).get((arm, seed), 4)
             trials.append(
@@ -57,11 +58,12 @@ def make(*, against="control", catch_up=0.05, last_step=None, status=None, desig
             ]
             curves += [{"trial_id": tid, "step": s, "metric": "train/loss", "value": 0.0} for s in range(1, end + 1)]
     looks = ComputeLookDesign(
-        at=[0.5, 1.0], spending="pocock", catch_up=catch_up, against=against, axis="step", budget=4.0, point="budget"
+        at=list(at), spending="pocock", catch_up=catch_up, against=against, axis="step", budget=4.0, point="budget"
     )
     meta = StudyMeta(
         study="cl",
         primary_metric=METRIC,
+        direction="maximize" if sign > 0 else "minimize",
         min_effect=0.05,
         test="welch_t",
         control="ctl",
@@ -156,3 +158,20 @@ def test_spent_reads_the_first_row_at_or_past_the_point():
 def test_a_study_without_compute_looks_is_one_line():
     with pytest.raises(ConfigError, match="no compute_looks"):
         replay_compute_looks(make(design=False), rules(make()))
+
+
+def test_a_metric_to_minimize_stops_the_same_arm():
+    results = make(sign=-1.0)  # every value negated: less is better
+    rep = replay_compute_looks(results, rules(results))
+    assert rep.verdicts == {"good": "better", "bad": "worse"} and rep.stops["bad"].look == 1
+    row = rep.table.set_index(["condition", "look"]).loc[("bad", 1)]
+    assert row["diff"] == pytest.approx(0.40) and row["ci_low"] > 0.05
+
+
+def test_a_look_between_evaluations_reads_the_curve_interpolated_and_spends_to_the_next_row():
+    results = make(at=(0.25, 1.0))  # step 1: halfway between the evaluations at steps 0 and 2
+    rep = replay_compute_looks(results, rules(results))
+    row = rep.table.set_index(["condition", "look"]).loc[("bad", 1)]
+    # ctl (0.1 + 0.50..0.54) / 2 = 0.30..0.32, bad (0.1 + 0.10..0.14) / 2 = 0.10..0.12
+    assert (row["point"], row["diff"]) == (1.0, pytest.approx(-0.20))
+    assert rep.stops["bad"].look == 1 and rep.compute["bad"].spent == 3.0  # one step on each of 3 seeds

@@ -315,6 +315,8 @@ class _Walk:
     def _best(self, scores: dict[str, ArmScores], conditions: list[str]) -> str:
         """The condition with the best mean over its seeds at the look."""
         means = {c: float(scores[c].values.mean()) for c in conditions if len(scores[c].values)}
+        if not means:  # no condition has a seed read here: nothing is stopped against anything
+            return conditions[-1]
         pick = max if self.rules.direction == "maximize" else min
         return pick(means, key=means.get)
 
