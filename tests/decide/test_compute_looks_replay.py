@@ -105,7 +105,7 @@ def test_the_worse_arm_stops_at_half_the_budget_and_the_better_one_is_called_at_
     assert (rep.stops["bad"].look, rep.stops["bad"].point) == (1, 2.0)
     assert rep.stops["good"].reason == rep.stops["ctl"].reason == RAN_TO_BUDGET
     # compute on the step axis: bad trains 2 of 4 steps on each of 3 seeds
-    assert (rep.compute["bad"].spent, rep.compute["bad"].full) == (6.0, 12.0)
+    assert (rep.compute["bad"].spent, rep.compute["bad"].full, rep.compute["bad"].saving) == (6.0, 12.0, 0.5)
     assert (rep.spent, rep.full) == (30.0, 36.0) and rep.saving == pytest.approx(1 / 6)
     assert rep.finished and rep.after_look(0).go_on == ["ctl", "good"] and rep.after_look(0).stopped == ["bad"]
     assert rep.line() == (

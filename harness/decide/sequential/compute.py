@@ -90,6 +90,11 @@ class ArmCompute:
     spent: float
     full: float
 
+    @property
+    def saving(self) -> float:
+        """The share of its full compute the design saved (0 when it spent nothing)."""
+        return 1.0 - self.spent / self.full if self.full > 0 else 0.0
+
 
 @dataclass(frozen=True)
 class AfterLook:
