@@ -19,6 +19,8 @@ Map:
                eval_only_mean (the overall one across benchmarks)
     verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive (eval-only forms), untested
     sequential efficacy_bounds (Lan-DeMets), Look (repeated intervals), look_odds
+    compute_looks  look_alphas, stop_rate, stops (looks over compute: spending on the compute fraction, union
+               bound over the looks), draw_scores and simulate (a design's calibration)
     bootstrap  Interval, bootstrap_ci (reporting only)
     aggregates benchmarks_difference (the overall verdict's); rliable's iqm, probability_of_improvement,
                performance_profile, stratified_bootstrap

@@ -52,6 +52,7 @@ _SECTION_READERS = {
     "sequential": "harness.study, harness.runner (looks), harness.decide (looks)",
     "checks": "harness.runner (before the first trial)",
     "primary_at": "harness.decide (compute_budget)",
+    "compute_looks": "harness.study, harness.runner (segments), harness.decide (sequential.compute)",
     "scaling": "harness.decide (scaling)",
     "trainer": "harness.trainers (the trial process; templates checked by harness.study)",
     "resources": "harness.runner.executors",

@@ -55,6 +55,7 @@ from harness.study.sections import (
     AA_SEED_OFFSET,
     CALIBRATION_SUFFIX,
     PLACEBO,
+    ComputeLooks,
     PrimaryAt,
     Scaling,
     SelfChecks,
@@ -240,6 +241,11 @@ class Study(StrictModel):
     sequential: Sequential | None = Field(
         None, description="buy seeds look by look and stop each comparison once decided (seeds: the pool, in order)"
     )
+    compute_looks: ComputeLooks | None = Field(
+        None,
+        description="look at fractions of the primary comparison's budget and stop an arm once it is decided worse "
+        "than the control (or the best arm) by more than `catch_up`; every other verdict at the budget",
+    )
     benchmarks: list[BenchmarkConfig] = Field(
         default_factory=list,
         description="named held-out benchmarks every evaluation also scores (each {name, task, metric, "
@@ -364,6 +370,7 @@ class Study(StrictModel):
         self._check_primary_metric()
         self._check_calibration_arms(names)
         self._check_sequential()
+        self._check_compute_looks()
         self._check_varied_keys()
         return self
 
@@ -439,6 +446,30 @@ class Study(StrictModel):
                 raise FieldError(
                     ("sequential",), "cannot be combined with tuning yet; run the tuned study with fixed seeds"
                 )
+
+    def _check_compute_looks(self) -> None:
+        """Looks over compute: not with seed looks yet, a catch-up allowance to read them with, and
+        under ``point: final`` one step budget for every trial (the looks are fractions of it)."""
+        looks = self.compute_looks
+        if looks is None:
+            return
+        if self.sequential is not None:
+            raise FieldError(
+                ("compute_looks",), "not both yet: compute_looks cannot be combined with sequential:; drop one"
+            )
+        if looks.catch_up is None and self.min_effect is None:
+            raise FieldError(
+                ("compute_looks", "catch_up"),
+                "required when the study has no min_effect: how much an arm may still gain after a look, "
+                "in the metric's units (0: no crossing)",
+            )
+        varied = [a.name for a in self.arms if "steps" in a.train] + (["grid"] if "train.steps" in self.grid else [])
+        if self.primary_at.point == "final" and varied:
+            raise FieldError(
+                ("compute_looks",),
+                f"under primary_at.point final the looks are fractions of train.steps, which {varied[0]} changes; "
+                "give primary_at a budget on an axis every arm shares, or one train.steps",
+            )
 
     def _check_varied_keys(self) -> None:
         """Grid or tuning, not both; tuning seeds apart from the comparison seeds; and no key both

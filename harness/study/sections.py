@@ -1,9 +1,9 @@
 """The study file's sections beside its arms: the tuning phase (``tuning:`` and its search space),
 the self-checks and calibration conditions (``checks:``, ``calibration:``, ``placebo:``), the
-sequential design (``sequential:``), where the primary comparison reads each trial
-(``primary_at:``) and the fitted scaling curves (``scaling:``); with the seed-list check the whole
-file uses. Every section is a ``harness.ground.strict.StrictModel``: an unknown key or a
-non-finite number is an error."""
+sequential design (``sequential:``), the looks over compute (``compute_looks:``), where the
+primary comparison reads each trial (``primary_at:``) and the fitted scaling curves
+(``scaling:``); with the seed-list check the whole file uses. Every section is a
+``harness.ground.strict.StrictModel``: an unknown key or a non-finite number is an error."""
 
 from __future__ import annotations
 
@@ -175,6 +175,54 @@ class Sequential(StrictModel):
             return list(self.looks)
         steps = list(range(self.batch, self.max_seeds + 1, self.batch))
         return steps if steps and steps[-1] == self.max_seeds else [*steps, self.max_seeds]
+
+
+#: what a compute look stops an arm against: the control, or the arm best at the look (selection)
+COMPUTE_LOOK_REFERENCES = ("control", "best")
+
+
+class ComputeLooks(StrictModel):
+    """Looks over compute: every arm read at fractions of the primary comparison's budget
+    (``primary_at``; under ``point: final``, of ``train.steps``), and an arm stopped once it is
+    decided worse than the control (or the best arm) by more than ``catch_up``, with alpha spent
+    across the looks (``harness.stats.compute_looks``)."""
+
+    at: list[float] = Field(
+        description="the looks as fractions of the budget, rising strictly, each in (0, 1], the last exactly 1 "
+        "(e.g. [0.25, 0.5, 1.0])"
+    )
+    spending: Literal[SPENDING_FUNCTIONS] = Field(  # type: ignore[valid-type]
+        "obrien_fleming",
+        description="how alpha is spent over the compute fractions: obrien_fleming (little early) or pocock (evenly)",
+    )
+    catch_up: float | None = Field(
+        None,
+        ge=0,
+        description="how much an arm may still gain on its reference between a look and the budget, in the "
+        "metric's units (>= 0): an arm stops only when its whole interval trails by more than this, so a stop "
+        "says 'worse at the budget' only for curves that cross by less. 0 means no crossing after a look. "
+        "Default: the study's min_effect (a trailing arm is stopped only once it is decided worse by more than "
+        "the smallest difference worth knowing about, so slow starters within it run on); required when the "
+        "study has no min_effect",
+    )
+    against: Literal[COMPUTE_LOOK_REFERENCES] = Field(  # type: ignore[valid-type]
+        "control",
+        description="control: stop an arm decided worse than the control; best: than the arm best at the look "
+        "(a selection study; every pair of conditions counts in the multiplicity)",
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _fractions(cls, v: list[float]) -> list[float]:
+        if len(v) < 2:
+            raise ValueError(f"needs a look before the budget and the budget itself, e.g. [0.5, 1.0]; got {v}")
+        if any(not (0 < f <= 1) for f in v):
+            raise ValueError(f"each look is a fraction of the budget in (0, 1]; got {v}")
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError(f"looks must rise strictly; got {v}")
+        if v[-1] != 1:
+            raise ValueError(f"the last look is the budget itself (1.0); got {v[-1]:g}")
+        return [float(f) for f in v]
 
 
 def check_seed_list(values: list[Any]) -> list[int]:

@@ -27,7 +27,7 @@ import optuna
 import pandas as pd
 from pydantic import ValidationError
 
-from harness.engine.spec import METRIC_RANGES, BenchmarkConfig, TrialSpec
+from harness.engine.spec import METRIC_RANGES, BenchmarkConfig, TrainConfig, TrialSpec
 from harness.ground.urls import redact_text, redact_url
 from harness.store import (
     ARM,
@@ -45,7 +45,7 @@ from harness.study.design import earlier_design_of, summary_lines
 from harness.study.expand import calibration_comparisons, condition_configs
 from harness.study.expand import comparisons as comparisons_of
 from harness.study.schema import Study, condition_name
-from harness.study.sections import AA, PrimaryAt, Scaling, Sequential
+from harness.study.sections import AA, ComputeLooks, PrimaryAt, Scaling, Sequential
 from harness.tracking.prompt_scores import LONG_COLUMNS, decode_scores, long_columns
 from harness.tracking.records import (
     TrialRecord,
@@ -56,7 +56,7 @@ from harness.tracking.records import (
 )
 from harness.tracking.segments import fold_segments
 from harness.tracking.shared_records import merge, open_store
-from harness.tracking.study_meta import BenchmarkMeta, LookDesign, StudyMeta
+from harness.tracking.study_meta import BenchmarkMeta, ComputeLookDesign, LookDesign, StudyMeta
 from harness.tracking.study_ref import StudyRef, resolve_study, study_name
 
 # warnings: the trial's warning lines ("<code>: ...") joined by newlines, "" when it has none
@@ -374,6 +374,37 @@ def _sequential_meta(section: Any) -> LookDesign | None:
     return LookDesign(looks=section.schedule(), spending=section.spending)
 
 
+def _compute_looks_meta(
+    section: Any, primary_at: dict[str, Any], train: Any, min_effect: Any
+) -> ComputeLookDesign | None:
+    """A study's looks over compute (from its model or raw YAML), resolved where they read: on
+    ``primary_at``'s axis at fractions of its budget, or under ``point: final`` at fractions of
+    ``train.steps`` on the step axis; None where it has none or its raw YAML does not validate."""
+    if section is None:
+        return None
+    try:
+        section = section if isinstance(section, ComputeLooks) else ComputeLooks.model_validate(section)
+        train = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
+    except ValidationError:
+        return None
+    catch_up = section.catch_up if section.catch_up is not None else min_effect
+    if catch_up is None:
+        return None
+    if primary_at["point"] == "final":
+        axis, budget, point = "step", float(train.steps), "budget"
+    else:
+        axis, budget, point = primary_at["axis"], float(primary_at["budget"]), primary_at["point"]
+    return ComputeLookDesign(
+        at=list(section.at),
+        spending=section.spending,
+        catch_up=float(catch_up),
+        against=section.against,
+        axis=axis,
+        budget=budget,
+        point=point,
+    )
+
+
 def _benchmarks_meta(benchmarks: Any, primary: str | None) -> list[BenchmarkMeta]:
     """The study's held-out benchmarks as the decisions read them: name, the full name of the
     metric decided on (``eval/<name>/accuracy``) and min_effect (None: the study's)."""
@@ -442,6 +473,7 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame, **mor
     designed_seeds = seeds_of(trials)  # whatever their state: a failed trial does not unpair the design
     pool = _seed_list(pick("seeds"))
     sequential = _sequential_meta(pick("sequential"))
+    primary = _section_fields(pick("primary_at"), PrimaryAt)
     # the A/A copy runs on seeds of its own by design: it does not unpair the others
     matched = {c: v for c, v in designed_seeds.items() if c not in {a for a, _, role in calibration if role == AA}}
     if sequential:  # arms stop at different looks; each takes the pool's seeds in order
@@ -467,7 +499,8 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame, **mor
         seeds=pool,
         seed_matched=seed_matched,
         sequential=sequential,
-        primary_at=_section_fields(pick("primary_at"), PrimaryAt),  # {point, axis, budget}
+        primary_at=primary,  # {point, axis, budget}
+        compute_looks=_compute_looks_meta(pick("compute_looks"), primary, pick("train"), pick("min_effect")),
         scaling=_section_fields(pick("scaling"), Scaling),  # {fit, efficiency_margin}
         # a sequential study's rule: each condition's config as the study file sets it now (None unknown)
         configs=condition_configs(study) if sequential and study is not None else None,

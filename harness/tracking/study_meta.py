@@ -29,6 +29,45 @@ class LookDesign:
 
 
 @dataclass(frozen=True)
+class ComputeLookDesign:
+    """A study's looks over compute, resolved to where they read: the fractions of the budget,
+    the spending function, the catch-up allowance (the study's min_effect where the section
+    leaves it out), the reference an arm is stopped against, and the axis, budget and reading
+    (``budget`` or ``auc``; a study read at its final evaluation reads its looks at fractions of
+    ``train.steps`` on the step axis, ``budget``)."""
+
+    at: list[float]
+    spending: str
+    catch_up: float
+    against: str
+    axis: str
+    budget: float
+    point: str
+
+    @property
+    def points(self) -> list[float]:
+        """Each look's point on the axis (the last is the budget)."""
+        return [f * self.budget for f in self.at]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | ComputeLookDesign | None) -> ComputeLookDesign | None:
+        if data is None or isinstance(data, ComputeLookDesign):
+            return data
+        return cls(
+            at=[float(f) for f in data["at"]],
+            spending=str(data["spending"]),
+            catch_up=float(data["catch_up"]),
+            against=str(data["against"]),
+            axis=str(data["axis"]),
+            budget=float(data["budget"]),
+            point=str(data["point"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class BenchmarkMeta:
     """A held-out benchmark as the decisions read it: its name, the full name of the metric decided
     on (``eval/<name>/accuracy``) and its min_effect (None: the study's)."""
@@ -67,6 +106,7 @@ class StudyMeta:
     seed_matched: bool = False
     sequential: LookDesign | None = None
     primary_at: dict[str, Any] | None = None  # {point, axis, budget}: where the comparison reads a trial
+    compute_looks: ComputeLookDesign | None = None  # looks over compute (None: none)
     scaling: dict[str, Any] | None = None  # {fit, efficiency_margin}
     configs: dict[str, str | None] | None = None  # a sequential study's condition configs (its rule's)
     seeds_by_condition: dict[str, list[int]] = field(default_factory=dict)  # completed seeds
@@ -95,6 +135,7 @@ class StudyMeta:
         for key in ("min_effect", "comparisons", "primary_at", "scaling", "configs", "sequential_rules"):
             values[key] = data.get(key)
         values["sequential"] = LookDesign.from_dict(data.get("sequential") or None)
+        values["compute_looks"] = ComputeLookDesign.from_dict(data.get("compute_looks") or None)
         values["benchmarks"] = [BenchmarkMeta.from_dict(b) for b in data.get("benchmarks") or []]
         return cls(**values)
 
@@ -103,6 +144,10 @@ class StudyMeta:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         design = self.sequential
         out["sequential"] = None if design is None else {"looks": design.looks, "spending": design.spending}
+        if self.compute_looks is None:  # key for key as before the section existed
+            del out["compute_looks"]
+        else:
+            out["compute_looks"] = self.compute_looks.to_dict()
         out["benchmarks"] = [{"name": b.name, "metric": b.metric, "min_effect": b.min_effect} for b in self.benchmarks]
         if self.sequential_rules is None:
             del out["sequential_rules"]

@@ -3,7 +3,7 @@ and from the plain mapping the results carried before it was typed."""
 
 from harness.study.load import parse_study
 from harness.tracking.results import load_results
-from harness.tracking.study_meta import BenchmarkMeta, LookDesign, StudyMeta
+from harness.tracking.study_meta import BenchmarkMeta, ComputeLookDesign, LookDesign, StudyMeta
 
 #: the keys of the results' meta mapping before it was typed (a sequential study adds its rules)
 KEYS = [
@@ -69,3 +69,23 @@ def test_a_plain_mapping_takes_the_readers_defaults():
     assert (meta.study, meta.direction, meta.test, meta.failures) == ("made by hand", "maximize", "auto", "drop")
     assert meta.benchmarks == [BenchmarkMeta("b", "eval/b/accuracy", None)] and meta.sequential is None
     assert "sequential_rules" not in meta.to_dict() and "source" not in meta.to_dict()
+
+
+def test_a_compute_look_study_carries_its_looks_resolved(tmp_path):
+    study = parse_study(
+        {
+            "name": "cl",
+            "output_dir": str(tmp_path / "cl"),
+            "control": "grpo",
+            "seeds": 4,
+            "min_effect": 0.05,
+            "train": {"steps": 40},
+            "compute_looks": {"at": [0.25, 0.5, 1.0], "spending": "pocock"},
+            "arms": [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo"}],
+        }
+    )
+    meta = load_results(study).meta
+    assert meta.compute_looks == ComputeLookDesign([0.25, 0.5, 1.0], "pocock", 0.05, "control", "step", 40.0, "budget")
+    plain = meta.to_dict()
+    assert sorted(plain) == sorted([*KEYS, "compute_looks"])
+    assert StudyMeta.from_dict(plain) == meta

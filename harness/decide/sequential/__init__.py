@@ -9,6 +9,9 @@ comparison is decided. Everything about that lives here:
   version ``harness run --new-version`` starts (:func:`.versions.settle`, the one place a
   version is fixed); :mod:`.rule_store` is its one door to where fixed rules are kept;
 * :mod:`.replay`: the comparisons replayed look by look on the stored trials (when each stops);
+* :mod:`.compute`: looks over compute (``compute_looks:``) replayed on the stored trials: where
+  each arm stopped along its budget, the verdicts at the budget, the compute spent, and which
+  arms go on after a look;
 * :mod:`.schedule`: the runner's question, what is due now (:func:`.schedule.look_state`,
   :class:`.schedule.Schedule`); the runner only queues what it says and tells it when the
   queue changed.
