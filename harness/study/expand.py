@@ -109,6 +109,7 @@ def _trial_spec(study: Study, arm: Arm, name: str, overrides: Overrides, seed: i
         benchmarks=[b.model_copy(deep=True) for b in study.benchmarks],
         trainer=study.arm_trainer(arm).model_copy(deep=True),
         rollout=arm_rollout(study, arm, overrides.rollout, where),
+        eval_subset=study.eval_subset.model_copy() if study.eval_subset is not None else None,
     )
 
 
