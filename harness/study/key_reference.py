@@ -53,6 +53,8 @@ _SECTION_READERS = {
     "checks": "harness.runner (before the first trial)",
     "primary_at": "harness.decide (compute_budget)",
     "scaling": "harness.decide (scaling)",
+    "eval_subset": "harness.engine.eval_subset (the draw), harness.engine.trial (evaluations), harness.decide "
+    "(the subset's variance)",
     "trainer": "harness.trainers (the trial process; templates checked by harness.study)",
     "resources": "harness.runner.executors",
 }
