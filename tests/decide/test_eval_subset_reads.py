@@ -13,6 +13,7 @@ import pytest
 
 from harness.decide.comparisons import compare_values
 from harness.decide.compute_budget import at_point
+from harness.decide.scaling import prompt_tables, seed_curves
 from harness.tracking.prompt_scores import STRATUM_METRIC, STRATUM_SIZE_METRIC
 
 METRIC = "eval/accuracy"
@@ -123,3 +124,12 @@ def test_trials_read_on_different_subsets_are_not_tested():
     pair = compare_values(make_results({"point": "budget", "axis": "step", "budget": 1.0}, other), "arm", "ctl", METRIC)
     assert not pair.difference.testable
     assert "eval subset" in pair.difference.reason and "final evaluation" in pair.difference.reason
+
+
+def test_a_scaling_fit_reads_every_evaluation_on_the_subsets_prompts():
+    results = make_results({"point": "final", "axis": "step", "budget": None})
+    curves = seed_curves(results, "arm", METRIC, "step")
+    tables, ids = prompt_tables(results, curves, METRIC)
+    assert ids == sorted(SUBSET) and [t.shape for t in tables] == [(3, 5)] * 3
+    columns = [PROMPTS.index(p) for p in ids]
+    assert tables[0] == pytest.approx(SCORES[("arm", curves[0].seed)][:, columns])
