@@ -8,6 +8,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.study.expand import expand
 from harness.study.load import parse_study
+from harness.study.plan import evaluated_prompts, evaluations, trial_tokens
 
 
 def study(**extra):
@@ -46,3 +47,13 @@ def test_a_subset_that_cannot_be_read_is_one_line_naming_it(section, says):
     with pytest.raises(ConfigError, match=re.escape(says)) as err:
         expand(parse_study(study(eval_subset=section)))
     assert len(str(err.value).strip().splitlines()) == 1
+
+
+def test_the_plan_prices_the_subsets_evaluations():
+    data = study(train={"steps": 60, "eval_every": 10, "eval_samples": 2, "max_new_tokens": 4})
+    [plain, *_] = expand(parse_study(data))
+    [subset, *_] = expand(parse_study({**data, "eval_subset": {"size": 10}}))
+    assert evaluations(plain) == 7 and evaluated_prompts(plain) == 7 * 40
+    # the start and the last score all 40, the 5 evaluations between them the subset's 10
+    assert evaluated_prompts(subset) == 2 * 40 + 5 * 10
+    assert trial_tokens(plain) - trial_tokens(subset) == 5 * 30 * 2 * 4
