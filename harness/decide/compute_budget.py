@@ -133,14 +133,14 @@ def _read(results, metric: str, point: PrimaryAt, trials: pd.DataFrame) -> _Read
             continue
         at_step = dict(zip(steps, axis))
         mine_prompts = prompts[prompts["trial_id"] == trial.trial_id]
-        read = _prompts_read(mine_prompts, metric, at_step, point)
+        read, mine_rows = _prompts_read(mine_prompts, metric, at_step, point), []
         for name, table in mine_prompts.groupby("metric"):
-            wide = table.pivot_table(index="step", columns="prompt_id", values="value", aggfunc="last", dropna=False)
+            wide = table.pivot_table(index="step", columns="prompt_id", values="value", aggfunc="last")
             wide = wide.loc[[s for s in wide.index if s in at_step], [p for p in wide.columns if p in read]]
             per_prompt = read_curve(np.array([at_step[s] for s in wide.index]), wide.to_numpy(), point)
             if per_prompt is None:  # its per-prompt scores stop short of its curve: no table for it
                 continue
-            rows.append(
+            mine_rows.append(
                 pd.DataFrame(
                     {
                         "trial_id": trial.trial_id,
@@ -153,7 +153,8 @@ def _read(results, metric: str, point: PrimaryAt, trials: pd.DataFrame) -> _Read
                     }
                 )
             )
-        stratified = _stratified_value(rows, trial.trial_id, metric)
+        rows += mine_rows
+        stratified = _stratified_value(mine_rows, metric)
         if stratified is not None:
             values[trial.trial_id] = stratified
     frame = pd.concat(rows, ignore_index=True) if rows else None
@@ -174,13 +175,13 @@ def _prompts_read(prompts: pd.DataFrame, metric: str, at_step: dict, point: Prim
     return set.intersection(*(scored[s] for s in steps[first : i + 1]))
 
 
-def _stratified_value(rows: list[pd.DataFrame], trial_id: str, metric: str) -> float | None:
-    """A trial's value at a point read on the eval subset: the stratified mean of its prompts'
-    values there (Cochran's eq. 5.1, as ``harness.stats.eval_subset``); None at a point read on every prompt."""
-    mine = pd.concat([r for r in rows if r["trial_id"].iat[0] == trial_id]) if rows else None
-    if mine is None:
+def _stratified_value(rows: list[pd.DataFrame], metric: str) -> float | None:
+    """A trial's value at a point read on the eval subset, from its per-prompt ``rows`` there: the
+    stratified mean of its prompts' values (Cochran's eq. 5.1, as ``harness.stats.eval_subset``);
+    None at a point read on every prompt."""
+    if not rows:
         return None
-    wide = mine.pivot_table(index="prompt_id", columns="metric", values="value", aggfunc="last")
+    wide = pd.concat(rows).pivot_table(index="prompt_id", columns="metric", values="value", aggfunc="last")
     if not {metric, STRATUM_METRIC, STRATUM_SIZE_METRIC} <= set(wide.columns):
         return None
     strata = wide[STRATUM_METRIC].round().astype(int)
