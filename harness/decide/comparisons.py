@@ -200,7 +200,8 @@ def with_subset_variance(arm: ArmScores, base: ArmScores, difference: stats.Diff
     """``difference`` read at a point of the eval subset, as an estimate of the full held-out set's:
     the stratified mean of the per-prompt differences of the two sides' seed means, its standard
     error widened by the subset's sampling variance (``stats.subset_variance``, ``stats.widen``), and
-    a note saying so; unchanged where the point read every prompt. Where the subset's variance cannot
+    a note saying so, and the seeds-to-decide plan given the subset's variance as a term more seeds
+    do not shrink; unchanged where the point read every prompt. Where the subset's variance cannot
     be estimated (a side without per-prompt scores on one common subset, or an eval-only 0/1 test,
     whose interval is not a standard error), the difference is untested, with the reason."""
     design = arm.subset or base.subset
@@ -224,7 +225,10 @@ def with_subset_variance(arm: ArmScores, base: ArmScores, difference: stats.Diff
         f"Read on the eval subset ({design.describe}): the stratified mean difference, its standard error "
         f"{difference.se:.3g} widened to {se:.3g} by the subset's sampling variance (Cochran 5.10)"
     )
-    return dataclasses.replace(difference, diff=added.mean, se=se, df=df), note
+    plan = difference.plan  # the subset's variance does not shrink with seeds: a fixed term, as the prompts' is
+    if plan is not None:
+        plan = dataclasses.replace(plan, prompt=plan.prompt + added.variance * plan.n_prompts)
+    return dataclasses.replace(difference, diff=added.mean, se=se, df=df, plan=plan), note
 
 
 def compare_values(

@@ -106,6 +106,8 @@ def test_the_interval_at_a_subset_point_carries_the_subsets_variance():
     n_e = (4 * s0 + 4 / 3 * s1) ** 2 / (16 * s0**2 / 1 + 16 / 9 * s1**2 / 2)
     assert pair.difference.df == pytest.approx((se_seeds**2 + v) ** 2 / (se_seeds**4 / 2 + v**2 / n_e))
     assert any("eval subset (5 of the 8 held-out prompts in 2 strata)" in note for note in pair.notes)
+    assert pair.difference.plan.variance(3) == pytest.approx(se_seeds**2 + v)  # more seeds leave v
+    assert pair.difference.plan.variance(1e9) == pytest.approx(v)
     seed_prompt = compare_values(make_results({"point": "budget", "axis": "step", "budget": 1.0}), "arm", "ctl", METRIC)
     assert seed_prompt.difference.test == "seed_prompt" and seed_prompt.difference.diff == pytest.approx(stratified(d))
 
