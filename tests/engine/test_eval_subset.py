@@ -106,6 +106,9 @@ def test_intermediate_evaluations_score_the_subset_and_the_last_all(make_spec):
     assert [middle.strata.count(h) for h in (0, 1)] == [6, 6]
     by_step = {row["step"]: row for row in result.history}
     assert by_step[1]["eval/accuracy"] == pytest.approx(eval_metrics(middle)["eval/accuracy"])
+    whole = run_trial(make_spec("grpo", seed=0, train={"eval_every": 1}))  # the same trial, every prompt each time
+    assert (last.greedy, last.sampled_mean) == (whole.prompts[-1].greedy, whole.prompts[-1].sampled_mean)
+    assert result.final["eval/accuracy"] == whole.final["eval/accuracy"]
     other = run_trial(make_spec("grpo", seed=1, train={"eval_every": 1}, eval_subset=config))
     assert other.prompts[0].greedy == start.greedy  # the shared start: one subset for every seed
     assert other.prompts[1].prompt_ids == middle.prompt_ids
