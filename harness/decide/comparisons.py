@@ -16,7 +16,13 @@ from harness import stats
 from harness.decide.compute_budget import at_point
 from harness.decide.frames import MIN_SEEDS_FOR_TEST, comparisons_of, completed, meta_of, seed_values
 from harness.decide.rules import DecisionRules
-from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, samples_metric
+from harness.tracking.prompt_scores import (
+    SAMPLE_VAR_SUFFIX,
+    SAMPLES_SUFFIX,
+    STRATUM_METRIC,
+    STRATUM_SIZE_METRIC,
+    samples_metric,
+)
 
 #: Robustness checks shown next to each verdict, in this order.
 ROBUSTNESS_ORDER = ("mann_whitney", "yuen", "permutation", "paired_t", "sign_flip")
@@ -38,6 +44,19 @@ def _n_label(n_arm: int, n_control: int, paired: bool) -> str:
 # ----------------------------------------------------------------------------- scores
 
 
+@dataclass(frozen=True)
+class SubsetDesign:
+    """The eval subset a point was read on: each read prompt's stratum and every stratum's count
+    of held-out prompts (``PromptScores.strata``, ``stratum_sizes``)."""
+
+    strata: pd.Series  # prompt id -> stratum
+    sizes: dict[int, int]
+
+    @property
+    def describe(self) -> str:
+        return f"{len(self.strata)} of the {sum(self.sizes.values())} held-out prompts in {len(self.sizes)} strata"
+
+
 @dataclass
 class ArmScores:
     """One condition's scores on a metric: a value per seed and, when every trial recorded
@@ -49,6 +68,7 @@ class ArmScores:
     sample_var: float | None = None  # mean within-prompt variance of one eval sample
     samples: int = 1
     sampled: bool = False  # the scores are means of k sampled completions (k recorded), not greedy
+    subset: SubsetDesign | None = None  # read on the eval subset (an intermediate evaluation), not every prompt
 
 
 def worst_value(results, metric: str) -> float | None:
@@ -71,6 +91,23 @@ def _final_prompt_rows(results, trial_ids, metric: str) -> pd.DataFrame:
     return rows[rows["step"] == last]
 
 
+def _subset_design(results, trial_ids: list[str]) -> SubsetDesign | None:
+    """The eval subset the trials were read on at the point, or None where it read every prompt.
+    Trials that read different prompts or strata give the design of none of them (an empty one)."""
+    strata = _final_prompt_rows(results, trial_ids, STRATUM_METRIC)
+    if not len(strata):
+        return None
+    sizes_rows = _final_prompt_rows(results, trial_ids, STRATUM_SIZE_METRIC)
+    labels = strata.pivot_table(index="prompt_id", columns="trial_id", values="value", aggfunc="last")
+    both = strata.merge(sizes_rows, on=["trial_id", "prompt_id"], suffixes=("", "_size"))
+    sizes = dict(zip(both["value"].round().astype(int), both["value_size"].round().astype(int)))
+    if len(labels) >= sum(sizes.values()):
+        return None
+    if labels.isna().any().any() or not labels.eq(labels.iloc[:, 0], axis=0).all().all():
+        return SubsetDesign(pd.Series(dtype=int), sizes)
+    return SubsetDesign(labels.iloc[:, 0].round().astype(int), sizes)
+
+
 def arm_scores(results, condition: str, metric: str, *, failures: str = "drop") -> ArmScores:
     results = at_point(results, metric, condition)  # the study's primary_at: final, at a budget or its mean
     trials = results.trials[results.trials["arm"] == condition]
@@ -80,8 +117,8 @@ def arm_scores(results, condition: str, metric: str, *, failures: str = "drop") 
     worst = worst_value(results, metric) if failures == "worst" else None
     if worst is not None and len(failed):
         values = pd.concat([values, pd.Series(worst, index=failed["seed"].to_numpy(), dtype=float)]).sort_index()
-    scores = ArmScores(values=values, failed=len(failed))
     ids = dict(zip(done["trial_id"], done["seed"]))
+    scores = ArmScores(values=values, failed=len(failed), subset=_subset_design(results, list(ids)))
     rows = _final_prompt_rows(results, list(ids), metric)
     wide = rows.pivot_table(index="trial_id", columns="prompt_id", values="value", aggfunc="last")
     if not len(ids) or set(wide.index) != set(ids) or wide.shape[1] < 2 or wide.isna().any().any():
@@ -98,9 +135,7 @@ def arm_scores(results, condition: str, metric: str, *, failures: str = "drop") 
     samples = int(k_rows["value"].max()) if len(k_rows) else 1
     sample_var = float(var_rows["value"].mean()) if len(var_rows) and samples > 1 else None
     sampled = bool(len(k_rows))  # pass@k / pass^k: sampled, with no per-sample variance (not separable)
-    return ArmScores(
-        values=values, failed=len(failed), table=wide, sample_var=sample_var, samples=samples, sampled=sampled
-    )
+    return dataclasses.replace(scores, table=wide, sample_var=sample_var, samples=samples, sampled=sampled)
 
 
 # ----------------------------------------------------------------------------- comparisons
@@ -159,6 +194,41 @@ def _eval_only(arm: ArmScores, base: ArmScores, why: str) -> tuple[stats.Differe
     if len(prompts) < 2:
         return None, f"{why}, and {len(prompts)} prompts scored by both sides (an eval-only comparison needs 2)"
     return stats.eval_only_difference(arm.table[prompts].to_numpy(), base.table[prompts].to_numpy()), ""
+
+
+def with_subset_variance(arm: ArmScores, base: ArmScores, difference: stats.Difference) -> tuple[stats.Difference, str]:
+    """``difference`` read at a point of the eval subset, as an estimate of the full held-out set's:
+    the stratified mean of the per-prompt differences of the two sides' seed means, its standard
+    error widened by the subset's sampling variance (``stats.subset_variance``, ``stats.widen``), and
+    a note saying so, and the seeds-to-decide plan given the subset's variance as a term more seeds
+    do not shrink; unchanged where the point read every prompt. Where the subset's variance cannot
+    be estimated (a side without per-prompt scores on one common subset, or an eval-only 0/1 test,
+    whose interval is not a standard error), the difference is untested, with the reason."""
+    design = arm.subset or base.subset
+    if design is None or not difference.testable:
+        return difference, ""
+    reason = ""
+    if arm.table is None or base.table is None or not len(design.strata):
+        reason = "a side has no per-prompt scores on one common eval subset for every trial"
+    elif difference.test == stats.EVAL_ONLY_BINARY_TEST:
+        reason = "an eval-only 0/1 comparison's interval cannot carry the subset's sampling variance"
+    elif arm.subset is None or base.subset is None or not arm.subset.strata.equals(base.subset.strata):
+        reason = "the two sides were read on different prompts or strata"
+    if reason:
+        why = f"read at an evaluation of the eval subset, but {reason}: read it at the final evaluation"
+        return dataclasses.replace(difference, reason=why), ""
+    prompts = design.strata.index
+    per_prompt = arm.table[prompts].mean(axis=0) - base.table[prompts].mean(axis=0)
+    added = stats.subset_variance(per_prompt.to_numpy(), design.strata.to_numpy(), design.sizes)
+    se, df = stats.widen(difference.se, difference.df, added)
+    note = (
+        f"Read on the eval subset ({design.describe}): the stratified mean difference, its standard error "
+        f"{difference.se:.3g} widened to {se:.3g} by the subset's sampling variance (Cochran 5.10)"
+    )
+    plan = difference.plan  # the subset's variance does not shrink with seeds: a fixed term, as the prompts' is
+    if plan is not None:
+        plan = dataclasses.replace(plan, prompt=plan.prompt + added.variance * plan.n_prompts)
+    return dataclasses.replace(difference, diff=added.mean, se=se, df=df, plan=plan), note
 
 
 def compare_values(
@@ -273,6 +343,8 @@ def compare_scores(
             )
         method = " (0/1 scores: McNemar's exact test and Newcombe's interval)" if difference.binary else ""
         notes.append(f"{why}: eval-only comparison on the {difference.n_prompts} prompts both sides scored{method}")
+        difference, subset_note = with_subset_variance(arm, base, difference)
+        notes += [subset_note] if subset_note else []
         return PairResult(condition, control, metric, arm, base, False, difference, None, notes)
     if chosen in ("seed_prompt", stats.BINARY_TEST):
         prompts = arm.table.columns.intersection(base.table.columns)
@@ -287,6 +359,8 @@ def compare_scores(
         )
     else:
         difference = stats.trial_means_difference(a.to_numpy(), b.to_numpy(), test=chosen)
+    difference, subset_note = with_subset_variance(arm, base, difference)
+    notes += [subset_note] if subset_note else []
     comparison = (
         stats.compare(a.to_numpy(), b.to_numpy(), paired=paired, n_permutations=n_permutations, rng=_rng(seed))
         if robustness

@@ -15,6 +15,13 @@ seed x prompt test, the noise split, the looks of a sequential study and the cal
 exactly what the verdicts read. The eval-sampling variance of a prompt is read the same way
 (between two evaluations it is an approximation: each evaluation's variance, weighed linearly).
 
+A study with ``eval_subset`` scores its intermediate evaluations on a stratified subset of the
+held-out prompts. A point that reads such an evaluation (at it, between it and another, or an area
+over it) is read per prompt on the prompts every evaluation it reads scored (the subset), and each
+trial's value there is their stratified mean (``harness.stats.eval_subset``), not the curve's: the
+curve mixes the start's full set with the subset's. The comparisons add the subset's sampling
+variance to every interval read there (``harness.decide.comparisons``).
+
 Nothing is extrapolated: a trial whose last evaluation falls short of the budget on the axis has
 no value there. It is left out of every comparison, whatever ``failures:`` says (it did not fail:
 the budget lies past what it ran, and scoring it at the metric's worst value would count an arm
@@ -31,7 +38,7 @@ import pandas as pd
 
 from harness.decide.frames import meta_of
 from harness.study.sections import AXIS_UNITS, PrimaryAt, amount
-from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX
+from harness.tracking.prompt_scores import SAMPLE_VAR_SUFFIX, SAMPLES_SUFFIX, STRATUM_METRIC, STRATUM_SIZE_METRIC
 from harness.tracking.study_meta import StudyMeta
 
 
@@ -105,7 +112,8 @@ def _read(results, metric: str, point: PrimaryAt, trials: pd.DataFrame) -> _Read
     if curves is None or not len(curves):
         curves = pd.DataFrame(columns=["trial_id", "step", "metric", "value"])
     prompts = getattr(results, "prompts", None)
-    names = [metric, metric + SAMPLE_VAR_SUFFIX, metric + SAMPLES_SUFFIX]
+    strata = [STRATUM_METRIC, STRATUM_SIZE_METRIC] if metric.count("/") == 1 else []  # the study task's own
+    names = [metric, metric + SAMPLE_VAR_SUFFIX, metric + SAMPLES_SUFFIX, *strata]
     if prompts is not None and len(prompts):
         prompts = prompts[prompts["trial_id"].isin(trials["trial_id"]) & prompts["metric"].isin(names)]
     values, rows, short = {}, [], []
@@ -124,13 +132,15 @@ def _read(results, metric: str, point: PrimaryAt, trials: pd.DataFrame) -> _Read
         if prompts is None or not len(prompts):
             continue
         at_step = dict(zip(steps, axis))
-        for name, table in prompts[prompts["trial_id"] == trial.trial_id].groupby("metric"):
+        mine_prompts = prompts[prompts["trial_id"] == trial.trial_id]
+        read, mine_rows = _prompts_read(mine_prompts, metric, at_step, point), []
+        for name, table in mine_prompts.groupby("metric"):
             wide = table.pivot_table(index="step", columns="prompt_id", values="value", aggfunc="last")
-            wide = wide.loc[[s for s in wide.index if s in at_step]]
+            wide = wide.loc[[s for s in wide.index if s in at_step], [p for p in wide.columns if p in read]]
             per_prompt = read_curve(np.array([at_step[s] for s in wide.index]), wide.to_numpy(), point)
             if per_prompt is None:  # its per-prompt scores stop short of its curve: no table for it
                 continue
-            rows.append(
+            mine_rows.append(
                 pd.DataFrame(
                     {
                         "trial_id": trial.trial_id,
@@ -143,8 +153,42 @@ def _read(results, metric: str, point: PrimaryAt, trials: pd.DataFrame) -> _Read
                     }
                 )
             )
+        rows += mine_rows
+        stratified = _stratified_value(mine_rows, metric)
+        if stratified is not None:
+            values[trial.trial_id] = stratified
     frame = pd.concat(rows, ignore_index=True) if rows else None
     return _Reading(values, frame, short)
+
+
+def _prompts_read(prompts: pd.DataFrame, metric: str, at_step: dict, point: PrimaryAt) -> set[str]:
+    """The prompts a trial's point reads ``metric`` on: those every evaluation it reads scored (all
+    of them, unless an evaluation of the eval subset is among those: then the subset's). The point
+    reads the evaluation at the budget, or the two that bracket it; an area, every one up to it."""
+    scored = prompts[prompts["metric"] == metric].groupby("step")["prompt_id"].agg(set)
+    steps = sorted(s for s in scored.index if s in at_step)
+    x = np.array([at_step[s] for s in steps], dtype=float)
+    if not len(x) or x[-1] < point.budget:
+        return set()
+    i = int(np.argmax(x >= point.budget))
+    first = 0 if point.point == "auc" else i if x[i] == point.budget else max(i - 1, 0)
+    return set.intersection(*(scored[s] for s in steps[first : i + 1]))
+
+
+def _stratified_value(rows: list[pd.DataFrame], metric: str) -> float | None:
+    """A trial's value at a point read on the eval subset, from its per-prompt ``rows`` there: the
+    stratified mean of its prompts' values (Cochran's eq. 5.1, as ``harness.stats.eval_subset``);
+    None at a point read on every prompt."""
+    if not rows:
+        return None
+    wide = pd.concat(rows).pivot_table(index="prompt_id", columns="metric", values="value", aggfunc="last")
+    if not {metric, STRATUM_METRIC, STRATUM_SIZE_METRIC} <= set(wide.columns):
+        return None
+    strata = wide[STRATUM_METRIC].round().astype(int)
+    sizes = wide[STRATUM_SIZE_METRIC].groupby(strata).first().astype(int)
+    if len(wide) >= sizes.sum():
+        return None
+    return float((wide[metric].groupby(strata).mean() * sizes).sum() / sizes.sum())
 
 
 @dataclass

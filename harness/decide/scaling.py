@@ -5,7 +5,9 @@ study's compute axis (``primary_at.axis``: a cumulative metric logged on every e
 such as ``compute/flops``, or ``step``), joined on (trial, step); the start evaluation (step 0)
 is at C = 0. :func:`harness.stats.scaling.fit_scaling` fits R(C) = R0 + (A - R0) / (1 +
 (C_mid / C)^B) to the seeds' points, with seed-jackknife intervals for A, B and C_mid (the
-prompts resampled too when every evaluation recorded per-prompt scores), and each
+prompts resampled too when every evaluation recorded per-prompt scores; under ``eval_subset``
+every evaluation is read on the subset's prompts, which every evaluation scored, so that the
+prompt jackknife covers the subset's draw as a sample of prompts), and each
 pre-registered comparison gets two verdicts read by :func:`harness.stats.decide`: on the
 **ceiling** (A_arm - A_control against ``min_effect``, in the direction of the study) and on
 **efficiency** (the C_mid ratio arm / control on the log scale against ``[1/m, m]``,
@@ -35,6 +37,7 @@ from harness import stats
 from harness.decide.frames import comparisons_of, completed, conditions_of, meta_of
 from harness.decide.rules import DecisionRules
 from harness.errors import ConfigError, unknown_name
+from harness.tracking.prompt_scores import STRATUM_METRIC
 from harness.tracking.study_meta import StudyMeta
 
 DEFAULT_AXIS = "compute/flops"
@@ -178,11 +181,17 @@ def seed_curves(results, condition: str, metric: str, axis: str) -> list[SeedCur
 
 def prompt_tables(results, curves: list[SeedCurve], metric: str) -> tuple[list[np.ndarray], list] | None:
     """Each curve's [evaluations x prompts] scores of ``metric`` and the prompt ids, when every
-    evaluation of every curve has a score for each of the same 2 or more prompts; else None."""
+    evaluation of every curve has a score for each of the same 2 or more prompts; else None.
+    Under ``eval_subset`` (stratum rows recorded) the prompts are those every evaluation scored:
+    the subset's."""
     prompts = getattr(results, "prompts", None)
     if prompts is None or not len(prompts) or not curves:
         return None
-    rows = prompts[(prompts["metric"] == metric) & prompts["trial_id"].isin({c.trial_id for c in curves})]
+    mine = prompts["trial_id"].isin({c.trial_id for c in curves})
+    rows = prompts[(prompts["metric"] == metric) & mine]
+    if (prompts["metric"] == STRATUM_METRIC)[mine].any():
+        scored = rows.groupby(["trial_id", "step"])["prompt_id"].agg(frozenset)
+        rows = rows[rows["prompt_id"].isin(frozenset.intersection(*scored))]
     by_trial = dict(tuple(rows.groupby("trial_id", sort=False)))
     tables, ids = [], None
     for c in curves:

@@ -140,12 +140,25 @@ def pass_rates(sampled: list[list[float]], ids: list[str], ks: list[int], task: 
     return out
 
 
+def design_mean(scores: PromptScores, values: list[float]) -> float:
+    """The mean over the held-out set that ``values`` (one per prompt of ``scores``) estimate: their
+    mean, or on a stratified subset (``eval_subset``) each stratum's mean weighted by its share of
+    the held-out prompts (Cochran's stratified mean, ``harness.stats.eval_subset``)."""
+    if not scores.is_subset:
+        return mean(values)
+    sizes = scores.stratum_sizes
+    by_stratum: dict[int, list[float]] = {}
+    for h, value in zip(scores.strata, values):
+        by_stratum.setdefault(h, []).append(value)
+    return sum(sizes[h] * mean(group) for h, group in by_stratum.items()) / sum(sizes)
+
+
 def eval_metrics(scores: PromptScores) -> dict[str, float]:
-    """The evaluation's aggregate metrics: the means of its per-prompt scores, named
-    ``eval/<benchmark>/<metric>`` for a benchmark's."""
+    """The evaluation's aggregate metrics: the means of its per-prompt scores (on an eval subset,
+    their stratified mean: :func:`design_mean`), named ``eval/<benchmark>/<metric>`` for a benchmark's."""
     means = {
-        GREEDY_METRIC: mean(scores.greedy),
-        SAMPLED_METRIC: mean(scores.sampled_mean),
-        **{name: mean(values) for name, values in (scores.pass_rates or {}).items()},
+        GREEDY_METRIC: design_mean(scores, scores.greedy),
+        SAMPLED_METRIC: design_mean(scores, scores.sampled_mean),
+        **{name: design_mean(scores, values) for name, values in (scores.pass_rates or {}).items()},
     }
     return {metric_name(name, scores.benchmark): value for name, value in means.items()}

@@ -350,6 +350,34 @@ class TrainConfig(StrictModel):
         return self
 
 
+class EvalSubsetConfig(StrictModel):
+    """Intermediate evaluations on a fixed stratified subset of the held-out prompts; the start
+    and the last evaluation score them all (``harness.engine.eval_subset``).
+
+    The subset is drawn once, from the start evaluation: the held-out prompts are ordered by
+    their score there (the warm-started policy's, before any update: the same for every arm and
+    seed of a study, as the warm start and the evaluation's draws are), cut into ``strata``
+    strata of near-equal size, and ``size`` of them drawn from the strata in proportion to their
+    size, by the pre-registered ``seed``. Every arm and seed of the study evaluates the same
+    prompts, and an interval read at a subset evaluation carries the subset's sampling variance
+    (``harness.stats.eval_subset``)."""
+
+    size: PositiveInt | Annotated[float, Field(gt=0, lt=1)] = Field(
+        description="the subset: a count of held-out prompts, or a fraction of them in (0, 1)"
+    )
+    strata: PositiveInt = Field(4, description="strata of start-point difficulty the subset is drawn from")
+    by: Literal["start_difficulty"] = Field(
+        "start_difficulty",
+        description="what the strata cut: start_difficulty, each prompt's sampled mean reward at the start "
+        "evaluation (ties by its greedy score, then by the seed's draw)",
+    )
+    seed: NonNegativeInt = Field(0, description="the pre-registered seed of the draw (ties and the sample)")
+
+    def count(self, prompts: int) -> int:
+        """The subset's size out of ``prompts`` held-out prompts (a fraction rounded, at least 1)."""
+        return self.size if isinstance(self.size, int) else max(1, round(self.size * prompts))
+
+
 #: A benchmark's name becomes part of its metric names (``eval/<name>/accuracy``): this alphabet.
 BENCHMARK_NAME = re.compile(r"[a-z][a-z0-9_]*")
 #: The overall verdict's name across benchmarks (MLflow tag ``verdict.overall.<arm>``): no benchmark's.
@@ -445,6 +473,33 @@ class LookPoints(StrictModel):
         min_length=1,
         description="the points, absolute values on the axis, finite, > 0 and rising strictly; the last is the budget",
     )
+    run_to: NonNegativeInt | None = Field(
+        None,
+        description="a segment of the trial (a compute-look study runs its trials in segments): the 0-based look "
+        "it trains to and pauses after, resuming from the look before it; the last look: to the budget. None: the "
+        "trial in one piece",
+    )
+
+    @model_validator(mode="after")
+    def _run_to_a_look(self) -> LookPoints:
+        if self.run_to is not None and self.run_to >= len(self.at):
+            raise ValueError(f"looks.run_to is {self.run_to}, but the looks are 0..{len(self.at) - 1}")
+        return self
+
+    @property
+    def is_last(self) -> bool:
+        """Whether the trial runs to the budget: in one piece, or its last segment."""
+        return self.run_to is None or self.run_to == len(self.at) - 1
+
+    @property
+    def pause_after(self) -> int | None:
+        """The look a segment pauses after (None: it runs to the budget)."""
+        return None if self.is_last else self.run_to
+
+    @property
+    def resume_after(self) -> int | None:
+        """The look a segment resumes from (None: it starts at step 0)."""
+        return self.run_to - 1 if self.run_to else None
 
     @field_validator("at")
     @classmethod
@@ -479,7 +534,32 @@ class TrialSpec(StrictModel):
     looks: LookPoints | None = Field(
         None, description="points of the compute axis the trial is evaluated at and may pause after (compute looks)"
     )
+    eval_subset: EvalSubsetConfig | None = Field(
+        None, description="intermediate evaluations on a fixed stratified subset of the held-out prompts"
+    )
     cache_dir: str = ".cache/harness"
+
+    @model_validator(mode="after")
+    def _eval_subset_fits(self) -> TrialSpec:
+        """The subset is drawn from the start evaluation inside the builtin loop, which must score
+        the same prompts alike for every seed (a vLLM server draws its samples from the trial seed),
+        and it must leave at least 2 prompts per stratum and some prompts out."""
+        subset = self.eval_subset
+        if subset is None:
+            return self
+        if not self.trainer.is_builtin or self.rollout.backend != "hf":
+            raise ValueError(
+                "eval_subset needs the builtin trainer and rollout.backend: hf (the subset is drawn from the start "
+                "evaluation, which must score every seed alike); drop eval_subset or use them"
+            )
+        prompts = min(self.task.n_eval, self.train.max_eval_prompts or self.task.n_eval)
+        n = subset.count(prompts)
+        if not 2 * subset.strata <= n < prompts:
+            raise ValueError(
+                f"eval_subset: a subset of {n} of the {prompts} held-out prompts in {subset.strata} strata; it needs "
+                f"at least 2 per stratum ({2 * subset.strata}) and fewer than all {prompts}: change size or strata"
+            )
+        return self
 
     @model_validator(mode="after")
     def _rollout_backend_fits(self) -> TrialSpec:
@@ -512,6 +592,11 @@ class TrialSpec(StrictModel):
                 f"looks: trainer {self.trainer.kind} cannot be evaluated at compute looks nor paused after one; "
                 "use trainer: builtin or drop the looks"
             )
+        if self.looks is not None and self.looks.run_to is not None and self.rollout.backend != "hf":
+            raise ValueError(
+                f"looks: a trial run in segments resumes its training state from a checkpoint, which a "
+                f"{self.rollout.backend} server's sampling cannot follow; use rollout.backend: hf with compute_looks"
+            )
         return self
 
     @model_serializer(mode="wrap")
@@ -530,6 +615,8 @@ class TrialSpec(StrictModel):
             out.pop("rollout", None)
         if self.looks is None:
             out.pop("looks", None)
+        if self.eval_subset is None:
+            out.pop("eval_subset", None)
         return out
 
     def config_hash(self) -> str:
@@ -547,6 +634,21 @@ class TrialSpec(StrictModel):
     @property
     def trial_id(self) -> str:
         return f"{self.arm}-s{self.seed}-{self.config_hash()[:8]}"
+
+    def segment(self, look: int) -> TrialSpec:
+        """This trial's segment that trains to ``look`` (0-based) and pauses there (the last look:
+        to the budget): a trial of its own, with its own id (``LookPoints.run_to``)."""
+        if self.looks is None:
+            raise ValueError(f"trial {self.trial_id} has no compute looks: it runs in one piece")
+        looks = self.looks.model_copy(update={"run_to": look})
+        return self.model_copy(update={"looks": LookPoints.model_validate(looks.model_dump())}, deep=True)
+
+    def whole_trial_id(self) -> str:
+        """The id of the design trial this spec is a segment of (its last segment's; its own where
+        it runs to the budget): the name every segment of the trial keeps its checkpoints under."""
+        if self.looks is None or self.looks.is_last:
+            return self.trial_id
+        return self.segment(len(self.looks.at) - 1).trial_id
 
 
 #: How ``compute/flops`` is counted, stored in each record that has it (``TrialRecord.flops_counting``):
@@ -596,6 +698,19 @@ class PromptScores(StrictModel):
         None,
         description="per-prompt eval/pass@k and eval/pass^k by metric name (train.eval_pass_k); None when not asked",
     )
+    strata: list[NonNegativeInt] | None = Field(
+        None,
+        description="each scored prompt's stratum under the study's eval_subset (the start, the subset or the last "
+        "evaluation); None without one",
+    )
+    stratum_sizes: list[PositiveInt] | None = Field(
+        None, description="the held-out prompts in each stratum (by its index), with strata"
+    )
+
+    @property
+    def is_subset(self) -> bool:
+        """It scored a stratified subset of the held-out prompts, not all of them."""
+        return self.stratum_sizes is not None and len(self.prompt_ids) < sum(self.stratum_sizes)
 
     @model_validator(mode="after")
     def _aligned(self) -> PromptScores:
@@ -606,6 +721,14 @@ class PromptScores(StrictModel):
             raise ValueError(f"step {self.step}: every pass rate list must have one value per prompt id ({n})")
         if len(set(self.prompt_ids)) != n:
             raise ValueError(f"step {self.step}: prompt ids repeat")
+        if (self.strata is None) != (self.stratum_sizes is None):
+            raise ValueError(f"step {self.step}: strata and stratum_sizes go together")
+        if self.strata is not None and (
+            len(self.strata) != n
+            or any(h >= len(self.stratum_sizes) for h in self.strata)
+            or any(self.strata.count(h) > size for h, size in enumerate(self.stratum_sizes))
+        ):
+            raise ValueError(f"step {self.step}: every prompt needs a stratum of stratum_sizes, within its size")
         return self
 
 

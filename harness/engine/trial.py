@@ -16,6 +16,7 @@ same mean reward in every step with no spread in any group, is ``no_learning_sig
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from harness.algorithms.presets import check_algorithm
 from harness.engine.compute import ComputeTotals
 from harness.engine.dpo_step import dpo_step
 from harness.engine.episodes.turn_format import check_turn_format
+from harness.engine.eval_subset import EvalSubset, draw_subset
 from harness.engine.evaluation import eval_metrics
 from harness.engine.learner import Learner, make_optimizer
 from harness.engine.models import (
@@ -43,7 +45,7 @@ from harness.engine.samplers import Sampler
 from harness.engine.samplers.backend import Evaluate, trial_backend
 from harness.engine.spec import NO_LEARNING_SIGNAL, PromptScores, TrialResult, TrialSpec
 from harness.engine.tasks import build_task
-from harness.engine.tasks.base import Item, Task
+from harness.engine.tasks.base import Item, Task, prompt_ids
 from harness.engine.tasks.benchmarks import benchmark_task
 from harness.engine.teacher_load import load_teacher
 from harness.engine.warmstart import load_policy
@@ -166,18 +168,60 @@ def evaluate_benchmarks(evaluate: Evaluate, lm, benchmarks: dict[str, Task], tra
     return [evaluate(lm, bench, train, step, benchmark=name) for name, bench in benchmarks.items()]
 
 
+def start_evaluation(
+    evaluate: Evaluate, lm, task: Task, spec: TrialSpec
+) -> tuple[list[PromptScores], EvalSubset | None]:
+    """The trial's evaluations so far, the start's (every held-out prompt), and under ``eval_subset``
+    the subset drawn from it (``harness.engine.eval_subset``), its prompts labelled with their strata."""
+    scores = evaluate(lm, task, spec.train, 0)
+    if spec.eval_subset is None:
+        return [scores], None
+    subset = draw_subset(scores, spec.eval_subset)
+    return [subset.label(scores)], subset
+
+
+def task_evaluation(evaluate: Evaluate, lm, task: Task, spec: TrialSpec, step: int, subset: EvalSubset | None):
+    """The study task's held-out scores at ``step`` > 0: every prompt's, or under ``eval_subset``
+    the subset's at an intermediate step and every prompt's at the last, each prompt labelled with
+    its stratum (the record says which prompts each evaluation scored)."""
+    if subset is None:
+        return evaluate(lm, task, spec.train, step)
+    if step == spec.train.steps:
+        return subset.label(evaluate(lm, task, spec.train, step))
+    items = list(task.eval[: spec.train.max_eval_prompts])
+    on_subset = dataclasses.replace(task, eval=tuple(subset.items(items, prompt_ids(items))))
+    scored = evaluate(lm, on_subset, spec.train, step)
+    return subset.label(scored.model_copy(update={"prompt_ids": list(subset.chosen)}))
+
+
 def benchmark_metrics(scores: list[PromptScores]) -> dict[str, float]:
     """The benchmarks' aggregate metrics, ``eval/<benchmark>/<metric>``."""
     return {k: v for one in scores for k, v in eval_metrics(one).items()}
 
 
 def held_out_scores(
-    evaluate: Evaluate, lm, task: Task, benchmarks: dict[str, Task], train, step: int
+    evaluate: Evaluate, lm, own: PromptScores, benchmarks: dict[str, Task], train, step: int
 ) -> tuple[list[PromptScores], dict[str, float]]:
-    """One evaluation at ``step``: the task's and then each benchmark's per-prompt scores, and
-    their metrics, as a history row carries them."""
-    scored = [evaluate(lm, task, train, step), *evaluate_benchmarks(evaluate, lm, benchmarks, train, step)]
+    """One evaluation at ``step``: the task's own per-prompt scores ``own`` (``task_evaluation``)
+    and each benchmark's, and their metrics, as a history row carries them."""
+    scored = [own, *evaluate_benchmarks(evaluate, lm, benchmarks, train, step)]
     return scored, {**eval_metrics(scored[0]), **benchmark_metrics(scored[1:])}
+
+
+def first_evaluation(
+    evaluate: Evaluate, lm, task: Task, benchmarks: dict[str, Task], spec: TrialSpec
+) -> tuple[list[dict], list[PromptScores], EvalSubset | None]:
+    """The start of a trial's history (step 0, nothing spent), its evaluations (the task's and each
+    benchmark's before any update) and the eval subset drawn from the task's (``start_evaluation``)."""
+    [own], subset = start_evaluation(evaluate, lm, task, spec)
+    evaluations, scores = held_out_scores(evaluate, lm, own, benchmarks, spec.train, 0)
+    return [{"step": 0, **scores, "tokens/total": 0.0, **ComputeTotals().totals}], evaluations, subset
+
+
+def resumed_subset(start: PromptScores, spec: TrialSpec) -> EvalSubset | None:
+    """A resumed segment's eval subset: drawn again from the start evaluation its checkpoint
+    holds, as the first segment drew it (the draw depends on those scores and the config alone)."""
+    return None if spec.eval_subset is None else draw_subset(start, spec.eval_subset)
 
 
 def final_metrics(history: list[dict], wall_s: float, warm_info: dict[str, float], learner: Learner) -> dict:
@@ -224,8 +268,9 @@ def run_trial(
     The task is built, the warm-started policy loaded (from the cache, or built there), the
     held-out prompts evaluated once before any update, then ``spec.train.steps`` steps of the
     arm's update (``rl_step`` or ``dpo_step``, by ``spec.algorithm.kind``) each run on the prompts
-    of ``prompt_batches``, with held-out evaluations every ``eval_every`` steps, after the last,
-    and at each compute look (``spec.looks``: the first step whose row reaches its point, tagged
+    of ``prompt_batches``, with held-out evaluations (``task_evaluation``: under ``eval_subset`` the
+    subset's between the start and the last) every ``eval_every`` steps, after the last, and at
+    each compute look (``spec.looks``: the first step whose row reaches its point, tagged
     ``"look": k``). Rollouts and evaluations are generated by the trial's backend
     (``rollout.backend``: ``harness.engine.samplers.backend``), each evaluation by the policy of
     its step; ``folder`` is the trial's own folder, for a vLLM server's log (None: a temporary
@@ -254,10 +299,10 @@ def run_trial(
     with trial_backend(spec, lm, [[item.prompt for item in items] for items in batches], folder) as backend:
         resumed = segment.resume(learner)
         if resumed is None:
-            evaluations, scores = held_out_scores(backend.evaluate, lm, task, benchmarks, spec.train, 0)
-            history = [{"step": 0, **scores, "tokens/total": 0.0, **ComputeTotals().totals}]
+            history, evaluations, subset = first_evaluation(backend.evaluate, lm, task, benchmarks, spec)
         else:
             history, evaluations, started = resumed.history, resumed.evaluations, started - resumed.elapsed_s
+            subset = resumed_subset(evaluations[0], spec)
         compute = ComputeTotals(history[-1])
         learner.sampler = backend.sampler
         done = history[-1]["step"]
@@ -269,7 +314,8 @@ def run_trial(
             row = {"step": step, **latest, **spent}
             looks = looks_crossed(spec.looks, history[-1], row)
             if looks or step == spec.train.steps or (spec.train.eval_every and step % spec.train.eval_every == 0):
-                scored, scores = held_out_scores(backend.evaluate, lm, task, benchmarks, spec.train, step)
+                own = task_evaluation(backend.evaluate, lm, task, spec, step, subset)
+                scored, scores = held_out_scores(backend.evaluate, lm, own, benchmarks, spec.train, step)
                 evaluations += scored
                 row.update(scores)
             if looks:

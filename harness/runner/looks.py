@@ -28,7 +28,9 @@ from typing import Any
 
 from harness.decide.sequential.segments import phase_of
 from harness.runner import queue
+from harness.runner.checkpoints import remove_checkpoints
 from harness.store import StorageError
+from harness.study.expand import expand, study_dir
 
 
 def has_looks(study) -> bool:
@@ -85,6 +87,9 @@ class Looks:
         self._unread = False
         added = self._queue(due.by_look) if due.trials else 0
         self._seen, self.state = seen, due.state
+        if self.study.compute_looks is not None and due.state.ended:  # their checkpoints are never read again
+            ended = set(due.state.ended)
+            remove_checkpoints(study_dir(self.study), [s.trial_id for s in expand(self.study) if s.arm in ended])
         return added
 
     def _queue(self, by_look: list[list]) -> int:

@@ -86,6 +86,7 @@ from harness.ground.console import say
 from harness.ground.files import file_lock
 from harness.ground.urls import redact_url
 from harness.runner import queue
+from harness.runner.checkpoints import WORK_FOLDER, remove_checkpoints
 from harness.runner.launch import run_trial_process
 from harness.runner.local_write import LocalWrite
 from harness.runner.looks import Looks, has_looks
@@ -314,7 +315,10 @@ class Worker:
         if record is None:
             self._stopped(q, job)
             return
-        self._keep(q, job, record, skipped=skipped, final=True)
+        kept = self._keep(q, job, record, skipped=skipped, final=True)
+        segmented = spec.looks is not None and spec.looks.run_to is not None
+        if kept and record.status == "completed" and segmented and spec.looks.is_last:
+            remove_checkpoints(self.study_dir, [spec.trial_id])  # it reached the budget: nothing resumes from them
 
     def _run_tune_job(self, q, job) -> None:
 
@@ -506,7 +510,7 @@ class Worker:
         outcome = run_trial_process(
             spec.model_dump_json(),
             trial_fn=self.opts.trial_fn,
-            work_dir=self.study_dir / "tmp",
+            work_dir=self.study_dir / WORK_FOLDER,
             log_path=self.study_dir / "logs" / f"{stem}.log",
             stem=stem,
             timeout_s=self.opts.trial_timeout,

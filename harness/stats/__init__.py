@@ -15,6 +15,7 @@ Map:
     power      seeds_needed, minimal_detectable_effect, power_two_sample, power_paired
     compare    compare -> Comparison (with robustness Checks); trial_means_difference -> Difference
     multiple   adjust_pvalues ("holm", "bh")
+    eval_subset subset_variance -> SubsetVariance (Cochran's stratified variance of a subset read), widen
     eval_only  eval_only_difference -> Difference over prompts (one training run; 0/1: binary), EvalOnlySplit,
                eval_only_mean (the overall one across benchmarks)
     verdict    decide -> [Verdict]: better / worse / equivalent / inconclusive (eval-only forms), untested
@@ -75,6 +76,7 @@ from .eval_only import (
     one_run_components,
     prompt_differences,
 )
+from .eval_subset import SubsetVariance, subset_variance, widen
 from .multiple import adjust_pvalues
 from .noise import NoiseFloor, bonett_std_interval, chi_square_std_interval, noise_floor
 from .pass_at_k import pass_at_k, pass_hat_k
@@ -111,6 +113,9 @@ from .verdict import (
 )
 
 __all__ = [
+    "SubsetVariance",
+    "subset_variance",
+    "widen",
     "COMBINED",
     "BINARY_TEST",
     "PairedCounts",

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from harness.algorithms.config import DPOConfig, RLConfig
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.rollout_config import RolloutConfig, VllmConfig
-from harness.engine.spec import TrainConfig, TrialSpec
+from harness.engine.spec import LookPoints, TrainConfig, TrialSpec
 from harness.errors import ConfigError
 from harness.study.field_errors import FieldError, format_validation_error
 from harness.study.overrides import coerce_override, split_key
@@ -97,6 +97,7 @@ def _spec(study: Study, arm: Arm, name: str, params: Mapping[str, Any], seed: in
 
 
 def _trial_spec(study: Study, arm: Arm, name: str, overrides: Overrides, seed: int, where: str) -> TrialSpec:
+    train = arm_train(study, arm, overrides.train, where)
     return TrialSpec(
         study=study.name,
         arm=name,
@@ -104,12 +105,23 @@ def _trial_spec(study: Study, arm: Arm, name: str, overrides: Overrides, seed: i
         task=study.task.model_copy(deep=True),
         model=study.model.model_copy(deep=True),
         warmstart=study.warmstart.model_copy(deep=True),
-        train=arm_train(study, arm, overrides.train, where),
+        train=train,
         algorithm=resolve_arm(arm, overrides.algorithm, where),
         benchmarks=[b.model_copy(deep=True) for b in study.benchmarks],
         trainer=study.arm_trainer(arm).model_copy(deep=True),
         rollout=arm_rollout(study, arm, overrides.rollout, where),
+        eval_subset=study.eval_subset.model_copy() if study.eval_subset is not None else None,
+        looks=look_points(study, train),
     )
+
+
+def look_points(study: Study, train: TrainConfig) -> LookPoints | None:
+    """A compute-look study's trial: its looks' points, run to the last (the design trial;
+    ``TrialSpec.segment`` gives each segment before it); None without ``compute_looks``."""
+    if study.compute_looks is None:
+        return None
+    axis, at = study.compute_looks.axis_points(study.primary_at, train.steps)
+    return LookPoints(axis=axis, at=at, run_to=len(at) - 1)
 
 
 def condition_spec(study: Study, condition: str | Condition, seed: int) -> TrialSpec:

@@ -54,6 +54,8 @@ _SECTION_READERS = {
     "primary_at": "harness.decide (compute_budget)",
     "compute_looks": "harness.study, harness.runner (segments), harness.decide (sequential.compute)",
     "scaling": "harness.decide (scaling)",
+    "eval_subset": "harness.engine.eval_subset (the draw), harness.engine.trial (evaluations), harness.decide "
+    "(the subset's variance)",
     "trainer": "harness.trainers (the trial process; templates checked by harness.study)",
     "resources": "harness.runner.executors",
 }

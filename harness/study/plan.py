@@ -78,13 +78,24 @@ def eval_prompts(spec: TrialSpec) -> int:
     return sum(min(n, spec.train.max_eval_prompts or n) for n in sizes)
 
 
+def evaluated_prompts(spec: TrialSpec) -> int:
+    """The prompts all of a trial's evaluations score together: evals x ``eval_prompts``, or under
+    ``eval_subset`` the task's subset at every evaluation but the start and the last."""
+    total = evaluations(spec) * eval_prompts(spec)
+    if spec.eval_subset is None:
+        return total
+    task = min(spec.task.n_eval, spec.train.max_eval_prompts or spec.task.n_eval)
+    between = max(evaluations(spec) - 2, 0)
+    return total - between * (task - spec.eval_subset.count(task))
+
+
 def trial_tokens(spec: TrialSpec) -> int:
     """The trial's token budget: training rollouts (steps x prompts_per_step x group_size x a
-    row's budget) plus evaluation (evals x eval prompts, the task's and every benchmark's, x
+    row's budget) plus evaluation (``evaluated_prompts``: the task's and every benchmark's, x
     eval_samples x a row's budget); a row's budget is ``row_tokens``."""
     t, a = spec.train, spec.algorithm
     rollouts = t.steps * t.prompts_per_step * a.group_size * row_tokens(spec)
-    return rollouts + evaluations(spec) * eval_prompts(spec) * t.eval_samples * row_tokens(spec)
+    return rollouts + evaluated_prompts(spec) * t.eval_samples * row_tokens(spec)
 
 
 class ProbedCosts(Protocol):
@@ -125,14 +136,16 @@ class ProbedTrial:
 
 
 def probed_trial(probe: ProbedCosts, spec: TrialSpec) -> ProbedTrial:
-    """``spec``'s trial priced from ``probe``: each phase's seconds scaled by its rows and its
-    rows' token budget against the probe's (with one model, a phase's FLOPs grow with its tokens:
-    ``harness.engine.compute``), the updates by their epochs too."""
+    """``spec``'s trial priced from ``probe``: each phase's seconds scaled by its rows (an
+    evaluation's: the mean over the trial's) and its rows' token budget against the probe's (with
+    one model, a phase's FLOPs grow with its tokens: ``harness.engine.compute``), the updates by
+    their epochs too."""
     t, a = spec.train, spec.algorithm
     budget = row_tokens(spec) / probe.row_tokens
     rows = t.prompts_per_step * a.group_size / probe.step_rows
     epochs = a.epochs / probe.epochs
-    eval_rows = eval_prompts(spec) * (1 + t.eval_samples) / (probe.eval_prompts * (1 + probe.eval_samples))
+    per_evaluation = evaluated_prompts(spec) / evaluations(spec)  # eval_subset: fewer between the start and the last
+    eval_rows = per_evaluation * (1 + t.eval_samples) / (probe.eval_prompts * (1 + probe.eval_samples))
     return ProbedTrial(
         load_s=probe.load_s,
         steps=t.steps,

@@ -31,6 +31,7 @@ from harness.engine.rollout_config import RolloutConfig
 from harness.engine.spec import (
     METRIC_RANGES,
     BenchmarkConfig,
+    EvalSubsetConfig,
     ModelConfig,
     TaskConfig,
     TrainConfig,
@@ -258,6 +259,13 @@ class Study(StrictModel):
     )
     scaling: Scaling = Field(
         Scaling(), description="fitted saturating curves of the primary metric against primary_at.axis"
+    )
+    eval_subset: EvalSubsetConfig | None = Field(
+        None,
+        description="evaluate the steps between the start and the last on a fixed subset of the held-out prompts "
+        "({size, strata, by: start_difficulty, seed}: stratified by the start evaluation's scores, one for every arm "
+        "and seed); the start and the last evaluation score them all, and an interval read at a subset evaluation "
+        "carries the subset's sampling variance",
     )
 
     #: the file it was loaded from (not part of the study; set by ``load_study``)

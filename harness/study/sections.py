@@ -211,6 +211,13 @@ class ComputeLooks(StrictModel):
         "(a selection study; every pair of conditions counts in the multiplicity)",
     )
 
+    def axis_points(self, primary_at: PrimaryAt, steps: int) -> tuple[str, list[float]]:
+        """Where the looks read a trial: the axis and each look's point on it, a fraction of
+        ``primary_at``'s budget, or under ``point: final`` of ``steps`` on the step axis."""
+        if primary_at.point == "final":
+            return "step", [f * steps for f in self.at]
+        return primary_at.axis, [f * primary_at.budget for f in self.at]
+
     @field_validator("at")
     @classmethod
     def _fractions(cls, v: list[float]) -> list[float]:

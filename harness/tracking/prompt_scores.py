@@ -24,6 +24,10 @@ FORMAT = "ps1"
 #: ``eval/mean_reward`` + suffix: the sample variance (ddof=1) of a prompt's k rewards, and k.
 SAMPLE_VAR_SUFFIX = ".sample_var"
 SAMPLES_SUFFIX = ".samples"
+#: under ``eval_subset``: each scored prompt's stratum, and the held-out prompts of its stratum
+#: (``PromptScores.strata``, ``stratum_sizes``), as rows of the long layout after the scores
+STRATUM_METRIC = "eval/stratum"
+STRATUM_SIZE_METRIC = "eval/stratum.size"
 #: the metrics of the long layout, in row order
 PROMPT_METRICS = (GREEDY_METRIC, SAMPLED_METRIC, SAMPLED_METRIC + SAMPLE_VAR_SUFFIX, SAMPLED_METRIC + SAMPLES_SUFFIX)
 LONG_COLUMNS = ["step", "prompt_id", "metric", "value"]
@@ -78,13 +82,22 @@ def decode_scores(blob: str, where: str) -> list[PromptScores]:
 
 def long_columns(scores: list[PromptScores]) -> dict[str, list]:
     """``scores`` in the long layout: step, prompt_id, metric (:data:`PROMPT_METRICS`, then any
-    pass@k / pass^k; a benchmark's named ``eval/<benchmark>/...``), value; rows by evaluation, then
-    metric, then prompt (the task's eval order)."""
+    pass@k / pass^k; a benchmark's named ``eval/<benchmark>/...``; under ``eval_subset`` each prompt's
+    :data:`STRATUM_METRIC` and :data:`STRATUM_SIZE_METRIC`), value; rows by evaluation, then metric,
+    then prompt (the task's eval order)."""
     cols: dict[str, list] = {c: [] for c in LONG_COLUMNS}
     for evaluation in scores:
         n = len(evaluation.prompt_ids)
         values = (evaluation.greedy, evaluation.sampled_mean, evaluation.sampled_var, [float(evaluation.samples)] * n)
-        for name, column in [*zip(PROMPT_METRICS, values), *(evaluation.pass_rates or {}).items()]:
+        strata = (
+            {}
+            if evaluation.strata is None
+            else {
+                STRATUM_METRIC: [float(h) for h in evaluation.strata],
+                STRATUM_SIZE_METRIC: [float(evaluation.stratum_sizes[h]) for h in evaluation.strata],
+            }
+        )
+        for name, column in [*zip(PROMPT_METRICS, values), *(evaluation.pass_rates or {}).items(), *strata.items()]:
             cols["step"] += [evaluation.step] * n
             cols["prompt_id"] += evaluation.prompt_ids
             cols["metric"] += [metric_name(name, evaluation.benchmark)] * n

@@ -390,10 +390,9 @@ def _compute_looks_meta(
     catch_up = section.catch_up if section.catch_up is not None else min_effect
     if catch_up is None:
         return None
-    if primary_at["point"] == "final":
-        axis, budget, point = "step", float(train.steps), "budget"
-    else:
-        axis, budget, point = primary_at["axis"], float(primary_at["budget"]), primary_at["point"]
+    primary = PrimaryAt.model_validate(primary_at)
+    axis, points = section.axis_points(primary, train.steps)  # where the trials' looks were evaluated
+    budget, point = float(points[-1]), "budget" if primary.point == "final" else primary.point
     return ComputeLookDesign(
         at=list(section.at),
         spending=section.spending,
@@ -521,7 +520,8 @@ def load_results(
     ``phase="compare"`` (default) keeps the comparison trials, ``"tune"`` the tuning trials,
     ``None`` both (with a ``phase`` column). The trials of a compute-look study run in segments:
     ``compare`` reads each design trial as its furthest segment (``harness.tracking.segments``:
-    ``paused`` where it has not reached the budget), ``None`` every segment as it is. ``storage`` is the Optuna storage URL of the study
+    ``paused`` where it has not reached the budget), ``None`` every segment as it is.
+    ``storage`` is the Optuna storage URL of the study
     (default: ``<study_dir>/optuna.db``); the records other machines stored there complete the
     local ones (a later attempt wins), so a study run on many machines reads whole anywhere.
     Nothing is written: ``harness results --storage`` also copies them into the local folder.

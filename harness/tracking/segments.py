@@ -51,9 +51,10 @@ def fold_segments(
         if record.phase in (COMPARE_PHASE, SEGMENT_PHASE) and (found := _segment(record.spec)) is not None:
             segment_of[record.trial_id] = found
     for trial_id, info in queued.items():
-        if trial_id not in segment_of and info.get("phase") in (COMPARE_PHASE, SEGMENT_PHASE):
-            if (found := _segment(info.get("spec"))) is not None:
-                segment_of[trial_id] = found
+        if trial_id in segment_of or info.get("phase") not in (COMPARE_PHASE, SEGMENT_PHASE):
+            continue
+        if (found := _segment(info.get("spec"))) is not None:
+            segment_of[trial_id] = found
     if not segment_of:
         return records, queued
     recorded: dict[str, TrialRecord] = {}  # design trial -> its furthest segment's record
@@ -65,7 +66,7 @@ def fold_segments(
         if best is None or segment_of[best.trial_id][1] < found[1]:
             recorded[found[0]] = record
     first_queued: dict[str, str] = {}  # design trial without a record -> its first queued segment
-    for trial_id, (whole, look) in sorted(segment_of.items(), key=lambda item: item[1][1], reverse=True):
+    for trial_id, (whole, _look) in sorted(segment_of.items(), key=lambda item: item[1][1], reverse=True):
         if whole not in recorded and trial_id in queued:
             first_queued[whole] = trial_id
     keep = {r.trial_id for r in recorded.values()} | set(first_queued.values())

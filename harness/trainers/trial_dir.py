@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from harness.errors import ConfigError
 from harness.trainers.faults import ProgramTrialError
 
 TRIAL_DIR_ENV = "HARNESS_TRIAL_DIR"
@@ -45,7 +46,7 @@ def checkpoint_dir(whole_trial_id: str) -> Path:
     segment could find it."""
     root = os.environ.get(CHECKPOINTS_ENV)
     if not root:
-        raise ProgramTrialError(
+        raise ConfigError(
             f"${CHECKPOINTS_ENV} is not set: a trial that runs in segments (compute_looks:) runs under "
             "`harness run` or `harness worker`, which keep its checkpoints in the study folder"
         )

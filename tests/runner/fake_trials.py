@@ -183,7 +183,8 @@ def looked(spec: TrialSpec) -> TrialResult:
     budget = looks.at[-1]
     history = [{"step": 0, "eval/accuracy": looked_accuracy(spec.arm, spec.seed, 0.0)}]
     for k, point in enumerate(looks.at[: looks.run_to + 1]):
-        history.append({"step": int(point), "look": k, "eval/accuracy": looked_accuracy(spec.arm, spec.seed, point / budget)})
+        accuracy = looked_accuracy(spec.arm, spec.seed, point / budget)
+        history.append({"step": int(point), "look": k, "eval/accuracy": accuracy})
     if looks.pause_after is not None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"look_{looks.pause_after}.marker").write_text(spec.trial_id)

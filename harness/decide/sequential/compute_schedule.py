@@ -47,6 +47,9 @@ class ComputeState:
     replay: ComputeReplay
     #: condition -> {look: the seeds whose segment of that look may run now}
     ready: dict[str, dict[int, list[int]]]
+    #: the conditions that train no more before the budget: stopped by a look, or a control left
+    #: with no arm to compare
+    ended: list[str]
 
     @property
     def total(self) -> int:
@@ -101,27 +104,32 @@ def _replayed(study: Any, storage_url: str) -> ComputeState:
         raise ConfigError(f"study {meta.study!r} has no compute_looks: section; it has no compute looks")
     rules = DecisionRules.of(meta, ReadOptions(alpha=ALPHA, correction=CORRECTION))
     replay = replay_compute_looks(results, rules)
-    return ComputeState(replay, _ready(results, replay))
+    ready, ended = _ready(results, replay)
+    return ComputeState(replay, ready, ended)
 
 
-def _ready(results, replay: ComputeReplay) -> dict[str, dict[int, list[int]]]:
-    """Per condition, the segments that may run now (see the module doc)."""
+def _ready(results, replay: ComputeReplay) -> tuple[dict[str, dict[int, list[int]]], list[str]]:
+    """Per condition, the segments that may run now (see the module doc); and the conditions
+    that train no more."""
     trials = results.trials
-    seeds = {c: sorted(int(s) for s in results.meta.seed_pools.get(c) or results.meta.seeds) for c in replay.stops}
-    ready = {condition: {0: seeds[condition]} for condition in conditions_of(results)}
+    pools = results.meta.seed_pools
+    ready = {c: {0: sorted(int(s) for s in pools.get(c) or results.meta.seeds)} for c in conditions_of(results)}
     arms_of: dict[str, list[str]] = {}
     for condition, control in comparisons_of(results):
         arms_of.setdefault(control, []).append(condition)
+    ended = [c for c, stop in replay.stops.items() if stop.look is not None]
     for look in range(len(replay.design.at) - 1):
-        going = replay.after_look(look).go_on
+        after = replay.after_look(look)
+        going = after.go_on
         for control, arms in arms_of.items():
-            if control in going and not any(arm in going for arm in arms):
+            if control in going and not any(arm in going or arm in after.waiting for arm in arms):
                 going = [c for c in going if c != control]  # nothing left to compare it with
+                ended.append(control)
         for condition in going:
             done = _completed_through(trials, condition, look)
             if done:
                 ready.setdefault(condition, {})[look + 1] = done
-    return ready
+    return ready, sorted(set(ended))
 
 
 def _completed_through(trials: pd.DataFrame, condition: str, look: int) -> list[int]:
