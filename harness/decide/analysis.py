@@ -43,6 +43,7 @@ from harness.decide.noise import noise_floor_table, noise_split, typical_plan
 from harness.decide.overoptimisation import overoptimisation_frame
 from harness.decide.rules import DecisionRules, ReadOptions
 from harness.decide.scaling import Scaling, scaling_analysis
+from harness.decide.sequential.compute import ComputeReplay, replay_compute_looks, verdicts_under_looks
 from harness.decide.sequential.replay import Replay, design_line, final_pairs, replay
 from harness.decide.sequential.versions import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
@@ -346,7 +347,8 @@ def build_header(results, rules: DecisionRules, facts: HeaderFacts | None = None
         "seeds": list(seeds),
         "seed_matched": meta.seed_matched,
         "design": facts.design or f"fixed, {len(meta.seeds)} seeds per arm",
-        "sequential": bool(facts.design),
+        "sequential": bool(facts.design) and meta.compute_looks is None,
+        "compute_looks": meta.compute_looks is not None,
         "rule": facts.rule,  # a sequential study: the rule its looks were read under
         "correction": rules.correction,
         "alpha": rules.alpha,
@@ -393,6 +395,21 @@ class Decided:
     planning_effect: float | None
     level: float
     replay: Replay | None
+    compute: ComputeReplay | None = None  # a compute-look study's looks
+
+    @property
+    def design(self) -> str:
+        """The header's line on the looks: a sequential or compute-look study's ("" for a fixed design)."""
+        if self.replay is not None:
+            return design_line(self.replay)
+        return self.compute.line() if self.compute is not None else ""
+
+    @property
+    def looks(self) -> pd.DataFrame:
+        """Each comparison at every look it was read at (empty for a fixed design)."""
+        if self.replay is not None:
+            return self.replay.table
+        return self.compute.table if self.compute is not None else pd.DataFrame()
 
 
 def decide_comparisons(results, scores: dict[str, ArmScores], rules: DecisionRules) -> Decided:
@@ -412,7 +429,10 @@ def decide_comparisons(results, scores: dict[str, ArmScores], rules: DecisionRul
         looks=looks,
         family_size=len(pairs) if looks is not None else None,
     )
-    return Decided(pairs, mark_no_learning_signal(verdicts, results), robustness, effect, level, rep)
+    compute = replay_compute_looks(results, rules) if meta_of(results).compute_looks else None
+    if compute is not None:
+        verdicts = verdicts_under_looks(verdicts, compute)
+    return Decided(pairs, mark_no_learning_signal(verdicts, results), robustness, effect, level, rep, compute)
 
 
 def trial_lists(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -459,7 +479,7 @@ def analyze(results, options: ReadOptions | None = None, *, curve_metrics: list[
         noise_line=split.line,
         level=decided.level,
         failed_by_condition={c: s.failed for c, s in scores.items()},
-        design=design_line(rep) if rep is not None else "",
+        design=decided.design,
         rule=versions_line(rep.rules) if rep is not None else "",
         tripwires=tripwire_state(calibration),
     )
@@ -487,7 +507,7 @@ def analyze(results, options: ReadOptions | None = None, *, curve_metrics: list[
         trials=trials.sort_values(["arm", "seed"], kind="stable").reset_index(drop=True),
         components=split.components,
         budget=split.budget,
-        looks=rep.table if rep is not None else pd.DataFrame(),
+        looks=decided.looks,
         calibration=calibration,
         overoptimisation=overoptimisation_frame(results),
         benchmarks=analyze_benchmarks(results, rules),

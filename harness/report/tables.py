@@ -143,6 +143,12 @@ def _label_notes(labels: set[str]) -> str:
 
 def _level_words(h: dict) -> str:
     """The verdicts' interval level, in words: one level, or a sequential study's looks' own."""
+    if h.get("compute_looks"):
+        return (
+            "the interval of the look that decided it: a stopped arm's at its look's share of alpha, the "
+            "others' at the budget with the alpha the earlier looks left (Bonferroni over the looks, so "
+            "stopping an arm at a look keeps the error rates)"
+        )
     if h.get("sequential"):
         return (
             "the repeated confidence interval of the look that decided it (or of its latest look; alpha "
@@ -265,7 +271,19 @@ def _verdict_sections(analysis: Analysis) -> list[Section]:
 
 
 def _looks_section(analysis: Analysis) -> Section:
-    """A sequential study's looks: each comparison at every look it was tested at."""
+    """A sequential study's looks: each comparison at every look it was tested at; a compute-look
+    study's: each arm at every point of the budget it was read at."""
+    if analysis.header.get("compute_looks"):
+        return Section(
+            "looks",
+            "Looks over compute",
+            _strings(analysis.looks),
+            "Each arm at every look it was read at: the fraction of the budget and the point on its axis, "
+            "the seeds read, the difference from its reference and its interval (level: that look's share "
+            "of alpha, from the spending function at the compute fraction, Bonferroni over the comparisons), "
+            "and what the look decided (stop: the arm trailed by more than the catch-up allowance and trained "
+            "no further; go on; budget: the final reading with the alpha the earlier looks left).",
+        )
     return Section(
         "looks",
         "Looks",

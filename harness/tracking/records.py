@@ -72,7 +72,7 @@ class TrialRecord(BaseModel):
     harness_version: str
     harness_path: str | None = None  # the package that ran the trial (None: older records)
     attempt: int = 1
-    phase: Literal["compare", "tune"] = "compare"
+    phase: Literal["compare", "tune", "segment"] = "compare"  # segment: a compute-look trial before its last
     # every evaluation's per-prompt scores, compressed (harness.tracking.prompt_scores); None:
     # none recorded (a failed trial, or a record older than the field)
     prompt_scores: str | None = None
@@ -178,7 +178,7 @@ def make_record(
     result: TrialResult,
     *,
     attempt: int = 1,
-    phase: Literal["compare", "tune"] = "compare",
+    phase: Literal["compare", "tune", "segment"] = "compare",
     started_at: _dt.datetime | str | float | None = None,
     device: str = "cpu",
     study: str | None = None,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from runner_helpers import options, write_study
 
+from harness.decide.analysis import analyze
 from harness.runner.run import prepare, run_study, study_status
 from harness.study.load import load_study
 from harness.tracking.results import load_results
@@ -57,6 +58,17 @@ def test_an_arm_decided_worse_stops_at_the_first_look_and_the_others_run_to_the_
     assert (results.trials.groupby("arm").size() == 4).all()
     full = results.curves[(results.curves["arm"] == "grpo") & (results.curves["metric"] == "eval/accuracy")]
     assert sorted(full["step"].unique()) == [0, 2, 4, 8]  # the last segment's record holds the whole curve
+
+    analysis = analyze(results)  # the report's verdicts are the looks'
+    verdicts = analysis.verdicts.set_index("condition")
+    assert verdicts.loc["bad", "verdict"] == "worse"
+    assert verdicts.loc["bad", "reason"].startswith("stopped at look 1 (2): worse than grpo by more than")
+    assert verdicts.loc["equal", "reason"].startswith("read at the budget after 2 interim look(s)")
+    looks = analysis.looks
+    assert set(looks[looks["condition"] == "bad"]["decision"]) == {"stop"}
+    assert list(looks[looks["condition"] == "equal"]["decision"]) == ["go on", "go on", "budget"]
+    assert "compute looks at 0.25 (2), 0.5 (4), 1 (8) steps" in analysis.header["design"]
+    assert "stopped: bad at look 1" in analysis.header["design"]
 
     opts = options(trial_fn=LOOKED)
     again = run_study(path, opts)

@@ -414,3 +414,41 @@ def _compute(results, design: ComputeLookDesign, stops: dict[str, ArmStop]) -> d
                 spent, full = spent + reach[0], full + reach[1]
         out[condition] = ArmCompute(condition, spent, full)
     return out
+
+
+# ----------------------------------------------------------------------------- the verdict table
+
+
+def verdicts_under_looks(verdicts: pd.DataFrame, replay: ComputeReplay) -> pd.DataFrame:
+    """The verdict table as the looks decided it: a stopped arm's row is its stop look's (verdict
+    "worse", that look's interval and level, why in ``reason``); an arm read at the budget takes
+    the budget look's verdict and interval (at the alpha the interim looks left); an arm still
+    waiting for a look is inconclusive, saying which. Other columns stay the fixed reading's."""
+    out = verdicts.copy()
+    table = replay.table
+    for i, row in out.iterrows():
+        condition = row["condition"]
+        stop = replay.stops.get(condition)
+        if stop is None:
+            continue
+        if stop.look is not None:
+            read = table[(table["condition"] == condition) & (table["look"] == stop.look)]
+            why = f"stopped at look {stop.look} ({amount(stop.point)}): {stop.reason}"
+        else:
+            read = table[(table["condition"] == condition) & (table["decision"] == "budget")]
+            why = f"read at the budget after {len(replay.design.at) - 1} interim look(s): {stop.reason}"
+        if not len(read):  # waiting for a look: nothing decided yet
+            out.loc[i, ["verdict", "reason"]] = [stats.verdict.INCONCLUSIVE, stop.reason]
+            continue
+        first = read.iloc[-1]
+        verdict = stats.verdict.WORSE if stop.look is not None else first["verdict"]
+        out.loc[i, ["diff", "ci_low", "ci_high", "ci_level", "verdict"]] = [
+            first["diff"],
+            first["ci_low"],
+            first["ci_high"],
+            first["ci_level"],
+            verdict,
+        ]
+        out.loc[i, ["n", "n_control"]] = [first["n"], first["n_reference"]]
+        out.loc[i, "reason"] = why
+    return out
