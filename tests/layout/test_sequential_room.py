@@ -5,8 +5,14 @@ it through one module (or read by the results loader), so no other part fixes or
 from test_import_graph import MODULES, harness_imports, module_name
 
 SEQUENTIAL = "harness.decide.sequential"
-#: what the runner may ask: what is due (the schedule) and whether the study file keeps the rule
-RUNNER_API = {f"{SEQUENTIAL}.schedule", f"{SEQUENTIAL}.versions"}
+#: what the runner may ask: what is due (the schedule; a compute-look study's), whether the study file
+#: keeps the rule, and a compute-look study's segments (each one's phase, all of them)
+RUNNER_API = {
+    f"{SEQUENTIAL}.schedule",
+    f"{SEQUENTIAL}.compute_schedule",
+    f"{SEQUENTIAL}.versions",
+    f"{SEQUENTIAL}.segments",
+}
 #: who may reach the fixed rules' table: the package's one door, and the results loader (it
 #: hands the stored versions to every reader with the study's meta)
 RULE_TABLE_READERS = {f"{SEQUENTIAL}.rule_store", "harness.tracking.results"}
