@@ -48,6 +48,7 @@ from harness.decide.sequential.replay import Replay, design_line, final_pairs, r
 from harness.decide.sequential.versions import versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
+from harness.tracking.segments import PAUSED
 from harness.version import __version__
 
 #: Spec keys that name a trial rather than configure it (left out of the config-diff table).
@@ -267,12 +268,20 @@ class TrialCounts:
     completed: int
     failed: int
     pending: int  # running or waiting
+    paused: int = 0  # a compute-look study's trials at a look: their arm stopped there, or their next segment to come
 
     @classmethod
     def of(cls, trials: pd.DataFrame) -> TrialCounts:
         status = trials["status"].value_counts() if len(trials) else pd.Series(dtype=int)
         pending = int(status.get("running", 0)) + int(status.get("waiting", 0))
-        return cls(len(trials), int(status.get("completed", 0)), int(status.get("failed", 0)), pending)
+        completed, failed = int(status.get("completed", 0)), int(status.get("failed", 0))
+        return cls(len(trials), completed, failed, pending, int(status.get(PAUSED, 0)))
+
+    def line(self) -> str:
+        """The header's count of the trials, by state."""
+        paused = f"{self.paused} paused at a compute look, " if self.paused else ""
+        pending = f"{self.pending} running/waiting"
+        return f"{self.completed} completed, {self.failed} failed, {pending}, {paused}{self.total} in all"
 
 
 def state_lines(results, rules: DecisionRules, facts: HeaderFacts, counts: TrialCounts) -> list[str]:
@@ -367,6 +376,7 @@ def build_header(results, rules: DecisionRules, facts: HeaderFacts | None = None
         "n_completed": counts.completed,
         "n_failed": counts.failed,
         "n_pending": counts.pending,
+        "trials_line": counts.line(),
         "complete": counts.completed == counts.total,
         "state": state_lines(results, rules, facts, counts),
     }

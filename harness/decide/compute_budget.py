@@ -216,7 +216,8 @@ def at_point(results, metric: str, condition: str | None = None):
     missing = {s.trial_id for s in reading.shortfalls}
     trials = trials[~trials["trial_id"].isin(missing)].copy()
     read = trials["trial_id"].isin(list(reading.values))
-    trials.loc[read, metric] = trials.loc[read, "trial_id"].map(reading.values)
+    if read.any():  # (an empty selection cannot take the mapped values' dtype)
+        trials.loc[read, metric] = trials.loc[read, "trial_id"].map(reading.values).astype(float)
     return AtPoint(trials, results.curves, meta_of(results), reading.prompt_rows, reading.shortfalls)
 
 

@@ -14,7 +14,8 @@ changes as the trial trains:
   the policy is on CUDA;
 - the history rows (whose last row holds the compute totals and ``tokens/total``) and every
   evaluation's per-prompt scores so far, and the wall seconds spent;
-- a header: the format version, the trial id, the look and the step.
+- a header: the format version, the trial id (the whole trial's, which every segment of it
+  shares: ``TrialSpec.whole_trial_id``), the look and the step.
 
 What never changes is rebuilt as at the start: the task, the warm start (the policy's frozen
 weights), the reference, a distillation teacher, a learned reward model, and the prompt
@@ -127,7 +128,12 @@ class Segment:
         whole file or none."""
         look = self.pause_after_look
         payload = {
-            "header": {"format": FORMAT, "trial_id": self.spec.trial_id, "look": look, "step": history[-1]["step"]},
+            "header": {
+                "format": FORMAT,
+                "trial_id": self.spec.whole_trial_id(),
+                "look": look,
+                "step": history[-1]["step"],
+            },
             **_learner_state(learner),
             "history": history,
             "prompts": [scores.model_dump() for scores in evaluations],
@@ -191,10 +197,10 @@ def _read_checkpoint(path: Path, spec: TrialSpec, look: int) -> dict[str, Any]:
         raise ConfigError(
             f"{path} is in checkpoint format {header.get('format')!r} and this harness reads format {FORMAT}; {again}"
         )
-    if header.get("trial_id") != spec.trial_id or header.get("look") != look:
+    if header.get("trial_id") != spec.whole_trial_id() or header.get("look") != look:
         raise ConfigError(
             f"{path} holds trial {header.get('trial_id')!r} after look {header.get('look')!r}, not trial "
-            f"{spec.trial_id} after look {look}; {again}"
+            f"{spec.whole_trial_id()} after look {look}; {again}"
         )
     missing = sorted(CHECKPOINT_KEYS - saved.keys())
     if missing:

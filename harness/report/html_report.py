@@ -104,8 +104,7 @@ def _header(h: dict) -> str:
         ("Noise", h["noise_line"]),
         (
             "Trials",
-            f"{h['n_completed']} completed, {h['n_failed']} failed, {h['n_pending']} running/waiting, "
-            f"{h['n_trials']} in all",
+            h["trials_line"],
         ),
         (
             "Harness",

@@ -60,8 +60,7 @@ def render_markdown(analysis: Analysis) -> str:
         ("Correction", f"{h['correction']} (alpha={h['alpha']:g}; each table states its intervals' level)"),
         (
             "Trials",
-            f"{h['n_completed']} completed, {h['n_failed']} failed, "
-            f"{h['n_pending']} running/waiting, {h['n_trials']} in all",
+            h["trials_line"],
         ),
         (
             "Harness",

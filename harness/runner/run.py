@@ -251,11 +251,14 @@ class _Phases:
 
     def compare_keys(self) -> list[str]:
         """The comparison trials to report: the design's; of a sequential study, those its looks
-        queued (a study that stopped early never needed the rest)."""
+        queued (a study that stopped early never needed the rest); of a compute-look study, every
+        segment its looks queued (an arm stopped at a look never ran its later ones)."""
 
         keys = [s.trial_id for s in self.specs]
         if self.looks is None:
             return keys
+        if self.setup.study.compute_looks is not None:
+            keys = [s.trial_id for s in every_segment(self.setup.study)]
         queued = queue.latest(queue.jobs(self.main_q))
         return [k for k in keys if k in queued]
 

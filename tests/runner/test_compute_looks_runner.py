@@ -45,7 +45,7 @@ def test_an_arm_decided_worse_stops_at_the_first_look_and_the_others_run_to_the_
     assert summary.exit_code == 0, text
     assert segments_run(fake_env, "bad") == 4  # its first segment only: stopped at look 1
     assert segments_run(fake_env, "grpo") == segments_run(fake_env, "equal") == 4 * len(AT)
-    assert "8 trials: 8 completed" in text and "not queued" not in text  # the design trials that ran
+    assert "28 trials: 28 completed" in text and "not queued" not in text  # every segment that ran
     assert re.search(r"^compute looks: look 3 of 3 \(finished\)$", text, re.MULTILINE), text
     assert re.search(r"^  bad +stopped at look 1: worse$", text, re.MULTILINE), text
     assert re.search(r"^  equal +read at the budget: ", text, re.MULTILINE), text

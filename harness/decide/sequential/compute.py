@@ -397,7 +397,10 @@ def spent_to(axis: np.ndarray, point: float) -> float:
 
 def _compute(results, design: ComputeLookDesign, stops: dict[str, ArmStop]) -> dict[str, ArmCompute]:
     """Each condition's compute under the design and run to the budget, summed over its trials
-    (a trial that recorded no axis counts 0 on both sides)."""
+    (a trial that recorded no axis counts 0 on both sides). A trial that stopped at a look (run in
+    segments, it never trained past it) counts the budget's point as what running to the budget
+    would have spent: exact on the step axis, the least it would have spent on a compute axis
+    (its last evaluation would have fallen at or past the budget)."""
     by_trial = _axis_rows(results.curves, design.axis)
     budget = design.points[-1]
     out = {}
@@ -409,7 +412,8 @@ def _compute(results, design: ComputeLookDesign, stops: dict[str, ArmStop]) -> d
             axis = by_trial.get(trial)
             if axis is None:
                 continue
-            reach = spent_to(axis, point), spent_to(axis, budget)
+            to_budget = spent_to(axis, budget) if np.nanmax(axis, initial=-np.inf) >= budget else budget
+            reach = spent_to(axis, point), to_budget
             if all(np.isfinite(reach)):
                 spent, full = spent + reach[0], full + reach[1]
         out[condition] = ArmCompute(condition, spent, full)

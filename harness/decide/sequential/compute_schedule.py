@@ -11,8 +11,9 @@ its furthest segment (``harness.tracking.segments``), under the study's own deci
   before look k, every seed read there; ``ComputeReplay.after_look``) whose segment k completed
   is due; a trial whose segment failed cannot resume, so it stops there (its failure counts as
   the study's failure policy says);
-- a control trains on only while an arm compared with it does: once every arm of its cell is
-  stopped it has nothing left to be compared with, and it stops too.
+- a control trains on past a look only once an arm compared with it goes on past that look (it
+  waits for its arms' reading, as they do), and once every arm of its cell is stopped it has
+  nothing left to be compared with: it stops too.
 
 A storage that cannot be read raises ``StorageUnreadable`` (the loader's own), as for the seed
 looks: a replay on part of the trials could stop an arm too early.
@@ -122,9 +123,10 @@ def _ready(results, replay: ComputeReplay) -> tuple[dict[str, dict[int, list[int
         after = replay.after_look(look)
         going = after.go_on
         for control, arms in arms_of.items():
-            if control in going and not any(arm in going or arm in after.waiting for arm in arms):
-                going = [c for c in going if c != control]  # nothing left to compare it with
-                ended.append(control)
+            if control in going and not any(arm in going for arm in arms):
+                going = [c for c in going if c != control]  # it waits for its arms' look, or none goes on
+                if not any(arm in after.waiting for arm in arms):
+                    ended.append(control)  # every arm of its cell stopped: nothing left to compare it with
         for condition in going:
             done = _completed_through(trials, condition, look)
             if done:
