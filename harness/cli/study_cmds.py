@@ -79,6 +79,8 @@ def _summary(study) -> list[str]:
             f"sequential: {looks_line(study.sequential.schedule(), study.sequential.spending)}; "
             "the trials above are its maximum"
         )
+    if study.compute_looks is not None:
+        lines.append(study.compute_looks.describe(study.primary_at, study.train.steps, study.min_effect))
     extra = [
         what
         for what, on in (
@@ -265,6 +267,8 @@ def render_plan(plan: StudyPlan) -> str:
         )
     if plan.sequential is not None:
         lines += sequential_lines(plan)
+    if plan.compute_looks is not None:
+        lines.append(plan.compute_looks)
     lines.append("")
     rows = [["condition", "algorithm", "overrides", "trials", "done", "tokens/trial", "est/trial"]]
     for c in plan.conditions:

@@ -246,6 +246,7 @@ class StudyPlan:
     probed: ProbedTrial | None = None  # the first condition with trials to run, priced from the probe
     earlier_design: list[str] = field(default_factory=list)  # records the current design does not use
     sequential: dict[str, Any] | None = None  # looks (seeds per arm), spending; the totals above are its maximum
+    compute_looks: str | None = None  # the looks over compute, in one line; the totals above are its maximum
     control_sd: float | None = (
         None  # the sd of the control's trial means of the primary metric, from its completed records
     )
@@ -409,6 +410,11 @@ def plan_study(
         sequential=(
             {"looks": study.sequential.schedule(), "spending": study.sequential.spending}
             if study.sequential is not None
+            else None
+        ),
+        compute_looks=(
+            study.compute_looks.describe(study.primary_at, study.train.steps, study.min_effect)
+            if study.compute_looks is not None
             else None
         ),
         followers=(study.calibration == "aa") + (study.placebo != "none"),

@@ -211,6 +211,18 @@ class ComputeLooks(StrictModel):
         "(a selection study; every pair of conditions counts in the multiplicity)",
     )
 
+    def describe(self, primary_at: PrimaryAt, steps: int, min_effect: float | None) -> str:
+        """One line: where the looks read, how they spend alpha, and what a stop saves."""
+        axis, points = self.axis_points(primary_at, steps)
+        at = ", ".join(f"{f:.0%}" for f in self.at)
+        catch_up = f"{self.catch_up:g}" if self.catch_up is not None else f"{min_effect:g} (min_effect)"
+        return (
+            f"compute looks: at {at} of the budget ({', '.join(amount(p) for p in points)} {AXIS_UNITS[axis]}), "
+            f"{self.spending} spending, catch-up {catch_up}, against the {self.against}; each trial runs in "
+            f"{len(self.at)} segments and an arm decided worse stops at its look: the trials above are the most "
+            "it runs"
+        )
+
     def axis_points(self, primary_at: PrimaryAt, steps: int) -> tuple[str, list[float]]:
         """Where the looks read a trial: the axis and each look's point on it, a fraction of
         ``primary_at``'s budget, or under ``point: final`` of ``steps`` on the step axis."""
