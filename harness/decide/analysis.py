@@ -45,7 +45,7 @@ from harness.decide.rules import DecisionRules, ReadOptions
 from harness.decide.scaling import Scaling, scaling_analysis
 from harness.decide.sequential.compute import ComputeReplay, replay_compute_looks, verdicts_under_looks
 from harness.decide.sequential.replay import Replay, design_line, final_pairs, replay
-from harness.decide.sequential.versions import versions_line
+from harness.decide.sequential.versions import RuleVersions, read_rules, versions_line
 from harness.decide.trial_warnings import mark_no_learning_signal, warning_state
 from harness.errors import unknown_name
 from harness.tracking.segments import PAUSED
@@ -406,6 +406,13 @@ class Decided:
     level: float
     replay: Replay | None
     compute: ComputeReplay | None = None  # a compute-look study's looks
+    compute_rules: RuleVersions | None = None  # the rule a compute-look study's looks are read under
+
+    @property
+    def rule(self) -> str:
+        """The header's line on the rule the looks are read under ("" for a fixed design)."""
+        rules = self.replay.rules if self.replay is not None else self.compute_rules
+        return versions_line(rules) if rules is not None else ""
 
     @property
     def design(self) -> str:
@@ -439,10 +446,14 @@ def decide_comparisons(results, scores: dict[str, ArmScores], rules: DecisionRul
         looks=looks,
         family_size=len(pairs) if looks is not None else None,
     )
-    compute = replay_compute_looks(results, rules) if meta_of(results).compute_looks else None
-    if compute is not None:
+    compute, compute_rules = None, None
+    if meta_of(results).compute_looks:
+        compute_rules = read_rules(results, rules)  # options or a study file that change the rule are refused
+        compute = replay_compute_looks(results, rules)
         verdicts = verdicts_under_looks(verdicts, compute)
-    return Decided(pairs, mark_no_learning_signal(verdicts, results), robustness, effect, level, rep, compute)
+    return Decided(
+        pairs, mark_no_learning_signal(verdicts, results), robustness, effect, level, rep, compute, compute_rules
+    )
 
 
 def trial_lists(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -483,14 +494,13 @@ def analyze(results, options: ReadOptions | None = None, *, curve_metrics: list[
         power=rules.power,
         plan=typical_plan(decided.pairs),
     )
-    rep = decided.replay
     facts = HeaderFacts(
         planning_effect=decided.planning_effect,
         noise_line=split.line,
         level=decided.level,
         failed_by_condition={c: s.failed for c, s in scores.items()},
         design=decided.design,
-        rule=versions_line(rep.rules) if rep is not None else "",
+        rule=decided.rule,
         tripwires=tripwire_state(calibration),
     )
     failed, pending = trial_lists(trials)

@@ -162,13 +162,14 @@ def specs_at_positions(study: Study, conditions: Sequence[Condition], positions:
 
 def condition_configs(study: Study) -> dict[str, str | None]:
     """Each condition's configuration, hashed as its trials' specs hash it
-    (``TrialSpec.config_hash``) with the seed left out (taken at seed 0): what a sequential
-    study's rule fixes of its conditions (``harness.decide.sequential.rule``); None for a
-    condition whose trials no longer build."""
+    (``TrialSpec.config_hash``) with the seed left out (taken at seed 0) and the compute looks'
+    points too (the rule names a change of the looks as such): what a sequential study's rule
+    fixes of its conditions (``harness.decide.sequential.rule``); None for a condition whose
+    trials no longer build."""
     out: dict[str, str | None] = {}
     for condition in study.iter_conditions():
         try:
-            out[condition.name] = condition_spec(study, condition, 0).config_hash()
+            out[condition.name] = condition_spec(study, condition, 0).model_copy(update={"looks": None}).config_hash()
         except ConfigError:
             out[condition.name] = None
     return out

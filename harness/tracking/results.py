@@ -473,6 +473,7 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame, **mor
     pool = _seed_list(pick("seeds"))
     sequential = _sequential_meta(pick("sequential"))
     primary = _section_fields(pick("primary_at"), PrimaryAt)
+    compute_looks = _compute_looks_meta(pick("compute_looks"), primary, pick("train"), pick("min_effect"))
     # the A/A copy runs on seeds of its own by design: it does not unpair the others
     matched = {c: v for c, v in designed_seeds.items() if c not in {a for a, _, role in calibration if role == AA}}
     if sequential:  # arms stop at different looks; each takes the pool's seeds in order
@@ -499,10 +500,10 @@ def _meta(ref: StudyRef, records: list[TrialRecord], trials: pd.DataFrame, **mor
         seed_matched=seed_matched,
         sequential=sequential,
         primary_at=primary,  # {point, axis, budget}
-        compute_looks=_compute_looks_meta(pick("compute_looks"), primary, pick("train"), pick("min_effect")),
+        compute_looks=compute_looks,
         scaling=_section_fields(pick("scaling"), Scaling),  # {fit, efficiency_margin}
-        # a sequential study's rule: each condition's config as the study file sets it now (None unknown)
-        configs=condition_configs(study) if sequential and study is not None else None,
+        # a study with looks: its rule's, each condition's config as the study file sets it now (None unknown)
+        configs=condition_configs(study) if (sequential or compute_looks) and study is not None else None,
         seeds_by_condition=seeds_by_condition,
         benchmarks=_benchmarks_meta(pick("benchmarks", []), pick("primary_metric")),
         status_counts={k: int(v) for k, v in trials["status"].value_counts().items()},
@@ -547,7 +548,7 @@ def load_results(
         trials = trials[~trials["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
         curves = curves[~curves["trial_id"].isin(earlier["trial_id"])].reset_index(drop=True)
     meta = _meta(ref, records, trials, earlier_design=summary_lines(earlier["reason"]))
-    if meta.sequential:  # the rule versions fixed at its looks (harness.decide.sequential.versions)
+    if meta.sequential or meta.compute_looks:  # the rule versions fixed at its looks (harness.decide.sequential)
         rules = read_rules(ref.dir, _storage_url(ref.dir, storage), name, strict=strict_storage)
         meta = dataclasses.replace(meta, sequential_rules=rules)
     earlier_ids = set(earlier["trial_id"])

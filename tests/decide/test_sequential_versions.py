@@ -177,3 +177,90 @@ def test_where_the_comparison_reads_each_trial_is_part_of_the_rule(tmp_path):
     meta = load_results(s).meta
     from_meta = rule_of_meta(meta, alpha=0.05, correction="bonferroni", min_effect=meta.min_effect)
     assert from_meta.decision() == rule_of_study(s).decision()
+
+
+def test_the_rules_of_seed_looks_keep_their_fingerprints():
+    """Rules fixed before looks over compute existed must match what is stored: the compute-look
+    fields are left out of a seed-look rule's decision, so its fingerprint stays."""
+    stored = {
+        "version": 1,
+        "fixed_at": T0.isoformat(),
+        "looks": [3, 5, 8],
+        "spending": "pocock",
+        "alpha": 0.05,
+        "correction": "bonferroni",
+        "min_effect": 0.05,
+        "test": "auto",
+        "primary_metric": "eval/accuracy",
+        "direction": "maximize",
+        "failures": "drop",
+        "control": "grpo",
+        "seeds": list(range(8)),
+        "configs": {"grpo": "abc123", "dr": "def456"},
+    }
+    rule = SequentialRule.model_validate(stored)  # as a rule fixed before the compute-look fields was stored
+    assert rule.fingerprint() == "827b7bd10327" and not rule.over_compute and rule.kind == "sequential"
+    assert not {"at", "catch_up", "against", "primary_at"} & set(rule.decision())
+    at_budget = {"point": "budget", "axis": "compute/flops", "budget": 2e9}
+    assert SequentialRule.model_validate({**stored, "primary_at": at_budget}).fingerprint() == "1291156fa230"
+    again = SequentialRule.model_validate(rule.model_dump(mode="json"))  # stored now, with the new keys as null
+    assert again.fingerprint() == rule.fingerprint() and again.changes_to(rule) == []
+
+
+def compute_study(tmp_path, **looks):
+    """The study above with looks over compute instead of over seeds."""
+    section = {"at": [0.25, 0.5, 1.0], "spending": "pocock", **looks}
+    return study(tmp_path, sequential=None, compute_looks=section, train={"steps": 8}, seeds=4)
+
+
+def test_a_compute_look_rule_holds_its_looks_with_the_catch_up_resolved(tmp_path):
+    s = compute_study(tmp_path)
+    rule = rule_of_study(s)
+    assert (rule.at, rule.spending, rule.catch_up, rule.against) == ([0.25, 0.5, 1.0], "pocock", 0.05, "control")
+    assert (rule.looks, rule.seeds, rule.kind, rule.section) == ([4], [0, 1, 2, 3], "compute-look", "compute_looks")
+    assert rule.configs == {
+        c: condition_spec(s, c, 0).model_copy(update={"looks": None}).config_hash() for c in ("grpo", "dr", "grpo-aa")
+    }
+    meta = load_results(s).meta
+    assert meta.sequential_rules == []  # nothing fixed before the first segments are queued
+    from_meta = rule_of_meta(meta, alpha=0.05, correction="bonferroni", min_effect=meta.min_effect)
+    assert from_meta.decision() == rule.decision()
+    assert rule_of_study(compute_study(tmp_path, catch_up=0.1)).catch_up == 0.1  # its own, where it sets one
+
+
+def test_a_change_of_a_compute_look_rule_is_named_field_by_field(tmp_path):
+    before = fixed(rule_of_study(compute_study(tmp_path)))
+    after = rule_of_study(compute_study(tmp_path, at=[0.5, 1.0], spending="obrien_fleming", catch_up=0.1))
+    assert before.changes_to(after) == [
+        "spending pocock -> obrien_fleming",
+        "at [0.25, 0.5, 1.0] -> [0.5, 1.0]",
+        "catch_up 0.05 -> 0.1",
+    ]  # the conditions' configs leave the looks' points out: the looks name that change
+    with pytest.raises(RuleChanged) as caught:
+        rule_in_force(after, [before], study="seq")
+    assert str(caught.value).startswith(
+        f"study 'seq': the study file changes the compute-look rule fixed at its first look (rule {before.label}, "
+        "fixed 2026-01-02 03:04:05 UTC): spending pocock -> obrien_fleming; "
+    )
+    assert rule_in_force(rule_of_study(compute_study(tmp_path)), [before], study="seq") == before
+    more_seeds = rule_of_study(
+        study(
+            tmp_path,
+            sequential=None,
+            compute_looks={"at": [0.25, 0.5, 1.0], "spending": "pocock"},
+            train={"steps": 8},
+            seeds=6,
+        )
+    )
+    assert before.changes_to(more_seeds) == ["looks [4] -> [6]", "seeds 0..3 -> 0..5"]  # every look reads them all
+    seed_looks = fixed(rule_of_study(study(tmp_path)))
+    assert "at none -> [0.25, 0.5, 1.0]" in seed_looks.changes_to(rule_of_study(compute_study(tmp_path)))
+
+
+def test_the_header_line_of_a_compute_look_rule(tmp_path):
+    rule = fixed(rule_of_study(compute_study(tmp_path)))
+    assert rule.line() == (
+        f"rule {rule.label}, fixed 2026-01-02 03:04:05 UTC: compute looks at 0.25, 0.5, 1 of the budget on 4 seeds "
+        "per arm (seeds 0..3), catch-up 0.05 against the control, pocock spending, alpha 0.05 (bonferroni), "
+        "min_effect 0.05, test auto on eval/accuracy (maximize), failures drop, control grpo"
+    )

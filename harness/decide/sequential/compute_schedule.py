@@ -4,7 +4,9 @@ The runner asks :meth:`ComputeSchedule.due` after its queue changed (a segment f
 asks :class:`~.schedule.Schedule` for a sequential study. The answer is the compute-look replay
 (:func:`.compute.replay_compute_looks`) on every trial stored so far, each design trial read as
 its furthest segment (``harness.tracking.segments``), under the study's own decision settings
-(alpha 0.05 with Bonferroni across the pre-registered comparisons, as the report reads them):
+(alpha 0.05 with Bonferroni across the pre-registered comparisons, as the report reads them),
+under the rule fixed when its first segments were queued (:mod:`.versions`: a study file that
+changes it is refused here, for every caller, as for the seed looks):
 
 - look 0's segment of every trial is due from the start;
 - after look k, the segment k+1 of every trial of a condition that goes on (not stopped at or
@@ -32,8 +34,9 @@ from harness.decide.frames import comparisons_of, conditions_of
 from harness.decide.rules import DecisionRules, ReadOptions
 from harness.decide.sequential.compute import ComputeReplay, replay_compute_looks
 from harness.decide.sequential.rule import ALPHA, CORRECTION
-from harness.decide.sequential.schedule import Due, LookError
+from harness.decide.sequential.schedule import Due, LookError, fixed_first
 from harness.decide.sequential.segments import due_segments
+from harness.decide.sequential.versions import RuleVersions, read_rules
 from harness.errors import ConfigError, HarnessError, one_line
 from harness.tracking.results import PARAM_PREFIX, load_results
 from harness.tracking.segments import PAUSED
@@ -51,6 +54,8 @@ class ComputeState:
     #: the conditions that train no more before the budget: stopped by a look, or a control left
     #: with no arm to compare
     ended: list[str]
+    #: the rule in force (None until fixed), the study file's, and the stored versions
+    rules: RuleVersions
 
     @property
     def total(self) -> int:
@@ -104,9 +109,10 @@ def _replayed(study: Any, storage_url: str) -> ComputeState:
     if meta.compute_looks is None:
         raise ConfigError(f"study {meta.study!r} has no compute_looks: section; it has no compute looks")
     rules = DecisionRules.of(meta, ReadOptions(alpha=ALPHA, correction=CORRECTION))
+    versions = read_rules(results, rules)  # a study file that changes the rule in force is refused here
     replay = replay_compute_looks(results, rules)
     ready, ended = _ready(results, replay)
-    return ComputeState(replay, ready, ended)
+    return ComputeState(replay, ready, ended, versions)
 
 
 def _ready(results, replay: ComputeReplay) -> tuple[dict[str, dict[int, list[int]]], list[str]]:
@@ -158,6 +164,7 @@ class ComputeSchedule:
 
     def due(self) -> Due:
         """The replay, and every look's segments up to the one each condition may run now (the
-        queue skips those it holds)."""
+        queue skips those it holds); the rule is fixed first when the first segments are due
+        (:func:`.schedule.fixed_first`, as for the seed looks)."""
         state = compute_state(self.ref, self.url)
-        return Due(state, due_segments(self.study, state.ready))
+        return fixed_first(Due(state, due_segments(self.study, state.ready)), self.study, self.url, self.say)

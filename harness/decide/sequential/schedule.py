@@ -93,7 +93,7 @@ def _replayed(study: Any, storage_url: str) -> LookState:
 class Due:
     """What the study needs queued now."""
 
-    state: Any  # a LookState; a compute-look study's ComputeState (.compute_schedule)
+    state: Any  # a LookState; a compute-look study's ComputeState (.compute_schedule); both have .rules
     by_look: list[list]  # per look (0-based), the trials (TrialSpec) it adds for the conditions that want it
 
     @property
@@ -116,9 +116,16 @@ class Schedule:
         skips those it holds); the rule is fixed first when trials are due and it is not yet
         (the first look), so nothing is queued under a rule that is not stored."""
         state = look_state(self.ref, self.url)
-        due = Due(state, due_trials(self.study, state.wanted))
-        if due.trials and state.rules.in_force is None:
-            with rule_store.database(self.url) as engine:
-                fixed = settle(engine, study_dir(self.study), self.study.name, state.rules.current, first_look=True)
-            self.say(f"fixed the sequential rule at the first look: {fixed.line()}")
-        return due
+        return fixed_first(Due(state, due_trials(self.study, state.wanted)), self.study, self.url, self.say)
+
+
+def fixed_first(due: Due, study, storage_url: str, say: Callable[[str], None]) -> Due:
+    """``due``, once the rule its looks are read under is stored: the study file's rule
+    (``due.state.rules.current``) is fixed when trials are due and no rule is fixed yet (the first
+    look), so nothing is queued under a rule that is not stored (:func:`.versions.settle`)."""
+    rules: RuleVersions = due.state.rules
+    if due.trials and rules.in_force is None:
+        with rule_store.database(storage_url) as engine:
+            fixed = settle(engine, study_dir(study), study.name, rules.current, first_look=True)
+        say(f"fixed the {fixed.kind} rule at the first look: {fixed.line()}")
+    return due

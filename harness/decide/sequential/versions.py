@@ -13,6 +13,10 @@ version of this one: the edited rule is fixed as the next version, on seeds no e
 read (the same seeds would repeat the same trials, bit for bit, and re-read what was seen). The
 looks start over on those seeds, and the earlier versions' trials are kept and listed as an
 earlier design, never pooled (:mod:`harness.study.design`).
+
+A study with looks over compute (``compute_looks:``) has its rule too (the same
+:class:`~.rule.SequentialRule`, its fractions of the budget, catch-up and reference set), fixed
+when its first segments are queued and checked by the same readers in the same way.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def rule_in_force(current: SequentialRule, versions: list[SequentialRule], *, st
     changes = fixed.changes_to(current)
     if changes:
         raise RuleChanged(
-            f"study {study!r}: the study file changes the sequential rule fixed at its first look (rule "
+            f"study {study!r}: the study file changes the {fixed.kind} rule fixed at its first look (rule "
             f"{fixed.label}, fixed {fixed.when}): {'; '.join(changes)}; a look is read only under the rule it was "
             f"queued under: {_way_out()}"
         )
@@ -69,13 +73,14 @@ def rule_in_force(current: SequentialRule, versions: list[SequentialRule], *, st
 
 
 def check_dropped(versions: list[SequentialRule], *, study: str) -> None:
-    """Refuse a study file without a ``sequential:`` section for a study whose looks were read
-    under a rule: read as a fixed design, its trials would be re-read all at once."""
+    """Refuse a study file without a ``sequential:`` or ``compute_looks:`` section for a study
+    whose looks were read under a rule: read as a fixed design, its trials would be re-read all
+    at once."""
     if versions:
         fixed = versions[-1]
         raise RuleChanged(
-            f"study {study!r}: the study file drops its sequential: section, but its looks were read under the "
-            f"sequential rule {fixed.label} (fixed {fixed.when}); a look is read only under the rule it was queued "
+            f"study {study!r}: the study file drops its {fixed.section}: section, but its looks were read under the "
+            f"{fixed.kind} rule {fixed.label} (fixed {fixed.when}); a look is read only under the rule it was queued "
             f"under: {NEW_STUDY}"
         )
 
@@ -112,7 +117,7 @@ def read_rules(results, rules: DecisionRules) -> RuleVersions:
         changes = in_force.changes_to(current)
         if changes:
             raise RuleChanged(
-                f"study {name!r}: its looks were read under the sequential rule {in_force.label} (fixed "
+                f"study {name!r}: its looks were read under the {in_force.kind} rule {in_force.label} (fixed "
                 f"{in_force.when}), and the options change it: {'; '.join(changes)}; leave those options out "
                 "(a look is read only under the rule it was queued under)"
             )
@@ -154,7 +159,8 @@ def settle(
     say: Callable[[str], None] = lambda _: None,
 ) -> SequentialRule | None:
     """The rule in force for study ``name`` in the study database ``engine``, checked against the
-    study file's rule ``current`` (None: the file has no ``sequential:`` section); the one place
+    study file's rule ``current`` (None: the file has no ``sequential:`` or ``compute_looks:``
+    section); the one place
     a rule version is fixed:
 
     * ``first_look``: the first look is about to be queued, so ``current`` is fixed as version 1
@@ -165,7 +171,7 @@ def settle(
     * otherwise the stored versions are only read.
 
     A ``current`` the rule in force does not match raises :class:`RuleChanged` (so does a
-    dropped ``sequential:`` section after the first look). Keeps the study folder's copy
+    dropped ``sequential:`` or ``compute_looks:`` section after the first look). Keeps the study folder's copy
     ``folder`` current. None before the first look."""
     versions = rule_store.stored_versions(engine, name)
     if current is None:
@@ -179,11 +185,11 @@ def settle(
         versions.append(fixed)
         if not fixed.changes_to(current):  # this process fixed it (or another fixed the same)
             say(
-                f"sequential rule {fixed.label} fixed: the looks start over on seeds "
+                f"{fixed.kind} rule {fixed.label} fixed: the looks start over on seeds "
                 f"{', '.join(map(str, fixed.seeds))}; the trials of rule {versions[-2].label} are kept, not used"
             )
     elif new_version and versions:
-        say(f"--new-version: the study file keeps the sequential rule {versions[-1].label}; its looks go on")
+        say(f"--new-version: the study file keeps the {versions[-1].kind} rule {versions[-1].label}; its looks go on")
     rule_store.keep_folder_copy(engine, folder, name)
     return rule_in_force(current, versions, study=name)
 
@@ -191,7 +197,8 @@ def settle(
 def check_study_rule(study, storage, folder: Path, *, new_version: bool = False, say: Callable[[str], None]) -> None:
     """Before ``harness run`` writes anything or ``harness worker`` starts: refuse ``study``
     (``RuleChanged``, one line) when its file changes the rule fixed at its first look in
-    ``storage`` (an Optuna RDB storage) or drops its ``sequential:`` section; with
-    ``new_version``, fix the file's rule as the next version instead (:func:`settle`)."""
-    current = rule_of_study(study) if study.sequential is not None else None
+    ``storage`` (an Optuna RDB storage) or drops its ``sequential:`` (or ``compute_looks:``)
+    section; with ``new_version``, fix the file's rule as the next version instead (:func:`settle`)."""
+    looked = study.sequential is not None or study.compute_looks is not None
+    current = rule_of_study(study) if looked else None
     settle(storage.engine, folder, study.name, current, new_version=new_version, say=say)
