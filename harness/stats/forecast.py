@@ -72,6 +72,8 @@ from .verdict import INCONCLUSIVE, Verdict, decide
 
 #: the out-of-sample check fits the points at C <= CHECK_SPLIT * look and predicts the rest up to the look
 CHECK_SPLIT = 0.5
+#: a standard error at most this share of the scores' scale is round-off: the seeds agree exactly
+NO_SPREAD = 1e-9
 #: what every forecast verdict's text begins with: the call was made before the budget, from the fit
 FORECAST_PREFIX = "Forecast"
 
@@ -277,7 +279,8 @@ def _forecast(sides: list[_Side], look: float, budget: float, paired: bool, a_bo
     df = float(_satterthwaite(parts)) if len(parts) > 1 and var_j > 0 else parts[0][1]
     estimate = float(sum(side.sign * f.predict(budget) for side, f in zip(sides, full)))
     se = math.sqrt(var_j + check.widening**2)
-    if not se > 0:
+    scale = max(float(np.max(np.abs(y))) for side in sides for _, y in side.curves)
+    if not se > NO_SPREAD * max(scale, 1.0):  # what is left is the fits' round-off
         return NoForecast("no spread: the seeds' forecasts agree exactly and the check saw no error", look, budget)
     how = "paired" if paired else ("Welch" if len(sides) > 1 else "one arm")
     n_control = len(sides[1].curves) if len(sides) > 1 else 0
