@@ -17,10 +17,12 @@ R0 = 0.4, B = 1.5, u the seed's shift of the ceiling (sd 0.02), e per evaluation
 
 At looks at 25% and 50% of the budget the arm - control difference at the budget is forecast and
 read by ``forecast_verdict`` at alpha 0.05 (one comparison, min_effect 0.02). Coverage: the
-forecast interval at 95% contains the true difference at the budget; false verdict: "better" or
-"worse" when arm = control, "worse" when the arm is truly better (cross), any verdict against the
-true sign (misspecified). Rates are over replicates with a forecast (``given``: the share that had
-one). Monte Carlo SE of a rate p over R replicates: sqrt(p (1 - p) / R).
+forecast interval at 95% contains the true difference at the budget. False verdict: "better" or
+"worse" when arm = control; against a true difference beyond min_effect, the opposite sign or
+"equivalent". Right call: "equivalent" when arm = control, the true sign otherwise (the early calls
+that save compute). Rates are over replicates with a forecast (``given``: the share that had one;
+without one the look calls nothing). Monte Carlo SE of a rate p over R replicates:
+sqrt(p (1 - p) / R).
 
     python benchmarks/forecast_calibration.py [--reps 300] [--seeds 3] [--markdown]
 """
@@ -86,7 +88,11 @@ def run(name: str, look: float, reps: int, seeds: int, rng: np.random.Generator)
     arm_curve, control_curve, noise = SCENARIOS[name]
     truth = float(arm_curve(BUDGET, 0.0) - control_curve(BUDGET, 0.0))
     arms, controls = draw(rng, arm_curve, noise, reps, seeds), draw(rng, control_curve, noise, reps, seeds)
-    covered = false = given = 0
+    covered = false = right = given = 0
+    if truth == 0:
+        wrong, correct = {"better", "worse"}, "equivalent"
+    else:
+        wrong, correct = {"equivalent", "worse" if truth > 0 else "better"}, "better" if truth > 0 else "worse"
     for arm, control in zip(arms, controls):
         f = forecast_difference(
             [C] * seeds, list(arm), [C] * seeds, list(control), look=look * BUDGET, budget=BUDGET, a_bounds=(0, 1)
@@ -97,9 +103,9 @@ def run(name: str, look: float, reps: int, seeds: int, rng: np.random.Generator)
         low, high = f.interval(1 - ALPHA)
         covered += low <= truth <= high
         label = forecast_verdict([f], alpha=ALPHA, min_effect=MIN_EFFECT)[0].label
-        wrong = {"better", "worse"} if truth == 0 else {"worse" if truth > 0 else "better"}
         false += label in wrong
-    cover, false_rate = covered / max(given, 1), false / max(given, 1)
+        right += label == correct
+    cover, false_rate, right_rate = covered / max(given, 1), false / max(given, 1), right / max(given, 1)
     return {
         "scenario": name,
         "look": look,
@@ -109,6 +115,7 @@ def run(name: str, look: float, reps: int, seeds: int, rng: np.random.Generator)
         "coverage_se": mc_se(cover, given),
         "false": false_rate,
         "false_se": mc_se(false_rate, given),
+        "right": right_rate,
     }
 
 
@@ -123,8 +130,8 @@ def main() -> None:
     start = time.perf_counter()
     rows = [run(s, look, args.reps, args.seeds, rng) for s in args.scenarios for look in LOOKS]
     if args.markdown:
-        print("| scenario | look | true diff | given | coverage (95%) +- MC SE | false verdict +- MC SE |")
-        print("|---|---|---|---|---|---|")
+        print("| scenario | look | true diff | given | coverage (95%) +- MC SE | false verdict +- MC SE | right call |")
+        print("|---|---|---|---|---|---|---|")
     for r in rows:
         cells = (
             f"{r['scenario']}",
@@ -133,6 +140,7 @@ def main() -> None:
             f"{r['given']:.2f}",
             f"{r['coverage']:.3f} +- {r['coverage_se']:.3f}",
             f"{r['false']:.3f} +- {r['false_se']:.3f}",
+            f"{r['right']:.3f}",
         )
         print("| " + " | ".join(cells) + " |" if args.markdown else "  ".join(cells))
     print(f"\n{args.reps} replicates per row, {args.seeds} seeds per arm, {time.perf_counter() - start:.0f} s")
