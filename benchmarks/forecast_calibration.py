@@ -5,6 +5,8 @@ paired by seed as a seed-matched study is), curves at 41 evaluations C = 0, 250,
 budget): a seed's curve is R(C) = R0 + (A + u - R0) / (1 + (C_mid / C)^B) plus evaluation noise e,
 R0 = 0.4, B = 1.5, u the seed's shift of the ceiling (sd 0.02), e per evaluation (sd 0.01):
 
+* value / value-t3: one arm's own value at the budget (A 0.7, C_mid 3000; normal or t3 noise), no
+  verdict read;
 * equal / equal-t3 / equal-binary: arm = control (A 0.7, C_mid 3000); normal noise; Student t3
   noise scaled to the same sd; binary-mean scores (each evaluation the mean of 100 Bernoulli draws
   at the curve's value, sd about 0.046, on top of the seed shift);
@@ -36,7 +38,7 @@ import time
 import numpy as np
 
 from harness.stats import saturating_curve
-from harness.stats.forecast import Forecast, forecast_difference, forecast_verdict
+from harness.stats.forecast import Forecast, forecast_difference, forecast_value, forecast_verdict
 
 C = np.arange(0, 41) * 250.0
 BUDGET = 10_000.0
@@ -57,8 +59,10 @@ def declining(base):
     return lambda c, u: base(c, u) - 0.05 * np.maximum(0.0, c - 6000.0) / 1000.0
 
 
-#: scenario -> (arm curve, control curve, noise)
+#: scenario -> (arm curve, control curve, noise); no control: the arm's own value at the budget
 SCENARIOS = {
+    "value": (saturating(0.7, 3000), None, "normal"),
+    "value-t3": (saturating(0.7, 3000), None, "t3"),
     "equal": (saturating(0.7, 3000), saturating(0.7, 3000), "normal"),
     "equal-t3": (saturating(0.7, 3000), saturating(0.7, 3000), "t3"),
     "equal-binary": (saturating(0.7, 3000), saturating(0.7, 3000), "binary"),
@@ -86,26 +90,38 @@ def mc_se(p: float, reps: int) -> float:
 
 def run(name: str, look: float, reps: int, seeds: int, rng: np.random.Generator) -> dict:
     arm_curve, control_curve, noise = SCENARIOS[name]
-    truth = float(arm_curve(BUDGET, 0.0) - control_curve(BUDGET, 0.0))
-    arms, controls = draw(rng, arm_curve, noise, reps, seeds), draw(rng, control_curve, noise, reps, seeds)
+    truth = float(arm_curve(BUDGET, 0.0) - (0.0 if control_curve is None else control_curve(BUDGET, 0.0)))
+    arms = draw(rng, arm_curve, noise, reps, seeds)
+    controls = arms if control_curve is None else draw(rng, control_curve, noise, reps, seeds)
     covered = false = right = given = 0
     if truth == 0:
         wrong, correct = {"better", "worse"}, "equivalent"
     else:
         wrong, correct = {"equivalent", "worse" if truth > 0 else "better"}, "better" if truth > 0 else "worse"
+    xs = [C] * seeds
     for arm, control in zip(arms, controls):
-        f = forecast_difference(
-            [C] * seeds, list(arm), [C] * seeds, list(control), look=look * BUDGET, budget=BUDGET, a_bounds=(0, 1)
-        )
+        if control_curve is None:
+            f = forecast_value(xs, list(arm), look=look * BUDGET, budget=BUDGET, a_bounds=(0, 1))
+        else:
+            f = forecast_difference(
+                xs, list(arm), xs, list(control), look=look * BUDGET, budget=BUDGET, a_bounds=(0, 1)
+            )
         if not isinstance(f, Forecast):
             continue
         given += 1
         low, high = f.interval(1 - ALPHA)
         covered += low <= truth <= high
-        label = forecast_verdict([f], alpha=ALPHA, min_effect=MIN_EFFECT)[0].label
-        false += label in wrong
-        right += label == correct
-    cover, false_rate, right_rate = covered / max(given, 1), false / max(given, 1), right / max(given, 1)
+        if control_curve is not None:
+            label = forecast_verdict([f], alpha=ALPHA, min_effect=MIN_EFFECT)[0].label
+            false += label in wrong
+            right += label == correct
+    n = max(given, 1)
+    verdicts = control_curve is not None
+    cover, false_rate, right_rate = (
+        covered / n,
+        false / n if verdicts else math.nan,
+        right / n if verdicts else math.nan,
+    )
     return {
         "scenario": name,
         "look": look,
@@ -130,7 +146,7 @@ def main() -> None:
     start = time.perf_counter()
     rows = [run(s, look, args.reps, args.seeds, rng) for s in args.scenarios for look in LOOKS]
     if args.markdown:
-        print("| scenario | look | true diff | given | coverage (95%) +- MC SE | false verdict +- MC SE | right call |")
+        print("| scenario | look | truth | given | coverage (95%) +- MC SE | false verdict +- MC SE | right call |")
         print("|---|---|---|---|---|---|---|")
     for r in rows:
         cells = (
@@ -139,8 +155,8 @@ def main() -> None:
             f"{r['truth']:+.3f}",
             f"{r['given']:.2f}",
             f"{r['coverage']:.3f} +- {r['coverage_se']:.3f}",
-            f"{r['false']:.3f} +- {r['false_se']:.3f}",
-            f"{r['right']:.3f}",
+            f"{r['false']:.3f} +- {r['false_se']:.3f}" if math.isfinite(r["false"]) else "-",
+            f"{r['right']:.3f}" if math.isfinite(r["right"]) else "-",
         )
         print("| " + " | ".join(cells) + " |" if args.markdown else "  ".join(cells))
     print(f"\n{args.reps} replicates per row, {args.seeds} seeds per arm, {time.perf_counter() - start:.0f} s")
