@@ -5,10 +5,11 @@ only when the forecast interval decides it.
 The curves are read as the fitted-curve analysis reads them (``harness.decide.scaling.seed_curves``:
 every completed trial's evaluations of the metric against the compute axis, the start evaluation at
 0); the forecast pairs by seed when the study is seed-matched and both sides ran the same seeds, and
-fits within the metric's range. Only completed trials are read (a replay of a finished study cuts
-each curve at the look). The caller (the compute-look replay, the runner) passes the alpha the
-look may spend and the family the look's verdicts are adjusted over; every verdict says it is a
-forecast.
+fits within the metric's range; when every evaluation of both arms recorded per-prompt scores
+(``scaling.prompt_tables``), the prompts are jackknifed too. Only completed trials are read (a
+replay of a finished study cuts each curve at the look). The caller (the compute-look replay, the
+runner) passes the alpha the look may spend and the family the look's verdicts are adjusted over;
+every verdict says it is a forecast.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from harness.decide.frames import comparisons_of, meta_of
 from harness.decide.rules import DecisionRules
-from harness.decide.scaling import DEFAULT_AXIS, seed_curves
+from harness.decide.scaling import DEFAULT_AXIS, prompt_tables, seed_curves
 from harness.stats.forecast import Forecast, ForecastVerdict, NoForecast, forecast_difference, forecast_verdict
 
 
@@ -41,6 +42,9 @@ def forecast_comparison(results, arm: str, reference: str, *, look: float, budge
         if not curves:
             return NoForecast(f"{name} has no completed trial with {metric} against {axis}", float(look), float(budget))
     (mine, theirs), bounds = sides, meta.metric_ranges.get(metric)
+    tables = [prompt_tables(results, curves, metric) for curves in sides]
+    if any(t is None for t in tables):  # the prompts are resampled only when both arms have every table
+        tables = [(None, None), (None, None)]
     return forecast_difference(
         [c.compute for c in mine],
         [c.score for c in mine],
@@ -52,6 +56,10 @@ def forecast_comparison(results, arm: str, reference: str, *, look: float, budge
         control_seeds=[c.seed for c in theirs],
         paired=bool(meta.seed_matched),
         a_bounds=tuple(sorted(bounds)) if bounds is not None else None,  # ranges are (worst, best)
+        arm_prompt_scores=tables[0][0],
+        control_prompt_scores=tables[1][0],
+        arm_prompts=tables[0][1],
+        control_prompts=tables[1][1],
     )
 
 

@@ -18,6 +18,12 @@ at the budget). With theta the full-data forecast and theta_(i) the forecast wit
   and theta_(i) is the difference of the two refits' forecasts, n - 1 df; otherwise each arm is
   jackknifed over its own seeds and the two variances add, with Welch-Satterthwaite df
   ``(v_a + v_c)^2 / (v_a^2 / (n_a - 1) + v_c^2 / (n_c - 1))``.
+* given per-prompt scores (every seed's [evaluations x prompts], the score their mean), the prompts
+  are jackknifed too, as ``fit_scaling`` does: ``PROMPT_GROUPS`` groups of prompts left out in turn
+  (every seed's score the mean of the prompts kept), paired across the arms when both were scored
+  on the same prompts; that variance is added to the seeds' (the seed x prompt term is in both,
+  which errs wide) and the df are Satterthwaite's over all the parts. Without them the prompts are
+  treated as fixed, as the trial-means analysis treats them.
 
 **Out-of-sample check** (the extrapolation's error the jackknife cannot see: a curve the family
 does not fit is refitted just as wrongly without any one seed). Each side is fitted again on its
@@ -67,7 +73,16 @@ from scipy import special
 from ._util import JsonMixin, check_alpha
 from .crossed import Difference
 from .curves import align_on_grid
-from .scaling import CurveFit, _curves, _jackknife_var, _satterthwaite, _second_half_grid, fit_curve
+from .scaling import (
+    CurveFit,
+    _curves,
+    _jackknife_var,
+    _prompt_groups,
+    _prompt_tables,
+    _satterthwaite,
+    _second_half_grid,
+    fit_curve,
+)
 from .verdict import INCONCLUSIVE, Verdict, decide
 
 #: the out-of-sample check fits the points at C <= CHECK_SPLIT * look and predicts the rest up to the look
@@ -128,6 +143,7 @@ class Forecast(JsonMixin):
     check: OutOfSample
     jackknife: tuple
     fits: tuple[CurveFit, ...]
+    prompt_jackknife: tuple = ()
 
     def interval(self, level: float) -> tuple[float, float]:
         """The two-sided ``level`` t interval: estimate +- t_{df, (1 + level) / 2} * se."""
@@ -141,23 +157,45 @@ class Forecast(JsonMixin):
         return Difference(self.estimate, self.se, self.df, self.test, self.n_arm, self.n_control, self.paired)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Side:
-    """One arm's seeds' curves up to the look (finite points), with a sign in the forecast."""
+    """One arm's seeds' curves up to the look (finite points), with a sign in the forecast, and each
+    seed's [evaluations x prompts] scores at those points when per-prompt scores were given."""
 
     curves: list[tuple[np.ndarray, np.ndarray]]
     seeds: tuple
     sign: float
+    tables: list[np.ndarray] | None = None
+    prompts: tuple = ()
+
+    def reordered(self, seeds: tuple) -> _Side:
+        order = [self.seeds.index(s) for s in seeds]
+        tables = None if self.tables is None else [self.tables[i] for i in order]
+        return _Side([self.curves[i] for i in order], seeds, self.sign, tables, self.prompts)
+
+    def before(self, upto: float) -> _Side:
+        """The side with only its points at C <= ``upto``."""
+        cut = [c <= upto for c, _ in self.curves]
+        curves = [(c[k], y[k]) for (c, y), k in zip(self.curves, cut)]
+        tables = None if self.tables is None else [t[k] for t, k in zip(self.tables, cut)]
+        return _Side(curves, self.seeds, self.sign, tables, self.prompts)
 
 
-def _side(x, y, seeds, sign: float, look: float) -> _Side:
-    curves = [(c[c <= look], v[c <= look]) for c, v in _curves(x, y)]
+def _side(x, y, seeds, sign: float, look: float, prompt_scores=None, prompts=None) -> _Side:
+    curves = _curves(x, y)
     labels = tuple(range(len(curves))) if seeds is None else tuple(seeds)
     if len(labels) != len(curves):
         raise ValueError(f"seeds names {len(labels)} seeds for {len(curves)} curves")
     if len(set(labels)) != len(labels):
         raise ValueError(f"seeds must be distinct; got {list(labels)}")
-    return _Side(curves, labels, sign)
+    tables = _prompt_tables(x, y, prompt_scores)
+    ids = ()
+    if tables is not None:  # the score the prompts are resampled around: their mean
+        curves = [(c, t.mean(axis=1)) for (c, _), t in zip(curves, tables)]
+        ids = tuple(prompts) if prompts is not None else tuple(range(tables[0].shape[1]))
+        if len(ids) != tables[0].shape[1]:
+            raise ValueError(f"prompts names {len(ids)} prompts for {tables[0].shape[1]} per-prompt scores")
+    return _Side(curves, labels, sign, tables, ids).before(look)
 
 
 def _fit(curves, a_bounds, start=None) -> CurveFit:
@@ -209,6 +247,31 @@ def _jackknife(sides: list[_Side], fits: list[CurveFit], at: np.ndarray, paired:
     return np.concatenate(rows), parts
 
 
+def _prompt_jackknife(sides: list[_Side], fits: list[CurveFit], budget: float, a_bounds):
+    """Grouped leave-prompts-out forecasts at ``budget`` (``PROMPT_GROUPS`` groups, as
+    ``fit_scaling``; every seed's score is the mean of the prompts kept) and their variance parts,
+    paired across the sides when all were scored on the same prompts; or the reason a refit failed."""
+    pairs = list(zip(sides, fits))
+    same = all(side.prompts == sides[0].prompts for side in sides)
+    blocks = [pairs] if same else [[pair] for pair in pairs]
+    rows, parts = [], []
+    for block in blocks:
+        mine = []
+        for k, group in enumerate(_prompt_groups(len(block[0][0].prompts))):
+            total = 0.0
+            for side, fit in block:
+                keep = np.setdiff1d(np.arange(len(side.prompts)), group)
+                points = [(c, t[:, keep].mean(axis=1)) for (c, _), t in zip(side.curves, side.tables)]
+                f = _fit(points, a_bounds, _start(fit))
+                if not f.converged:
+                    return f"the fit without prompt group {k + 1} did not converge"
+                total += side.sign * float(f.predict(budget))
+            mine.append(total)
+        rows += mine
+        parts.append((float(_jackknife_var(mine)), len(mine) - 1.0))
+    return rows, parts
+
+
 def _observed(sides: list[_Side], grid: np.ndarray, paired: bool) -> tuple[np.ndarray, np.ndarray]:
     """The seeds' signed sum (value or difference) at ``grid`` and its standard error there."""
     tables = [side.sign * align_on_grid(*zip(*side.curves), grid) for side in sides]
@@ -228,7 +291,7 @@ def _check(sides: list[_Side], look: float, budget: float, paired: bool, a_bound
         why = _shortfall(side, split, "the check's split")
         if why:
             return f"the out-of-sample check cannot be made: {why}"
-    early_sides = [_Side([(c[c <= split], y[c <= split]) for c, y in s.curves], s.seeds, s.sign) for s in sides]
+    early_sides = [side.before(split) for side in sides]
     early = [_fit(side.curves, a_bounds) for side in early_sides]
     for f in early:
         if not f.converged:
@@ -275,6 +338,13 @@ def _forecast(sides: list[_Side], look: float, budget: float, paired: bool, a_bo
         return NoForecast(check, look, budget)
     rows, parts = jack
     rows, parts = rows[:, 0], [(float(v[0]), df) for v, df in parts]
+    prompt_rows = ()
+    if all(side.tables is not None for side in sides):
+        by_prompt = _prompt_jackknife(sides, full, budget, a_bounds)
+        if isinstance(by_prompt, str):
+            return NoForecast(by_prompt, look, budget)
+        prompt_rows, prompt_parts = by_prompt
+        parts += prompt_parts
     var_j = sum(v for v, _ in parts)
     df = float(_satterthwaite(parts)) if len(parts) > 1 and var_j > 0 else parts[0][1]
     estimate = float(sum(side.sign * f.predict(budget) for side, f in zip(sides, full)))
@@ -284,7 +354,8 @@ def _forecast(sides: list[_Side], look: float, budget: float, paired: bool, a_bo
         return NoForecast("no spread: the seeds' forecasts agree exactly and the check saw no error", look, budget)
     how = "paired" if paired else ("Welch" if len(sides) > 1 else "one arm")
     n_control = len(sides[1].curves) if len(sides) > 1 else 0
-    test = f"forecast (seed jackknife, {how}; out-of-sample widening)"
+    prompts = " + prompt jackknife" if prompt_rows else ""
+    test = f"forecast (seed jackknife, {how}{prompts}; out-of-sample widening)"
     return Forecast(
         estimate,
         se,
@@ -299,6 +370,7 @@ def _forecast(sides: list[_Side], look: float, budget: float, paired: bool, a_bo
         check,
         tuple(float(r) for r in rows),
         tuple(full),
+        tuple(float(r) for r in prompt_rows),
     )
 
 
@@ -310,11 +382,16 @@ def forecast_value(
     budget: float,
     seeds: Sequence | None = None,
     a_bounds: tuple[float | None, float | None] | None = None,
+    prompt_scores: Sequence | None = None,
+    prompts: Sequence | None = None,
 ) -> Forecast | NoForecast:
     """One arm's value at ``budget`` forecast from its seeds' curves (``x[i]``, ``y[i]``: seed i's
     compute and primary metric at each evaluation; points past ``look`` are left out).
-    ``a_bounds``: the metric's range (as ``fit_curve``)."""
-    return _forecast([_side(x, y, seeds, 1.0, look)], look, budget, False, a_bounds)
+    ``a_bounds``: the metric's range (as ``fit_curve``). ``prompt_scores[i]``: seed i's [evaluations
+    x prompts] scores (named by ``prompts``), as ``fit_scaling`` takes them: the prompts are then
+    jackknifed too (grouped), and each evaluation's score is their mean."""
+    side = _side(x, y, seeds, 1.0, look, prompt_scores, prompts)
+    return _forecast([side], look, budget, False, a_bounds)
 
 
 def forecast_difference(
@@ -329,16 +406,23 @@ def forecast_difference(
     control_seeds: Sequence | None = None,
     paired: bool = True,
     a_bounds: tuple[float | None, float | None] | None = None,
+    arm_prompt_scores: Sequence | None = None,
+    control_prompt_scores: Sequence | None = None,
+    arm_prompts: Sequence | None = None,
+    control_prompts: Sequence | None = None,
 ) -> Forecast | NoForecast:
     """(arm - control) at ``budget`` forecast from both arms' curves up to ``look``. Paired by seed
     when ``paired`` and both ran the same seeds (the control's curves are put in the arm's seed
-    order); else Welch. Seeds default to 0..n-1 in the order given."""
-    arm = _side(arm_x, arm_y, arm_seeds, 1.0, look)
-    control = _side(control_x, control_y, control_seeds, -1.0, look)
+    order); else Welch. Seeds default to 0..n-1 in the order given. Per-prompt scores (both arms
+    or neither, as ``forecast_value``): the prompt jackknife pairs the arms when both name the same
+    prompts in the same order, else adds the two arms' prompt variances."""
+    if (arm_prompt_scores is None) != (control_prompt_scores is None):
+        raise ValueError("per-prompt scores must be given for both arms or for neither")
+    arm = _side(arm_x, arm_y, arm_seeds, 1.0, look, arm_prompt_scores, arm_prompts)
+    control = _side(control_x, control_y, control_seeds, -1.0, look, control_prompt_scores, control_prompts)
     same = paired and set(arm.seeds) == set(control.seeds) and len(arm.seeds) >= 2
     if same:
-        order = [control.seeds.index(s) for s in arm.seeds]
-        control = _Side([control.curves[i] for i in order], arm.seeds, -1.0)
+        control = control.reordered(arm.seeds)
     return _forecast([arm, control], look, budget, same, a_bounds)
 
 

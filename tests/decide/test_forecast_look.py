@@ -76,3 +76,28 @@ def test_too_early_a_look_gives_no_forecast():
     results = make_scaling_results()
     f = forecast_comparison(results, "high", "grpo", look=4000.0, budget=BUDGET, metric=PRIMARY, axis=AXIS)
     assert isinstance(f, NoForecast) and "check's split" in f.reason
+
+
+def test_per_prompt_scores_in_the_frame_are_jackknifed_too():
+    results = make_scaling_results(prompts=12)
+    f = forecast_comparison(results, "high", "grpo", look=LOOK, budget=BUDGET, metric=PRIMARY, axis=AXIS)
+
+    def prompt_tables_by_hand(arm):
+        rows = results.prompts[results.prompts["arm"] == arm]
+        return [g.pivot(index="step", columns="prompt_id", values="value").to_numpy() for _, g in rows.groupby("seed")]
+
+    arm, control = prompt_tables_by_hand("high"), prompt_tables_by_hand("grpo")
+    reference = forecast_difference(
+        [np.arange(11) * 1000.0] * 5,
+        [t.mean(axis=1) for t in arm],
+        [np.arange(11) * 1000.0] * 5,
+        [t.mean(axis=1) for t in control],
+        look=LOOK,
+        budget=BUDGET,
+        a_bounds=(0, 1),
+        arm_prompt_scores=arm,
+        control_prompt_scores=control,
+    )
+    assert isinstance(f, Forecast) and "prompt jackknife" in f.test and len(f.prompt_jackknife) == 10
+    assert f.estimate == pytest.approx(reference.estimate, abs=1e-12)
+    assert f.se == pytest.approx(reference.se, abs=1e-12)

@@ -190,3 +190,39 @@ def test_forecast_verdict_is_inconclusive_when_the_interval_does_not_decide():
     assert v.label == "inconclusive" and not v.called
     (wide,) = forecast_verdict([f], alpha=0.05, min_effect=0.1)
     assert wide.label == "equivalent"  # [-0.026, 0.060] lies inside +-0.1
+
+
+W = np.array([-0.02, 0.0, 0.01, 0.03])  # each prompt's shift of the ceiling: mean 0.005, s^2 0.0013 / 3
+
+
+def tables(ceilings) -> list[np.ndarray]:
+    """Each seed's exact [evaluations x prompts] scores: the curve at A_i + w_p."""
+    return [saturating_curve(C[:, None], R0, a + W[None, :], B, C_MID) for a in ceilings]
+
+
+def test_per_prompt_scores_add_a_grouped_prompt_jackknife():
+    """4 prompts, so 4 groups of one: leaving prompt p out moves the forecast by g times the shift
+    of the mean of W, whose jackknife variance is s_W^2 / 4 = 0.000108333; the seeds' part is
+    g^2 0.0013 / 3 as without prompts. Satterthwaite df from (variance, df) = (seeds, 2), (prompts, 3)."""
+    t = tables(ARM_A)
+    f = forecast_value([C] * 3, [x.mean(axis=1) for x in t], look=5000, budget=BUDGET, prompt_scores=t)
+    seeds, prompts = 0.0013 / 3, 0.0013 / 3 / 4
+    assert isinstance(f, Forecast) and "prompt jackknife" in f.test
+    assert f.estimate == pytest.approx(0.4 + 0.315 * G, abs=1e-6)
+    assert f.se_jackknife == pytest.approx(G * math.sqrt(seeds + prompts), abs=1e-6)
+    assert f.df == pytest.approx((seeds + prompts) ** 2 / (seeds**2 / 2 + prompts**2 / 3), rel=1e-4)
+    assert len(f.prompt_jackknife) == 4
+
+
+def test_the_prompt_jackknife_pairs_arms_scored_on_the_same_prompts():
+    """The prompts' shifts are the same in both arms: on the same prompts they cancel in the
+    difference (no prompt variance); named as different prompts, the two arms' prompt variances add."""
+    arm, control = tables(ARM_A), tables(CONTROL_A)
+    kwargs = {"look": 5000, "budget": BUDGET, "arm_prompt_scores": arm, "control_prompt_scores": control}
+    means = ([x.mean(axis=1) for x in arm], [x.mean(axis=1) for x in control])
+    same = forecast_difference([C] * 3, means[0], [C] * 3, means[1], **kwargs)
+    other = forecast_difference([C] * 3, means[0], [C] * 3, means[1], control_prompts=list("abcd"), **kwargs)
+    assert same.se_jackknife == pytest.approx(G * math.sqrt(0.0008 / 6), abs=1e-6)
+    assert other.se_jackknife == pytest.approx(G * math.sqrt(0.0008 / 6 + 2 * 0.0013 / 12), abs=1e-6)
+    with pytest.raises(ValueError, match="both arms or for neither"):
+        forecast_difference([C] * 3, means[0], [C] * 3, means[1], look=5000, budget=BUDGET, arm_prompt_scores=arm)
