@@ -10,6 +10,11 @@ R0 = 0.4, B = 1.5, u the seed's shift of the ceiling (sd 0.02), e per evaluation
 * equal / equal-t3 / equal-binary: arm = control (A 0.7, C_mid 3000); normal noise; Student t3
   noise scaled to the same sd; binary-mean scores (each evaluation the mean of 100 Bernoulli draws
   at the curve's value, sd about 0.046, on top of the seed shift);
+* equal-prompts / equal-prompts-fixed: arm = control, each evaluation scored on 40 prompts, each
+  prompt with its own shift of each arm's ceiling (arm x prompt, sd 0.1: the 40 drawn prompts
+  favour one arm by sd 0.1 * sqrt(2 / 40) = 0.022 at the ceiling) and each score with noise sd
+  0.05; the same scores forecast with the prompt jackknife, and with the prompts treated as fixed
+  (seeds only);
 * cross: the arm starts slower and ends higher (arm A 0.8, C_mid 4000; control A 0.7, C_mid 1500):
   the arm is 0.073 behind at 25% of the budget and 0.036 ahead at the budget;
 * misspecified-loglinear: curves the family does not fit: R0 + g log(1 + C / 1500) / log(1 + 10000 /
@@ -44,6 +49,8 @@ C = np.arange(0, 41) * 250.0
 BUDGET = 10_000.0
 R0, B, SEED_SD, POINT_SD, PROMPTS = 0.4, 1.5, 0.02, 0.01, 100
 ALPHA, MIN_EFFECT = 0.05, 0.02
+#: per-prompt scenarios: prompts scored, the arm x prompt sd (on the ceiling) and each score's noise sd
+SCORED_PROMPTS, ARM_PROMPT_SD, SCORE_SD = 40, 0.1, 0.05
 LOOKS = (0.25, 0.5)
 
 
@@ -66,6 +73,8 @@ SCENARIOS = {
     "equal": (saturating(0.7, 3000), saturating(0.7, 3000), "normal"),
     "equal-t3": (saturating(0.7, 3000), saturating(0.7, 3000), "t3"),
     "equal-binary": (saturating(0.7, 3000), saturating(0.7, 3000), "binary"),
+    "equal-prompts": (saturating(0.7, 3000), saturating(0.7, 3000), "prompts"),
+    "equal-prompts-fixed": (saturating(0.7, 3000), saturating(0.7, 3000), "prompts-fixed"),
     "cross": (saturating(0.8, 4000), saturating(0.7, 1500), "normal"),
     "misspecified-loglinear": (loglinear(0.35), loglinear(0.3), "normal"),
     "misspecified-decline": (declining(saturating(0.7, 3000)), saturating(0.7, 3000), "normal"),
@@ -73,7 +82,8 @@ SCENARIOS = {
 
 
 def draw(rng: np.random.Generator, curve, noise: str, reps: int, seeds: int) -> np.ndarray:
-    """[reps, seeds, evaluations] curves, all replicates at once."""
+    """[reps, seeds, evaluations] curves, all replicates at once; per-prompt noise: [reps, seeds,
+    evaluations, prompts] scores."""
 
     def standard(size):
         return rng.standard_t(3, size) / math.sqrt(3.0) if noise == "t3" else rng.normal(size=size)
@@ -81,6 +91,10 @@ def draw(rng: np.random.Generator, curve, noise: str, reps: int, seeds: int) -> 
     mean = curve(C, SEED_SD * standard((reps, seeds, 1)))
     if noise == "binary":
         return rng.binomial(PROMPTS, np.clip(mean, 0.0, 1.0)) / PROMPTS
+    if noise.startswith("prompts"):
+        arm_by_prompt = ARM_PROMPT_SD * rng.normal(size=(reps, 1, 1, SCORED_PROMPTS))
+        shift = SEED_SD * standard((reps, seeds, 1, 1))
+        return curve(C[:, None], shift + arm_by_prompt) + SCORE_SD * standard((reps, seeds, C.size, SCORED_PROMPTS))
     return mean + POINT_SD * standard((reps, seeds, C.size))
 
 
@@ -102,7 +116,22 @@ def run(name: str, look: float, reps: int, seeds: int, rng: np.random.Generator)
     for arm, control in zip(arms, controls):
         if control_curve is None:
             f = forecast_value(xs, list(arm), look=look * BUDGET, budget=BUDGET, a_bounds=(0, 1))
+        elif noise == "prompts":
+            means = list(arm.mean(axis=-1)), list(control.mean(axis=-1))
+            f = forecast_difference(
+                xs,
+                means[0],
+                xs,
+                means[1],
+                look=look * BUDGET,
+                budget=BUDGET,
+                a_bounds=(0, 1),
+                arm_prompt_scores=list(arm),
+                control_prompt_scores=list(control),
+            )
         else:
+            if noise == "prompts-fixed":
+                arm, control = arm.mean(axis=-1), control.mean(axis=-1)
             f = forecast_difference(
                 xs, list(arm), xs, list(control), look=look * BUDGET, budget=BUDGET, a_bounds=(0, 1)
             )
