@@ -108,9 +108,8 @@ class OutOfSample(JsonMixin):
     ``n_checked`` points in (split, look]. ``rmse``: of the prediction errors; ``noise_se``: root mean
     square standard error of the observed means there; ``fit_se``: root mean square jackknife
     standard error of the early fit's prediction there; ``bias``: sqrt(max(0, rmse^2 - noise_se^2 -
-    fit_se^2));
-    ``horizon_ratio``: log(budget / look) / log(x_top / split); ``widening``: bias * horizon_ratio,
-    the extrapolation error added (in quadrature) to the jackknife standard error."""
+    fit_se^2)); ``horizon_ratio``: log(budget / look) / log(x_top / split); ``widening``: bias *
+    horizon_ratio, the extrapolation error added (in quadrature) to the jackknife standard error."""
 
     split: float
     n_checked: int
@@ -125,10 +124,12 @@ class OutOfSample(JsonMixin):
 @dataclass(frozen=True)
 class Forecast(JsonMixin):
     """One arm's value at ``budget`` (``n_control`` 0) or its difference from the control, forecast
-    at ``look``. ``se`` is the interval's standard error: the jackknife's (``se_jackknife``) and the
-    out-of-sample ``check.widening`` in quadrature; ``df`` the jackknife's. ``jackknife``: the
-    leave-one-seed-out forecasts (paired: of the difference; unpaired: the arm's, then the
-    control's). ``fits``: the full fits at the look (arm, then control)."""
+    at ``look``. ``se`` is the interval's standard error: the jackknife's (``se_jackknife``: seeds,
+    and prompts when per-prompt scores were given) and the out-of-sample ``check.widening`` in
+    quadrature; ``df`` the jackknife's. ``jackknife``: the leave-one-seed-out forecasts (paired: of
+    the difference; unpaired: the arm's, then the control's); ``prompt_jackknife``: the
+    leave-one-prompt-group-out ones (empty without per-prompt scores). ``fits``: the full fits at
+    the look (arm, then control)."""
 
     estimate: float
     se: float
