@@ -77,12 +77,19 @@ def forecast_look(
     """Each of ``pairs`` ((arm, reference); default: the study's comparisons) forecast at ``look``
     (an absolute point on ``axis``, default the study's ``primary_at.axis``) to ``budget``, and read
     at level 1 - ``alpha`` / m (``rules.correction``; m = ``family_size``, default the number of
-    pairs) with ``rules``' direction and min_effect."""
+    pairs) with ``rules``' direction and min_effect. A study read at the area under the curve
+    (``primary_at.point: auc``) gets no forecast: what it predicts is the value at the budget."""
     pairs = comparisons_of(results) if pairs is None else [(str(a), str(b)) for a, b in pairs]
-    axis = axis or (meta_of(results).primary_at or {}).get("axis") or DEFAULT_AXIS
-    forecasts = [
-        forecast_comparison(results, a, b, look=look, budget=budget, metric=rules.metric, axis=axis) for a, b in pairs
-    ]
+    primary_at = meta_of(results).primary_at or {}
+    axis = axis or primary_at.get("axis") or DEFAULT_AXIS
+    if primary_at.get("point") == "auc":  # the verdicts read a mean over the axis, not the value at the budget
+        why = "the study reads the area under the curve up to the budget; the forecast predicts the value at it"
+        forecasts = [NoForecast(why, float(look), float(budget)) for _ in pairs]
+    else:
+        forecasts = [
+            forecast_comparison(results, a, b, look=look, budget=budget, metric=rules.metric, axis=axis)
+            for a, b in pairs
+        ]
     verdicts = forecast_verdict(
         forecasts,
         alpha=alpha,

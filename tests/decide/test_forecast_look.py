@@ -101,3 +101,10 @@ def test_per_prompt_scores_in_the_frame_are_jackknifed_too():
     assert isinstance(f, Forecast) and "prompt jackknife" in f.test and len(f.prompt_jackknife) == 10
     assert f.estimate == pytest.approx(reference.estimate, abs=1e-12)
     assert f.se == pytest.approx(reference.se, abs=1e-12)
+
+
+def test_a_study_read_at_the_area_under_the_curve_gets_no_forecast():
+    results = make_scaling_results(primary_at={"point": "auc", "axis": AXIS, "budget": BUDGET})
+    out = forecast_look(results, rules_of(results), look=LOOK, budget=BUDGET, alpha=0.05)
+    assert [r.verdict.label for r in out] == ["inconclusive", "inconclusive"]
+    assert all(isinstance(r.forecast, NoForecast) and "area under the curve" in r.forecast.reason for r in out)
