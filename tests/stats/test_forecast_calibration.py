@@ -6,13 +6,13 @@ R0 = 0.4, B = 1.5, u the seed's shift of the ceiling (sd 0.02), noise sd 0.01 (n
 t3 scaled to that sd). All replicates are drawn at once; each is then forecast (the fits run one
 by one: a fit is scipy's least squares). Every generator has a fixed seed.
 
-A rate p over R replicates has Monte Carlo SE sqrt(p (1 - p) / R): at R = 100 and p = 0.95 that
-is 0.022, at p = 0.05 also 0.022; the tests allow 3 of them (coverage >= 0.95 - 0.065, false
-verdicts <= 0.05 + 0.065). Measured (these generators, R = 100, a forecast given in every
-replicate): equal arms, normal noise, look at half the budget: coverage 0.98, false better / worse
-0.02; crossing curves, t3 noise, look at a quarter: coverage 0.96, false 'worse' 0.01. The wider figures (300 replicates, six scenarios, binary scores and
-curves the family does not fit) are benchmarks/forecast_calibration.py's, in
-docs/forecast-calibration.md.
+A rate p over R replicates has Monte Carlo SE sqrt(p (1 - p) / R): at R = 200 and p = 0.95 that
+is 0.0154, at p = 0.05 also 0.0154; the tests allow 3 of them (coverage >= 0.95 - 0.046, false
+verdicts <= 0.05 + 0.046). Measured (these generators, R = 200, a forecast given in every
+replicate): equal arms, normal noise, look at half the budget: coverage 0.985, false better / worse
+0.015; crossing curves, t3 noise, look at a quarter: coverage 0.990, false 'worse' 0.005. The
+wider figures (300 replicates, more scenarios: binary scores, per-prompt scores, curves the family
+does not fit) are benchmarks/forecast_calibration.py's, in docs/forecast-calibration.md.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from harness.stats import saturating_curve
 from harness.stats.forecast import Forecast, forecast_difference, forecast_verdict
 
 C = np.arange(0, 41) * 250.0
-BUDGET, R0, B, SEEDS, REPS, ALPHA = 10_000.0, 0.4, 1.5, 3, 100, 0.05
+BUDGET, R0, B, SEEDS, REPS, ALPHA = 10_000.0, 0.4, 1.5, 3, 200, 0.05
 
 
 def draw(rng: np.random.Generator, a: float, c_mid: float, heavy: bool) -> np.ndarray:
