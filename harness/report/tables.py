@@ -145,7 +145,8 @@ def _level_words(h: dict) -> str:
     """The verdicts' interval level, in words: one level, or a sequential study's looks' own."""
     if h.get("compute_looks"):
         return (
-            "the interval of the look that decided it: a stopped arm's at its look's share of alpha, the "
+            "the interval of the look that decided it: a stopped arm's at its look's share of alpha (an arm "
+            "called by a forecast: the forecast's interval at the budget, at half of that share), the "
             "others' at the budget with the alpha the earlier looks left (Bonferroni over the looks, so "
             "stopping an arm at a look keeps the error rates)"
         )
@@ -282,7 +283,11 @@ def _looks_section(analysis: Analysis) -> Section:
             "the seeds read, the difference from its reference and its interval (level: that look's share "
             "of alpha, from the spending function at the compute fraction, Bonferroni over the comparisons), "
             "and what the look decided (stop: the arm trailed by more than the catch-up allowance and trained "
-            "no further; go on; budget: the final reading with the alpha the earlier looks left).",
+            "no further; go on; budget: the final reading with the alpha the earlier looks left). With forecasts "
+            "on, a look's second row for an arm is its forecast: the difference predicted at the budget from the "
+            "curves up to the look, with its interval (the look's other half of alpha); called (forecast): that "
+            "interval decided the comparison and the arm trained no further, so its verdict is a forecast, not "
+            "a reading at the budget; go on (forecast): it did not.",
         )
     return Section(
         "looks",

@@ -54,9 +54,9 @@ curve was mispredicted, by the model or by the early fit's noise.
 
 **What it cannot see**: a change of the curve's shape after the look (a decline from over-
 optimisation that starts past the look, a second rise) leaves no trace in the curve up to the
-look; no interval built from it covers that (measured in docs/forecast-calibration.md).
+look; no interval built from it covers that (measured: README, "Verdicts called from the fitted curve").
 Calibration by simulation: tests/stats/test_forecast_calibration.py and
-benchmarks/forecast_calibration.py (figures in docs/forecast-calibration.md).
+benchmarks/forecast_calibration.py (figures in README, "Verdicts called from the fitted curve").
 
 **No forecast** (``NoForecast``, with the reason; never a number): the look at or past the budget;
 a side with fewer than 2 seeds; a curve without its start evaluation (C = 0); fewer than 3

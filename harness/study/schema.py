@@ -456,8 +456,9 @@ class Study(StrictModel):
                 )
 
     def _check_compute_looks(self) -> None:
-        """Looks over compute: not with seed looks yet, a catch-up allowance to read them with, and
-        under ``point: final`` one step budget for every trial (the looks are fractions of it)."""
+        """Looks over compute: not with seed looks yet, a catch-up allowance to read them with, a
+        forecast only of a value at the budget (not an area), and under ``point: final`` one step
+        budget for every trial (the looks are fractions of it)."""
         looks = self.compute_looks
         if looks is None:
             return
@@ -470,6 +471,12 @@ class Study(StrictModel):
                 ("compute_looks", "catch_up"),
                 "required when the study has no min_effect: how much an arm may still gain after a look, "
                 "in the metric's units (0: no crossing)",
+            )
+        if looks.forecast and self.primary_at.point == "auc":
+            raise FieldError(
+                ("compute_looks", "forecast"),
+                "a forecast predicts the value at the budget, and this study reads the area under the curve "
+                "(primary_at.point auc): read it at the budget (point: budget) or leave forecast off",
             )
         varied = [a.name for a in self.arms if "steps" in a.train] + (["grid"] if "train.steps" in self.grid else [])
         if self.primary_at.point == "final" and varied:

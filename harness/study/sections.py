@@ -210,6 +210,15 @@ class ComputeLooks(StrictModel):
         description="control: stop an arm decided worse than the control; best: than the arm best at the look "
         "(a selection study; every pair of conditions counts in the multiplicity)",
     )
+    forecast: bool = Field(
+        False,
+        description="also call verdicts early from the fitted curve: at each look before the budget, each arm "
+        "still running is forecast at the budget from its seeds' curves up to the look (saturating fit, seed "
+        "and prompt jackknife, widened by an out-of-sample check on the curve's earlier part) and its "
+        "comparison is called, and the arm stopped, only when that interval decides it. Each look's alpha is "
+        "split evenly between the stop rule and the forecast. Needs evaluations along the curve (at least 3 "
+        "past the start before a look); the report says every early call was a forecast",
+    )
 
     def describe(self, primary_at: PrimaryAt, steps: int, min_effect: float | None) -> str:
         """One line: where the looks read, how they spend alpha, and what a stop saves."""
@@ -218,7 +227,8 @@ class ComputeLooks(StrictModel):
         catch_up = f"{self.catch_up:g}" if self.catch_up is not None else f"{min_effect:g} (min_effect)"
         return (
             f"compute looks: at {at} of the budget ({', '.join(amount(p) for p in points)} {AXIS_UNITS[axis]}), "
-            f"{self.spending} spending, catch-up {catch_up}, against the {self.against}; each trial runs in "
+            f"{self.spending} spending, catch-up {catch_up}, against the {self.against}"
+            f"{', forecasts called from the fitted curve' if self.forecast else ''}; each trial runs in "
             f"{len(self.at)} segments and an arm decided worse stops at its look: the trials above are the most "
             "it runs"
         )

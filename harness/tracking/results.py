@@ -401,6 +401,7 @@ def _compute_looks_meta(
         axis=axis,
         budget=budget,
         point=point,
+        forecast=section.forecast,
     )
 
 

@@ -34,7 +34,8 @@ class ComputeLookDesign:
     the spending function, the catch-up allowance (the study's min_effect where the section
     leaves it out), the reference an arm is stopped against, and the axis, budget and reading
     (``budget`` or ``auc``; a study read at its final evaluation reads its looks at fractions of
-    ``train.steps`` on the step axis, ``budget``)."""
+    ``train.steps`` on the step axis, ``budget``), and whether interim looks also call verdicts
+    from the fitted curve (``forecast``)."""
 
     at: list[float]
     spending: str
@@ -43,6 +44,7 @@ class ComputeLookDesign:
     axis: str
     budget: float
     point: str
+    forecast: bool = False  # verdicts also called at interim looks from the fitted curve
 
     @property
     def points(self) -> list[float]:
@@ -61,6 +63,7 @@ class ComputeLookDesign:
             axis=str(data["axis"]),
             budget=float(data["budget"]),
             point=str(data["point"]),
+            forecast=bool(data.get("forecast", False)),
         )
 
     def to_dict(self) -> dict[str, Any]:

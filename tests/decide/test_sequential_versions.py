@@ -217,6 +217,7 @@ def test_a_compute_look_rule_holds_its_looks_with_the_catch_up_resolved(tmp_path
     s = compute_study(tmp_path)
     rule = rule_of_study(s)
     assert (rule.at, rule.spending, rule.catch_up, rule.against) == ([0.25, 0.5, 1.0], "pocock", 0.05, "control")
+    assert rule.forecast is False and rule.decision()["forecast"] is False  # a compute-look rule always says it
     assert (rule.looks, rule.seeds, rule.kind, rule.section) == ([4], [0, 1, 2, 3], "compute-look", "compute_looks")
     assert rule.configs == {
         c: condition_spec(s, c, 0).model_copy(update={"looks": None}).config_hash() for c in ("grpo", "dr", "grpo-aa")
@@ -230,11 +231,14 @@ def test_a_compute_look_rule_holds_its_looks_with_the_catch_up_resolved(tmp_path
 
 def test_a_change_of_a_compute_look_rule_is_named_field_by_field(tmp_path):
     before = fixed(rule_of_study(compute_study(tmp_path)))
-    after = rule_of_study(compute_study(tmp_path, at=[0.5, 1.0], spending="obrien_fleming", catch_up=0.1))
+    after = rule_of_study(
+        compute_study(tmp_path, at=[0.5, 1.0], spending="obrien_fleming", catch_up=0.1, forecast=True)
+    )
     assert before.changes_to(after) == [
         "spending pocock -> obrien_fleming",
         "at [0.25, 0.5, 1.0] -> [0.5, 1.0]",
         "catch_up 0.05 -> 0.1",
+        "forecast False -> True",
     ]  # the conditions' configs leave the looks' points out: the looks name that change
     with pytest.raises(RuleChanged) as caught:
         rule_in_force(after, [before], study="seq")
@@ -264,3 +268,5 @@ def test_the_header_line_of_a_compute_look_rule(tmp_path):
         "per arm (seeds 0..3), catch-up 0.05 against the control, pocock spending, alpha 0.05 (bonferroni), "
         "min_effect 0.05, test auto on eval/accuracy (maximize), failures drop, control grpo"
     )
+    forecasts = fixed(rule_of_study(compute_study(tmp_path, forecast=True)))
+    assert "catch-up 0.05 against the control, forecasts on, pocock spending" in forecasts.line()

@@ -97,6 +97,7 @@ def make_analysis(**header) -> Analysis:
         "n_completed": 11,
         "n_failed": 1,
         "n_pending": 0,
+        "trials_line": "11 completed, 1 failed, 0 running/waiting, 12 in all",
         "complete": False,
         **header,
     }

@@ -21,6 +21,10 @@ load, then releases them by writing the file.
 noise, except arms named ``big*``, which get a large effect (+0.3): a sequential study stops
 them at the first look.
 
+``looked`` and ``curved`` (``fake_trials:looked``, ``fake_trials:curved``) run the segments of a
+study with compute looks: ``looked`` evaluates at each look, ``bad*`` arms trailing by 0.3;
+``curved`` at every step on a saturating curve, ``high*`` arms with a higher ceiling.
+
 Every call appends a line to ``$FAKE_TRIALS_DIR/<trial_id>.started`` and, on success,
 ``<trial_id>.done``, so a test can count how often each trial ran. ``FAKE_TRIAL_SLEEP`` (seconds)
 makes successful trials slow. With ``FAKE_TRIALS_DUMP_ENV`` set, each call also writes the
@@ -173,6 +177,45 @@ def looked(spec: TrialSpec) -> TrialResult:
     it evaluates at step 0 and at each look's point up to the look it runs to (``looks.run_to``),
     resumes only from the marker the segment before it left in its checkpoint folder (an error
     otherwise) and leaves one where it pauses."""
+    looks = spec.looks
+    budget = looks.at[-1]
+    rows = [{"step": 0, "eval/accuracy": looked_accuracy(spec.arm, spec.seed, 0.0)}]
+    for k, point in enumerate(looks.at[: looks.run_to + 1]):
+        rows.append(
+            {"step": int(point), "look": k, "eval/accuracy": looked_accuracy(spec.arm, spec.seed, point / budget)}
+        )
+    return _segment(spec, rows)
+
+
+#: ``curved`` arms: the ceiling of the control's curve, and of ``high*`` arms
+CURVED_CEILING, CURVED_HIGH = 0.6, 0.8
+
+
+def curved_accuracy(arm: str, seed: int, step: int, budget: float) -> float:
+    """A saturating curve in the step: 0.2 + (A - 0.2) / (1 + (budget / 3 / step)^1.5), A
+    ``CURVED_HIGH`` for ``high*`` arms and ``CURVED_CEILING`` for the others, plus seeded noise in
+    [-0.005, 0.005] per seed and step (0.2 at step 0)."""
+    if step == 0:
+        return 0.2
+    noise = int(hashlib.sha256(f"{arm}:{seed}:{step}".encode()).hexdigest()[:8], 16) / 2**32 - 0.5
+    ceiling = CURVED_HIGH if arm.startswith("high") else CURVED_CEILING
+    return round(0.2 + (ceiling - 0.2) / (1 + (budget / 3 / step) ** 1.5) + 0.01 * noise, 6)
+
+
+def curved(spec: TrialSpec) -> TrialResult:
+    """As ``looked``, but evaluated at every step up to the look it runs to, on a saturating curve
+    (``curved_accuracy``): a curve a forecast can be fitted to."""
+    looks = spec.looks
+    budget = looks.at[-1]
+    steps = range(int(looks.at[looks.run_to]) + 1)
+    return _segment(
+        spec, [{"step": s, "eval/accuracy": curved_accuracy(spec.arm, spec.seed, s, budget)} for s in steps]
+    )
+
+
+def _segment(spec: TrialSpec, history: list[dict]) -> TrialResult:
+    """One segment of a trial with compute looks, its ``history`` from step 0 to where it pauses:
+    resumed only from the marker the segment before it left, and a marker where it pauses."""
     _mark(spec, "started")
     looks = spec.looks
     folder = checkpoint_dir(spec.whole_trial_id())
@@ -180,11 +223,6 @@ def looked(spec: TrialSpec) -> TrialResult:
         marker = folder / f"look_{looks.resume_after}.marker"
         if not marker.is_file():
             raise RuntimeError(f"no checkpoint of look {looks.resume_after} in {folder}")
-    budget = looks.at[-1]
-    history = [{"step": 0, "eval/accuracy": looked_accuracy(spec.arm, spec.seed, 0.0)}]
-    for k, point in enumerate(looks.at[: looks.run_to + 1]):
-        accuracy = looked_accuracy(spec.arm, spec.seed, point / budget)
-        history.append({"step": int(point), "look": k, "eval/accuracy": accuracy})
     if looks.pause_after is not None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"look_{looks.pause_after}.marker").write_text(spec.trial_id)

@@ -77,6 +77,28 @@ def test_an_arm_decided_worse_stops_at_the_first_look_and_the_others_run_to_the_
     assert segments_run(fake_env, "bad") == 4 and segments_run(fake_env, "grpo") == 4 * len(AT)
 
 
+@pytest.mark.slow
+def test_with_forecasts_on_the_higher_ceiling_is_called_better_at_the_look_and_trains_no_further(tmp_path, fake_env):
+    path = write_study(
+        tmp_path,
+        ["grpo", "high"],
+        seeds=4,
+        name="clf",
+        train={"steps": 12},
+        compute_looks={"at": [0.5, 1.0], "spending": "pocock", "catch_up": 0.05, "forecast": True},
+    )
+    summary = run_study(path, options(trial_fn="fake_trials:curved", workers=2))
+    assert summary.exit_code == 0, summary.format()
+    assert segments_run(fake_env, "high") == segments_run(fake_env, "grpo") == 4  # both end at the look
+    assert re.search(r"^  high +stopped at look 1: better$", summary.format(), re.MULTILINE), summary.format()
+    analysis = analyze(load_results(path))
+    verdict = analysis.verdicts.set_index("condition").loc["high"]
+    assert verdict["verdict"] == "better" and "Forecast at the budget (12)" in verdict["reason"]
+    assert "stopped: high at look 1 (forecast: better)" in analysis.header["design"]
+    assert "every verdict called before the budget by a forecast is a prediction" in analysis.header["design"]
+    assert "forecasts on" in analysis.header["rule"]
+
+
 def test_the_first_segments_are_queued_in_their_phase_and_the_design_trials_are_the_last_segments(tmp_path):
     path = compute_look_study(tmp_path)
     study = load_study(path)

@@ -12,7 +12,7 @@ verdicts <= 0.05 + 0.046). Measured (these generators, R = 200, a forecast given
 replicate): equal arms, normal noise, look at half the budget: coverage 0.985, false better / worse
 0.015; crossing curves, t3 noise, look at a quarter: coverage 0.990, false 'worse' 0.005. The
 wider figures (300 replicates, more scenarios: binary scores, per-prompt scores, curves the family
-does not fit) are benchmarks/forecast_calibration.py's, in docs/forecast-calibration.md.
+does not fit) are benchmarks/forecast_calibration.py's, in README ("Verdicts called from the fitted curve").
 """
 
 from __future__ import annotations

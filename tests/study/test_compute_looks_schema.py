@@ -57,6 +57,17 @@ def test_catch_up_is_required_without_a_min_effect():
     assert parse_study(study(min_effect=None, compute_looks={"at": [0.5, 1.0], "catch_up": 0})).compute_looks
 
 
+def test_a_forecast_predicts_a_value_at_the_budget_not_an_area():
+    auc = {"point": "auc", "axis": "compute/flops", "budget": 2e9}
+    with pytest.raises(ConfigError, match="compute_looks.forecast: a forecast predicts the value at the budget"):
+        parse_study(study(primary_at=auc, compute_looks={"at": [0.5, 1.0], "forecast": True}))
+    at_budget = {**auc, "point": "budget"}
+    s = parse_study(study(primary_at=at_budget, compute_looks={"at": [0.5, 1.0], "forecast": True}))
+    meta = _compute_looks_meta(s.compute_looks, _section_fields(s.primary_at, PrimaryAt), s.train, s.min_effect)
+    assert s.compute_looks.forecast and meta.forecast
+    assert not parse_study(study(compute_looks={"at": [0.5, 1.0]})).compute_looks.forecast  # off by default
+
+
 def test_looks_on_steps_need_one_step_budget():
     arms = [{"name": "grpo", "algorithm": "grpo"}, {"name": "dr", "algorithm": "dr_grpo", "train": {"steps": 30}}]
     with pytest.raises(ConfigError, match="fractions of train.steps, which dr changes"):

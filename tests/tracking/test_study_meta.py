@@ -87,5 +87,6 @@ def test_a_compute_look_study_carries_its_looks_resolved(tmp_path):
     meta = load_results(study).meta
     assert meta.compute_looks == ComputeLookDesign([0.25, 0.5, 1.0], "pocock", 0.05, "control", "step", 40.0, "budget")
     plain = meta.to_dict()
-    assert sorted(plain) == sorted([*KEYS, "compute_looks"])
+    assert sorted(plain) == sorted([*KEYS, "compute_looks", "sequential_rules"])  # its rule's versions (none yet)
+    assert meta.sequential_rules == [] and set(meta.configs) == {"grpo", "dr"}
     assert StudyMeta.from_dict(plain) == meta

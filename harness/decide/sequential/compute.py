@@ -15,6 +15,15 @@ is the study's own reading at the budget, with the alpha the interim looks left,
 control: better, worse, equivalent or inconclusive. The control, and the calibration conditions
 that follow it, never stop (the final verdicts read them).
 
+With ``forecast: true`` an interim look also forecasts each arm still running at the budget from
+its seeds' curves up to the look (:func:`harness.decide.forecast.forecast_look`: the saturating
+fit, seed and prompt jackknife, out-of-sample widening) and calls its comparison with the control
+early, stopping the arm, when the forecast interval decides it (better, worse or equivalent). The
+look's share of alpha is then split evenly between the stop rule and the forecast (Bonferroni:
+the two together spend no more than the look's share), the forecasts adjusted over the
+pre-registered comparisons. Every such call is marked a forecast in the table, the stop's reason
+and the report's line.
+
 The replay is a pure function of the stored trials, so the runner asks it which arms go on after
 a look (:meth:`ComputeReplay.after_look`). A trial has reached look k when its primary metric's
 curve reaches the look's point (a trial paused after look k ends there) or it has finished (a
@@ -40,6 +49,7 @@ import pandas as pd
 from harness import stats
 from harness.decide.comparisons import ArmScores, arm_scores, compare_scores
 from harness.decide.compute_budget import at_point
+from harness.decide.forecast import LookForecast, forecast_look
 from harness.decide.frames import comparisons_of, conditions_of, meta_of
 from harness.decide.rules import DecisionRules
 from harness.errors import ConfigError
@@ -68,17 +78,23 @@ LOOK_COLUMNS = [
 RAN_TO_BUDGET = "ran to the budget"
 #: the final verdict of an arm whose reading at the budget is still to come
 WAITING = "waiting"
+#: the Looks table's decision of a comparison a forecast called early (the arm trains no more)
+CALLED = "called (forecast)"
+#: ... and of one it did not call (the arm goes on)
+NOT_CALLED = "go on (forecast)"
 
 
 @dataclass(frozen=True)
 class ArmStop:
     """Where one condition stands: the 1-based look that stopped it and its point (None: not
-    stopped), and why (or "ran to the budget", or what it waits for)."""
+    stopped), and why (or "ran to the budget", or what it waits for); ``forecast``: the stop was
+    a verdict called early from the fitted curve, not the stop rule."""
 
     condition: str
     look: int | None
     point: float | None
     reason: str
+    forecast: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,12 +166,22 @@ class ComputeReplay:
         """One line for a report's header: the looks, the stops and the compute saved."""
         design = self.design
         points = ", ".join(f"{f:g} ({amount(p)})" for f, p in zip(design.at, design.points))
-        stopped = [f"{c} at look {s.look}" for c, s in self.stops.items() if s.look is not None]
+        stopped = [
+            f"{c} at look {s.look}" + (f" (forecast: {self.verdicts[c]})" if s.forecast else "")
+            for c, s in self.stops.items()
+            if s.look is not None
+        ]
+        forecasts = (
+            "; forecasts on: every verdict called before the budget by a forecast is a prediction of the value "
+            "at the budget from the curves up to its look, not a reading of it"
+            if design.forecast
+            else ""
+        )
         return (
             f"compute looks at {points} {AXIS_UNITS.get(design.axis, design.axis)} "
             f"({design.spending.replace('_', '-')} spending, catch-up {design.catch_up:g}, against the {design.against}"
             f"); stopped: {', '.join(stopped) or 'none'}; compute spent {amount(self.spent)} of {amount(self.full)} "
-            f"({self.saving:.0%} saved)"
+            f"({self.saving:.0%} saved){forecasts}"
         )
 
 
@@ -189,7 +215,8 @@ def _seeds_of(meta: StudyMeta, trials: pd.DataFrame, condition: str) -> set[int]
 
 
 def _read_look(results, rules: DecisionRules, design: ComputeLookDesign, k: int, conditions: list[str]):
-    """Each condition's scores at look k, and the conditions not every seed of which reached it."""
+    """Each condition's scores at look k, the conditions not every seed of which reached it, and
+    the results as the look sees them (a trial paused at it read as completed)."""
     meta = meta_of(results)
     trials = results.trials
     view = _LookView(trials, results.curves, _look_meta(meta, design, k), getattr(results, "prompts", None))
@@ -209,7 +236,7 @@ def _read_look(results, rules: DecisionRules, design: ComputeLookDesign, k: int,
         in_progress = trials["trial_id"].isin(short) & ~trials["status"].isin(FINISHED)
         view.trials = view.trials[~in_progress]
     scores = {c: arm_scores(view, c, rules.metric, failures=rules.failures) for c in conditions if c not in waiting}
-    return scores, waiting
+    return scores, waiting, view
 
 
 def _row(condition, reference, k, design, difference, verdict, label, decision) -> dict:
@@ -303,7 +330,7 @@ class _Walk:
             if not running:
                 return
             last = k == len(design.at) - 1
-            scores, unread = _read_look(self.results, self.rules, design, k, [*running, control])
+            scores, unread, view = _read_look(self.results, self.rules, design, k, [*running, control])
             if control in unread or (design.against == "best" and unread and not last):
                 unread = running  # every comparison of the look needs the control (or, for the best, all)
             self.waiting.update({c: k for c in running if c in unread})
@@ -312,10 +339,26 @@ class _Walk:
                 for condition in running:
                     self._final(scores, condition, control, k)
             elif self.alphas[k] > 0:  # a look so early that its function spends nothing cannot stop an arm
+                # with forecasts on, the stop rule and the forecast each spend half the look's share
+                share = self.alphas[k] / 2 if design.forecast else self.alphas[k]
                 reference = control if design.against == "control" else self._best(scores, [*running, control])
                 for condition in [c for c in running if c != reference]:
-                    self._interim(scores, condition, reference, k)
+                    self._interim(scores, condition, reference, k, share)
                 running = [c for c in running if c not in self.stops]
+                if design.forecast and running:
+                    calls = forecast_look(
+                        view,
+                        self.rules,
+                        look=design.points[k],
+                        budget=design.points[-1],
+                        alpha=share,
+                        pairs=[(c, control) for c in running],
+                        axis=design.axis,
+                        family_size=self.final_family,
+                    )
+                    for call in calls:
+                        self._forecast(call, k)
+                    running = [c for c in running if c not in self.stops]
 
     def _best(self, scores: dict[str, ArmScores], conditions: list[str]) -> str:
         """The condition with the best mean over its seeds at the look."""
@@ -325,7 +368,7 @@ class _Walk:
         pick = max if self.rules.direction == "maximize" else min
         return pick(means, key=means.get)
 
-    def _test(self, scores, condition, reference, k, family) -> tuple[stats.Difference, stats.Verdict]:
+    def _test(self, scores, condition, reference, alpha, family) -> tuple[stats.Difference, stats.Verdict]:
         rules = self.rules
         pair = compare_scores(
             scores[condition],
@@ -340,7 +383,7 @@ class _Walk:
         )
         [verdict] = stats.decide(
             [pair.difference],
-            alpha=float(self.alphas[k]),
+            alpha=float(alpha),
             direction=rules.direction,
             min_effect=rules.min_effect,
             correction=rules.correction,
@@ -348,9 +391,9 @@ class _Walk:
         )
         return pair.difference, verdict
 
-    def _interim(self, scores, condition: str, reference: str, k: int) -> None:
+    def _interim(self, scores, condition: str, reference: str, k: int, alpha: float) -> None:
         design = self.design
-        difference, verdict = self._test(scores, condition, reference, k, self.family)
+        difference, verdict = self._test(scores, condition, reference, alpha, self.family)
         # the upper end of the interval of (arm - reference) with positive meaning better
         upper = verdict.ci_high if self.rules.direction == "maximize" else -verdict.ci_low
         stop = difference.testable and bool(looks_stats.stops(upper, design.catch_up))
@@ -366,8 +409,40 @@ class _Walk:
             )
             self.verdicts[condition] = stats.verdict.WORSE
 
+    def _forecast(self, call: LookForecast, k: int) -> None:
+        """One arm's forecast at look k: its row, and where the forecast decides the comparison,
+        the call (the arm stops there with the forecast's verdict)."""
+        design, called = self.design, call.verdict
+        fit, read = called.forecast_of, called.verdict
+        self.rows.append(
+            {
+                "condition": call.arm,
+                "reference": call.reference,
+                "look": k + 1,
+                "fraction": design.at[k],
+                "point": design.points[k],
+                "n": fit.n_arm if fit is not None else np.nan,
+                "n_reference": fit.n_control if fit is not None else np.nan,
+                "diff": fit.estimate if fit is not None else np.nan,
+                "ci_low": read.ci_low if read is not None else np.nan,
+                "ci_high": read.ci_high if read is not None else np.nan,
+                "ci_level": read.ci_level if read is not None else np.nan,
+                "verdict": called.label,
+                "decision": CALLED if called.called else NOT_CALLED,
+            }
+        )
+        if called.called:
+            self.stops[call.arm] = ArmStop(
+                call.arm,
+                k + 1,
+                design.points[k],
+                f"called {called.label} at {design.at[k]:.0%} of the budget: {called.reason}",
+                forecast=True,
+            )
+            self.verdicts[call.arm] = called.label
+
     def _final(self, scores, condition: str, control: str, k: int) -> None:
-        difference, verdict = self._test(scores, condition, control, k, self.final_family)
+        difference, verdict = self._test(scores, condition, control, self.alphas[k], self.final_family)
         self.verdicts[condition] = verdict.label
         self.rows.append(_row(condition, control, k, self.design, difference, verdict, verdict.label, "budget"))
 
@@ -444,8 +519,8 @@ def verdicts_under_looks(verdicts: pd.DataFrame, replay: ComputeReplay) -> pd.Da
         if not len(read):  # waiting for a look: nothing decided yet
             out.loc[i, ["verdict", "reason"]] = [stats.verdict.INCONCLUSIVE, stop.reason]
             continue
-        first = read.iloc[-1]
-        verdict = stats.verdict.WORSE if stop.look is not None else first["verdict"]
+        first = read.iloc[-1]  # a look that forecast an arm the stop rule let go on: the forecast's row
+        verdict = replay.verdicts.get(condition, first["verdict"])
         out.loc[i, ["diff", "ci_low", "ci_high", "ci_level", "verdict"]] = [
             first["diff"],
             first["ci_low"],

@@ -29,8 +29,8 @@ from pydantic import ConfigDict, Field, PositiveInt
 from harness.ground.strict import StrictModel
 from harness.study.expand import condition_configs
 from harness.study.schema import Study
-from harness.study.sections import PrimaryAt
-from harness.tracking.study_meta import StudyMeta
+from harness.study.sections import ComputeLooks, PrimaryAt
+from harness.tracking.study_meta import ComputeLookDesign, StudyMeta
 
 #: the level and correction every look is read at (the runner's; the plan and report assume them)
 ALPHA, CORRECTION = 0.05, "bonferroni"
@@ -38,7 +38,7 @@ ALPHA, CORRECTION = 0.05, "bonferroni"
 
 #: the fields only a compute-look study's rule holds; None (a seed-look rule) leaves them out of
 #: its decision and fingerprint, as rules fixed before they existed
-COMPUTE_FIELDS = ("at", "catch_up", "against")
+COMPUTE_FIELDS = ("at", "catch_up", "against", "forecast")
 
 
 class SequentialRule(StrictModel):
@@ -78,6 +78,9 @@ class SequentialRule(StrictModel):
         None, description="looks over compute: the catch-up allowance (compute_looks.catch_up, else min_effect)"
     )
     against: str | None = Field(None, description="looks over compute: what an arm is stopped against")
+    forecast: bool | None = Field(
+        None, description="looks over compute: whether interim looks also call verdicts from the fitted curve"
+    )
 
     def decision(self) -> dict[str, Any]:
         """The fields that decide the looks (not the version or when it was fixed; the optional
@@ -141,6 +144,7 @@ class SequentialRule(StrictModel):
             looks = (
                 f"compute looks at {', '.join(f'{f:g}' for f in self.at)} of the budget on {self.looks[-1]} seeds "
                 f"per arm (seeds {shown('seeds', self.seeds)}), catch-up {self.catch_up:g} against the {self.against}"
+                f"{', forecasts on' if self.forecast else ''}"
             )
         else:
             looks = f"looks at {', '.join(map(str, self.looks))} seeds per arm (seeds {shown('seeds', self.seeds)})"
@@ -186,7 +190,7 @@ def rule_of_study(study: Study, *, alpha: float = ALPHA, correction: str = CORRE
     if study.compute_looks is not None:
         section = study.compute_looks
         catch_up = section.catch_up if section.catch_up is not None else study.min_effect
-        design = _over_compute(study.seeds, section.at, section.spending, catch_up, section.against)
+        design = _over_compute(study.seeds, section, catch_up)
     else:
         design = _over_seeds(study.seeds, study.sequential.schedule(), study.sequential.spending)
     return SequentialRule(
@@ -210,17 +214,17 @@ def _over_seeds(seeds: Sequence[int], looks: Sequence[int], spending: str) -> di
     return {"looks": list(looks), "spending": spending, "seeds": list(seeds)[: looks[-1]]}
 
 
-def _over_compute(
-    seeds: Sequence[int], at: Sequence[float], spending: str, catch_up: float, against: str
-) -> dict[str, Any]:
-    """A compute-look rule's looks: every look reads every seed of the pool, at its fraction of the budget."""
+def _over_compute(seeds: Sequence[int], looks: ComputeLooks | ComputeLookDesign, catch_up: float) -> dict[str, Any]:
+    """A compute-look rule's looks (from the study file's section or the results' design): every
+    look reads every seed of the pool, at its fraction of the budget."""
     return {
         "looks": [len(seeds)],
-        "spending": spending,
+        "spending": looks.spending,
         "seeds": list(seeds),
-        "at": [float(f) for f in at],
+        "at": [float(f) for f in looks.at],
         "catch_up": float(catch_up),
-        "against": against,
+        "against": looks.against,
+        "forecast": bool(looks.forecast),
     }
 
 
@@ -236,7 +240,7 @@ def rule_of_meta(meta: StudyMeta, *, alpha: float, correction: str, min_effect: 
     ``alpha``, ``correction`` and ``min_effect`` (the study's, or a command's options)."""
     if meta.compute_looks is not None:
         looks = meta.compute_looks
-        design = _over_compute(meta.seeds, looks.at, looks.spending, looks.catch_up, looks.against)
+        design = _over_compute(meta.seeds, looks, looks.catch_up)
     else:
         design = _over_seeds(meta.seeds, meta.sequential.looks, meta.sequential.spending)
     return SequentialRule(
