@@ -229,8 +229,8 @@ class ComputeLooks(StrictModel):
             f"compute looks: at {at} of the budget ({', '.join(amount(p) for p in points)} {AXIS_UNITS[axis]}), "
             f"{self.spending} spending, catch-up {catch_up}, against the {self.against}"
             f"{', forecasts called from the fitted curve' if self.forecast else ''}; each trial runs in "
-            f"{len(self.at)} segments and an arm decided worse stops at its look: the trials above are the most "
-            "it runs"
+            f"{len(self.at)} segments and an arm decided worse stops at its look (the trials above are the most "
+            "it runs)"
         )
 
     def axis_points(self, primary_at: PrimaryAt, steps: int) -> tuple[str, list[float]]:
