@@ -78,6 +78,20 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
     return lines
 
 
+#: folders of tests that share an expensive session service (one real vLLM server; the Slurm and
+#: Ray clusters): under ``-n N --dist loadgroup`` each folder's tests run on one worker, so the
+#: service starts once and not on every worker
+SHARED_SERVICE_GROUPS = {"engine/vllm_backend": "vllm", "executors": "clusters"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.parent.relative_to(REPO / "tests").as_posix()
+        for prefix, group in SHARED_SERVICE_GROUPS.items():
+            if folder == prefix or folder.startswith(prefix + "/"):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
 def _is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")  # the controller checks the whole run
 
