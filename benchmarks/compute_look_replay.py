@@ -24,7 +24,11 @@ report's verdicts without the looks. Compute is summed over trials on the budget
 trial up to its look's point (the first history row at or past it), every other trial to the
 budget.
 
-    python benchmarks/compute_look_replay.py [--baselines DIR] [--studies DIR]
+With ``--forecast`` the looks also call verdicts from the fitted curve (``compute_looks.forecast``:
+half of each interim look's alpha to the forecast), where a baseline's curves have the
+evaluations a forecast needs (3 past the start before the look, and before half of it).
+
+    python benchmarks/compute_look_replay.py [--baselines DIR] [--studies DIR] [--forecast]
 """
 
 from __future__ import annotations
@@ -99,7 +103,7 @@ def load(folder: Path, study_file: Path) -> tuple[Stored, list[str]]:
     return Stored(trials, curves, meta, prompts), notes
 
 
-def design_for(results: Stored, spending: str, steps: int) -> tuple[ComputeLookDesign | None, str]:
+def design_for(results: Stored, spending: str, steps: int, forecast: bool) -> tuple[ComputeLookDesign | None, str]:
     """The 25/50/100% design on the baseline's budget (on steps: each look moved to the first
     evaluation at or after it), or None and why no look can stop an arm."""
     meta = results.meta
@@ -107,13 +111,15 @@ def design_for(results: Stored, spending: str, steps: int) -> tuple[ComputeLookD
     primary = meta.primary_at
     if primary["point"] != "final":
         at = list(FRACTIONS)
-        design = ComputeLookDesign(at, spending, catch_up, "control", primary["axis"], primary["budget"], "budget")
+        design = ComputeLookDesign(
+            at, spending, catch_up, "control", primary["axis"], primary["budget"], "budget", forecast
+        )
         return design, f"looks at {', '.join(f'{f:g}' for f in at)} of {primary['budget']:.1e} on {primary['axis']}"
     evals = np.sort(results.curves.loc[results.curves["metric"] == meta.primary_metric, "step"].unique())
     at = sorted({float(evals[evals >= f * steps][0]) / steps for f in FRACTIONS})
     if len(at) < 2:
         return None, f"no evaluation between 0 and the budget ({steps} steps; evaluations at {evals.tolist()})"
-    design = ComputeLookDesign(at, spending, catch_up, "control", "step", float(steps), "budget")
+    design = ComputeLookDesign(at, spending, catch_up, "control", "step", float(steps), "budget", forecast)
     return design, f"looks at steps {', '.join(f'{f * steps:g}' for f in at)} of {steps}"
 
 
@@ -135,6 +141,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baselines", type=Path, default=REPO / "baselines")
     parser.add_argument("--studies", type=Path, default=REPO / "studies")
+    parser.add_argument("--forecast", action="store_true", help="the looks also call verdicts from the fitted curve")
     args = parser.parse_args()
     print(
         "| baseline | spending | looks | worse in the full run | stopped (look) | compute spent / full | saved "
@@ -156,22 +163,30 @@ def main() -> None:
         rules = DecisionRules.of(results.meta, ReadOptions(alpha=0.05))
         full = full_verdicts(results, rules)
         for spending in SPENDINGS:
-            design, looks = design_for(results, spending, steps)
+            label = spending.replace("_", "-") + (", forecasts" if args.forecast else "")
+            design, looks = design_for(results, spending, steps, args.forecast)
             if design is None:
-                print(f"| {folder.name} | {spending.replace('_', '-')} | {looks} | | | | | |")
+                print(f"| {folder.name} | {label} | {looks} | | | | | |")
                 continue
             run = dataclasses.replace(results, meta=dataclasses.replace(results.meta, compute_looks=design))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 rep = replay_compute_looks(run, rules)
             worse = ", ".join(c for c, v in full.items() if v == "worse") or "none"
-            stopped = ", ".join(f"{c} ({s.look})" for c, s in rep.stops.items() if s.look is not None) or "none"
+            stopped = (
+                ", ".join(
+                    f"{c} ({s.look}{', forecast: ' + rep.verdicts[c] if s.forecast else ''})"
+                    for c, s in rep.stops.items()
+                    if s.look is not None
+                )
+                or "none"
+            )
             same = [c for c in full if rep.verdicts.get(c) == full[c]]
             differ = [f"{c}: {full[c]} -> {rep.verdicts.get(c)}" for c in full if rep.verdicts.get(c) != full[c]]
             agree = f"{len(same)} of {len(full)}" + (f" ({'; '.join(differ)})" if differ else "")
             note = f"; {'; '.join(notes)}" if notes else ""
             print(
-                f"| {folder.name} | {spending.replace('_', '-')} | {looks}, catch-up {design.catch_up:g}{note} | "
+                f"| {folder.name} | {label} | {looks}, catch-up {design.catch_up:g}{note} | "
                 f"{worse} | {stopped} | {amount(rep.spent)} / {amount(rep.full)} | {rep.saving:.1%} | {agree} |"
             )
 
