@@ -159,7 +159,11 @@ def main() -> None:
         except Exception as err:  # noqa: BLE001 - a baseline that cannot be read is a row saying why
             print(f"| {folder.name} | - | cannot be read: {err} | | | | | |")
             continue
-        steps = int(load_study(study_file).train.steps)
+        study = load_study(study_file)
+        if study.compute_looks is not None:  # its arms stopped at its own looks: nothing ran to the budget
+            print(f"| {folder.name} | - | run with compute looks itself: no full run to compare with | | | | | |")
+            continue
+        steps = int(study.train.steps)
         rules = DecisionRules.of(results.meta, ReadOptions(alpha=0.05))
         full = full_verdicts(results, rules)
         for spending in SPENDINGS:
