@@ -23,7 +23,6 @@ looks: a replay on part of the trials could stop an arm too early.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,11 +33,11 @@ from harness.decide.frames import comparisons_of, conditions_of
 from harness.decide.rules import DecisionRules, ReadOptions
 from harness.decide.sequential.compute import ComputeReplay, replay_compute_looks
 from harness.decide.sequential.rule import ALPHA, CORRECTION
-from harness.decide.sequential.schedule import Due, LookError, fixed_first
+from harness.decide.sequential.schedule import Due, fixed_first, replayed_state
 from harness.decide.sequential.segments import due_segments
 from harness.decide.sequential.versions import RuleVersions, read_rules
-from harness.errors import ConfigError, HarnessError, one_line
-from harness.tracking.results import PARAM_PREFIX, load_results
+from harness.errors import ConfigError
+from harness.tracking.results import PARAM_PREFIX
 from harness.tracking.segments import PAUSED
 
 RUN_TO = PARAM_PREFIX + "looks.run_to"
@@ -89,22 +88,12 @@ class ComputeState:
 
 
 def compute_state(study: Any, storage_url: str) -> ComputeState:
-    """Replay ``study`` (a study file, its folder or a Study) on every trial in ``storage_url``."""
-    try:
-        return _replayed(study, storage_url)
-    except HarnessError:
-        raise
-    except Exception as err:  # noqa: BLE001 - one line, not a traceback
-        raise LookError(
-            f"cannot work out the compute looks of the study {study}: {one_line(err, 300)}; "
-            "the trials so far are kept: fix the cause and run the same command again"
-        ) from None
+    """Replay ``study`` (a study file, its folder or a Study) on every trial in ``storage_url``
+    (errors as :func:`.schedule.replayed_state` raises them)."""
+    return replayed_state(study, storage_url, "compute looks of the study", _compute_state)
 
 
-def _replayed(study: Any, storage_url: str) -> ComputeState:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = load_results(study, storage=storage_url, strict_storage=True)
+def _compute_state(results) -> ComputeState:
     meta = results.meta
     if meta.compute_looks is None:
         raise ConfigError(f"study {meta.study!r} has no compute_looks: section; it has no compute looks")

@@ -58,27 +58,34 @@ class LookState:
 
 
 def look_state(study: Any, storage_url: str) -> LookState:
-    """Replay ``study`` (a study file, its folder or a Study) on every trial in ``storage_url``.
+    """Replay ``study`` (a study file, its folder or a Study) on every trial in ``storage_url``
+    (errors as :func:`replayed_state` raises them)."""
+    return replayed_state(study, storage_url, "looks of the sequential study", _look_state)
+
+
+def replayed_state(study: Any, storage_url: str, what: str, build: Callable[[Any], Any]) -> Any:
+    """``build`` on the results of every trial of ``study`` in ``storage_url``: the state a
+    schedule answers from (``what`` it works out, for the error).
 
     A storage that cannot be read raises ``StorageUnreadable``; a failure other than the
     harness's own errors is one line, a :class:`LookError`. Other warnings of the loading (an
     unreadable local record, whose shared copy stands in) are the report's to show, not the
     runner's at every poll."""
     try:
-        return _replayed(study, storage_url)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results = load_results(study, storage=storage_url, strict_storage=True)
+        return build(results)
     except HarnessError:
         raise
     except Exception as err:  # noqa: BLE001 - one line, not a traceback
         raise LookError(
-            f"cannot work out the looks of the sequential study {study}: {one_line(err, 300)}; "
+            f"cannot work out the {what} {study}: {one_line(err, 300)}; "
             "the trials so far are kept: fix the cause and run the same command again"
         ) from None
 
 
-def _replayed(study: Any, storage_url: str) -> LookState:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = load_results(study, storage=storage_url, strict_storage=True)
+def _look_state(results) -> LookState:
     meta = results.meta
     if not meta.sequential:
         raise ConfigError(f"study {meta.study!r} has no sequential: section; it has no looks")
