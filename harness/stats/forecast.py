@@ -76,6 +76,7 @@ from scipy import special
 from ._util import JsonMixin, check_alpha
 from .crossed import Difference
 from .curves import align_on_grid
+from .forecast_needs import CHECK_SPLIT, MIN_EVALUATIONS
 from .scaling import (
     CurveFit,
     _curves,
@@ -88,8 +89,6 @@ from .scaling import (
 )
 from .verdict import INCONCLUSIVE, Verdict, decide
 
-#: the out-of-sample check fits the points at C <= CHECK_SPLIT * look and predicts the rest up to the look
-CHECK_SPLIT = 0.5
 #: a standard error at most this share of the scores' scale is round-off: the seeds agree exactly
 NO_SPREAD = 1e-9
 #: what every forecast verdict's text begins with: the call was made before the budget, from the fit
@@ -216,8 +215,8 @@ def _shortfall(side: _Side, upto: float, what: str) -> str:
         if not np.any(c == 0):
             return f"seed {seed} has no evaluation at C = 0 (the start), so R0 is unknown"
     past = np.unique(np.concatenate([c[(c > 0) & (c <= upto)] for c, _ in side.curves]))
-    if past.size < 3:
-        return f"{past.size} evaluation(s) past the start up to {what} ({upto:.4g}); the fit needs 3"
+    if past.size < MIN_EVALUATIONS:
+        return f"{past.size} evaluation(s) past the start up to {what} ({upto:.4g}); the fit needs {MIN_EVALUATIONS}"
     return ""
 
 

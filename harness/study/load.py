@@ -38,6 +38,7 @@ from harness.engine.tasks.benchmarks import benchmark_task
 from harness.engine.tasks.coverage import check_testbed_characters
 from harness.engine.trial_file import check_templates
 from harness.errors import ConfigError
+from harness.stats.forecast_needs import evaluations_short
 from harness.study.expand import Overrides, arm_rollout, arm_train, condition_spec, resolve_arm, split_params
 from harness.study.field_errors import format_validation_error
 from harness.study.overrides import format_value, numeric_kind
@@ -555,6 +556,7 @@ def study_warnings(study: Study) -> list[str]:
         )
     if len(study.arms) == 1:
         out.append("a single arm: the report gives its noise floor but no comparisons")
+    out += _forecast_warnings(study)
     if study.tuning is None:
         seen: dict[str, str] = {}
         for c in (c for c in study.iter_conditions() if c.role == "arm"):  # an A/A copy is identical by design
@@ -565,3 +567,27 @@ def study_warnings(study: Study) -> list[str]:
             else:
                 seen[key] = c.name
     return out
+
+
+def _forecast_warnings(study: Study) -> list[str]:
+    """Looks before the budget where ``compute_looks.forecast`` can forecast nothing: on the step
+    axis, where each trial evaluates is known before it runs (every ``train.eval_every`` steps and
+    at each look); on a compute axis it is not, and nothing is said."""
+    looks = study.compute_looks
+    if looks is None or not looks.forecast or study.primary_at.point != "final":
+        return []
+    short: dict[str, list[str]] = {}  # the first look a condition forecasts nothing at, and why -> conditions
+    for condition in study.iter_conditions():
+        train = condition_spec(study, condition, study.seeds[0]).train
+        _, points = looks.axis_points(study.primary_at, train.steps)
+        every = range(train.eval_every, train.steps + 1, train.eval_every) if train.eval_every else []
+        evaluated = [float(step) for step in every] + points
+        for k, point in enumerate(points[:-1]):
+            why = evaluations_short(evaluated, point)
+            if why:
+                short.setdefault(f"look {k + 1} (step {point:g}): {why}", []).append(condition.name)
+                break
+    return [
+        f"compute_looks.forecast: {', '.join(names)} forecast nothing at {why}; evaluate more often (train.eval_every)"
+        for why, names in short.items()
+    ]

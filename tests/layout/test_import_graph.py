@@ -52,6 +52,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.rollout_config",  # the rollout section of the spec, as trainer_config is the trainer section
         "engine.trial_file",
         "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)
+        "stats.forecast_needs",  # validate warns of compute looks too early to forecast (pure constants)
     },
     "tracking": {"study", "engine.spec", "store", "stats.pass_at_k"},  # pass@k of a judged table's samples
     "decide": {"stats", "tracking", "study", "store"},  # store: a study database that cannot be read

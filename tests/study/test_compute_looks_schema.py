@@ -4,7 +4,7 @@ results meta resolves it to (where each look reads, and the catch-up allowance).
 import pytest
 
 from harness.errors import ConfigError
-from harness.study.load import parse_study
+from harness.study.load import parse_study, study_warnings
 from harness.study.sections import PrimaryAt
 from harness.tracking.results import _compute_looks_meta, _section_fields
 
@@ -66,6 +66,23 @@ def test_a_forecast_predicts_a_value_at_the_budget_not_an_area():
     meta = _compute_looks_meta(s.compute_looks, _section_fields(s.primary_at, PrimaryAt), s.train, s.min_effect)
     assert s.compute_looks.forecast and meta.forecast
     assert not parse_study(study(compute_looks={"at": [0.5, 1.0]})).compute_looks.forecast  # off by default
+
+
+def test_validate_warns_of_looks_too_early_to_forecast_on_the_step_axis():
+    looks = {"at": [0.25, 0.5, 1.0], "forecast": True}
+    sparse = study_warnings(parse_study(study(train={"steps": 40, "eval_every": 10}, compute_looks=looks)))
+    assert sparse == [
+        "compute_looks.forecast: grpo, dr forecast nothing at look 1 (step 10): 0 evaluation(s) past the start up "
+        "to the out-of-sample check's split (5, 0.5 of the look at 10); a forecast needs 3; evaluate more often "
+        "(train.eval_every)"
+    ]
+    # every 4 steps: the look at step 10 (split 5) has 1; the one at step 20 (split 10) has 4, 8 and 10
+    assert (
+        "look 1 (step 10): 1 evaluation(s)"
+        in study_warnings(parse_study(study(train={"steps": 40, "eval_every": 4}, compute_looks=looks)))[0]
+    )
+    assert not study_warnings(parse_study(study(train={"steps": 40, "eval_every": 1}, compute_looks=looks)))
+    assert not study_warnings(parse_study(study(train={"steps": 40, "eval_every": 10}, compute_looks={"at": [0.5, 1]})))
 
 
 def test_looks_on_steps_need_one_step_budget():
