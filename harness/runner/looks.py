@@ -66,6 +66,7 @@ class Looks:
         self.state = None  # the latest look state (None until a replay has succeeded)
         self._seen: tuple | None = None  # the queue's counts at that replay
         self._unread = False  # the storage could not be read at the last try (said once)
+        self._cleaned: set[str] = set()  # the ended arms whose checkpoints this process removed
 
     @property
     def finished(self) -> bool:
@@ -87,9 +88,10 @@ class Looks:
         self._unread = False
         added = self._queue(due.by_look) if due.trials else 0
         self._seen, self.state = seen, due.state
-        if self.study.compute_looks is not None and due.state.ended:  # their checkpoints are never read again
-            ended = set(due.state.ended)
+        ended = set(due.state.ended) - self._cleaned if self.study.compute_looks is not None else set()
+        if ended:  # arms that train no more: their checkpoints are never read again
             remove_checkpoints(study_dir(self.study), [s.trial_id for s in expand(self.study) if s.arm in ended])
+            self._cleaned |= ended
         return added
 
     def _queue(self, by_look: list[list]) -> int:

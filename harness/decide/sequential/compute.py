@@ -240,18 +240,20 @@ def _read_look(results, rules: DecisionRules, design: ComputeLookDesign, k: int,
 
 
 def _row(condition, reference, k, design, difference, verdict, label, decision) -> dict:
+    """One row of the Looks table; a look with nothing read (a forecast it could not make,
+    ``difference`` and ``verdict`` None) has NaN for the numbers."""
     return {
         "condition": condition,
         "reference": reference,
         "look": k + 1,
         "fraction": design.at[k],
         "point": design.points[k],
-        "n": difference.n_arm,
-        "n_reference": difference.n_control,
-        "diff": verdict.diff,
-        "ci_low": verdict.ci_low,
-        "ci_high": verdict.ci_high,
-        "ci_level": verdict.ci_level,
+        "n": difference.n_arm if difference is not None else np.nan,
+        "n_reference": difference.n_control if difference is not None else np.nan,
+        **{
+            key: getattr(verdict, key) if verdict is not None else np.nan
+            for key in ("diff", "ci_low", "ci_high", "ci_level")
+        },
         "verdict": label,
         "decision": decision,
     }
@@ -413,24 +415,9 @@ class _Walk:
         """One arm's forecast at look k: its row, and where the forecast decides the comparison,
         the call (the arm stops there with the forecast's verdict)."""
         design, called = self.design, call.verdict
-        fit, read = called.forecast_of, called.verdict
-        self.rows.append(
-            {
-                "condition": call.arm,
-                "reference": call.reference,
-                "look": k + 1,
-                "fraction": design.at[k],
-                "point": design.points[k],
-                "n": fit.n_arm if fit is not None else np.nan,
-                "n_reference": fit.n_control if fit is not None else np.nan,
-                "diff": fit.estimate if fit is not None else np.nan,
-                "ci_low": read.ci_low if read is not None else np.nan,
-                "ci_high": read.ci_high if read is not None else np.nan,
-                "ci_level": read.ci_level if read is not None else np.nan,
-                "verdict": called.label,
-                "decision": CALLED if called.called else NOT_CALLED,
-            }
-        )
+        difference = called.forecast_of.difference() if called.forecast_of is not None else None
+        decision = CALLED if called.called else NOT_CALLED
+        self.rows.append(_row(call.arm, call.reference, k, design, difference, called.verdict, called.label, decision))
         if called.called:
             self.stops[call.arm] = ArmStop(
                 call.arm,
