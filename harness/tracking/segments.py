@@ -20,7 +20,7 @@ furthest record's curve is the trial's curve up to where it got.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.study.design import spec_of
 from harness.tracking.records import TrialRecord
@@ -32,12 +32,20 @@ SEGMENT_PHASE = "segment"
 COMPARE_PHASE = "compare"
 
 
-def _segment(payload: Any) -> tuple[str, int] | None:
-    """(the design trial's id, the segment's look) of a segmented trial's spec; None otherwise."""
+class Segment(NamedTuple):
+    """Which design trial a segment belongs to, the look it runs to, and whether that is the budget."""
+
+    whole: str
+    look: int
+    last: bool
+
+
+def _segment(payload: Any) -> Segment | None:
+    """The segment a segmented trial's spec runs (its spec read once); None for any other trial."""
     spec = spec_of(payload)
     if spec is None or spec.looks is None or spec.looks.run_to is None:
         return None
-    return spec.whole_trial_id(), spec.looks.run_to
+    return Segment(spec.whole_trial_id(), spec.looks.run_to, spec.looks.is_last)
 
 
 def fold_segments(
@@ -46,7 +54,7 @@ def fold_segments(
     """``records`` and ``queued`` (the Optuna view) with one entry per design trial of the
     segmented trials (see the module doc), each in the ``compare`` phase; other trials pass
     through as they are."""
-    segment_of: dict[str, tuple[str, int]] = {}
+    segment_of: dict[str, Segment] = {}
     for record in records:
         if record.phase in (COMPARE_PHASE, SEGMENT_PHASE) and (found := _segment(record.spec)) is not None:
             segment_of[record.trial_id] = found
@@ -62,15 +70,15 @@ def fold_segments(
         found = segment_of.get(record.trial_id)
         if found is None:
             continue
-        best = recorded.get(found[0])
-        if best is None or segment_of[best.trial_id][1] < found[1]:
-            recorded[found[0]] = record
+        best = recorded.get(found.whole)
+        if best is None or segment_of[best.trial_id].look < found.look:
+            recorded[found.whole] = record
     first_queued: dict[str, str] = {}  # design trial without a record -> its first queued segment
-    for trial_id, (whole, _look) in sorted(segment_of.items(), key=lambda item: item[1][1], reverse=True):
-        if whole not in recorded and trial_id in queued:
-            first_queued[whole] = trial_id
+    for trial_id, found in sorted(segment_of.items(), key=lambda item: item[1].look, reverse=True):
+        if found.whole not in recorded and trial_id in queued:
+            first_queued[found.whole] = trial_id
     keep = {r.trial_id for r in recorded.values()} | set(first_queued.values())
-    out_records = [_as_design_trial(r, segment_of[r.trial_id][1]) for r in records if r.trial_id in keep]
+    out_records = [_as_design_trial(r, segment_of[r.trial_id].last) for r in records if r.trial_id in keep]
     out_records += [r for r in records if r.trial_id not in segment_of]
     out_queued = {
         trial_id: ({**info, "phase": COMPARE_PHASE} if trial_id in segment_of else info)
@@ -80,10 +88,9 @@ def fold_segments(
     return sorted(out_records, key=lambda r: r.trial_id), out_queued
 
 
-def _as_design_trial(record: TrialRecord, look: int) -> TrialRecord:
-    """The record of a trial's furthest segment, read as its design trial's."""
-    spec = spec_of(record.spec)
-    last = spec is not None and spec.looks is not None and look == len(spec.looks.at) - 1
+def _as_design_trial(record: TrialRecord, last: bool) -> TrialRecord:
+    """The record of a trial's furthest segment (``last``: the one that runs to the budget), read
+    as its design trial's."""
     if last or record.status != "completed":
         return record.model_copy(update={"phase": COMPARE_PHASE})
     return record.model_copy(update={"phase": COMPARE_PHASE, "status": PAUSED})
