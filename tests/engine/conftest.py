@@ -1,5 +1,5 @@
 """Small, fast trial specs for the engine tests (a shared warm-start cache per session), and the
-real SmolLM2 model prepared once per session for the tests that need it."""
+real SmolLM2 model prepared once per run (shared by its xdist processes) for the tests that need it."""
 
 from __future__ import annotations
 
