@@ -246,9 +246,9 @@ def _file_loader(file: Path, source: str | None, score: str | None, runs: str | 
     """What a FILE holds, read once: a function from the settings (one per judged metric) to its results."""
     from harness.evallogs.naming import RunNames
     from harness.evallogs.sources import read_tool_logs, source_of
-    from harness.tracking.tidy_results import read_table, results_from_table
+    from harness.tracking.tidy_results import TABLE_SUFFIXES, read_table, results_from_table
 
-    kind = source_of(file, source)
+    kind = source_of(file, source, TABLE_SUFFIXES)
     if kind == "table":
         if score is not None or runs is not None:
             raise ConfigError("--score and --runs read an evaluation tool's logs; a table names its columns (--column)")

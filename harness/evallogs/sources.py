@@ -20,12 +20,12 @@ from harness.evallogs.naming import RunNames, tidy_rows
 Source = Literal["lm-eval", "lighteval", "inspect", "table"]
 SOURCES: tuple[str, ...] = get_args(Source)
 TOOLS: dict[str, ModuleType] = {"lm-eval": lm_eval, "lighteval": lighteval, "inspect": inspect_logs}
-TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl")
 
 
-def source_of(path: Path, given: str | None) -> Source:
+def source_of(path: Path, given: str | None, table_suffixes: tuple[str, ...]) -> Source:
     """The reader for ``path``: ``given`` (checked to be one of ``SOURCES``), else the tool whose
-    output it looks like, else a tidy table by its suffix."""
+    output it looks like, else a tidy table by its suffix (``table_suffixes``: what the tidy-table
+    reader reads, given by the caller, since that reader sits in ``tracking``)."""
     if given is not None and given not in SOURCES:
         raise ConfigError(f"--from {given!r}: give one of {', '.join(SOURCES)}")
     if not path.exists():
@@ -35,10 +35,10 @@ def source_of(path: Path, given: str | None) -> Source:
     for name, tool in TOOLS.items():
         if tool.looks_like(path):
             return name  # type: ignore[return-value]
-    if path.is_file() and path.suffix.lower() in TABLE_SUFFIXES:
+    if path.is_file() and path.suffix.lower() in table_suffixes:
         return "table"
     raise ConfigError(
-        f"{path}: not a tidy table ({', '.join(TABLE_SUFFIXES)}) nor the logs of lm-evaluation-harness "
+        f"{path}: not a tidy table ({', '.join(table_suffixes)}) nor the logs of lm-evaluation-harness "
         "(--log_samples output), lighteval (--save-details) or Inspect (.eval / .json); give --from to say which"
     )
 
