@@ -31,7 +31,8 @@ import torch.nn.functional as F
 
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
 from harness.engine.rollout import encode_prompts, sample
-from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig
+from harness.engine.spec import ModelConfig, TinyModelConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 
 TARGET = 1.2

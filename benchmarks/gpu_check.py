@@ -40,7 +40,8 @@ import torch
 
 from harness.algorithms import resolve_algorithm
 from harness.engine.models import build_tiny_model, char_tokenizer
-from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
+from harness.engine.spec import ModelConfig, TrialSpec
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.trial import prompt_batches, run_trial, start_policy
 from harness.engine.vllm.environment import check_vllm_environment, vllm_python

@@ -28,7 +28,8 @@ import torch
 from harness.algorithms import resolve_algorithm
 from harness.engine.logprobs import LOGIT_CHUNK_ELEMENTS
 from harness.engine.models import SPECIAL_TOKENS, build_tiny_model, char_tokenizer
-from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
+from harness.engine.spec import ModelConfig, TrialSpec
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.trial import run_trial
 

@@ -36,7 +36,8 @@ from harness.engine.learner import Learner, make_optimizer
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
-from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig, TrainConfig
+from harness.engine.spec import ModelConfig, TinyModelConfig, TrainConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 
 PROMPTS, KL_COEF, LR = 8, 0.04, 1e-5

@@ -26,7 +26,8 @@ from pydantic import ValidationError
 
 from harness.cli.app import app
 from harness.cli.trial import SECTIONS, parse_assignments
-from harness.engine.spec import LearnedRewardConfig, TrialSpec
+from harness.engine.spec import TrialSpec
+from harness.engine.task_config import LearnedRewardConfig
 from harness.errors import ConfigError
 from harness.study.field_errors import format_validation_error
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from pydantic import ConfigDict, PositiveInt
 
 from harness.engine.model_source import content_key
-from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec, WarmStartConfig
+from harness.engine.spec import ModelConfig, TrialSpec, WarmStartConfig
+from harness.engine.task_config import TaskConfig
 from harness.ground.checked_cache import MANIFEST_FILE  # noqa: F401 - re-exported: the plan's "is it cached"
 from harness.ground.strict import StrictModel
 

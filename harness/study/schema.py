@@ -33,10 +33,10 @@ from harness.engine.spec import (
     BenchmarkConfig,
     EvalSubsetConfig,
     ModelConfig,
-    TaskConfig,
     TrainConfig,
     WarmStartConfig,
 )
+from harness.engine.task_config import TaskConfig
 from harness.engine.trainer_config import TrainerConfig
 from harness.ground.strict import StrictModel
 from harness.study.field_errors import FieldError, short_repr

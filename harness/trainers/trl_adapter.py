@@ -32,7 +32,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from harness.algorithms.config import AlgorithmConfig
-from harness.engine.spec import ModelConfig, TaskConfig
+from harness.engine.spec import ModelConfig
+from harness.engine.task_config import TaskConfig
 from harness.errors import ConfigError, HarnessError, one_line, squeeze
 from harness.ground.console import error, say
 from harness.trainers.trl_mapping import no_grad_passes, plan

@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from harness.engine.generation import mean
-from harness.engine.spec import BenchmarkConfig, TaskConfig
+from harness.engine.spec import BenchmarkConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import prompt_id
 from harness.engine.tasks.benchmarks import benchmark_task

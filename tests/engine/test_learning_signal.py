@@ -13,7 +13,8 @@ import pytest
 from transformers import LlamaConfig
 
 from harness.engine.models import char_tokenizer, check_tokenizer, task_tokenizer
-from harness.engine.spec import NO_LEARNING_SIGNAL, ModelConfig, TaskConfig
+from harness.engine.spec import NO_LEARNING_SIGNAL, ModelConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.coverage import MAX_LOST_SHARE
 from harness.engine.trial import NO_SIGNAL_STEPS, learning_signal, run_trial

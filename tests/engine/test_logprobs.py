@@ -26,7 +26,8 @@ from harness.engine.models import (
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
 from harness.engine.rollout import position_ids_of, sample_groups
-from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig
+from harness.engine.spec import ModelConfig, TrainConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.errors import ConfigError
 

@@ -13,7 +13,8 @@ from harness.engine.learner import Learner, make_optimizer
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
-from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig
+from harness.engine.spec import ModelConfig, TrainConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 
 TINY = {"hidden_size": 32, "layers": 1, "heads": 2, "intermediate_size": 64}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from harness.algorithms import resolve_algorithm
-from harness.engine.spec import BenchmarkConfig, TaskConfig, TrialSpec
+from harness.engine.spec import BenchmarkConfig, TrialSpec
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.benchmarks import benchmark_task
 

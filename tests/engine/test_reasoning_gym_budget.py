@@ -11,7 +11,7 @@ import time
 import pytest
 from cli_main import run_main
 
-from harness.engine.spec import TaskConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task, gym_budget
 from harness.engine.tasks import reasoning_gym as gym_task
 from harness.engine.tasks.synthetic import MAX_PROMPTS

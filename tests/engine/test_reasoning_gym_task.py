@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from harness.algorithms import resolve_algorithm
-from harness.engine.spec import TaskConfig, TrialSpec
+from harness.engine.spec import TrialSpec
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.reasoning_gym import INSTRUCTION
 from harness.engine.trial import run_trial

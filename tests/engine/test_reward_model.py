@@ -43,7 +43,8 @@ from harness.engine.reward_model.training import (
     measure,
     train_reward_model,
 )
-from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig
+from harness.engine.spec import ModelConfig, TinyModelConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.base import Item
 from harness.errors import ConfigError
@@ -422,7 +423,7 @@ def test_the_weights_combine_as_documented(trained):
 
 def test_building_a_task_with_a_learned_reward_imports_no_torch(trained):
     script = (
-        "import sys\nfrom harness.engine.spec import TaskConfig\nfrom harness.engine.tasks import build_task\n"
+        "import sys\nfrom harness.engine.task_config import TaskConfig\nfrom harness.engine.tasks import build_task\n"
         f"task = build_task(TaskConfig(reward={{'model': {str(trained[2].folder)!r}}}))\n"
         "assert task.scorer is not None\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
@@ -552,7 +553,7 @@ def test_a_recipe_is_checked_when_the_task_is_built_but_not_trained(tmp_path):
     with pytest.raises(ConfigError, match=r"task.reward.train.pairs '.*nowhere.jsonl': no such file"):
         build_task(TaskConfig(reward={"train": {"pairs": str(tmp_path / "nowhere.jsonl")}}))
     script = (
-        "import sys\nfrom harness.engine.spec import TaskConfig\nfrom harness.engine.tasks import build_task\n"
+        "import sys\nfrom harness.engine.task_config import TaskConfig\nfrom harness.engine.tasks import build_task\n"
         "task = build_task(TaskConfig(reward={'train': {'from_verifier': {'label_noise': 0.2}}}))\n"
         "assert task.scorer.folder is None\n"
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"

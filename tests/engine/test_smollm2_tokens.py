@@ -17,7 +17,8 @@ from harness.engine.evaluation import item_rewards
 from harness.engine.logprobs import completion_forward
 from harness.engine.models import check_tokenizer, load_pretrained, lost_characters, task_tokenizer
 from harness.engine.rollout import decode_completions, encode_prompts, sample_groups
-from harness.engine.spec import ModelConfig, TaskConfig
+from harness.engine.spec import ModelConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.coverage import task_texts
 from harness.engine.warmstart import _sft_batch

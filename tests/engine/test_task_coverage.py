@@ -11,7 +11,8 @@ import string
 import pytest
 
 from harness.engine.models import char_tokenizer, check_tokenizer, lost_characters, task_tokenizer
-from harness.engine.spec import ModelConfig, TaskConfig
+from harness.engine.spec import ModelConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.coverage import check_testbed_characters
 from harness.errors import ConfigError

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine.spec import TaskConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import TASKS, build_task
 from harness.engine.tasks.base import Item
 from harness.engine.tasks.rewards import (

@@ -9,7 +9,8 @@ import torch
 
 from harness.engine.episodes.turn_format import TemplateTurns, format_of
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
-from harness.engine.spec import ModelConfig, TaskConfig
+from harness.engine.spec import ModelConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import with_tools
 from harness.engine.tasks.base import Item, Task
 from harness.engine.tasks.rewards import exact_match

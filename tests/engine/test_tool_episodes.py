@@ -15,7 +15,8 @@ from harness.engine.learner import Learner, make_optimizer
 from harness.engine.models import LoadedModel, build_tiny_model, char_tokenizer
 from harness.engine.reference import Reference
 from harness.engine.rl_step import rl_step
-from harness.engine.spec import ModelConfig, TaskConfig, TinyModelConfig, TrainConfig
+from harness.engine.spec import ModelConfig, TinyModelConfig, TrainConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import with_tools
 from harness.engine.tasks.base import Item, Task
 from harness.engine.tasks.rewards import exact_match

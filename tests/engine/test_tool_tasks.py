@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from harness.engine.spec import TaskConfig, ToolRewardConfig
+from harness.engine.task_config import TaskConfig, ToolRewardConfig
 from harness.engine.tasks import build_task
 from harness.engine.tools import parse_calls
 from harness.errors import ConfigError

@@ -50,6 +50,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "engine.vllm",  # validate checks the vLLM environment of rollout.backend vllm (torch-free)
         "engine.trainer_config",
         "engine.rollout_config",  # the rollout section of the spec, as trainer_config is the trainer section
+        "engine.task_config",  # the task section of the spec
         "engine.trial_file",
         "trainers.trl_mapping",  # validate refuses a TRL arm's parts TRL lacks (pure: no TRL import)
         "stats.forecast_needs",  # validate warns of compute looks too early to forecast (pure constants)
@@ -66,6 +67,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "algorithms",
         "decide",
         "engine.spec",
+        "engine.task_config",  # `harness reward-model train`: the learned reward a task names
         "engine.reward_model",
         "engine.model_source",  # `harness prepare-model`: the GGUF source it names
         "engine.model_prepare",  # `harness prepare-model`: its conversion into the cache, in the command

@@ -15,14 +15,8 @@ from cli_main import run_main
 
 from harness.algorithms.config import CONFIG_TYPES
 from harness.engine.models import build_tiny_model, char_tokenizer, load_pretrained
-from harness.engine.spec import (
-    LoraConfig,
-    ModelConfig,
-    TaskConfig,
-    TinyModelConfig,
-    TrainConfig,
-    WarmStartConfig,
-)
+from harness.engine.spec import LoraConfig, ModelConfig, TinyModelConfig, TrainConfig, WarmStartConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks.jsonl import read_jsonl
 from harness.study import key_reference
 from harness.study.expand import expand

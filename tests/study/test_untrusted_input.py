@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
-from harness.engine.spec import TaskConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 from harness.engine.tasks.synthetic import MAX_DIGITS, MAX_PROMPTS, prompt_space
 from harness.errors import ConfigError

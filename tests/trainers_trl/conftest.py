@@ -10,7 +10,8 @@ import pytest
 
 from harness.algorithms.presets import resolve_algorithm
 from harness.engine.models import build_tiny_model, char_tokenizer
-from harness.engine.spec import ModelConfig, TaskConfig, TrainConfig
+from harness.engine.spec import ModelConfig, TrainConfig
+from harness.engine.task_config import TaskConfig
 from harness.engine.tasks import build_task
 
 

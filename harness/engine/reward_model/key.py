@@ -30,7 +30,8 @@ from harness.engine.reward_model.settings import (
     RewardTraining,
     VerifierPairs,
 )
-from harness.engine.spec import ModelConfig, TaskConfig, TrialSpec
+from harness.engine.spec import ModelConfig, TrialSpec
+from harness.engine.task_config import TaskConfig
 from harness.engine.warmstart_key import WarmStartInputs, gold_task, keyed_dtype
 from harness.engine.warmstart_key import cache_key as warmstart_cache_key
 from harness.errors import ConfigError

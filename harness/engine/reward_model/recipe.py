@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.engine.reward_model.training import train_reward_model
-from harness.engine.spec import LearnedRewardConfig, TrialSpec
+from harness.engine.spec import TrialSpec
+from harness.engine.task_config import LearnedRewardConfig
 from harness.engine.tasks.base import Task
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.algorithms.registry import Registry
-from harness.engine.spec import REASONING_GYM_TASK
+from harness.engine.task_config import REASONING_GYM_TASK
 from harness.engine.tasks.base import Item, Task, ToolUse
 from harness.engine.tasks.jsonl import gsm8k_jsonl
 from harness.engine.tasks.reasoning_gym import reasoning_gym_task

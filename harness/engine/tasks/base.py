@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.engine.spec import ToolRewardConfig
+    from harness.engine.task_config import ToolRewardConfig
     from harness.engine.tools.toolset import ToolSet
 
 RewardFn = Callable[["Item", str], float]

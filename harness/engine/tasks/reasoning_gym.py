@@ -29,7 +29,7 @@ import math
 import re
 from typing import Any
 
-from harness.engine.spec import ReasoningGymConfig
+from harness.engine.task_config import ReasoningGymConfig
 from harness.engine.tasks.base import Item, Task
 from harness.engine.tasks.gym_budget import check_budget
 from harness.engine.tasks.synthetic import MAX_PROMPTS

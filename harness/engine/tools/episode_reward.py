@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from harness.engine.tools.calls import parse_calls, unclosed
 
 if TYPE_CHECKING:
-    from harness.engine.spec import ToolRewardConfig
+    from harness.engine.task_config import ToolRewardConfig
 
 
 @dataclass(frozen=True)

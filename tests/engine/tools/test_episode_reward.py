@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engine.spec import ToolRewardConfig
+from harness.engine.task_config import ToolRewardConfig
 from harness.engine.tools import episode_reward
 
 CALC = '<tool_call>{"name": "calc", "arguments": {"expr": "256*37"}}</tool_call>'
